@@ -1,0 +1,163 @@
+"""Corpus lines → examples → length-bucketed batches → masked MLM inputs.
+
+Everything random here takes an explicit ``torch.Generator`` seeded from (seed, epoch) or
+(seed, step), so a resumed run draws exactly what an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from multilab.inputs import ENGLISH, FAKE, Batch, InputEncoder, collate
+from multilab.modifications import Recipe
+
+log = logging.getLogger(__name__)
+
+
+def tokenize_lines(
+    lines: list[str], tokenizer: PreTrainedTokenizerBase, encoder: InputEncoder
+) -> tuple[list[torch.Tensor], int]:
+    """Wordpiece ids of each line (no specials), cut to fit; returns (ids, number truncated)."""
+    ids = tokenizer(lines, add_special_tokens=False)["input_ids"]
+    sentences, truncated = [], 0
+    for row in ids:
+        words, cut = encoder.truncate(torch.tensor(row, dtype=torch.long))
+        sentences.append(words)
+        truncated += cut
+    if truncated:
+        log.warning(
+            "%d of %d sentences longer than max_length=%d wordpieces were truncated",
+            truncated,
+            len(lines),
+            encoder.max_length,
+        )
+    return sentences, truncated
+
+
+@dataclass
+class Examples:
+    """Pre-encoded training examples: each English sentence and/or its Fake-English twin."""
+
+    encoded: list[tuple[torch.Tensor, ...]]
+    languages: list[int]
+    lengths: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.encoded)
+
+    def batch(self, indices: torch.Tensor) -> Batch:
+        idx = indices.tolist()
+        return collate([self.encoded[i] for i in idx], [self.languages[i] for i in idx])
+
+    def tokens(self) -> int:
+        return int(self.lengths.sum())
+
+
+def training_examples(
+    sentences: list[torch.Tensor], recipe: Recipe, encoder: InputEncoder
+) -> Examples:
+    """Parallel: every sentence in both languages. no-parallel: English first half only,
+    Fake-English second half only (seed 000 §3.3)."""
+    if recipe.parallel:
+        pairs = [(s, lang) for s in sentences for lang in (ENGLISH, FAKE)]
+    else:
+        half = len(sentences) // 2
+        pairs = [(s, ENGLISH) for s in sentences[:half]] + [(s, FAKE) for s in sentences[half:]]
+    pairs = [(s, lang) for s, lang in pairs if len(s) > 0]
+    encoded = [encoder.encode(s, lang) for s, lang in pairs]
+    return Examples(
+        encoded=encoded,
+        languages=[lang for _, lang in pairs],
+        lengths=torch.tensor([len(e[0]) for e in encoded]),
+    )
+
+
+def seeded_generator(*keys: int) -> torch.Generator:
+    """A CPU generator whose seed is a fixed mix of ``keys`` (e.g. seed, epoch, rank)."""
+    mixed = 0
+    for key in keys:
+        mixed = (mixed * 1_000_003 + int(key)) % (2**63 - 1)
+    return torch.Generator().manual_seed(mixed)
+
+
+def bucketed_batches(
+    lengths: torch.Tensor, batch_size: int, seed: int, epoch: int, chunk_batches: int = 50
+) -> list[torch.Tensor]:
+    """Shuffle, sort by length inside chunks of ``chunk_batches`` batches, shuffle batches.
+
+    Batches hold sentences of similar length (little padding) yet every epoch sees a
+    different random grouping and order.
+    """
+    gen = seeded_generator(seed, epoch)
+    order = torch.randperm(len(lengths), generator=gen)
+    chunk = batch_size * max(1, chunk_batches)
+    batches = []
+    for start in range(0, len(order), chunk):
+        part = order[start : start + chunk]
+        part = part[torch.argsort(lengths[part], stable=True)]
+        batches.extend(part.split(batch_size))
+    shuffle = torch.randperm(len(batches), generator=gen).tolist()
+    return [batches[i] for i in shuffle]
+
+
+def random_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[torch.Tensor]:
+    """Plain shuffled batches (the baseline recipe)."""
+    order = torch.randperm(n, generator=seeded_generator(seed, epoch))
+    return list(order.split(batch_size))
+
+
+@dataclass
+class MaskedBatch:
+    """MLM inputs: corrupted ids, which positions are predicted, and their true ids."""
+
+    inputs: dict[str, torch.Tensor]
+    selected: torch.Tensor  # bool [B, L]
+    labels: torch.Tensor  # [N] true ids of the selected positions, row-major order
+
+
+def mask_tokens(
+    batch: Batch,
+    encoder: InputEncoder,
+    mask_prob: float,
+    replacement: tuple[float, ...],
+    generator: torch.Generator,
+    knn_table: torch.Tensor | None = None,
+) -> MaskedBatch:
+    """Select ``mask_prob`` of the wordpieces and replace them by (mask, keep, random, knn).
+
+    Random tokens come from the whole bilingual vocabulary (either language, as BERT).
+    knn tokens are drawn uniformly from the k cross-lingual neighbours of ``knn_table``.
+    """
+    ids = batch.input_ids
+    probs = torch.tensor(list(replacement) + [0.0] * (4 - len(replacement)))
+    selected = (torch.rand(ids.shape, generator=generator) < mask_prob) & batch.word_mask
+    if not selected.any():  # never an empty loss
+        first = batch.word_mask.nonzero()[0]
+        selected[first[0], first[1]] = True
+    labels = ids[selected]
+    n = len(labels)
+    choice = torch.multinomial(probs, n, replacement=True, generator=generator)
+    mask_ids = torch.where(
+        batch.languages == FAKE,
+        torch.tensor(encoder.mask_id(FAKE)),
+        torch.tensor(encoder.mask_id(ENGLISH)),
+    )
+    row_of = selected.nonzero()[:, 0]
+    replaced = labels.clone()
+    replaced = torch.where(choice == 0, mask_ids[row_of], replaced)
+    random_ids = torch.randint(0, 2 * encoder.vocab_size, (n,), generator=generator)
+    replaced = torch.where(choice == 2, random_ids, replaced)
+    if probs[3] > 0:
+        if knn_table is None:
+            raise ValueError("knn replacement needs a neighbour table (run the spaces stage)")
+        pick = torch.randint(0, knn_table.shape[1], (n,), generator=generator)
+        replaced = torch.where(choice == 3, knn_table[labels, pick], replaced)
+    corrupted = ids.clone()
+    corrupted[selected] = replaced
+    inputs = batch.model_inputs()
+    inputs["input_ids"] = corrupted
+    return MaskedBatch(inputs=inputs, selected=selected, labels=labels)

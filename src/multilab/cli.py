@@ -1,0 +1,196 @@
+"""``multilab <stage>``: thin commands that parse, resolve the config and call the library.
+
+Every command validates ``params.yaml`` first; a bad value ends in one line naming the bad
+value and the valid ones, exit code 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from multilab.config import Config, ConfigError, Overrides, load_config
+from multilab.modifications import PAPER_IDS, ModificationError, describe
+
+log = logging.getLogger("multilab")
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return load_config(args.params, Overrides.parse(args.set))
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def cmd_corpus(args: argparse.Namespace) -> None:
+    from multilab import corpus
+
+    cfg = _config(args)
+    if args.action == "export":
+        editions = args.edition or list(cfg.corpus.export_editions)
+        for code in editions:
+            corpus.check_edition(code)
+        for code in editions:
+            print(f"exported {corpus.export_edition(code, cfg.paths.data)}")
+        return
+    stats = corpus.build_corpora(cfg.corpus, cfg.paths.data, cfg.paths.corpora)
+    _write_json(
+        cfg.paths.metrics / "corpus.json",
+        {name: s.as_dict() for name, s in stats.items()} | {"paper": corpus.PAPER_STATS},
+    )
+    print(corpus.stats_table(stats))
+
+
+def cmd_vocab(args: argparse.Namespace) -> None:
+    from multilab.corpus import read_lines
+    from multilab.vocab import build_vocab
+
+    cfg = _config(args)
+    info = build_vocab(read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size, cfg.paths.vocab)
+    print(f"vocabulary written to {cfg.paths.vocab}: {info}")
+
+
+def cmd_spaces(args: argparse.Namespace) -> None:
+    from multilab import spaces
+    from multilab.corpus import read_lines
+    from multilab.vocab import load_tokenizer
+
+    cfg = _config(args)
+    tokenizer = load_tokenizer(cfg.paths.vocab)
+    lines = read_lines(cfg.paths.corpora / "train.txt")
+    words = [tokenizer.tokenize(line) for line in lines]
+    vocab_words = tokenizer.convert_ids_to_tokens(list(range(cfg.vocab.size)))
+    metrics = spaces.build_spaces(words, vocab_words, cfg.paths.spaces, cfg.spaces)
+    _write_json(cfg.paths.metrics / "spaces.json", metrics)
+    _log_spaces(cfg, metrics)
+    print(json.dumps(metrics, indent=2))
+
+
+def _log_spaces(cfg: Config, metrics: dict) -> None:
+    from multilab import tracking
+
+    experiment_id = tracking.connect(cfg.paths, cfg.experiment)
+    with tracking.run(experiment_id, name="spaces", tags={"stage": "spaces"}):
+        tracking.log_params({f"spaces.{k}": v for k, v in vars(cfg.spaces).items()})
+        tracking.log_metrics({k: v for k, v in metrics.items() if isinstance(v, int | float)})
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from multilab import tracking
+    from multilab.evaluate import curve_hook
+    from multilab.train import train_model
+
+    cfg = _config(args)
+    run = cfg.run(args.modification, args.seed)
+    experiment_id = tracking.connect(cfg.paths, cfg.experiment)
+    model_dir = train_model(run, experiment_id=experiment_id, curve_hook=curve_hook(run))
+    print(f"model in {model_dir}")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from multilab.evaluate import evaluate_and_record
+
+    cfg = _config(args)
+    results = evaluate_and_record(cfg, Path(args.model_dir), args.out and Path(args.out))
+    print(json.dumps(results, indent=2, sort_keys=True))
+
+
+def cmd_variant(args: argparse.Namespace) -> None:
+    from multilab.study import run_variant
+
+    cfg = _config(args)
+    summary = run_variant(cfg)
+    print(json.dumps(summary, indent=2, sort_keys=True))
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from multilab.report import build_report
+
+    cfg = _config(args)
+    for path in build_report(cfg):
+        print(f"wrote {path}")
+
+
+def cmd_figures(args: argparse.Namespace) -> None:
+    from multilab.figures import figures_for
+
+    cfg = _config(args)
+    for path in figures_for(cfg, args.target):
+        print(f"wrote {path}")
+
+
+def cmd_ids(args: argparse.Namespace) -> None:
+    for pid, mod in PAPER_IDS.items():
+        print(f"{pid:>4}  {mod:45s} {describe(mod)}")
+
+
+def cmd_check(args: argparse.Namespace) -> None:
+    cfg = _config(args)
+    print(f"params OK: profile={cfg.profile} seeds={list(cfg.seeds)} study={list(cfg.study)} "
+          f"modification={cfg.modification}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="multilab", description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml", help="parameter file")
+    parser.add_argument(
+        "--set", action="append", metavar="KEY=VALUE",
+        help="override a parameter, e.g. --set profile=smoke --set train.epochs=3",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("corpus", help="export Bible editions / build corpora / print stats")
+    p.add_argument("action", choices=["export", "build", "stats"])
+    p.add_argument("--edition", action="append", help="edition code (repeatable), for export")
+    p.set_defaults(func=cmd_corpus)
+
+    sub.add_parser("vocab", help="train the WordPiece vocabulary").set_defaults(func=cmd_vocab)
+    sub.add_parser("spaces", help="fastText spaces + unsupervised VecMap + knn table"
+                   ).set_defaults(func=cmd_spaces)
+
+    p = sub.add_parser("train", help="train (or resume) one model")
+    p.add_argument("--modification", "-m", default="original", help="name, combo or paper ID")
+    p.add_argument("--seed", type=int, required=True)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="multilinguality + perplexity of a model directory")
+    p.add_argument("model_dir")
+    p.add_argument("--out", help="JSON file for the results (default: artifacts/eval/...)")
+    p.set_defaults(func=cmd_evaluate)
+
+    sub.add_parser("variant", help="train + evaluate params.modification over the seeds"
+                   ).set_defaults(func=cmd_variant)
+    sub.add_parser("report", help="tables (and figures) from the MLflow runs"
+                   ).set_defaults(func=cmd_report)
+    p = sub.add_parser("figures", help="figures of one model (directory or MLflow run id)")
+    p.add_argument("target")
+    p.set_defaults(func=cmd_figures)
+    sub.add_parser("ids", help="the paper-ID table").set_defaults(func=cmd_ids)
+    sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        args.func(args)
+    except (ConfigError, ModificationError) as err:
+        print(f"multilab: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""Model + dev corpus → embeddings → multilinguality and model-fit metrics (seed 000 §2.2).
+
+Sentences are length-sorted into batches, English and Fake-English twins go through the
+model with the modification applied by :class:`~multilab.inputs.InputEncoder` exactly as in
+training, and every metric is computed on whole tensors (see :mod:`multilab.metrics`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+from transformers import BertForMaskedLM
+
+from multilab import metrics, tracking
+from multilab.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
+from multilab.config import Config, ConfigError, RunConfig
+from multilab.corpus import read_lines
+from multilab.inputs import ENGLISH, FAKE, InputEncoder
+from multilab.model import hidden_layers, load_model
+from multilab.modifications import Recipe
+from multilab.train import DONE_FILE, CurveHook, read_done
+from multilab.vocab import load_tokenizer
+
+PERPLEXITY_REPLACEMENT = (1.0, 0.0, 0.0, 0.0)  # every selected token becomes [MASK]
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def sentence_batches(lengths: torch.Tensor, batch_size: int) -> list[torch.Tensor]:
+    """Length-sorted batches (little padding); order is irrelevant to every metric."""
+    return list(torch.argsort(lengths, stable=True).split(batch_size))
+
+
+@torch.no_grad()
+def multilinguality(
+    model: BertForMaskedLM,
+    encoder: InputEncoder,
+    sentences: list[torch.Tensor],
+    layers: tuple[int, ...],
+    batch_size: int,
+) -> dict[str, float]:
+    """Alignment (P/R/F1) and sentence retrieval (P@1/5/10) at each layer."""
+    device = _device(model)
+    lengths = torch.tensor([len(s) for s in sentences])
+    counts = {layer: [] for layer in layers}
+    pooled = {layer: ([], []) for layer in layers}
+    for rows in sentence_batches(lengths, batch_size):
+        chosen = [sentences[i] for i in rows.tolist()]
+        eng = encoder.batch(chosen, [ENGLISH] * len(chosen)).to(device)
+        fake = encoder.batch(chosen, [FAKE] * len(chosen)).to(device)
+        eng_h = hidden_layers(model, eng.model_inputs(), list(layers))
+        fake_h = hidden_layers(model, fake.model_inputs(), list(layers))
+        n = lengths[rows].to(device)
+        width = int(n.max())
+        gold = _gold(encoder.recipe, n, width)
+        for layer, e, f in zip(layers, eng_h, fake_h, strict=True):
+            counts[layer].append(
+                metrics.alignment_counts(
+                    e[:, 1 : 1 + width].float(), f[:, 1 : 1 + width].float(), n, gold
+                )
+            )
+            pooled[layer][0].append(metrics.mean_pool(e.float(), eng.word_mask))
+            pooled[layer][1].append(metrics.mean_pool(f.float(), fake.word_mask))
+    results: dict[str, float] = {}
+    for layer in layers:
+        align = metrics.alignment_score(counts[layer])
+        retrieval = metrics.retrieval_score(torch.cat(pooled[layer][0]), torch.cat(pooled[layer][1]))
+        results |= {
+            f"align_p.l{layer}": align.precision,
+            f"align_r.l{layer}": align.recall,
+            f"align_f1.l{layer}": align.f1,
+            f"retrieval_p1.l{layer}": retrieval.p1,
+            f"retrieval_p5.l{layer}": retrieval.p5,
+            f"retrieval_p10.l{layer}": retrieval.p10,
+        }
+    return results
+
+
+def _gold(recipe: Recipe, lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """Fake-English index aligned to each English word: identity, or reversed (inv-order)."""
+    positions = torch.arange(width, device=lengths.device).expand(len(lengths), width)
+    if recipe.invert_fake:
+        return (lengths[:, None] - 1 - positions).clamp(min=0)
+    return positions
+
+
+@torch.no_grad()
+def translation(
+    model: BertForMaskedLM, encoder: InputEncoder, layers: tuple[int, ...], batch_size: int
+) -> dict[str, float]:
+    """Word translation: every vocabulary entry alone as ``[CLS] w [SEP]``, vector of w."""
+    device = _device(model)
+    words = [torch.tensor([i]) for i in range(encoder.vocab_size)]
+    vectors = {layer: ([], []) for layer in layers}
+    for start in range(0, len(words), batch_size):
+        chunk = words[start : start + batch_size]
+        for lang in (ENGLISH, FAKE):
+            batch = encoder.batch(chunk, [lang] * len(chunk)).to(device)
+            for layer, h in zip(layers, hidden_layers(model, batch.model_inputs(), list(layers)),
+                                strict=True):
+                vectors[layer][lang].append(h[:, 1].float())
+    results = {}
+    for layer in layers:
+        score = metrics.retrieval_score(torch.cat(vectors[layer][0]), torch.cat(vectors[layer][1]))
+        results[f"translation_p1.l{layer}"] = score.p1
+        results[f"translation_p5.l{layer}"] = score.p5
+    return results
+
+
+@torch.no_grad()
+def perplexity(
+    model: BertForMaskedLM,
+    encoder: InputEncoder,
+    sentences: list[torch.Tensor],
+    recipe: Recipe,
+    mask_prob: float,
+    mask_seed: int,
+    batch_size: int,
+) -> float:
+    """MLM perplexity (base e): 15% of tokens → [MASK], the same masks for every model."""
+    device = _device(model)
+    examples = training_examples(sentences, recipe, encoder)
+    total_nll, count = 0.0, 0
+    for number, rows in enumerate(sentence_batches(examples.lengths, batch_size)):
+        batch = examples.batch(rows)
+        masked = mask_tokens(
+            batch, encoder, mask_prob, PERPLEXITY_REPLACEMENT,
+            seeded_generator(mask_seed, number),
+        )
+        inputs = {k: v.to(device) for k, v in masked.inputs.items()}
+        hidden = model.bert(**inputs).last_hidden_state
+        logits = model.cls(hidden[masked.selected.to(device)])
+        nll, n = metrics.masked_nll(logits.float(), masked.labels.to(device))
+        total_nll += nll
+        count += n
+    return metrics.perplexity(total_nll, count)
+
+
+def evaluate_model(
+    model: BertForMaskedLM,
+    run: RunConfig,
+    dev_sentences: int | None = None,
+    train_sentences: int | None = None,
+) -> dict[str, float]:
+    """All metrics of one model on the dev corpus (+ train perplexity)."""
+    cfg = run.study
+    ev = cfg.evaluate
+    if max(ev.layers) > model.config.num_hidden_layers:
+        raise ConfigError(
+            f"evaluate.layers={list(ev.layers)} but the model has "
+            f"{model.config.num_hidden_layers} layers"
+        )
+    tokenizer = load_tokenizer(cfg.paths.vocab)
+    encoder = InputEncoder(run.recipe, len(tokenizer), cfg.train.max_length)
+    dev_lines = read_lines(cfg.paths.corpora / "dev.txt")[: dev_sentences or ev.dev_sentences]
+    train_lines = read_lines(cfg.paths.corpora / "train.txt")
+    if cfg.train.max_train_sentences:
+        train_lines = train_lines[: cfg.train.max_train_sentences]
+    if train_sentences:
+        train_lines = train_lines[:train_sentences]
+    dev, _ = tokenize_lines(dev_lines, tokenizer, encoder)
+    train, _ = tokenize_lines(train_lines, tokenizer, encoder)
+    was_training = model.training
+    model.eval()
+    started = time.perf_counter()
+    results = multilinguality(model, encoder, dev, ev.layers, ev.batch_size)
+    results |= translation(model, encoder, ev.layers, ev.batch_size)
+    if {0, 8} <= set(ev.layers):
+        results["mu"] = metrics.multilinguality_score(
+            results["retrieval_p1.l0"], results["retrieval_p1.l8"],
+            results["translation_p1.l0"], results["translation_p1.l8"],
+        )
+    mask_prob, seed = cfg.train.mask_prob, ev.mask_seed
+    results["ppl_train"] = perplexity(
+        model, encoder, train, run.recipe, mask_prob, seed, ev.batch_size
+    )
+    results["ppl_dev"] = perplexity(model, encoder, dev, _parallel(run.recipe), mask_prob, seed,
+                                    ev.batch_size)
+    results["eval_seconds"] = time.perf_counter() - started
+    results["eval_sentences"] = len(dev)
+    model.train(was_training)
+    return results
+
+
+def _parallel(recipe: Recipe) -> Recipe:
+    """Dev perplexity always covers both languages of every dev sentence."""
+    from dataclasses import replace
+
+    return replace(recipe, parallel=True)
+
+
+def curve_hook(run: RunConfig) -> CurveHook:
+    """Metrics at training curve points: ``curve_sentences`` dev and train sentences."""
+    n = run.study.evaluate.curve_sentences
+
+    def hook(step: int, model: BertForMaskedLM) -> dict[str, float]:
+        return evaluate_model(model, run, dev_sentences=n, train_sentences=n)
+
+    return hook
+
+
+def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -> dict:
+    """Evaluate a trained model directory; write JSON; log metrics to its MLflow run."""
+    done = read_done(model_dir)
+    if done is None:
+        raise ConfigError(
+            f"{model_dir} is not a finished multilab model (no {DONE_FILE}); train it first"
+        )
+    model = load_model(model_dir)
+    run = cfg.run(done["modification"], done["seed"])
+    results = evaluate_model(model, run)
+    record = {
+        "modification": run.modification,
+        "paper_id": run.paper_id,
+        "seed": run.seed,
+        "profile": cfg.profile,
+        "run_id": done.get("run_id"),
+        "fingerprint": done["fingerprint"],
+        "metrics": results,
+    }
+    out = out or cfg.paths.eval_file(run.modification, run.seed)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    tmp.replace(out)
+    if done.get("run_id"):
+        tracking.log_to_run(cfg.paths, done["run_id"], results, step=done.get("steps", 0))
+        tracking.set_tags(cfg.paths, done["run_id"], {"evaluated": "true"})
+    return record
+

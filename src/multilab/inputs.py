@@ -1,0 +1,109 @@
+"""The one place where a modification turns a sentence into model inputs.
+
+Training, evaluation and figures all call :class:`InputEncoder`, so lang-pos, shift-special
+and inv-order are applied identically wherever a model is run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+from multilab.modifications import Recipe
+from multilab.vocab import SPECIAL_TOKENS, to_fake
+
+ENGLISH, FAKE = 0, 1
+PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIAL_TOKENS))
+
+
+@dataclass
+class Batch:
+    """Padded model inputs. ``word_mask`` marks real wordpieces (not specials, not padding)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    position_ids: torch.Tensor
+    token_type_ids: torch.Tensor
+    word_mask: torch.Tensor
+    languages: torch.Tensor
+
+    def to(self, device: torch.device | str) -> Batch:
+        return Batch(**{k: v.to(device) for k, v in vars(self).items()})
+
+    def model_inputs(self) -> dict[str, torch.Tensor]:
+        return {
+            "input_ids": self.input_ids,
+            "attention_mask": self.attention_mask,
+            "position_ids": self.position_ids,
+            "token_type_ids": self.token_type_ids,
+        }
+
+
+class InputEncoder:
+    """English wordpiece ids (no specials) + language → ``[CLS] ... [SEP]`` model inputs."""
+
+    def __init__(self, recipe: Recipe, vocab_size: int, max_length: int) -> None:
+        self.recipe = recipe
+        self.vocab_size = vocab_size
+        self.max_length = max_length
+
+    def mask_id(self, language: int) -> int:
+        """The [MASK] id a sentence of ``language`` uses (own [MASK] under shift-special)."""
+        if language == FAKE and self.recipe.shift_special:
+            return MASK_ID + self.vocab_size
+        return MASK_ID
+
+    def encode(self, words: torch.Tensor, language: int) -> tuple[torch.Tensor, ...]:
+        """(input_ids, position_ids, token_type_ids, word_mask) of one sentence.
+
+        ``words`` must already fit ``max_length - 2`` (see :meth:`truncate`).
+        """
+        ids = torch.cat(
+            [torch.tensor([CLS_ID]), words.to(torch.long), torch.tensor([SEP_ID])]
+        )
+        word_mask = torch.ones_like(ids, dtype=torch.bool)
+        word_mask[0] = word_mask[-1] = False
+        if language == FAKE:
+            if self.recipe.invert_fake:
+                ids[1:-1] = ids[1:-1].flip(0)
+            ids = to_fake(ids, self.vocab_size, self.recipe.shift_special)
+        positions = torch.arange(len(ids))
+        segments = torch.zeros_like(ids)
+        if language == FAKE and self.recipe.language_positions:
+            positions = positions + self.max_length
+            segments = segments + 1
+        return ids, positions, segments, word_mask
+
+    def truncate(self, words: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        """Cut to ``max_length - 2`` wordpieces; report whether anything was cut."""
+        limit = self.max_length - 2
+        return words[:limit], len(words) > limit
+
+    def batch(self, sentences: list[torch.Tensor], languages: list[int]) -> Batch:
+        """Encode and right-pad a list of sentences into one :class:`Batch`."""
+        encoded = [self.encode(words, lang) for words, lang in zip(sentences, languages, strict=True)]
+        return collate(encoded, languages)
+
+    def gold_alignment(self, length: int) -> torch.Tensor:
+        """Index of the Fake-English word aligned to each English word (identity or reversed)."""
+        order = torch.arange(length)
+        return order.flip(0) if self.recipe.invert_fake else order
+
+
+def collate(encoded: list[tuple[torch.Tensor, ...]], languages: list[int]) -> Batch:
+    """Right-pad pre-encoded sentences (``InputEncoder.encode`` outputs)."""
+    ids, positions, segments, words = zip(*encoded, strict=True)
+    input_ids = pad_sequence(list(ids), batch_first=True, padding_value=PAD_ID)
+    attention = pad_sequence(
+        [torch.ones(len(x), dtype=torch.long) for x in ids], batch_first=True, padding_value=0
+    )
+    return Batch(
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=pad_sequence(list(positions), batch_first=True, padding_value=0),
+        token_type_ids=pad_sequence(list(segments), batch_first=True, padding_value=0),
+        word_mask=pad_sequence(list(words), batch_first=True, padding_value=False),
+        languages=torch.tensor(languages, dtype=torch.long),
+    )

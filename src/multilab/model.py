@@ -1,0 +1,98 @@
+"""BERT model construction and the two forward paths multilab needs.
+
+The MLM loss computes the vocabulary head only on the selected positions (15%), not on
+every position as ``BertForMaskedLM.forward`` does: same loss, a fraction of the work.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
+
+from multilab.config import ConfigError, ModelConfig
+
+MODEL_FILES = ("config.json", "model.safetensors")
+
+
+def bert_config(model: ModelConfig, vocab_size: int) -> BertConfig:
+    return BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=model.hidden_size,
+        intermediate_size=model.intermediate_size,
+        num_attention_heads=model.num_attention_heads,
+        num_hidden_layers=model.num_hidden_layers,
+        max_position_embeddings=model.max_position_embeddings,
+        type_vocab_size=2,
+        tie_word_embeddings=True,
+    )
+
+
+def build_model(model: ModelConfig, vocab_size: int, seed: int) -> BertForMaskedLM:
+    """A freshly initialised BERT whose weights depend only on ``seed``."""
+    torch.manual_seed(seed)
+    return BertForMaskedLM(bert_config(model, vocab_size))
+
+
+def load_model(model_dir: Path) -> BertForMaskedLM:
+    """Load a saved model, with a clear error for anything that is not a checkpoint."""
+    model_dir = Path(model_dir)
+    missing = [f for f in MODEL_FILES if not (model_dir / f).exists()]
+    if missing:
+        raise ConfigError(
+            f"{model_dir} is not a multilab model directory (missing {', '.join(missing)})"
+        )
+    try:
+        json.loads((model_dir / "config.json").read_text())
+        return AutoModelForMaskedLM.from_pretrained(str(model_dir))
+    except Exception as err:  # corrupt files surface as many different exception types
+        raise ConfigError(f"{model_dir} holds a corrupted checkpoint: {err}") from err
+
+
+def mlm_loss(
+    model: BertForMaskedLM,
+    inputs: dict[str, torch.Tensor],
+    selected: torch.Tensor,
+    labels: torch.Tensor,
+) -> torch.Tensor:
+    """Mean cross-entropy of the true tokens at the selected positions only."""
+    hidden = model.bert(**inputs).last_hidden_state
+    logits = model.cls(hidden[selected])
+    return F.cross_entropy(logits.float(), labels)
+
+
+class MaskedLMObjective(torch.nn.Module):
+    """The MLM loss as a module, so Accelerate/DDP can wrap it (gradient sync in forward)."""
+
+    def __init__(self, model: BertForMaskedLM) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, selected: torch.Tensor, labels: torch.Tensor, **inputs: torch.Tensor
+    ) -> torch.Tensor:
+        return mlm_loss(self.model, inputs, selected, labels)
+
+
+def mlm_loss_full_head(
+    model: BertForMaskedLM,
+    inputs: dict[str, torch.Tensor],
+    selected: torch.Tensor,
+    labels: torch.Tensor,
+) -> torch.Tensor:
+    """The standard path (head on every position, -100 labels elsewhere): the reference."""
+    full_labels = torch.full_like(inputs["input_ids"], -100)
+    full_labels[selected] = labels
+    return model(**inputs, labels=full_labels).loss
+
+
+@torch.no_grad()
+def hidden_layers(
+    model: BertForMaskedLM, inputs: dict[str, torch.Tensor], layers: list[int]
+) -> list[torch.Tensor]:
+    """Hidden states of the requested layers (0 = embedding output incl. LayerNorm)."""
+    out = model.bert(**inputs, output_hidden_states=True)
+    return [out.hidden_states[layer] for layer in layers]

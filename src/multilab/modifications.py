@@ -1,0 +1,197 @@
+"""The registry of modifications: each one declares what it changes, nothing else.
+
+A modification is a small declarative object: a name, a one-line description and the
+fields of a :class:`Recipe` it overrides. Combinations such as
+``lang-pos;shift-special;no-random`` are the left-to-right merge of their parts; two
+parts that set the same field to different values are a conflict, never a silent
+override. To add an ablation, add one entry to ``REGISTRY`` (and, if the paper has one,
+its ID to ``PAPER_IDS``) and one test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+#: Replacement probabilities of the selected MLM positions: (mask, keep, random, knn).
+Replacement = tuple[float, float, float, float]
+
+BERT_REPLACEMENT: Replacement = (0.8, 0.1, 0.1, 0.0)
+
+
+class ModificationError(ValueError):
+    """An unknown, conflicting or malformed modification string."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything a modification may change, with the values of the original setup.
+
+    Grouped by where in the data flow the change acts, so each stage reads only its part.
+    """
+
+    # corpus
+    invert_fake: bool = False  # Fake-English word order reversed (training and evaluation)
+    parallel: bool = True  # False: English from the first half, Fake-English from the second
+    # vocab / inputs
+    shift_special: bool = False  # Fake-English gets its own [CLS], [SEP], [MASK], ...
+    language_positions: bool = False  # Fake-English: positions + max_length, segment id 1
+    # masking
+    replacement: Replacement = BERT_REPLACEMENT
+    # model
+    model_size: str = "small"
+    # schedule
+    epoch_factor: float = 1.0
+    trained: bool = True
+
+    @property
+    def needs_knn(self) -> bool:
+        """knn replacement needs a cross-lingual neighbour table from the spaces stage."""
+        return self.replacement[3] > 0
+
+
+@dataclass(frozen=True)
+class Modification:
+    """One named ablation: a description and the recipe fields it sets."""
+
+    name: str
+    description: str
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+REGISTRY: dict[str, Modification] = {
+    m.name: m
+    for m in [
+        Modification("original", "the unmodified setup", {}),
+        Modification(
+            "lang-pos",
+            "language-specific position and segment embeddings",
+            {"language_positions": True},
+        ),
+        Modification(
+            "shift-special",
+            "special tokens shifted with Fake-English (no shared [CLS], [SEP], ...)",
+            {"shift_special": True},
+        ),
+        Modification(
+            "no-random",
+            "masked tokens never replaced by random tokens: (0.8, 0.2, 0.0)",
+            {"replacement": (0.8, 0.2, 0.0, 0.0)},
+        ),
+        Modification(
+            "inv-order",
+            "Fake-English word order inverted",
+            {"invert_fake": True},
+        ),
+        Modification(
+            "no-parallel",
+            "English and Fake-English from different halves of the corpus, twice the epochs",
+            {"parallel": False, "epoch_factor": 2.0},
+        ),
+        Modification(
+            "overparam",
+            "BERT-base instead of BERT-small (lr 1e-4, batch 16 x 16)",
+            {"model_size": "base"},
+        ),
+        Modification("untrained", "random initialisation, no training", {"trained": False}),
+        Modification(
+            "knn-replace",
+            "a fourth replacement: a cross-lingual VecMap neighbour, (0.5, 0.1, 0.1, 0.3)",
+            {"replacement": (0.5, 0.1, 0.1, 0.3)},
+        ),
+    ]
+}
+
+#: Paper (seed 000) model IDs of Tables 1 and 2 and the modification strings they denote.
+PAPER_IDS: dict[str, str] = {
+    "0": "original",
+    "1": "lang-pos",
+    "2": "shift-special",
+    "3": "inv-order",
+    "4": "no-random",
+    "5": "lang-pos;shift-special",
+    "6": "lang-pos;no-random",
+    "7": "shift-special;no-random",
+    "8": "lang-pos;shift-special;no-random",
+    "9": "lang-pos;inv-order;shift-special;no-random",
+    "15": "overparam",
+    "16": "lang-pos;overparam",
+    "17": "lang-pos;shift-special;no-random;overparam",
+    "18": "untrained",
+    "19": "untrained;lang-pos",
+    "21": "no-parallel",
+    "21b": "lang-pos;no-parallel",
+    "30": "knn-replace",
+}
+
+#: Separators accepted between parts: the paper's ``;`` and ``+`` (safe in paths and DVC).
+_SEPARATORS = (";", "+")
+
+
+def split_modification(text: str) -> list[str]:
+    """Split a modification string or paper ID into registry names, in the given order."""
+    text = str(text).strip()
+    if text in PAPER_IDS:
+        text = PAPER_IDS[text]
+    for sep in _SEPARATORS[1:]:
+        text = text.replace(sep, _SEPARATORS[0])
+    parts = [p.strip() for p in text.split(_SEPARATORS[0]) if p.strip()]
+    if not parts:
+        raise ModificationError(f"empty modification {text!r}; valid: {valid_names()}")
+    for part in parts:
+        if part not in REGISTRY:
+            raise ModificationError(
+                f"unknown modification {part!r}; valid: {valid_names()} "
+                f"or a paper ID ({', '.join(PAPER_IDS)})"
+            )
+    if len(set(parts)) != len(parts):
+        raise ModificationError(f"modification {text!r} names a part twice")
+    if "original" in parts and len(parts) > 1:
+        raise ModificationError(f"'original' cannot be combined with others in {text!r}")
+    return parts
+
+
+def resolve_recipe(text: str) -> Recipe:
+    """Merge the changes of every part of ``text`` into one :class:`Recipe`."""
+    recipe = Recipe()
+    set_by: dict[str, str] = {}
+    valid_fields = {f.name for f in fields(Recipe)}
+    for part in split_modification(text):
+        for key, value in REGISTRY[part].changes.items():
+            if key not in valid_fields:  # a registry bug, caught by the tests
+                raise ModificationError(f"{part!r} changes unknown field {key!r}")
+            if key in set_by and getattr(recipe, key) != value:
+                raise ModificationError(
+                    f"{set_by[key]!r} and {part!r} both set {key} differently"
+                )
+            set_by[key] = part
+            recipe = replace(recipe, **{key: value})
+    return recipe
+
+
+def canonical_name(text: str) -> str:
+    """The paper's ``;``-joined spelling of a modification (paper IDs expanded)."""
+    return ";".join(split_modification(text))
+
+
+def slug(text: str) -> str:
+    """A path- and DVC-safe spelling: parts joined by ``+``."""
+    return "+".join(split_modification(text))
+
+
+def paper_id(text: str) -> str | None:
+    """The paper ID of a modification, whatever the order of its parts, if it has one."""
+    parts = set(split_modification(text))
+    for pid, mod in PAPER_IDS.items():
+        if set(split_modification(mod)) == parts:
+            return pid
+    return None
+
+
+def describe(text: str) -> str:
+    """Human-readable description joined from the parts."""
+    return "; ".join(REGISTRY[p].description for p in split_modification(text))
+
+
+def valid_names() -> str:
+    return ", ".join(REGISTRY)

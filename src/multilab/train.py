@@ -1,0 +1,420 @@
+"""MLM pretraining through Accelerate: resumable, deterministic, tracked.
+
+Every random draw of step ``s`` (dropout, masking) is seeded from (seed, s), and the batch
+order of epoch ``e`` from (seed, e). A checkpoint therefore needs only weights, optimizer,
+scheduler and the step: a run resumed after a kill ends with the same weights as an
+uninterrupted one. Checkpoints are written to a temp folder and renamed (atomic on POSIX),
+so a kill during a write never leaves a half-written checkpoint that a resume would pick up.
+
+The global batch (``batch_size × grad_accum``, 256 in both paper models) is masked as a
+whole and then split across processes and accumulation steps, so the loss of a step does
+not depend on how many devices share it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from tqdm.auto import tqdm
+from transformers import BertForMaskedLM, get_linear_schedule_with_warmup
+
+from multilab import tracking
+from multilab.batches import (
+    Examples,
+    bucketed_batches,
+    mask_tokens,
+    seeded_generator,
+    tokenize_lines,
+    training_examples,
+)
+from multilab.config import ConfigError, RunConfig
+from multilab.corpus import read_lines
+from multilab.inputs import InputEncoder
+from multilab.model import MaskedLMObjective, build_model
+from multilab.vocab import BILINGUAL_DIR, load_tokenizer
+
+log = logging.getLogger(__name__)
+
+DONE_FILE = "multilab.json"
+CHECKPOINT_PREFIX = "checkpoint-"
+TRAIN_LOG = "train_log.csv"
+
+#: Called at curve points with (step, model); returns metrics to log at that step.
+CurveHook = Callable[[int, BertForMaskedLM], dict[str, float]]
+
+
+def data_fingerprint(run: RunConfig) -> str:
+    """Hash of the training corpus and vocabulary: part of a model's identity."""
+    digest = hashlib.sha256()
+    for path in (
+        run.study.paths.corpora / "train.txt",
+        run.study.paths.vocab / "english" / "vocab.txt",
+    ):
+        if not path.exists():
+            raise ConfigError(f"{path} not found; run `dvc repro vocab` first")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def read_done(model_dir: Path) -> dict | None:
+    path = model_dir / DONE_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+@dataclass
+class TrainingData:
+    examples: Examples
+    truncated: int
+    sentences: int
+
+
+def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
+    paths, train = run.study.paths, run.study.train
+    tokenizer = load_tokenizer(paths.vocab)
+    encoder = InputEncoder(run.recipe, len(tokenizer), train.max_length)
+    lines = read_lines(paths.corpora / "train.txt")
+    if train.max_train_sentences:
+        lines = lines[: train.max_train_sentences]
+    sentences, truncated = tokenize_lines(lines, tokenizer, encoder)
+    examples = training_examples(sentences, run.recipe, encoder)
+    return TrainingData(examples, truncated, len(lines)), encoder
+
+
+def load_knn_table(run: RunConfig) -> torch.Tensor | None:
+    if not run.recipe.needs_knn:
+        return None
+    path = run.study.paths.spaces / "knn.pt"
+    if not path.exists():
+        raise ConfigError(f"knn-replace needs {path}; run `dvc repro spaces` first")
+    return torch.load(path)
+
+
+def _latest_checkpoint(model_dir: Path) -> Path | None:
+    done = [
+        p
+        for p in model_dir.glob(f"{CHECKPOINT_PREFIX}*")
+        if p.is_dir() and p.name[len(CHECKPOINT_PREFIX) :].isdigit()
+    ]
+    return max(done, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]), default=None)
+
+
+def _save_checkpoint(
+    model_dir: Path, step: int, model, optimizer, scheduler, state: dict
+) -> None:
+    final = model_dir / f"{CHECKPOINT_PREFIX}{step}"
+    tmp = model_dir / f".tmp-{CHECKPOINT_PREFIX}{step}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "state": state,
+        },
+        tmp / "state.pt",
+    )
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    for old in model_dir.glob(f"{CHECKPOINT_PREFIX}*"):
+        if old != final:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _no_decay(name: str) -> bool:
+    return name.endswith("bias") or "LayerNorm" in name
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, eps: float):
+    """AdamW without decay on biases and LayerNorm weights (as BERT)."""
+    named = list(model.named_parameters())
+    groups = [
+        {"params": [p for n, p in named if not _no_decay(n)], "weight_decay": weight_decay},
+        {"params": [p for n, p in named if _no_decay(n)], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=lr, eps=eps)
+
+
+def curve_steps(total_steps: int, fractions: tuple[float, ...]) -> set[int]:
+    """Optimizer steps at which curve metrics are taken (the final step is always one)."""
+    return {max(1, round(f * total_steps)) for f in fractions if 0 < f < 1} | {total_steps}
+
+
+def train_model(
+    run: RunConfig,
+    *,
+    experiment_id: str | None = None,
+    curve_hook: CurveHook | None = None,
+    stop_after_step: int | None = None,
+    progress: bool = True,
+) -> Path:
+    """Train one model into ``run.model_dir`` (or resume it); skip if already trained.
+
+    ``stop_after_step`` ends the process's work early (tests of resume use it instead of
+    a kill); the run stays resumable.
+    """
+    accelerator = Accelerator(
+        gradient_accumulation_steps=1,
+        mixed_precision="bf16" if torch.cuda.is_available() else "no",
+    )
+    model_dir = run.model_dir
+    fingerprint = run.fingerprint(data_fingerprint(run))
+    done = read_done(model_dir)
+    if done and done.get("fingerprint") == fingerprint:
+        log.info("%s already trained (fingerprint %s): skipping", model_dir, fingerprint)
+        return model_dir
+
+    data, encoder = prepare_data(run)
+    knn_table = load_knn_table(run)
+    train_cfg, model_cfg = run.study.train, run.model
+    global_batch = model_cfg.batch_size * model_cfg.grad_accum
+    steps_per_epoch = math.ceil(len(data.examples) / global_batch)
+    total_steps = max(1, round(run.epochs * steps_per_epoch)) if run.recipe.trained else 0
+
+    model = build_model(model_cfg, 2 * encoder.vocab_size, run.seed)
+    optimizer = make_optimizer(model, model_cfg.lr, train_cfg.weight_decay, train_cfg.adam_eps)
+    scheduler = get_linear_schedule_with_warmup(
+        optimizer, min(train_cfg.warmup_steps, max(total_steps, 1)), max(total_steps, 1)
+    )
+    model_dir.mkdir(parents=True, exist_ok=True)
+    start_step, run_id, log_rows = 0, None, []
+    checkpoint = _latest_checkpoint(model_dir)
+    if checkpoint is not None:
+        saved = torch.load(checkpoint / "state.pt", weights_only=False)
+        if saved["state"]["fingerprint"] == fingerprint:
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            scheduler.load_state_dict(saved["scheduler"])
+            start_step = saved["state"]["step"]
+            run_id = saved["state"]["run_id"]
+            log_rows = saved["state"]["log_rows"]
+            log.info("resuming %s from step %d", model_dir, start_step)
+        else:
+            log.warning("ignoring %s: it belongs to another configuration", checkpoint)
+
+    objective = MaskedLMObjective(model)
+    if train_cfg.compile:
+        objective = torch.compile(objective)
+    objective, optimizer, scheduler = accelerator.prepare(objective, optimizer, scheduler)
+    main = accelerator.is_main_process
+    world, rank = accelerator.num_processes, accelerator.process_index
+    tags = {
+        "paper_id": run.paper_id or "",
+        "modification": run.modification,
+        "seed": run.seed,
+        "profile": run.study.profile,
+        "git_commit": tracking.git_commit(),
+        "data_hash": data_fingerprint(run),
+        "fingerprint": fingerprint,
+        "study": run.study.experiment,
+    }
+    curve_at = curve_steps(total_steps, train_cfg.eval_points) if total_steps else set()
+
+    with _maybe_run(main, experiment_id, run_id, tags, run) as active_run:
+        if main and start_step == 0 and active_run:
+            tracking.log_params(run.as_params())
+            tracking.log_metrics(
+                {"train_examples": len(data.examples), "truncated_sentences": data.truncated,
+                 "total_steps": total_steps, "world_size": world}
+            )
+        if total_steps == 0 and curve_hook and main and active_run:  # untrained: one point
+            tracking.log_metrics(curve_hook(0, model), step=0)
+        bar = tqdm(
+            total=total_steps, initial=start_step, disable=not (progress and main),
+            desc=f"{run.modification} s{run.seed}", unit="step",
+        )
+        epoch_batches: dict[int, list[torch.Tensor]] = {}
+        window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
+        objective.train()
+        for step in range(start_step, total_steps):
+            epoch, index = divmod(step, steps_per_epoch)
+            if epoch not in epoch_batches:
+                epoch_batches = {
+                    epoch: bucketed_batches(
+                        data.examples.lengths, global_batch, run.seed, epoch,
+                        train_cfg.bucket_chunk,
+                    )
+                }
+            batch = data.examples.batch(epoch_batches[epoch][index])
+            masked = mask_tokens(
+                batch, encoder, train_cfg.mask_prob, run.recipe.replacement,
+                seeded_generator(run.seed, step, 1), knn_table,
+            )
+            total_selected = len(masked.labels)
+            torch.manual_seed(_mix(run.seed, step, rank))  # dropout of this step
+            step_loss = _accumulate(
+                objective, accelerator, masked, world, rank, model_cfg.grad_accum, total_selected
+            )
+            accelerator.clip_grad_norm_(objective.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+
+            window_loss += step_loss
+            window_tokens += int(batch.attention_mask.sum())
+            done_steps = step + 1
+            bar.update(1)
+            if done_steps % train_cfg.log_every == 0 or done_steps == total_steps:
+                steps_in_window = (done_steps - 1) % train_cfg.log_every + 1
+                elapsed = time.perf_counter() - window_start
+                row = {
+                    "step": done_steps,
+                    "epoch": done_steps / steps_per_epoch,
+                    "loss": window_loss / steps_in_window,
+                    "lr": scheduler.get_last_lr()[0],
+                    "tokens_per_s": window_tokens / max(elapsed, 1e-9),
+                }
+                log_rows.append(row)
+                bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
+                if main and active_run:
+                    tracking.log_metrics(
+                        {"train_loss": row["loss"], "lr": row["lr"],
+                         "tokens_per_s": row["tokens_per_s"]},
+                        step=done_steps,
+                    )
+                window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
+            if done_steps in curve_at and curve_hook and main:
+                objective.eval()
+                metrics = curve_hook(done_steps, model)
+                objective.train()
+                if active_run:
+                    tracking.log_metrics(metrics, step=done_steps)
+            if main and done_steps < total_steps and (
+                done_steps % train_cfg.checkpoint_every == 0 or done_steps in curve_at
+            ):
+                state = {"step": done_steps, "fingerprint": fingerprint, "run_id": active_run,
+                         "log_rows": log_rows}
+                _save_checkpoint(
+                    model_dir, done_steps, model, optimizer,
+                    scheduler, state,
+                )
+            accelerator.wait_for_everyone()
+            if stop_after_step is not None and done_steps >= stop_after_step:
+                if main:
+                    state = {"step": done_steps, "fingerprint": fingerprint,
+                             "run_id": active_run, "log_rows": log_rows}
+                    _save_checkpoint(
+                        model_dir, done_steps, model, optimizer,
+                        scheduler, state,
+                    )
+                bar.close()
+                raise _Stopped(done_steps)
+        bar.close()
+        if main:
+            _save_final(run, model, model_dir, fingerprint, {
+                "run_id": active_run, "steps": total_steps, "steps_per_epoch": steps_per_epoch,
+                "train_examples": len(data.examples), "truncated_sentences": data.truncated,
+                "world_size": world,
+            }, log_rows)
+            if active_run:
+                tracking.log_artifact(model_dir / TRAIN_LOG)
+        accelerator.wait_for_everyone()
+    return model_dir
+
+
+class _Stopped(Exception):
+    """Raised by ``stop_after_step`` to end a run early on purpose (tests of resume)."""
+
+
+def _accumulate(
+    objective, accelerator: Accelerator, masked, world: int, rank: int, accum: int, total: int
+) -> float:
+    """Forward/backward this process's share of the global batch in ``accum`` pieces.
+
+    Each piece's loss is its summed cross-entropy over the global number of selected
+    tokens, times the world size (DDP averages gradients): the gradient equals that of
+    the mean loss over the whole global batch.
+    """
+    rows = torch.arange(masked.selected.shape[0])
+    mine = rows[rank::world]
+    step_loss = 0.0
+    for piece in mine.tensor_split(accum):
+        if len(piece) == 0:
+            continue
+        selected = masked.selected[piece]
+        inputs = {k: v[piece].to(accelerator.device) for k, v in masked.inputs.items()}
+        width = int(inputs["attention_mask"].sum(1).max())
+        inputs = {k: v[:, :width] for k, v in inputs.items()}
+        selected = selected[:, :width].to(accelerator.device)
+        labels = _labels_of(masked, piece).to(accelerator.device)
+        if len(labels) == 0:
+            continue
+        with accelerator.autocast():
+            loss_sum = objective(selected, labels, **inputs) * len(labels)
+        scaled = loss_sum / total * world
+        accelerator.backward(scaled)
+        step_loss += float(loss_sum.detach()) / total
+    return step_loss
+
+
+def _labels_of(masked, rows: torch.Tensor) -> torch.Tensor:
+    """The labels of the selected positions that fall in ``rows`` (row-major order kept)."""
+    owner = masked.selected.nonzero()[:, 0]
+    keep = torch.isin(owner, rows)
+    return masked.labels[keep]
+
+
+def _mix(*keys: int) -> int:
+    mixed = 0
+    for key in keys:
+        mixed = (mixed * 1_000_003 + int(key)) % (2**63 - 1)
+    return mixed
+
+
+class _maybe_run:
+    """An MLflow run on the main process (None elsewhere or when tracking is off)."""
+
+    def __init__(self, main: bool, experiment_id, run_id, tags, run: RunConfig) -> None:
+        self.enabled = main and experiment_id is not None
+        self.context = (
+            tracking.run(
+                experiment_id, run_id=run_id, tags=tags,
+                name=f"{run.modification} s{run.seed}",
+            )
+            if self.enabled
+            else None
+        )
+
+    def __enter__(self) -> str | None:
+        return self.context.__enter__() if self.context else None
+
+    def __exit__(self, *exc) -> bool | None:
+        if self.context:
+            if exc[0] is _Stopped:  # deliberate early stop: the run stays resumable
+                return self.context.__exit__(KeyboardInterrupt, KeyboardInterrupt(), None)
+            return self.context.__exit__(*exc)
+        return None
+
+
+def _save_final(
+    run: RunConfig, model, model_dir: Path, fingerprint: str, info: dict, log_rows: list
+) -> None:
+    """save_pretrained + tokenizer + train log; ``multilab.json`` last marks completion."""
+    model.save_pretrained(str(model_dir))
+    load_tokenizer(run.study.paths.vocab, BILINGUAL_DIR).save_pretrained(str(model_dir))
+    header = ["step", "epoch", "loss", "lr", "tokens_per_s"]
+    lines = [",".join(header)] + [",".join(f"{r[h]:.6g}" for h in header) for r in log_rows]
+    (model_dir / TRAIN_LOG).write_text("\n".join(lines) + "\n")
+    for old in model_dir.glob(f"{CHECKPOINT_PREFIX}*"):
+        shutil.rmtree(old, ignore_errors=True)
+    record = {
+        "fingerprint": fingerprint,
+        "modification": run.modification,
+        "paper_id": run.paper_id,
+        "seed": run.seed,
+        "profile": run.study.profile,
+        **info,
+    }
+    tmp = model_dir / (DONE_FILE + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(model_dir / DONE_FILE)

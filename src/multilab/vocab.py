@@ -1,0 +1,118 @@
+"""WordPiece vocabulary (2048, cased) and the bilingual English + Fake-English vocabulary (4096).
+
+Fake-English (seed 000 Fig. 2) shifts every token id by the vocabulary size; the shifted
+token is the original prefixed with ``::``. Both vocabularies are saved as Hugging Face
+tokenizer folders, so ``AutoTokenizer.from_pretrained`` loads them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from tokenizers import (
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from multilab.config import ConfigError
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+FAKE_PREFIX = "::"
+ENGLISH_DIR = "english"
+BILINGUAL_DIR = "bilingual"
+
+
+def _bert_pipeline(tokenizer: Tokenizer) -> Tokenizer:
+    """Cased BERT normalisation and pre-tokenisation (no lowercasing, no accent stripping)."""
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    return tokenizer
+
+
+def train_wordpiece(sentences: list[str], size: int) -> Tokenizer:
+    """WordPiece trained on the corpus, with the BERT specials at ids 0-4."""
+    tokenizer = _bert_pipeline(Tokenizer(models.WordPiece(unk_token="[UNK]")))
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=size, special_tokens=list(SPECIAL_TOKENS), show_progress=False
+    )
+    tokenizer.train_from_iterator(sentences, trainer=trainer)
+    if tokenizer.get_vocab_size() != size:
+        raise ConfigError(
+            f"WordPiece learned {tokenizer.get_vocab_size()} tokens, not vocab.size={size}: "
+            "the corpus is too small for this size"
+        )
+    return tokenizer
+
+
+def _save_bert_tokenizer(tokens: list[str], out_dir: Path) -> None:
+    """A fast tokenizer over exactly ``tokens`` (ids = positions), saved for AutoTokenizer."""
+    vocab = {token: i for i, token in enumerate(tokens)}
+    tokenizer = _bert_pipeline(Tokenizer(models.WordPiece(vocab, unk_token="[UNK]")))
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    ).save_pretrained(str(out_dir))
+    (out_dir / "vocab.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+
+
+def build_vocab(sentences: list[str], size: int, out_dir: Path) -> dict[str, int]:
+    """Train the English WordPiece and write both tokenizer folders under ``out_dir``."""
+    wordpiece = train_wordpiece(sentences, size)
+    english = [wordpiece.id_to_token(i) for i in range(size)]
+    if tuple(english[: len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
+        raise ConfigError(f"special tokens not at ids 0-4: {english[:5]}")
+    _save_bert_tokenizer(english, out_dir / ENGLISH_DIR)
+    _save_bert_tokenizer(english + fake_tokens(english), out_dir / BILINGUAL_DIR)
+    return {"english_size": size, "bilingual_size": 2 * size}
+
+
+def fake_tokens(english: list[str]) -> list[str]:
+    """The Fake-English twin of every English token (specials included: ``::[CLS]``)."""
+    return [FAKE_PREFIX + t for t in english]
+
+
+def load_tokenizer(vocab_dir: Path, which: str = ENGLISH_DIR) -> PreTrainedTokenizerBase:
+    path = vocab_dir / which
+    if not (path / "tokenizer.json").exists():
+        raise ConfigError(f"tokenizer not found in {path}; run `dvc repro vocab` first")
+    return AutoTokenizer.from_pretrained(str(path))
+
+
+def special_ids() -> torch.Tensor:
+    """Ids of the shared special tokens (they are the first ids of the vocabulary)."""
+    return torch.arange(len(SPECIAL_TOKENS))
+
+
+def to_fake(ids: torch.Tensor, vocab_size: int, shift_special: bool = False) -> torch.Tensor:
+    """English ids → Fake-English ids: +vocab_size, specials only under shift-special."""
+    shifted = ids + vocab_size
+    if shift_special:
+        return shifted
+    return torch.where(ids < len(SPECIAL_TOKENS), ids, shifted)
+
+
+def to_english(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Inverse of :func:`to_fake` (works with or without shifted specials)."""
+    return torch.where(ids >= vocab_size, ids - vocab_size, ids)
+
+
+def is_fake(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    return ids >= vocab_size
