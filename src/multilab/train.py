@@ -54,12 +54,12 @@ CurveHook = Callable[[int, BertForMaskedLM], dict[str, float]]
 
 
 def data_fingerprint(run: RunConfig) -> str:
-    """Hash of the training corpus and vocabulary: part of a model's identity."""
+    """Hash of the training corpus and vocabulary (+ knn table): part of a model's identity."""
     digest = hashlib.sha256()
-    for path in (
-        run.study.paths.corpora / "train.txt",
-        run.study.paths.vocab / "english" / "vocab.txt",
-    ):
+    paths = [run.study.paths.corpora / "train.txt", run.study.paths.vocab / "english" / "vocab.txt"]
+    if run.recipe.needs_knn:
+        paths.append(run.study.paths.spaces / "knn.pt")
+    for path in paths:
         if not path.exists():
             raise ConfigError(f"{path} not found; run `dvc repro vocab` first")
         digest.update(path.read_bytes())
@@ -157,6 +157,7 @@ def train_model(
     curve_hook: CurveHook | None = None,
     stop_after_step: int | None = None,
     progress: bool = True,
+    model_dir: Path | None = None,
 ) -> Path:
     """Train one model into ``run.model_dir`` (or resume it); skip if already trained.
 
@@ -167,7 +168,7 @@ def train_model(
         gradient_accumulation_steps=1,
         mixed_precision="bf16" if torch.cuda.is_available() else "no",
     )
-    model_dir = run.model_dir
+    model_dir = model_dir or run.model_dir
     fingerprint = run.fingerprint(data_fingerprint(run))
     done = read_done(model_dir)
     if done and done.get("fingerprint") == fingerprint:

@@ -1,0 +1,235 @@
+"""MLflow runs → Table 1 and Table 2 of seed 000 as mean ± std over seeds, beside the paper.
+
+Reads only the tracking API (never local JSON): finished, evaluated runs of the study's
+experiment. Exactly one run per (resolved configuration, seed) is used — the latest
+finished one — and missing seeds are listed in the table, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from multilab import tracking
+from multilab.config import Config
+from multilab.modifications import canonical_name, describe, paper_id, split_modification
+from multilab.study import mean_std
+
+#: (column, MLflow metric, decimals) in the paper's layout.
+COLUMNS = (
+    ("μ", "mu", 2),
+    ("L0 F1", "align_f1.l0", 2),
+    ("L0 ρ", "retrieval_p1.l0", 2),
+    ("L0 τ", "translation_p1.l0", 2),
+    ("L8 F1", "align_f1.l8", 2),
+    ("L8 ρ", "retrieval_p1.l8", 2),
+    ("L8 τ", "translation_p1.l8", 2),
+    ("ppl train", "ppl_train", 0),
+    ("ppl dev", "ppl_dev", 0),
+)
+
+#: Seed 000 Tables 1 and 2 (means): μ, F1₀, ρ₀, τ₀, F1₈, ρ₈, τ₈, ppl train, ppl dev.
+PAPER = {
+    "0": (0.70, 1.00, 0.16, 0.88, 1.00, 0.97, 0.79, 9, 217),
+    "1": (0.30, 0.87, 0.33, 0.40, 0.89, 0.39, 0.09, 9, 216),
+    "2": (0.66, 1.00, 0.15, 0.88, 1.00, 0.97, 0.63, 9, 227),
+    "4": (0.68, 1.00, 0.19, 0.87, 1.00, 0.85, 0.82, 9, 273),
+    "5": (0.20, 0.62, 0.22, 0.27, 0.72, 0.27, 0.05, 10, 205),
+    "6": (0.30, 0.91, 0.29, 0.36, 0.89, 0.32, 0.25, 10, 271),
+    "7": (0.68, 1.00, 0.21, 0.85, 1.00, 0.89, 0.79, 8, 259),
+    "8": (0.12, 0.46, 0.09, 0.18, 0.54, 0.11, 0.11, 10, 254),
+    "15": (0.58, 1.00, 0.27, 0.63, 1.00, 0.97, 0.47, 2, 261),
+    "16": (0.01, 0.25, 0.01, 0.01, 0.37, 0.01, 0.00, 3, 254),
+    "17": (0.00, 0.05, 0.00, 0.00, 0.05, 0.00, 0.00, 1, 307),
+    "3": (0.01, 0.02, 0.00, 0.01, 0.02, 0.01, 0.00, 11, 209),
+    "9": (0.00, 0.04, 0.00, 0.00, 0.03, 0.00, 0.00, 10, 270),
+    "18": (0.00, 0.97, 0.00, 0.00, 0.96, 0.00, 0.00, 3484, 4128),
+    "19": (0.00, 0.02, 0.00, 0.00, 0.02, 0.00, 0.00, 3488, 4133),
+    "30": (0.74, 1.00, 0.31, 0.88, 1.00, 0.97, 0.81, 11, 225),
+    "21": (0.25, 0.98, 0.06, 0.28, 0.98, 0.50, 0.15, 14, 383),
+    "21b": (0.07, 0.60, 0.10, 0.07, 0.73, 0.11, 0.02, 16, 456),
+}
+TABLE2_IDS = ("0", "21", "21b")
+
+
+@dataclass
+class Row:
+    modification: str
+    paper_id: str | None
+    seeds_found: list[int]
+    seeds_missing: list[int]
+    stats: dict[str, tuple[float, float]]
+
+
+def finished_runs(cfg: Config) -> pd.DataFrame:
+    """One evaluated, finished run per (fingerprint, seed): the latest."""
+    runs = tracking.search_runs(cfg.paths, cfg.experiment)
+    if runs.empty or "tags.fingerprint" not in runs:
+        return runs.iloc[0:0]
+    runs = runs[(runs["status"] == tracking.FINISHED) & runs["tags.fingerprint"].notna()]
+    if "tags.evaluated" in runs:
+        runs = runs[runs["tags.evaluated"] == "true"]
+    else:
+        return runs.iloc[0:0]
+    runs = runs[runs["tags.profile"] == cfg.profile]
+    runs = runs.sort_values("end_time", ascending=False)
+    return runs.drop_duplicates(subset=["tags.fingerprint"], keep="first")
+
+
+def table_rows(cfg: Config, runs: pd.DataFrame, modifications: list[str]) -> list[Row]:
+    rows = []
+    for mod in modifications:
+        name = canonical_name(mod)
+        parts = set(split_modification(name))
+        mine = runs[runs["tags.modification"].map(lambda m: set(split_modification(m)) == parts)]
+        mine = mine[mine["tags.seed"].astype(int).isin(cfg.seeds)]
+        mine = mine.drop_duplicates(subset=["tags.seed"], keep="first")
+        found = sorted(int(s) for s in mine["tags.seed"])
+        stats = {}
+        for _, key, _ in COLUMNS:
+            column = f"metrics.{key}"
+            if column in mine and len(mine) and mine[column].notna().all():
+                stats[key] = mean_std([float(v) for v in mine[column]])
+        rows.append(Row(name, paper_id(name), found,
+                        [s for s in cfg.seeds if s not in found], stats))
+    return rows
+
+
+def _fmt(value: float, decimals: int) -> str:
+    if math.isnan(value):
+        return "–"
+    return f"{value:.{decimals}f}" if decimals else f"{value:,.0f}"
+
+
+def markdown_table(rows: list[Row], title: str) -> str:
+    head = ["ID", "description", *[c for c, _, _ in COLUMNS], "seeds"]
+    lines = [f"### {title}", "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [row.paper_id or "–", row.modification]
+        paper = PAPER.get(row.paper_id or "")
+        for i, (_, key, decimals) in enumerate(COLUMNS):
+            if key not in row.stats:
+                cells.append("–")
+                continue
+            mean, std = row.stats[key]
+            cell = f"{_fmt(mean, decimals)} ± {_fmt(std, decimals)}"
+            if paper:
+                diff = mean - paper[i]
+                cell += f" (paper {_fmt(paper[i], decimals)}, Δ {diff:+.{decimals}f})"
+            cells.append(cell)
+        seeds = f"{len(row.seeds_found)}"
+        if row.seeds_missing:
+            seeds += f" (missing {', '.join(map(str, row.seeds_missing))})"
+        cells.append(seeds)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def rows_frame(rows: list[Row]) -> pd.DataFrame:
+    records = []
+    for row in rows:
+        record = {"paper_id": row.paper_id, "modification": row.modification,
+                  "description": describe(row.modification), "n_seeds": len(row.seeds_found),
+                  "missing_seeds": " ".join(map(str, row.seeds_missing))}
+        paper = PAPER.get(row.paper_id or "")
+        for i, (_, key, _) in enumerate(COLUMNS):
+            mean, std = row.stats.get(key, (float("nan"), float("nan")))
+            record[f"{key}_mean"], record[f"{key}_std"] = mean, std
+            record[f"{key}_paper"] = paper[i] if paper else float("nan")
+        records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+def latex_table(frame: pd.DataFrame) -> str:
+    lines = [r"\begin{tabular}{ll" + "r" * len(COLUMNS) + "}", r"\toprule",
+             "ID & description & " + " & ".join(c.replace("μ", r"$\mu$").replace(
+                 "ρ", r"$\rho$").replace("τ", r"$\tau$") for c, _, _ in COLUMNS) + r" \\",
+             r"\midrule"]
+    for _, r in frame.iterrows():
+        cells = [str(r["paper_id"] or ""), r["modification"].replace("_", r"\_")]
+        for _, key, decimals in COLUMNS:
+            cells.append(f"{_fmt(r[key + '_mean'], decimals)}$_{{{_fmt(r[key + '_std'], decimals)}}}$")
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+CURVE_KEYS = ("mu", "retrieval_p1.l0", "retrieval_p1.l8", "translation_p1.l0",
+              "translation_p1.l8", "ppl_train", "ppl_dev")
+
+
+def curve_frame(cfg: Config, run_id: str, keys: tuple[str, ...]) -> pd.DataFrame:
+    """Step metrics of one run (from MLflow) as a frame indexed by step."""
+    series = {}
+    for key in keys:
+        history = tracking.metric_history(cfg.paths, run_id, key)
+        if history:
+            series[key] = pd.Series(dict(history), dtype=float)
+    return pd.DataFrame(series).rename_axis("step").reset_index() if series else pd.DataFrame()
+
+
+def write_plot_data(cfg: Config, runs: pd.DataFrame) -> list[Path]:
+    """One CSV per model for `dvc plots`: training loss and multilinguality curves."""
+    written = []
+    for _, run in runs.iterrows():
+        name = f"{run['tags.modification'].replace(';', '+')}-seed{run['tags.seed']}.csv"
+        for folder, keys in (("loss", ("train_loss",)), ("curves", CURVE_KEYS)):
+            frame = curve_frame(cfg, run["run_id"], keys)
+            if frame.empty:
+                continue
+            path = cfg.paths.reports / "plots" / folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            frame.to_csv(path, index=False)
+            written.append(path)
+    return written
+
+
+def build_report(cfg: Config) -> list[Path]:
+    """Write reports/table1.{md,csv,tex}, table2.md and metrics/study.json."""
+    runs = finished_runs(cfg)
+    study = list(cfg.study)
+    rows = table_rows(cfg, runs, study)
+    table2_mods = list(TABLE2_IDS)
+    rows2 = [r for r in table_rows(cfg, runs, table2_mods) if r.seeds_found]
+    reports = cfg.paths.reports
+    reports.mkdir(parents=True, exist_ok=True)
+    written = []
+    intro = (
+        f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
+        f"Mean ± std over seeds {list(cfg.seeds)} of finished MLflow runs; beside each value "
+        "the paper's mean and our difference. ρ = sentence retrieval P@1, τ = word translation "
+        "P@1, F1 = word alignment, μ = (ρ0 + ρ8 + τ0 + τ8) / 4. Profile `quick` trains far "
+        "fewer steps than the paper: see docs/REPRODUCTION.md.\n\n"
+    )
+    body = markdown_table(rows, "Table 1")
+    if rows2:
+        body += "\n\n" + markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)")
+    figures = sorted(cfg.paths.figures.glob("*.png")) if cfg.paths.figures.exists() else []
+    if figures:
+        body += "\n\n## Figures\n\n" + "\n".join(
+            f"![{p.stem}](figures/{p.name})" for p in figures
+        )
+    md = reports / "table1.md"
+    md.write_text(intro + body + "\n")
+    frame = rows_frame(rows)
+    frame.to_csv(reports / "table1.csv", index=False)
+    (reports / "table1.tex").write_text(latex_table(frame))
+    written += [md, reports / "table1.csv", reports / "table1.tex"]
+    summary = {
+        row.modification: {k: {"mean": m, "std": s} for k, (m, s) in row.stats.items()}
+        | {"n_seeds": len(row.seeds_found)}
+        for row in rows
+    }
+    metrics_file = cfg.paths.metrics / "study.json"
+    metrics_file.parent.mkdir(parents=True, exist_ok=True)
+    metrics_file.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    written.append(metrics_file)
+    if not runs.empty:
+        study_runs = runs[runs["tags.modification"].isin([r.modification for r in rows])]
+        written += write_plot_data(cfg, study_runs)
+    return written

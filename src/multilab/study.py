@@ -1,0 +1,81 @@
+"""A variant (``params.modification``) over all seeds: train, evaluate, summarise for DVC.
+
+The same resolved configuration is never trained twice: a model is identified by its
+fingerprint (modification + profile + seed + every hyper-parameter + data/vocab hashes). If
+the study already holds a finished model with the same fingerprint, it is reused.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from multilab import tracking
+from multilab.config import Config
+from multilab.evaluate import curve_hook, evaluate_and_record
+from multilab.modifications import slug
+from multilab.train import data_fingerprint, read_done, train_model
+
+SUMMARY_KEYS = (
+    "mu",
+    "align_f1.l0",
+    "retrieval_p1.l0",
+    "translation_p1.l0",
+    "align_f1.l8",
+    "retrieval_p1.l8",
+    "translation_p1.l8",
+    "ppl_train",
+    "ppl_dev",
+)
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for a single seed)."""
+    mean = statistics.fmean(values)
+    return mean, statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def summarise(per_seed: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """{metric: {mean, std}} over seeds for the table keys present in every seed."""
+    summary = {}
+    for key in SUMMARY_KEYS:
+        values = [m[key] for m in per_seed if key in m]
+        if len(values) == len(per_seed) and values:
+            mean, std = mean_std(values)
+            summary[key] = {"mean": mean, "std": std}
+    return summary
+
+
+def run_variant(cfg: Config) -> dict:
+    """Train (or reuse) and evaluate ``cfg.modification`` for every seed."""
+    experiment_id = tracking.connect(cfg.paths, cfg.experiment)
+    per_seed = []
+    for seed in cfg.seeds:
+        run = cfg.run(cfg.modification, seed)
+        fingerprint = run.fingerprint(data_fingerprint(run))
+        study_model = run.model_dir
+        done = read_done(study_model)
+        if done and done["fingerprint"] == fingerprint:
+            model_dir = study_model
+        else:
+            model_dir = cfg.paths.variant / slug(cfg.modification) / f"seed{seed}"
+            train_model(run, experiment_id=experiment_id, curve_hook=curve_hook(run),
+                        model_dir=model_dir)
+        eval_file = cfg.paths.variant / "eval" / slug(cfg.modification) / f"seed{seed}.json"
+        record = evaluate_and_record(cfg, model_dir, eval_file)
+        per_seed.append(record["metrics"])
+    summary = {
+        "modification": run.modification,
+        "seeds": list(cfg.seeds),
+        "profile": cfg.profile,
+        **{k.replace(".", "_"): v for k, v in summarise(per_seed).items()},
+    }
+    out = cfg.paths.metrics / "variant.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())

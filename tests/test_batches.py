@@ -1,0 +1,164 @@
+"""Each modification's effect on model inputs and masking, checked exactly."""
+
+from __future__ import annotations
+
+import torch
+
+from multilab.batches import (
+    bucketed_batches,
+    mask_tokens,
+    random_batches,
+    seeded_generator,
+    training_examples,
+)
+from multilab.inputs import CLS_ID, ENGLISH, FAKE, MASK_ID, SEP_ID, InputEncoder
+from multilab.modifications import resolve_recipe
+
+V, MAX_LEN = 2048, 128
+WORDS = torch.tensor([195, 1291, 1750, 853, 76, 80, 8])  # seed 000 Fig. 3
+
+
+def encoder(mod: str) -> InputEncoder:
+    return InputEncoder(resolve_recipe(mod), V, MAX_LEN)
+
+
+def test_original_fake_english_is_shifted_with_shared_specials() -> None:
+    ids, pos, seg, words = encoder("original").encode(WORDS, FAKE)
+    assert ids.tolist() == [CLS_ID, *(WORDS + V).tolist(), SEP_ID]
+    assert pos.tolist() == list(range(9)) and seg.tolist() == [0] * 9
+    assert words.tolist() == [False] + [True] * 7 + [False]
+    eng, eng_pos, _, _ = encoder("original").encode(WORDS, ENGLISH)
+    assert eng.tolist() == [CLS_ID, *WORDS.tolist(), SEP_ID]
+    assert torch.equal(eng_pos, pos)
+
+
+def test_lang_pos_matches_figure_3() -> None:
+    enc = encoder("lang-pos")
+    _, pos, seg, _ = enc.encode(WORDS, FAKE)
+    assert pos.tolist() == list(range(128, 137)) and seg.tolist() == [1] * 9
+    ids, pos_en, seg_en, _ = enc.encode(WORDS, ENGLISH)
+    assert pos_en.tolist() == list(range(9)) and seg_en.tolist() == [0] * 9
+    assert ids[1:-1].tolist() == WORDS.tolist()
+    fake_ids = enc.encode(WORDS, FAKE)[0]
+    assert fake_ids[1:-1].tolist() == [2243, 3339, 3798, 2901, 2124, 2128, 2056]
+
+
+def test_shift_special_shifts_cls_sep_and_mask() -> None:
+    enc = encoder("shift-special")
+    ids = enc.encode(WORDS, FAKE)[0]
+    assert ids[0] == CLS_ID + V and ids[-1] == SEP_ID + V
+    assert enc.mask_id(FAKE) == MASK_ID + V and enc.mask_id(ENGLISH) == MASK_ID
+    assert enc.encode(WORDS, ENGLISH)[0][0] == CLS_ID
+
+
+def test_inv_order_reverses_words_but_not_specials() -> None:
+    enc = encoder("inv-order")
+    ids = enc.encode(WORDS, FAKE)[0]
+    assert ids[0] == CLS_ID and ids[-1] == SEP_ID
+    assert ids[1:-1].tolist() == (WORDS.flip(0) + V).tolist()
+    assert enc.gold_alignment(4).tolist() == [3, 2, 1, 0]
+    assert encoder("original").gold_alignment(4).tolist() == [0, 1, 2, 3]
+    assert enc.encode(WORDS, ENGLISH)[0][1:-1].tolist() == WORDS.tolist()
+
+
+def test_combination_applies_every_part() -> None:
+    ids, pos, seg, _ = encoder("9").encode(WORDS, FAKE)
+    assert ids.tolist() == [CLS_ID + V, *(WORDS.flip(0) + V).tolist(), SEP_ID + V]
+    assert pos[0] == 128 and seg.unique().tolist() == [1]
+
+
+def test_no_parallel_uses_disjoint_halves() -> None:
+    sentences = [torch.tensor([10 + i, 20 + i]) for i in range(10)]
+    parallel = training_examples(sentences, resolve_recipe("original"), encoder("original"))
+    assert len(parallel) == 20 and parallel.languages[:2] == [ENGLISH, FAKE]
+    split = training_examples(sentences, resolve_recipe("no-parallel"), encoder("no-parallel"))
+    assert len(split) == 10
+    english = [e[0][1].item() for e, lang in zip(split.encoded, split.languages) if lang == 0]
+    fake = [e[0][1].item() - V for e, lang in zip(split.encoded, split.languages) if lang == 1]
+    assert english == [10, 11, 12, 13, 14] and fake == [15, 16, 17, 18, 19]
+
+
+def test_truncation_is_reported() -> None:
+    words, cut = encoder("original").truncate(torch.arange(200))
+    assert len(words) == MAX_LEN - 2 and cut
+    assert not encoder("original").truncate(WORDS)[1]
+
+
+def _many_masks(mod: str, knn: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+    enc = encoder(mod)
+    rows = [torch.randint(5, V, (40,), generator=seeded_generator(i)) for i in range(400)]
+    batch = enc.batch(rows, [i % 2 for i in range(len(rows))])
+    recipe = resolve_recipe(mod)
+    masked = mask_tokens(batch, enc, 0.15, recipe.replacement, seeded_generator(7), knn)
+    new = masked.inputs["input_ids"][masked.selected]
+    return batch, masked, new
+
+
+def test_selection_rate_and_specials_never_selected() -> None:
+    batch, masked, _ = _many_masks("original")
+    rate = masked.selected.sum() / batch.word_mask.sum()
+    assert abs(rate - 0.15) < 0.01
+    assert not masked.selected[~batch.word_mask].any()
+    assert torch.equal(masked.labels, batch.input_ids[masked.selected])
+
+
+def test_bert_replacement_proportions() -> None:
+    _, masked, new = _many_masks("original")
+    is_mask = new == MASK_ID
+    kept = new == masked.labels
+    n = len(new)
+    assert abs(is_mask.sum() / n - 0.8) < 0.02
+    # 'keep' plus random draws that hit the true token by chance
+    assert abs(kept.sum() / n - 0.1) < 0.02
+    other = ~is_mask & ~kept
+    assert abs(other.sum() / n - 0.1) < 0.02
+    # random tokens come from the whole bilingual vocabulary: both languages appear
+    assert (new[other] < V).any() and (new[other] >= V).any()
+
+
+def test_no_random_proportions() -> None:
+    _, masked, new = _many_masks("no-random")
+    n = len(new)
+    assert abs((new == MASK_ID).sum() / n - 0.8) < 0.02
+    assert ((new == MASK_ID) | (new == masked.labels)).all()
+
+
+def test_shift_special_masks_fake_english_with_its_own_mask() -> None:
+    batch, masked, _ = _many_masks("shift-special")
+    rows = masked.selected.nonzero()[:, 0]
+    new = masked.inputs["input_ids"][masked.selected]
+    fake_rows = batch.languages[rows] == FAKE
+    assert not (new[fake_rows] == MASK_ID).any() and (new[fake_rows] == MASK_ID + V).any()
+    assert not (new[~fake_rows] == MASK_ID + V).any()
+
+
+def test_knn_replacement_gathers_from_the_table() -> None:
+    ids = torch.arange(2 * V)
+    table = torch.where(ids < V, ids + V, ids - V)[:, None]  # the other-language twin
+    _, masked, new = _many_masks("knn-replace", table)
+    n = len(new)
+    twin = new == table[masked.labels, 0]
+    assert abs(twin.sum() / n - 0.3) < 0.02
+    assert abs((new == MASK_ID).sum() / n - 0.5) < 0.02
+
+
+def test_masking_is_deterministic_for_a_seed() -> None:
+    a = _many_masks("original")[1].inputs["input_ids"]
+    b = _many_masks("original")[1].inputs["input_ids"]
+    assert torch.equal(a, b)
+
+
+def test_bucketed_batches_cover_every_example_once() -> None:
+    lengths = torch.randint(3, 60, (1000,), generator=seeded_generator(1))
+    batches = bucketed_batches(lengths, 64, seed=0, epoch=0, chunk_batches=4)
+    flat = torch.cat(batches)
+    assert sorted(flat.tolist()) == list(range(1000))
+    def mean_spread(groups: list[torch.Tensor]) -> float:
+        return sum(int(lengths[g].max() - lengths[g].min()) for g in groups) / len(groups)
+
+    # chunks of 4 batches sorted by length: each batch spans about a quarter of the range
+    assert mean_spread(batches) < 0.3 * mean_spread(random_batches(1000, 64, seed=0, epoch=0))
+    again = bucketed_batches(lengths, 64, seed=0, epoch=0, chunk_batches=4)
+    assert all(torch.equal(x, y) for x, y in zip(batches, again, strict=True))
+    other = bucketed_batches(lengths, 64, seed=0, epoch=1, chunk_batches=4)
+    assert not all(torch.equal(x, y) for x, y in zip(batches, other, strict=False))

@@ -1,0 +1,68 @@
+"""The registry: every paper ID resolves, combos compose, errors name the valid choices."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from multilab import modifications as mods
+
+
+def test_every_paper_id_resolves_to_a_recipe() -> None:
+    for pid, text in mods.PAPER_IDS.items():
+        recipe = mods.resolve_recipe(pid)
+        assert recipe == mods.resolve_recipe(text)
+        assert math.isclose(sum(recipe.replacement), 1.0)
+        assert mods.paper_id(text) == pid
+
+
+def test_original_is_the_default_recipe() -> None:
+    assert mods.resolve_recipe("original") == mods.Recipe()
+
+
+def test_combo_composes_the_parts() -> None:
+    recipe = mods.resolve_recipe("lang-pos;shift-special;no-random")
+    assert recipe.language_positions and recipe.shift_special
+    assert recipe.replacement == (0.8, 0.2, 0.0, 0.0)
+    assert not recipe.invert_fake and recipe.parallel and recipe.model_size == "small"
+    assert mods.resolve_recipe("8") == recipe
+    # '+' is the path-safe spelling of the same combo, in any order for the paper ID
+    assert mods.resolve_recipe("no-random+lang-pos+shift-special") == recipe
+    assert mods.paper_id("no-random+lang-pos+shift-special") == "8"
+
+
+def test_individual_effects() -> None:
+    assert mods.resolve_recipe("inv-order").invert_fake
+    no_parallel = mods.resolve_recipe("no-parallel")
+    assert not no_parallel.parallel and no_parallel.epoch_factor == 2.0
+    assert mods.resolve_recipe("overparam").model_size == "base"
+    assert not mods.resolve_recipe("untrained").trained
+    knn = mods.resolve_recipe("knn-replace")
+    assert knn.replacement == (0.5, 0.1, 0.1, 0.3) and knn.needs_knn
+    assert not mods.resolve_recipe("original").needs_knn
+
+
+def test_unknown_modification_lists_valid_names() -> None:
+    with pytest.raises(mods.ModificationError) as err:
+        mods.resolve_recipe("lang-pos;bogus")
+    message = str(err.value)
+    assert "'bogus'" in message
+    for name in mods.REGISTRY:
+        assert name in message
+
+
+def test_conflicting_parts_are_rejected() -> None:
+    with pytest.raises(mods.ModificationError, match="replacement"):
+        mods.resolve_recipe("no-random;knn-replace")
+    with pytest.raises(mods.ModificationError, match="twice"):
+        mods.resolve_recipe("lang-pos;lang-pos")
+    with pytest.raises(mods.ModificationError, match="original"):
+        mods.resolve_recipe("original;lang-pos")
+
+
+def test_names_slugs_and_descriptions() -> None:
+    assert mods.canonical_name("9") == "lang-pos;inv-order;shift-special;no-random"
+    assert mods.slug("lang-pos;no-random") == "lang-pos+no-random"
+    assert "position" in mods.describe("lang-pos")
+    assert mods.paper_id("inv-order;lang-pos") is None

@@ -1,0 +1,44 @@
+"""WordPiece vocabulary and Fake-English: sizes, specials, shift/unshift, the :: twins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer
+
+from multilab.vocab import SPECIAL_TOKENS, is_fake, to_english, to_fake
+
+
+def test_english_vocabulary(built_project: Path) -> None:
+    tok = AutoTokenizer.from_pretrained(str(built_project / "artifacts/vocab/english"))
+    assert len(tok) == 2048
+    assert tok.convert_ids_to_tokens(list(range(5))) == list(SPECIAL_TOKENS)
+    ids = tok("Jesus said to them")["input_ids"]
+    assert ids[0] == tok.cls_token_id == 2 and ids[-1] == tok.sep_token_id == 3
+    assert "Jesus" in tok.tokenize("Jesus said")  # cased: no lowercasing
+
+
+def test_bilingual_vocabulary_has_the_fake_twins(built_project: Path) -> None:
+    eng = AutoTokenizer.from_pretrained(str(built_project / "artifacts/vocab/english"))
+    both = AutoTokenizer.from_pretrained(str(built_project / "artifacts/vocab/bilingual"))
+    assert len(both) == 4096
+    english = eng.convert_ids_to_tokens(list(range(2048)))
+    fake = both.convert_ids_to_tokens(list(range(2048, 4096)))
+    assert fake == ["::" + t for t in english]
+
+
+def test_shift_round_trip_and_specials(built_project: Path) -> None:
+    eng = AutoTokenizer.from_pretrained(str(built_project / "artifacts/vocab/english"))
+    both = AutoTokenizer.from_pretrained(str(built_project / "artifacts/vocab/bilingual"))
+    ids = torch.tensor(eng("He ate wild honey .")["input_ids"])
+    fake = to_fake(ids, 2048)
+    assert fake[0] == ids[0] and fake[-1] == ids[-1]  # shared [CLS]/[SEP]
+    assert (fake[1:-1] == ids[1:-1] + 2048).all()
+    assert torch.equal(to_english(fake, 2048), ids)
+    shifted = to_fake(ids, 2048, shift_special=True)
+    assert shifted[0] == 2 + 2048 and torch.equal(to_english(shifted, 2048), ids)
+    assert is_fake(fake[1:-1], 2048).all() and not is_fake(ids, 2048).any()
+    tokens = both.convert_ids_to_tokens(fake[1:-1].tolist())
+    assert all(t.startswith("::") for t in tokens)
+    assert [t[2:] for t in tokens] == eng.convert_ids_to_tokens(ids[1:-1].tolist())
