@@ -23,6 +23,7 @@ from mlflow.tracking import MlflowClient
 
 from multilab.config import ConfigError, Paths
 
+URI_VARIABLE = "MLFLOW_TRACKING_URI"
 FINISHED, FAILED, KILLED, RUNNING = "FINISHED", "FAILED", "KILLED", "RUNNING"
 
 
@@ -41,10 +42,24 @@ def project_root(start: Path | None = None) -> Path:
 
 
 def tracking_uri(paths: Paths) -> str:
-    if os.environ.get("MLFLOW_TRACKING_URI"):
-        return os.environ["MLFLOW_TRACKING_URI"]
+    if os.environ.get(URI_VARIABLE):
+        return os.environ[URI_VARIABLE]
     store = _local_store(paths)
     return f"sqlite:///{store / 'mlflow.db'}"
+
+
+def _use(uri: str) -> None:
+    """Point the fluent API at ``uri`` without touching ``MLFLOW_TRACKING_URI``.
+
+    ``mlflow.set_tracking_uri`` also exports the variable; we read it as the user's choice,
+    so leaving ours there would pin every later config (another project, a test) to it.
+    """
+    previous = os.environ.get(URI_VARIABLE)
+    mlflow.set_tracking_uri(uri)
+    if previous is None:
+        os.environ.pop(URI_VARIABLE, None)
+    else:
+        os.environ[URI_VARIABLE] = previous
 
 
 def _local_store(paths: Paths) -> Path:
@@ -62,7 +77,7 @@ def connect(paths: Paths, experiment: str) -> str:
     uri = tracking_uri(paths)
     if uri.startswith("http"):
         _check_server(uri)
-    mlflow.set_tracking_uri(uri)
+    _use(uri)
     client = MlflowClient(uri)
     found = client.get_experiment_by_name(experiment)
     if found is not None:
@@ -154,26 +169,26 @@ def log_to_run(
     paths: Paths, run_id: str, metrics: dict[str, float], step: int | None = None
 ) -> None:
     """Add metrics to an existing (possibly finished) run without changing its status."""
-    mlflow.set_tracking_uri(tracking_uri(paths))
+    _use(tracking_uri(paths))
     client = MlflowClient()
     for key, value in metrics.items():
         client.log_metric(run_id, key, float(value), step=step or 0)
 
 
 def log_artifact_to_run(paths: Paths, run_id: str, path: Path, folder: str | None = None) -> None:
-    mlflow.set_tracking_uri(tracking_uri(paths))
+    _use(tracking_uri(paths))
     MlflowClient().log_artifact(run_id, str(path), artifact_path=folder)
 
 
 def set_tags(paths: Paths, run_id: str, tags: dict[str, Any]) -> None:
-    mlflow.set_tracking_uri(tracking_uri(paths))
+    _use(tracking_uri(paths))
     client = MlflowClient()
     for key, value in tags.items():
         client.set_tag(run_id, key, str(value))
 
 
 def run_status(paths: Paths, run_id: str) -> str:
-    mlflow.set_tracking_uri(tracking_uri(paths))
+    _use(tracking_uri(paths))
     return MlflowClient().get_run(run_id).info.status
 
 
@@ -184,6 +199,6 @@ def search_runs(paths: Paths, experiment: str) -> pd.DataFrame:
 
 
 def metric_history(paths: Paths, run_id: str, key: str) -> list[tuple[int, float]]:
-    mlflow.set_tracking_uri(tracking_uri(paths))
+    _use(tracking_uri(paths))
     history = MlflowClient().get_metric_history(run_id, key)
     return sorted((m.step, m.value) for m in history)

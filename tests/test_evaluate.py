@@ -1,0 +1,106 @@
+"""Evaluation: the batched metrics equal a per-sentence evaluation of the same model; results
+are deterministic, land in JSON and on the model's MLflow run; bad model dirs fail clearly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from multilab import metrics, tracking
+from multilab.batches import tokenize_lines
+from multilab.cli import main
+from multilab.config import Config, ConfigError
+from multilab.corpus import read_lines
+from multilab.evaluate import evaluate_and_record, evaluate_model, multilinguality
+from multilab.inputs import ENGLISH, FAKE, InputEncoder
+from multilab.model import build_model, hidden_layers
+from multilab.train import train_model
+from multilab.vocab import load_tokenizer
+from tests.conftest import PARAMS
+
+
+def _dev(cfg: Config, run, n: int):
+    tokenizer = load_tokenizer(cfg.paths.vocab)
+    encoder = InputEncoder(run.recipe, len(tokenizer), cfg.train.max_length)
+    sentences, _ = tokenize_lines(read_lines(cfg.paths.corpora / "dev.txt")[:n], tokenizer,
+                                  encoder)
+    return encoder, sentences
+
+
+@pytest.mark.parametrize("modification", ["original", "inv-order;lang-pos;shift-special"])
+def test_batched_metrics_equal_one_sentence_at_a_time(project: Config, modification) -> None:
+    run = project.run(modification, 0)
+    model = build_model(run.model, 4096, 0).eval()
+    encoder, sentences = _dev(project, run, 60)
+    fast = multilinguality(model, encoder, sentences, (0, 8), batch_size=16)
+
+    counts: dict[int, list] = {0: [[], [], []], 8: [[], [], []]}
+    pooled: dict[int, list] = {0: [[], []], 8: [[], []]}
+    with torch.no_grad():
+        for words in sentences:
+            n = len(words)
+            for lang in (ENGLISH, FAKE):
+                batch = encoder.batch([words], [lang])  # no padding at all
+                for layer, h in zip((0, 8), hidden_layers(model, batch.model_inputs(), [0, 8]),
+                                    strict=True):
+                    vectors = h[0, 1 : 1 + n]
+                    counts[layer][lang].append(vectors)
+                    pooled[layer][lang].append(vectors.mean(dim=0))
+            gold = encoder.gold_alignment(n).tolist()
+            counts[0][2].append(gold)
+            counts[8][2].append(gold)
+    for layer in (0, 8):
+        slow = metrics.alignment_score(metrics.reference_alignment_counts(*counts[layer]))
+        assert fast[f"align_f1.l{layer}"] == pytest.approx(slow.f1, abs=0.01)
+        rho = metrics.reference_retrieval_p1(torch.stack(pooled[layer][0]),
+                                             torch.stack(pooled[layer][1]))
+        assert fast[f"retrieval_p1.l{layer}"] == pytest.approx(rho, abs=1 / 60)
+
+
+def test_untrained_model_is_not_multilingual_and_evaluation_is_deterministic(
+    project: Config,
+) -> None:
+    run = project.run("untrained", 0)
+    model = build_model(run.model, 4096, 0)
+    first = evaluate_model(model, run, dev_sentences=100, train_sentences=100)
+    second = evaluate_model(model, run, dev_sentences=100, train_sentences=100)
+    first.pop("eval_seconds"), second.pop("eval_seconds")
+    assert first == second
+    assert first["translation_p1.l0"] < 0.05 and first["retrieval_p1.l0"] < 0.2
+    assert first["ppl_dev"] > 1000  # random weights: near the uniform 4096
+    assert first["mu"] == pytest.approx(
+        (first["retrieval_p1.l0"] + first["retrieval_p1.l8"]
+         + first["translation_p1.l0"] + first["translation_p1.l8"]) / 4
+    )
+    for key, value in first.items():
+        if key.startswith(("align", "retrieval", "translation")):
+            assert 0.0 <= value <= 1.0, key
+
+
+def test_evaluate_records_json_and_mlflow(project: Config) -> None:
+    experiment = tracking.connect(project.paths, project.experiment)
+    model_dir = train_model(project.run("original", 0), experiment_id=experiment, progress=False)
+    record = evaluate_and_record(project, model_dir)
+    saved = json.loads(project.paths.eval_file("original", 0).read_text())
+    assert saved == json.loads(json.dumps(record))
+    assert saved["metrics"]["ppl_train"] < 4096 and saved["metrics"]["eval_sentences"] == 200
+    runs = tracking.search_runs(project.paths, project.experiment)
+    row = runs.iloc[0]
+    assert row["tags.evaluated"] == "true" and row["status"] == "FINISHED"
+    assert row["metrics.mu"] == pytest.approx(saved["metrics"]["mu"])
+    steps, value = tracking.metric_history(project.paths, row["run_id"], "align_f1.l8")[-1]
+    assert steps == int(row["metrics.total_steps"])  # logged at the model's final step
+    assert value == pytest.approx(saved["metrics"]["align_f1.l8"])
+
+
+def test_not_a_model_directory_is_one_clear_error(project: Config, tmp_path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="not a finished multilab model"):
+        evaluate_and_record(project, tmp_path / "empty")
+    code = main(["--params", str(PARAMS), "--set", "profile=smoke", "evaluate",
+                 str(tmp_path / "empty")])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("multilab: error:")

@@ -1,0 +1,120 @@
+"""Smoke training: loss goes down, resume gives identical weights, MLflow records it all."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM
+
+from multilab import tracking
+from multilab.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
+from multilab.config import Config
+from multilab.inputs import InputEncoder
+from multilab.model import build_model, mlm_loss, mlm_loss_full_head
+from multilab.modifications import resolve_recipe
+from multilab.train import _Stopped, prepare_data, read_done, train_model
+
+
+def _weights(model_dir) -> dict[str, torch.Tensor]:
+    return AutoModelForMaskedLM.from_pretrained(str(model_dir)).state_dict()
+
+
+def test_fast_loss_equals_the_full_head_loss(project: Config) -> None:
+    run = project.run("original", 0)
+    data, encoder = prepare_data(run)
+    model = build_model(run.model, 4096, 0).eval()
+    batch = data.examples.batch(torch.arange(32))
+    masked = mask_tokens(batch, encoder, 0.15, run.recipe.replacement, seeded_generator(0))
+    fast = mlm_loss(model, masked.inputs, masked.selected, masked.labels)
+    full = mlm_loss_full_head(model, masked.inputs, masked.selected, masked.labels)
+    assert torch.allclose(fast, full, atol=1e-5)
+
+
+def test_smoke_training_learns_and_is_tracked(project: Config) -> None:
+    cfg = project.__class__(**{**project.__dict__})
+    run = cfg.run("lang-pos;shift-special", 0)
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    model_dir = train_model(run, experiment_id=experiment, progress=False)
+    done = read_done(model_dir)
+    assert done["modification"] == "lang-pos;shift-special" and done["paper_id"] == "5"
+    model = AutoModelForMaskedLM.from_pretrained(str(model_dir))  # save_pretrained format
+    assert model.config.vocab_size == 4096 and model.config.max_position_embeddings == 256
+    rows = (model_dir / "train_log.csv").read_text().splitlines()[1:]
+    losses = [float(r.split(",")[2]) for r in rows]
+    assert losses[-1] < losses[0] - 0.3
+
+    runs = tracking.search_runs(cfg.paths, cfg.experiment)
+    assert len(runs) == 1
+    row = runs.iloc[0]
+    assert row["status"] == "FINISHED"
+    assert row["tags.paper_id"] == "5" and row["tags.seed"] == "0"
+    assert row["tags.profile"] == "smoke" and len(row["tags.data_hash"]) == 16
+    assert row["params.recipe.language_positions"] == "True"
+    assert row["params.model.hidden_size"] == "64"
+    history = tracking.metric_history(cfg.paths, row["run_id"], "train_loss")
+    assert len(history) == done["steps"] and history[-1][1] == pytest.approx(losses[-1], 1e-4)
+
+    # the same configuration is never trained twice
+    again = train_model(run, experiment_id=experiment, progress=False)
+    assert again == model_dir and len(tracking.search_runs(cfg.paths, cfg.experiment)) == 1
+
+
+@pytest.mark.parametrize("stop_at", [1, 5, 11])
+def test_resume_gives_identical_weights(project: Config, tmp_path, stop_at: int) -> None:
+    run = project.run("original", 3)
+    experiment = tracking.connect(project.paths, project.experiment)
+    reference = train_model(run, model_dir=tmp_path / "uninterrupted", progress=False)
+    interrupted = tmp_path / "interrupted"
+    with pytest.raises(_Stopped):
+        train_model(run, experiment_id=experiment, model_dir=interrupted,
+                    stop_after_step=stop_at, progress=False)
+    runs = tracking.search_runs(project.paths, project.experiment)
+    assert runs.iloc[0]["status"] == "KILLED"  # never left RUNNING
+    train_model(run, experiment_id=experiment, model_dir=interrupted, progress=False)
+    a, b = _weights(reference), _weights(interrupted)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    runs = tracking.search_runs(project.paths, project.experiment)
+    assert len(runs) == 1 and runs.iloc[0]["status"] == "FINISHED"  # the same run continued
+    assert not list(interrupted.glob("checkpoint-*"))
+
+
+def test_different_seeds_give_different_models(project: Config, tmp_path) -> None:
+    a = train_model(project.run("original", 1), model_dir=tmp_path / "a", progress=False)
+    b = train_model(project.run("original", 2), model_dir=tmp_path / "b", progress=False)
+    wa, wb = _weights(a), _weights(b)
+    assert not torch.equal(wa["bert.embeddings.word_embeddings.weight"],
+                           wb["bert.embeddings.word_embeddings.weight"])
+
+
+def test_untrained_model_is_saved_without_training(project: Config) -> None:
+    model_dir = train_model(project.run("untrained", 0), progress=False)
+    done = read_done(model_dir)
+    assert done["steps"] == 0
+    fresh = build_model(project.run("untrained", 0).model, 4096, 0).state_dict()
+    saved = _weights(model_dir)
+    assert all(torch.equal(fresh[k], saved[k]) for k in fresh)
+
+
+def test_failed_run_ends_failed(project: Config, monkeypatch) -> None:
+    import multilab.train as train_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(train_module, "mask_tokens", broken)
+    experiment = tracking.connect(project.paths, project.experiment)
+    with pytest.raises(RuntimeError, match="boom"):
+        train_model(project.run("original", 0), experiment_id=experiment, progress=False)
+    runs = tracking.search_runs(project.paths, project.experiment)
+    assert runs.iloc[0]["status"] == "FAILED"
+
+
+def test_tokenize_counts_truncations(project: Config) -> None:
+    run = project.run("original", 0)
+    from multilab.vocab import load_tokenizer
+
+    tok = load_tokenizer(project.paths.vocab)
+    enc = InputEncoder(resolve_recipe("original"), 2048, 8)
+    sentences, truncated = tokenize_lines(["a b c d e f g h i j k", "a b"], tok, enc)
+    assert truncated == 1 and len(sentences[0]) == 6 and len(sentences[1]) == 2
+    assert len(training_examples(sentences, run.recipe, enc)) == 4
