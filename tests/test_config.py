@@ -46,6 +46,7 @@ def test_command_line_overrides_win_over_the_profile() -> None:
         ({"train": {"replacement_override": [0.5, 0.1, 0.1]}}, "sums to 0.7, not 1"),
         ({"train": {"epochs": 0}}, "train.epochs = 0"),
         ({"train": {"bogus": 1}}, "unknown key train.bogus"),
+        ({"profiles": {"smoke": {"seeds": [1]}}, "profile": "smoke"}, "profile 'smoke' sets seeds"),
     ],
 )
 def test_bad_values_fail_clearly(overrides: dict, message: str) -> None:

@@ -220,6 +220,8 @@ class RunConfig:
 
 
 PROFILES_KEY = "profiles"
+# what dvc.yaml templates read (matrix, paths): a profile may not change them behind its back
+TOP_LEVEL_ONLY = frozenset({"profile", "seeds", "study", "modification", "paths", "experiment"})
 
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -276,6 +278,12 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
     profile = str(overrides.get("profile", raw.get("profile", "quick")))
     if profile not in profiles:
         raise ConfigError(f"unknown profile {profile!r}; valid: {', '.join(profiles) or '(none)'}")
+    pinned = sorted(set(profiles[profile]) & TOP_LEVEL_ONLY)
+    if pinned:
+        raise ConfigError(
+            f"profile {profile!r} sets {', '.join(pinned)}: these are read by dvc.yaml from the "
+            "top of params.yaml, so set them there (or with `dvc exp run -S`)"
+        )
     base = {k: v for k, v in raw.items() if k != PROFILES_KEY}
     merged = _deep_merge(_deep_merge(base, profiles[profile]), overrides)
     merged.pop(PROFILES_KEY, None)
