@@ -73,8 +73,9 @@ def test_no_parallel_uses_disjoint_halves() -> None:
     assert len(parallel) == 20 and parallel.languages[:2] == [ENGLISH, FAKE]
     split = training_examples(sentences, resolve_recipe("no-parallel"), encoder("no-parallel"))
     assert len(split) == 10
-    english = [e[0][1].item() for e, lang in zip(split.encoded, split.languages) if lang == 0]
-    fake = [e[0][1].item() - V for e, lang in zip(split.encoded, split.languages) if lang == 1]
+    pairs = list(zip(split.encoded, split.languages, strict=True))
+    english = [e[0][1].item() for e, lang in pairs if lang == 0]
+    fake = [e[0][1].item() - V for e, lang in pairs if lang == 1]
     assert english == [10, 11, 12, 13, 14] and fake == [15, 16, 17, 18, 19]
 
 

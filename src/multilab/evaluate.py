@@ -69,7 +69,8 @@ def multilinguality(
     results: dict[str, float] = {}
     for layer in layers:
         align = metrics.alignment_score(counts[layer])
-        retrieval = metrics.retrieval_score(torch.cat(pooled[layer][0]), torch.cat(pooled[layer][1]))
+        english, fake = pooled[layer]
+        retrieval = metrics.retrieval_score(torch.cat(english), torch.cat(fake))
         results |= {
             f"align_p.l{layer}": align.precision,
             f"align_r.l{layer}": align.recall,

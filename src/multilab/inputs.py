@@ -83,7 +83,8 @@ class InputEncoder:
 
     def batch(self, sentences: list[torch.Tensor], languages: list[int]) -> Batch:
         """Encode and right-pad a list of sentences into one :class:`Batch`."""
-        encoded = [self.encode(words, lang) for words, lang in zip(sentences, languages, strict=True)]
+        pairs = zip(sentences, languages, strict=True)
+        encoded = [self.encode(words, lang) for words, lang in pairs]
         return collate(encoded, languages)
 
     def gold_alignment(self, length: int) -> torch.Tensor:

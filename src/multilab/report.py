@@ -16,6 +16,7 @@ import pandas as pd
 
 from multilab import tracking
 from multilab.config import Config
+from multilab.figures import study_figures
 from multilab.modifications import canonical_name, describe, paper_id, split_modification
 from multilab.study import mean_std
 
@@ -85,7 +86,8 @@ def table_rows(cfg: Config, runs: pd.DataFrame, modifications: list[str]) -> lis
     for mod in modifications:
         name = canonical_name(mod)
         parts = set(split_modification(name))
-        mine = runs[runs["tags.modification"].map(lambda m: set(split_modification(m)) == parts)]
+        same = [set(split_modification(m)) == parts for m in runs["tags.modification"]]
+        mine = runs[same] if len(runs) else runs
         mine = mine[mine["tags.seed"].astype(int).isin(cfg.seeds)]
         mine = mine.drop_duplicates(subset=["tags.seed"], keep="first")
         found = sorted(int(s) for s in mine["tags.seed"])
@@ -153,7 +155,8 @@ def latex_table(frame: pd.DataFrame) -> str:
     for _, r in frame.iterrows():
         cells = [str(r["paper_id"] or ""), r["modification"].replace("_", r"\_")]
         for _, key, decimals in COLUMNS:
-            cells.append(f"{_fmt(r[key + '_mean'], decimals)}$_{{{_fmt(r[key + '_std'], decimals)}}}$")
+            mean, std = _fmt(r[key + "_mean"], decimals), _fmt(r[key + "_std"], decimals)
+            cells.append(f"{mean}$_{{{std}}}$")
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
@@ -203,12 +206,16 @@ def build_report(cfg: Config) -> list[Path]:
         f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
         f"Mean ± std over seeds {list(cfg.seeds)} of finished MLflow runs; beside each value "
         "the paper's mean and our difference. ρ = sentence retrieval P@1, τ = word translation "
-        "P@1, F1 = word alignment, μ = (ρ0 + ρ8 + τ0 + τ8) / 4. Profile `quick` trains far "
-        "fewer steps than the paper: see docs/REPRODUCTION.md.\n\n"
+        "P@1, F1 = word alignment, μ = (ρ0 + ρ8 + τ0 + τ8) / 4. "
+        + ("" if cfg.profile == "paper" else f"Profile `{cfg.profile}` trains far fewer steps "
+           "than the paper: see docs/REPRODUCTION.md.")
+        + "\n\n"
     )
     body = markdown_table(rows, "Table 1")
     if rows2:
         body += "\n\n" + markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)")
+    if not runs.empty:
+        written += study_figures(cfg, runs)
     figures = sorted(cfg.paths.figures.glob("*.png")) if cfg.paths.figures.exists() else []
     if figures:
         body += "\n\n## Figures\n\n" + "\n".join(

@@ -146,8 +146,12 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, eps: 
 
 
 def curve_steps(total_steps: int, fractions: tuple[float, ...]) -> set[int]:
-    """Optimizer steps at which curve metrics are taken (the final step is always one)."""
-    return {max(1, round(f * total_steps)) for f in fractions if 0 < f < 1} | {total_steps}
+    """Optimizer steps at which curve metrics are taken during training.
+
+    The final step is not one of them: the evaluate stage logs the final point (on the full
+    dev set) at ``total_steps``, and two values at one step would be ambiguous in MLflow.
+    """
+    return {max(1, round(f * total_steps)) for f in fractions if 0 < f < 1} - {total_steps}
 
 
 def train_model(
@@ -228,8 +232,6 @@ def train_model(
                 {"train_examples": len(data.examples), "truncated_sentences": data.truncated,
                  "total_steps": total_steps, "world_size": world}
             )
-        if total_steps == 0 and curve_hook and main and active_run:  # untrained: one point
-            tracking.log_metrics(curve_hook(0, model), step=0)
         bar = tqdm(
             total=total_steps, initial=start_step, disable=not (progress and main),
             desc=f"{run.modification} s{run.seed}", unit="step",

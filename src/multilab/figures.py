@@ -1,0 +1,522 @@
+"""The paper's figures (seed 000 Figs. 4–8) from saved models and their MLflow curves.
+
+* positions: cosine similarity of the position embeddings (Figs. 5 and 8),
+* pca: 2-D PCA of the layer-0 token embeddings, English vs Fake-English (Fig. 4),
+* curves: multilinguality and model fit against training steps, mean ± std over seeds
+  (Figs. 6 and 7).
+
+Figures are drawn on :class:`matplotlib.figure.Figure` objects with an explicit Agg canvas,
+never through ``pyplot``: no global backend switch, no figure registry to leak memory in long
+report runs, no GUI ever touched. MLflow is reached only through :mod:`multilab.tracking`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import matplotlib
+import matplotlib.ticker as ticker
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from transformers import BertForMaskedLM
+
+from multilab import tracking
+from multilab.config import Config, ConfigError, Paths
+from multilab.model import load_model
+from multilab.modifications import (
+    canonical_name,
+    paper_id,
+    resolve_recipe,
+    slug,
+    split_modification,
+)
+from multilab.train import DONE_FILE, read_done
+from multilab.vocab import FAKE_PREFIX, load_tokenizer
+
+#: Step metrics drawn as curves (the keys evaluate.curve_hook logs at each curve point).
+CURVE_KEYS = (
+    "mu",
+    "retrieval_p1.l0",
+    "retrieval_p1.l8",
+    "translation_p1.l0",
+    "translation_p1.l8",
+    "ppl_train",
+    "ppl_dev",
+)
+METRIC_LABELS = {
+    "mu": "μ (multilinguality score)",
+    "retrieval_p1.l0": "sentence retrieval ρ, layer 0",
+    "retrieval_p1.l8": "sentence retrieval ρ, layer 8",
+    "translation_p1.l0": "word translation τ, layer 0",
+    "translation_p1.l8": "word translation τ, layer 8",
+    "ppl_train": "MLM perplexity, train",
+    "ppl_dev": "MLM perplexity, dev",
+}
+PERPLEXITY_KEYS = ("ppl_train", "ppl_dev")
+ENGLISH_COLOUR, FAKE_COLOUR = "tab:blue", "tab:orange"
+STUDY_CURVES = "study-curves.png"
+ARTIFACT_FOLDER = "figures"
+RUN_ID_PATTERN = re.compile(r"^[0-9a-f]{32}$")
+SAMPLE_WORDS = 15
+
+
+# --------------------------------------------------------------------------- positions
+
+
+def position_similarity(model: BertForMaskedLM) -> torch.Tensor:
+    """Cosine similarity between every pair of position embeddings ([P, P], float32)."""
+    weights = model.bert.embeddings.position_embeddings.weight.detach().float().cpu()
+    unit = F.normalize(weights, dim=1)
+    similarity = unit @ unit.T
+    return (similarity + similarity.T) / 2  # exactly symmetric despite matmul rounding
+
+
+def plot_position_similarity(
+    sim: torch.Tensor,
+    path: Path,
+    title: str,
+    boundary: int = 128,
+    region_labels: tuple[str, str] = ("English", "Fake-English"),
+) -> Path:
+    """Heat map of a position similarity matrix; dashed lines where Fake-English starts.
+
+    Under lang-pos, ids ``0..boundary-1`` are English positions and ``boundary..`` the
+    Fake-English ones; otherwise ``region_labels`` should say the upper half is unused.
+    """
+    size = sim.shape[0]
+    figure = Figure(figsize=(6.6, 5.8), layout="constrained")
+    axes = figure.add_subplot()
+    image = axes.imshow(
+        sim.numpy(), cmap="viridis", vmin=-1.0, vmax=1.0, interpolation="nearest"
+    )
+    colour_bar = figure.colorbar(image, ax=axes, shrink=0.85)
+    colour_bar.set_label("cosine similarity")
+    ticks = [*range(0, size, 32), size - 1]
+    axes.set_xticks(ticks)
+    axes.set_yticks(ticks)
+    axes.set_xlabel("position embedding id")
+    axes.set_ylabel("position embedding id")
+    if 0 < boundary < size:
+        for line in (axes.axvline, axes.axhline):
+            line(boundary - 0.5, color="white", linestyle="--", linewidth=1.0)
+        regions = axes.secondary_xaxis("top")
+        regions.set_xticks(
+            [(boundary - 1) / 2, (boundary + size - 1) / 2],
+            [f"{region_labels[0]} (0–{boundary - 1})",
+             f"{region_labels[1]} ({boundary}–{size - 1})"],
+        )
+        regions.tick_params(length=0)
+    axes.set_title(title, fontsize=11)
+    return _save(figure, path)
+
+
+# --------------------------------------------------------------------------- token PCA
+
+
+class TokenPCA(NamedTuple):
+    """2-D PCA coordinates and the share of the variance each component explains."""
+
+    coords: torch.Tensor  # [n, 2]
+    explained: torch.Tensor  # [2]
+
+
+def pca_2d(points: torch.Tensor) -> TokenPCA:
+    """Exact PCA by SVD in float64, with the sign of each axis fixed (deterministic).
+
+    SVD leaves each component's sign arbitrary; flipping it so that the largest loading is
+    positive makes the picture identical across runs and machines.
+    """
+    centred = points.detach().double().cpu()
+    centred = centred - centred.mean(dim=0)
+    _, singular, components = torch.linalg.svd(centred, full_matrices=False)
+    components = components[:2]
+    largest = components.abs().argmax(dim=1)
+    signs = torch.sign(components[torch.arange(2), largest])
+    components = components * signs[:, None]
+    variance = singular**2
+    return TokenPCA(
+        coords=(centred @ components.T).float(),
+        explained=(variance[:2] / variance.sum()).float(),
+    )
+
+
+def token_pca(model: BertForMaskedLM, vocab_size: int = 2048) -> TokenPCA:
+    """PCA of the layer-0 token embeddings of English (``0..V-1``) and Fake-English (``V..2V-1``).
+
+    One PCA over both languages, so the two clouds share axes and can be compared (Fig. 4).
+    """
+    embeddings = model.bert.embeddings.word_embeddings.weight
+    if embeddings.shape[0] < 2 * vocab_size:
+        raise ConfigError(
+            f"model has {embeddings.shape[0]} token embeddings, fewer than 2 x {vocab_size}"
+        )
+    return pca_2d(embeddings[: 2 * vocab_size])
+
+
+def sample_word_ids(tokens: list[str], count: int = SAMPLE_WORDS) -> list[int]:
+    """The first ``count`` whole words of ≥ 3 letters in vocabulary order.
+
+    WordPiece adds merges in order of frequency, so the earliest whole-word tokens are
+    frequent words (the, and, you, ...): a fixed, readable sample without corpus counts.
+    """
+    chosen = [i for i, token in enumerate(tokens) if token.isalpha() and len(token) >= 3]
+    return chosen[:count]
+
+
+def plot_token_pca(
+    model: BertForMaskedLM, tokens: list[str], path: Path, title: str
+) -> Path:
+    """Left: all tokens of both languages; right: a word sample with its Fake twins joined.
+
+    The sample panel is a PCA of the sample alone, so its pairs are not lost among the
+    4096 points of the full cloud.
+    """
+    vocab_size = len(tokens)
+    full = token_pca(model, vocab_size)
+    figure = Figure(figsize=(13, 5.6), layout="constrained")
+    cloud, sample = figure.subplots(1, 2)
+    points = full.coords.numpy()
+    for rows, colour, name in (
+        (slice(0, vocab_size), ENGLISH_COLOUR, f"English (ids 0–{vocab_size - 1})"),
+        (slice(vocab_size, 2 * vocab_size), FAKE_COLOUR,
+         f"Fake-English (ids {vocab_size}–{2 * vocab_size - 1})"),
+    ):
+        cloud.scatter(points[rows, 0], points[rows, 1], s=3, alpha=0.45, color=colour,
+                      label=name, linewidths=0)
+    _label_pca_axes(cloud, full)
+    cloud.set_title("all token embeddings (layer 0)")
+    cloud.legend(loc="best", markerscale=4, fontsize=9)
+
+    words = sample_word_ids(tokens)
+    if words:
+        ids = torch.tensor(words + [w + vocab_size for w in words])
+        embeddings = model.bert.embeddings.word_embeddings.weight[ids]
+        zoom = pca_2d(embeddings)
+        english, fake = zoom.coords[: len(words)].numpy(), zoom.coords[len(words) :].numpy()
+        for (ex, ey), (fx, fy) in zip(english, fake, strict=True):
+            sample.plot([ex, fx], [ey, fy], color="grey", linewidth=0.8, zorder=1)
+        sample.scatter(english[:, 0], english[:, 1], color=ENGLISH_COLOUR, s=22, zorder=2,
+                       label="English")
+        sample.scatter(fake[:, 0], fake[:, 1], color=FAKE_COLOUR, s=22, zorder=2,
+                       label="Fake-English")
+        for word, (ex, ey), (fx, fy) in zip(words, english, fake, strict=True):
+            sample.annotate(tokens[word], (ex, ey), xytext=(3, 3), textcoords="offset points",
+                            fontsize=8, color=ENGLISH_COLOUR)
+            sample.annotate(FAKE_PREFIX + tokens[word], (fx, fy), xytext=(3, -9),
+                            textcoords="offset points", fontsize=8, color=FAKE_COLOUR)
+        _label_pca_axes(sample, zoom)
+        sample.set_title(f"{len(words)} frequent words and their Fake twins (own PCA)")
+        sample.legend(loc="best", fontsize=9)
+    figure.suptitle(title, fontsize=12)
+    return _save(figure, path)
+
+
+def _label_pca_axes(axes, pca: TokenPCA) -> None:
+    axes.set_xlabel(f"PC 1 ({pca.explained[0]:.0%} of variance)")
+    axes.set_ylabel(f"PC 2 ({pca.explained[1]:.0%} of variance)")
+
+
+# --------------------------------------------------------------------------- curves
+
+
+def run_curves(paths: Paths, run_id: str, keys: tuple[str, ...] = CURVE_KEYS) -> pd.DataFrame:
+    """A run's step metrics from MLflow: a ``step`` column and one column per logged key.
+
+    The final evaluation is logged under the same keys at the last training step, next to
+    the last curve point; values sharing a step are averaged so each step is one point.
+    """
+    columns = {}
+    for key in keys:
+        history = tracking.metric_history(paths, run_id, key)
+        if history:
+            frame = pd.DataFrame(history, columns=["step", key])
+            columns[key] = frame.groupby("step")[key].mean()
+    if not columns:
+        return pd.DataFrame(columns=["step"])
+    return pd.DataFrame(columns).rename_axis("step").reset_index()
+
+
+def curve_stats(frames: list[pd.DataFrame], key: str) -> pd.DataFrame:
+    """Mean and sample std of ``key`` over seeds at each step (outer-aligned on step).
+
+    A step that only some seeds reached is averaged over those (``seeds`` says how many);
+    a single value has std 0, as in the report tables.
+    """
+    series = [
+        frame.groupby("step")[key].mean().dropna()
+        for frame in frames
+        if key in frame.columns and "step" in frame.columns
+    ]
+    series = [s for s in series if not s.empty]
+    if not series:
+        return pd.DataFrame(columns=["step", "mean", "std", "seeds"])
+    table = pd.concat(series, axis=1, join="outer").sort_index()
+    stats = pd.DataFrame(
+        {
+            "mean": table.mean(axis=1),
+            "std": table.std(axis=1, ddof=1).fillna(0.0),
+            "seeds": table.count(axis=1),
+        }
+    )
+    return stats.rename_axis("step").reset_index()
+
+
+def plot_curves(
+    groups: dict[str, list[pd.DataFrame]],
+    keys: tuple[str, ...],
+    path: Path,
+    title: str,
+    legend_title: str | None = "mean ± std over seeds",
+) -> Path:
+    """One panel per metric, one colour per group: mean line and ±std band over seeds."""
+    present = [
+        key for key in keys
+        if any(key in frame.columns for frames in groups.values() for frame in frames)
+    ]
+    if not present:
+        raise ConfigError(f"no curve metric ({', '.join(keys)}) to plot for {path.name}")
+    columns = 3 if len(present) <= 6 else 4
+    rows = math.ceil(len(present) / columns)
+    figure = Figure(figsize=(4.4 * columns, 3.4 * rows + 0.6), layout="constrained")
+    panels = figure.subplots(rows, columns, squeeze=False).ravel()
+    palette = matplotlib.colormaps["tab10" if len(groups) <= 10 else "tab20"]
+    handles: dict[str, object] = {}
+    means: dict[str, list[float]] = {key: [] for key in present}
+    for index, (name, frames) in enumerate(groups.items()):
+        colour = palette(index % palette.N)
+        for panel, key in zip(panels, present, strict=False):
+            stats = curve_stats(frames, key)
+            if stats.empty:
+                continue
+            steps = stats["step"].to_numpy(dtype=float)
+            mean, std = stats["mean"].to_numpy(), stats["std"].to_numpy()
+            (handles[name],) = panel.plot(steps, mean, color=colour, marker="o", markersize=3,
+                                          linewidth=1.4, label=name)
+            panel.fill_between(steps, mean - std, mean + std, color=colour, alpha=0.2,
+                               linewidth=0)
+            means[key] += mean.tolist()
+    for panel, key in zip(panels, present, strict=False):
+        _style_curve_panel(panel, key, means[key])
+    spare = panels[len(present) :]
+    for panel in spare:
+        panel.set_axis_off()
+    if len(spare) > 0:  # an empty grid cell holds the legend
+        spare[0].legend(handles.values(), handles.keys(), loc="center", fontsize=9,
+                        frameon=False, title=legend_title)
+    else:
+        figure.legend(handles.values(), handles.keys(), loc="outside lower center",
+                      ncols=min(len(handles), 3), fontsize=9, title=legend_title)
+    figure.suptitle(title, fontsize=12)
+    return _save(figure, path)
+
+
+# --------------------------------------------------------------------------- one model
+
+
+@dataclass(frozen=True)
+class ModelTarget:
+    """A model resolved from a directory or a run id: what its figures are drawn from."""
+
+    model_dir: Path | None
+    run_id: str | None
+    modification: str | None
+    seed: int | None
+    stem: str  # file name prefix: <slug>-seed<N>
+
+    @property
+    def title(self) -> str:
+        if self.modification is None:
+            return str(self.model_dir)
+        pid = paper_id(self.modification)
+        named = f"{self.modification} (ID {pid})" if pid else self.modification
+        return f"{named}, seed {self.seed}"
+
+
+def resolve_target(cfg: Config, target: str) -> ModelTarget:
+    """A model directory, or the id of an MLflow run of ``cfg.experiment``."""
+    candidate = Path(target)
+    if candidate.is_dir() and any((candidate / f).exists() for f in (DONE_FILE, "config.json")):
+        return _target_from_dir(candidate)
+    if RUN_ID_PATTERN.match(target):
+        return _target_from_run(cfg, target)
+    raise ConfigError(
+        f"{target!r} is neither a model directory (with {DONE_FILE} or config.json) "
+        "nor an MLflow run id (32 hex characters)"
+    )
+
+
+def _target_from_dir(model_dir: Path) -> ModelTarget:
+    done = read_done(model_dir)
+    if done is None:  # a bare save_pretrained folder: name it after its place
+        return ModelTarget(model_dir, None, None, None, f"{model_dir.parent.name}-{model_dir.name}")
+    modification, seed = done["modification"], int(done["seed"])
+    return ModelTarget(
+        model_dir, done.get("run_id"), modification, seed, f"{slug(modification)}-seed{seed}"
+    )
+
+
+def _target_from_run(cfg: Config, run_id: str) -> ModelTarget:
+    """The run's model is the directory whose ``multilab.json`` names this run."""
+    runs = tracking.search_runs(cfg.paths, cfg.experiment)
+    found = runs[runs["run_id"] == run_id] if "run_id" in runs else runs
+    if found.empty:
+        raise ConfigError(f"no run {run_id} in MLflow experiment {cfg.experiment!r}")
+    row = found.iloc[0]
+    modification = canonical_name(row["tags.modification"])
+    seed = int(row["tags.seed"])
+    candidates = [
+        cfg.paths.model_dir(modification, seed),
+        cfg.paths.variant / slug(modification) / f"seed{seed}",
+    ]
+    if isinstance(row.get("tags.model_dir"), str):
+        candidates.insert(0, Path(row["tags.model_dir"]))
+    model_dir = next(
+        (d for d in candidates if (read_done(d) or {}).get("run_id") == run_id), None
+    )
+    return ModelTarget(model_dir, run_id, modification, seed, f"{slug(modification)}-seed{seed}")
+
+
+def model_figures(
+    cfg: Config, target: ModelTarget, kinds: tuple[str, ...] = ("positions", "pca", "curves")
+) -> list[Path]:
+    """Draw the requested figures of one model into ``cfg.paths.figures``; log them."""
+    written: list[Path] = []
+    out = cfg.paths.figures
+    if target.model_dir is not None and {"positions", "pca"} & set(kinds):
+        model = load_model(target.model_dir)
+        if "positions" in kinds:
+            written.append(plot_position_similarity(
+                position_similarity(model), out / f"{target.stem}-positions.png",
+                f"Position embeddings: {target.title}", cfg.train.max_length,
+                _region_labels(target.modification),
+            ))
+        if "pca" in kinds:
+            written.append(plot_token_pca(
+                model, _english_tokens(cfg, model), out / f"{target.stem}-pca.png",
+                f"Token embeddings (layer 0): {target.title}",
+            ))
+    if target.run_id is not None and "curves" in kinds:
+        frame = run_curves(cfg.paths, target.run_id)
+        if len(frame.columns) > 1:
+            written.append(plot_curves(
+                {target.title: [frame]}, CURVE_KEYS, out / f"{target.stem}-curves.png",
+                f"Training curves: {target.title}", legend_title=None,
+            ))
+    if target.run_id is not None:
+        for path in written:
+            tracking.log_artifact_to_run(cfg.paths, target.run_id, path, ARTIFACT_FOLDER)
+    return written
+
+
+def _region_labels(modification: str | None) -> tuple[str, str]:
+    """Under lang-pos the upper half belongs to Fake-English; otherwise it is never used."""
+    if modification is not None and resolve_recipe(modification).language_positions:
+        return ("English", "Fake-English")
+    return ("both languages", "unused")
+
+
+def _english_tokens(cfg: Config, model: BertForMaskedLM) -> list[str]:
+    vocab_size = model.config.vocab_size // 2
+    tokenizer = load_tokenizer(cfg.paths.vocab)
+    if len(tokenizer) != vocab_size:
+        raise ConfigError(
+            f"vocabulary in {cfg.paths.vocab} has {len(tokenizer)} tokens but the model was "
+            f"trained with {vocab_size} per language"
+        )
+    return tokenizer.convert_ids_to_tokens(list(range(vocab_size)))
+
+
+def figures_for(cfg: Config, target: str) -> list[Path]:
+    """Positions, PCA and curve figures of one model (a directory or an MLflow run id)."""
+    resolved = resolve_target(cfg, str(target))
+    written = model_figures(cfg, resolved)
+    if not written:  # only a run whose model is gone and that logged no curve points
+        raise ConfigError(
+            f"run {target}: no model directory whose {DONE_FILE} names it, and no curve "
+            "metrics in MLflow: nothing to draw"
+        )
+    return written
+
+
+# --------------------------------------------------------------------------- study
+
+
+def study_figures(cfg: Config, runs: pd.DataFrame) -> list[Path]:
+    """The study's curve comparison plus positions/PCA of each modification's first seed.
+
+    ``runs`` is :func:`multilab.report.finished_runs`. The comparison figure is logged to
+    the same run as that modification's own figures (its first seed), so every
+    modification's MLflow run shows it next to its own.
+    """
+    if runs.empty or "tags.modification" not in runs:
+        return []
+    groups: dict[str, list[pd.DataFrame]] = {}
+    representatives: list[ModelTarget] = []
+    for modification in dict.fromkeys(canonical_name(m) for m in cfg.study):
+        parts = set(split_modification(modification))
+        same = runs["tags.modification"].map(lambda m, p=parts: set(split_modification(m)) == p)
+        mine = runs[same]
+        mine = mine[mine["tags.seed"].astype(int).isin(cfg.seeds)]
+        mine = mine.drop_duplicates(subset=["tags.seed"], keep="first")
+        if mine.empty:
+            continue
+        frames = [run_curves(cfg.paths, run_id) for run_id in mine["run_id"]]
+        frames = [frame for frame in frames if len(frame.columns) > 1]
+        if frames:
+            pid = paper_id(modification)
+            groups[f"{pid}: {modification}" if pid else modification] = frames
+        seeds = set(mine["tags.seed"].astype(int))
+        for seed in (s for s in cfg.seeds if s in seeds):
+            model_dir = cfg.paths.model_dir(modification, seed)
+            if read_done(model_dir) is not None:
+                representatives.append(_target_from_dir(model_dir))
+                break
+    written = []
+    for target in representatives:
+        written += model_figures(cfg, target, kinds=("positions", "pca"))
+    if groups:
+        comparison = plot_curves(
+            groups, CURVE_KEYS, cfg.paths.figures / STUDY_CURVES,
+            f"Multilinguality during training (profile {cfg.profile}, "
+            f"mean ± std over seeds {list(cfg.seeds)})",
+        )
+        for target in representatives:
+            if target.run_id is not None:
+                tracking.log_artifact_to_run(cfg.paths, target.run_id, comparison,
+                                             ARTIFACT_FOLDER)
+        written.append(comparison)
+    return written
+
+
+def _style_curve_panel(panel, key: str, values: list[float]) -> None:
+    """Scores share a fixed 0–1 axis; perplexities spanning > 20x (untrained vs trained)
+    get a log axis, narrower ranges a linear one whose ticks stay readable."""
+    panel.set_title(METRIC_LABELS.get(key, key), fontsize=10)
+    panel.set_xlabel("training step")
+    panel.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    panel.grid(alpha=0.3)
+    if key not in PERPLEXITY_KEYS:
+        panel.set_ylim(-0.03, 1.03)
+        panel.set_ylabel("score")
+        return
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) / min(positive) > 20:
+        panel.set_yscale("log")
+        panel.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        panel.set_ylabel("perplexity (log scale)")
+    else:
+        panel.set_ylabel("perplexity")
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(figure)
+    figure.savefig(path, dpi=110)
+    return path

@@ -1,0 +1,295 @@
+"""fastText spaces for English and Fake-English, mapped by unsupervised VecMap: the knn table.
+
+knn-replace (paper ID 30, seed 000 §4 / A.3) replaces some masked tokens by their nearest
+neighbour *in the other language* of a cross-lingual static space. The stage:
+
+1. trains fastText skipgram on the English wordpiece corpus and on the Fake-English corpus
+   (every token prefixed ``::``, sentence order shuffled with ``fake_shuffle_seed``);
+2. maps the two spaces with our unsupervised VecMap (:mod:`multilab.vecmap`);
+3. writes ``en.vec``, ``fake.vec`` (raw fastText), ``en.mapped.vec``, ``fake.mapped.vec``
+   (shared space), ``knn.pt`` ([2V, k] neighbour ids in the other language) and
+   ``metrics.json``.
+
+Decisions (measured on the 2048-word Bible spaces):
+
+* char n-grams are off unless ``char_ngrams``: the ``::`` prefix changes every n-gram of a
+  Fake word, which drives the two spaces apart (P@1 ≈ 0.01 after mapping);
+* the Fake corpus is shuffled: with one thread, no n-grams and the same sentence order
+  fastText would produce *identical* spaces (a trivial mapping); shuffling gives independent
+  spaces (identity P@1 before mapping ≈ 0), as real languages would;
+* fastText's own seed is fixed (``train_unsupervised`` of fastText 0.9.3 does not accept a
+  seed; it is 0 internally), so with ``threads: 1`` the spaces are reproducible;
+* only words that occur in the corpus are mapped. Absent words (the special tokens, pieces
+  the WordPiece trainer kept but the tokenizer never emits) have no training signal; with
+  n-grams off fastText gives them a zero vector, which after centring would put all of them
+  on one point and pollute the unsupervised initialisation. Their rows in ``en.vec`` /
+  ``fake.vec`` hold fastText's ``get_word_vector`` (zero without n-grams); in the mapped files
+  they are zero, and in ``knn.pt`` they point to their twin, like the special tokens. They
+  never occur in training text, so knn-replace never looks them up;
+* the mapping runs on the CPU with ``threads`` torch threads, so ``knn.pt`` (part of a
+  model's data fingerprint) is the same on every machine.
+
+Every output appears at once: files are written to a staging folder next to ``out_dir`` and
+renamed into place, so a killed run leaves either the old outputs or the new ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from multilab import vecmap
+from multilab.config import ConfigError, SpacesConfig
+from multilab.vocab import SPECIAL_TOKENS, fake_tokens
+
+ENGLISH_VEC = "en.vec"
+FAKE_VEC = "fake.vec"
+ENGLISH_MAPPED_VEC = "en.mapped.vec"
+FAKE_MAPPED_VEC = "fake.mapped.vec"
+KNN_TABLE = "knn.pt"
+METRICS = "metrics.json"
+
+
+# --------------------------------------------------------------------------- vocabulary checks
+
+
+def check_space_vocab(words: Sequence[str], vocab_words: Sequence[str], source: str = "space"
+                      ) -> None:
+    """Raise a one-line ConfigError unless ``words`` is exactly the tokenizer's vocabulary.
+
+    A space built with another vocabulary would silently give neighbours for the wrong ids;
+    the message names the first differing word and how to fix it.
+    """
+    hint = "rebuild it with `dvc repro spaces` (or `multilab spaces`)"
+    for index, (word, expected) in enumerate(zip(words, vocab_words, strict=False)):
+        if word != expected:
+            raise ConfigError(
+                f"{source}: word {index} is {word!r} but the tokenizer has {expected!r}; "
+                f"the space was built with another vocabulary, {hint}"
+            )
+    if len(words) != len(vocab_words):
+        raise ConfigError(
+            f"{source} has {len(words)} words but the tokenizer has {len(vocab_words)}; {hint}"
+        )
+
+
+def read_vec_words(path: Path) -> list[str]:
+    """The words of a .vec file, without parsing the vectors (cheap vocabulary check)."""
+    if not path.exists():
+        raise ConfigError(f"{path} not found; run `dvc repro spaces` first")
+    with path.open(encoding="utf-8") as handle:
+        handle.readline()
+        return [line.split(" ", 1)[0] for line in handle]
+
+
+def load_knn_table(spaces_dir: Path, vocab_words: Sequence[str]) -> Tensor:
+    """knn.pt, after checking that the spaces were built for this tokenizer's vocabulary."""
+    check_space_vocab(
+        read_vec_words(spaces_dir / ENGLISH_MAPPED_VEC), vocab_words,
+        str(spaces_dir / ENGLISH_MAPPED_VEC),
+    )
+    path = spaces_dir / KNN_TABLE
+    if not path.exists():
+        raise ConfigError(f"{path} not found; run `dvc repro spaces` first")
+    table = torch.load(path)
+    if table.ndim != 2 or table.shape[0] != 2 * len(vocab_words):
+        raise ConfigError(
+            f"{path} has shape {list(table.shape)}, expected [{2 * len(vocab_words)}, k]; "
+            "rebuild it with `dvc repro spaces`"
+        )
+    return table
+
+
+def load_mapped_spaces(spaces_dir: Path, vocab_words: Sequence[str]) -> tuple[Tensor, Tensor]:
+    """English and Fake-English vectors in the shared space, rows = tokenizer ids."""
+    en_words, en_vectors = vecmap.read_vec(spaces_dir / ENGLISH_MAPPED_VEC)
+    check_space_vocab(en_words, vocab_words, str(spaces_dir / ENGLISH_MAPPED_VEC))
+    fake_words, fake_vectors = vecmap.read_vec(spaces_dir / FAKE_MAPPED_VEC)
+    check_space_vocab(fake_words, fake_tokens(list(vocab_words)), str(spaces_dir / FAKE_MAPPED_VEC))
+    return en_vectors, fake_vectors
+
+
+# --------------------------------------------------------------------------- fastText
+
+
+def _write_corpus(path: Path, sentences: Sequence[Sequence[str]]) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        for sentence in sentences:
+            if sentence:
+                out.write(" ".join(sentence) + "\n")
+
+
+def fake_corpus(sentences: Sequence[Sequence[str]], shuffle_seed: int) -> list[list[str]]:
+    """Fake-English sentences: every token prefixed ``::``, sentence order shuffled.
+
+    Without the shuffle, single-threaded fastText would see the same token stream and learn
+    the same vectors for both languages.
+    """
+    fake = [fake_tokens(list(sentence)) for sentence in sentences]
+    random.Random(shuffle_seed).shuffle(fake)
+    return fake
+
+
+def _train_fasttext(corpus: Path, cfg: SpacesConfig) -> Any:
+    """fastText skipgram with the stage's settings (no n-grams unless ``char_ngrams``)."""
+    import fasttext
+
+    ngrams = {"minn": 3, "maxn": 6} if cfg.char_ngrams else {"minn": 0, "maxn": 0, "bucket": 0}
+    return fasttext.train_unsupervised(
+        str(corpus),
+        model="skipgram",
+        dim=cfg.dim,
+        epoch=cfg.epochs,
+        minCount=cfg.min_count,
+        ws=cfg.window,
+        thread=cfg.threads,
+        verbose=0,
+        **ngrams,
+    )
+
+
+def _vectors(model: Any, words: Sequence[str]) -> tuple[Tensor, list[int]]:
+    """A vector for every word, and the words fastText trained, most frequent first."""
+    vectors = torch.tensor([model.get_word_vector(w) for w in words], dtype=torch.float32)
+    index = {word: i for i, word in enumerate(words)}
+    special = set(range(len(SPECIAL_TOKENS)))
+    trained = [index[w] for w in model.words if w in index and index[w] not in special]
+    return vectors, trained
+
+
+# --------------------------------------------------------------------------- knn table
+
+
+def knn_table(
+    en_mapped: Tensor, fake_mapped: Tensor, en_rows: list[int], fake_rows: list[int],
+    vocab_size: int, k: int,
+) -> Tensor:
+    """[2V, k] ids of each token's k CSLS neighbours in the other language.
+
+    ``en_mapped`` / ``fake_mapped`` hold the mapped vectors of the trained words ``en_rows`` /
+    ``fake_rows`` (English ids). Every other id (special tokens, absent words) points to its
+    twin, i ↔ i + V.
+    """
+    english_ids = torch.arange(vocab_size)
+    table = torch.cat([english_ids + vocab_size, english_ids])[:, None].repeat(1, k)
+    if not en_rows or not fake_rows:
+        return table
+    en_unit, fake_unit = vecmap.unit_length(en_mapped), vecmap.unit_length(fake_mapped)
+    en_ids, fake_ids = torch.tensor(en_rows), torch.tensor(fake_rows)
+    to_fake = vecmap.csls_topk(en_unit, fake_unit, k)
+    to_english = vecmap.csls_topk(fake_unit, en_unit, k)
+    # Fewer trained words than k: repeat the neighbours found so every row has k entries.
+    to_fake = to_fake[:, torch.arange(k) % to_fake.shape[1]]
+    to_english = to_english[:, torch.arange(k) % to_english.shape[1]]
+    table[en_ids] = fake_ids[to_fake] + vocab_size
+    table[fake_ids + vocab_size] = en_ids[to_english]
+    return table
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+def build_spaces(
+    train_wordpiece_sentences: list[list[str]],
+    vocab_words: list[str],
+    out_dir: Path,
+    cfg: SpacesConfig,
+) -> dict:
+    """Train both fastText spaces, map them, write every output atomically; return metrics."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    staging.chmod(0o755)  # mkdtemp's 0700 would otherwise become the published folder's mode
+    try:
+        metrics = _build_in(staging, train_wordpiece_sentences, vocab_words, cfg)
+        _publish(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return metrics
+
+
+def _build_in(
+    staging: Path, sentences: list[list[str]], vocab_words: list[str], cfg: SpacesConfig
+) -> dict:
+    vocab_size = len(vocab_words)
+    fake_words = fake_tokens(vocab_words)
+
+    started = time.perf_counter()
+    corpora = {"en": staging / "corpus.en.txt", "fake": staging / "corpus.fake.txt"}
+    _write_corpus(corpora["en"], sentences)
+    _write_corpus(corpora["fake"], fake_corpus(sentences, cfg.fake_shuffle_seed))
+    en_vectors, en_rows = _vectors(_train_fasttext(corpora["en"], cfg), vocab_words)
+    fake_vectors, fake_rows = _vectors(_train_fasttext(corpora["fake"], cfg), fake_words)
+    for path in corpora.values():
+        path.unlink()
+    seconds_fasttext = time.perf_counter() - started
+    if len(en_rows) < 2 or len(fake_rows) < 2:
+        raise ConfigError("spaces: the corpus has fewer than 2 vocabulary words to map")
+
+    result = vecmap.map_unsupervised(
+        en_vectors[en_rows], fake_vectors[fake_rows],
+        seed=cfg.vecmap_seed, max_iterations=cfg.vecmap_max_iterations,
+        device="cpu", threads=cfg.threads,
+    )
+    en_mapped = torch.zeros(vocab_size, result.src_mapped.shape[1])
+    fake_mapped = torch.zeros(vocab_size, result.trg_mapped.shape[1])
+    en_mapped[en_rows] = result.src_mapped.cpu()
+    fake_mapped[fake_rows] = result.trg_mapped.cpu()
+
+    # Gold dictionary: English word i ↔ Fake word i (row positions within the trained words).
+    fake_position = {word_id: pos for pos, word_id in enumerate(fake_rows)}
+    gold = torch.tensor([fake_position.get(word_id, -1) for word_id in en_rows])
+    before = (vecmap.normalize_embeddings(en_vectors[en_rows]),
+              vecmap.normalize_embeddings(fake_vectors[fake_rows]))
+    metrics = {
+        "precision_at_1_nn": vecmap.precision_at_1(result.src_mapped, result.trg_mapped, gold),
+        "precision_at_1_csls": vecmap.precision_at_1(
+            result.src_mapped, result.trg_mapped, gold, method="csls"
+        ),
+        "precision_at_1_identity_before_mapping": vecmap.precision_at_1(*before, gold),
+        "iterations": result.iterations,
+        "objective": result.objective,
+        "seconds_fasttext": seconds_fasttext,
+        "seconds_vecmap": result.seconds,
+        "vocab_size": vocab_size,
+        "words_mapped": len(en_rows),
+        "knn_k": cfg.knn_k,
+    }
+
+    vecmap.write_vec(staging / ENGLISH_VEC, vocab_words, en_vectors)
+    vecmap.write_vec(staging / FAKE_VEC, fake_words, fake_vectors)
+    vecmap.write_vec(staging / ENGLISH_MAPPED_VEC, vocab_words, en_mapped)
+    vecmap.write_vec(staging / FAKE_MAPPED_VEC, fake_words, fake_mapped)
+    table = knn_table(
+        result.src_mapped.cpu(), result.trg_mapped.cpu(), en_rows, fake_rows,
+        vocab_size, cfg.knn_k,
+    )
+    torch.save(table, staging / KNN_TABLE)
+    (staging / METRICS).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    # Read back what later stages read, so a broken file fails here and not in training.
+    load_knn_table(staging, vocab_words)
+    check_space_vocab(read_vec_words(staging / FAKE_MAPPED_VEC), fake_words,
+                      str(staging / FAKE_MAPPED_VEC))
+    return metrics
+
+
+def _publish(staging: Path, out_dir: Path) -> None:
+    """Swap the finished staging folder in for ``out_dir`` (two renames, no partial state)."""
+    if not out_dir.exists():
+        staging.rename(out_dir)
+        return
+    retired = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+    out_dir.rename(retired)
+    staging.rename(out_dir)
+    shutil.rmtree(retired, ignore_errors=True)

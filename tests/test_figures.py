@@ -1,0 +1,158 @@
+"""Figures of one smoke lang-pos model: the numbers behind them, valid PNGs, MLflow artefacts."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import matplotlib.image
+import pandas as pd
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from multilab import tracking
+from multilab.config import Config, ConfigError
+from multilab.figures import (
+    CURVE_KEYS,
+    curve_stats,
+    figures_for,
+    position_similarity,
+    run_curves,
+    study_figures,
+    token_pca,
+)
+from multilab.model import load_model
+from multilab.report import finished_runs
+from multilab.train import curve_steps, read_done, train_model
+from tests.conftest import smoke_config
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+KINDS = ("positions", "pca", "curves")
+
+
+@dataclasses.dataclass(frozen=True)
+class Trained:
+    cfg: Config
+    model_dir: Path
+    run_id: str
+
+
+@pytest.fixture(scope="module")
+def trained(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    """One lang-pos smoke model with curve points, trained once for the whole module."""
+    root = tmp_path_factory.mktemp("figures")
+    (root / "artifacts").mkdir()
+    for name in ("corpora", "vocab"):
+        (root / "artifacts" / name).symlink_to(built_project / "artifacts" / name)
+    tiny = smoke_config(root, seeds=[0], train={"epochs": 1, "max_train_sentences": 128})
+    cfg = dataclasses.replace(tiny, study=("lang-pos",))
+    run = cfg.run("lang-pos", 0)
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    model_dir = train_model(run, experiment_id=experiment, curve_hook=_scripted_curve,
+                            progress=False)
+    return Trained(cfg, model_dir, read_done(model_dir)["run_id"])
+
+
+def _scripted_curve(step: int, model) -> dict[str, float]:
+    """Known curve values (figures only draw what MLflow holds; evaluate has its own tests)."""
+    scores = {key: step / 100 for key in CURVE_KEYS if not key.startswith("ppl")}
+    return scores | {"ppl_train": 1000 / step, "ppl_dev": 3000 / step}
+
+
+def _assert_png(path: Path) -> None:
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    height, width = matplotlib.image.imread(path).shape[:2]
+    assert height >= 400 and width >= 500
+
+
+def _artifact_names(trained: Trained) -> set[str]:
+    client = MlflowClient(tracking.tracking_uri(trained.cfg.paths))
+    return {Path(a.path).name for a in client.list_artifacts(trained.run_id, "figures")}
+
+
+def test_position_similarity_is_a_cosine_matrix(trained: Trained) -> None:
+    sim = position_similarity(load_model(trained.model_dir))
+    assert sim.shape == (256, 256)
+    assert torch.equal(sim, sim.T)
+    assert torch.allclose(sim.diagonal(), torch.ones(256), atol=1e-5)
+    assert sim.abs().max() <= 1 + 1e-5
+
+
+def test_token_pca_covers_both_languages_deterministically(trained: Trained) -> None:
+    model = load_model(trained.model_dir)
+    first, again = token_pca(model, 2048), token_pca(model, 2048)
+    assert first.coords.shape == (4096, 2)
+    assert torch.equal(first.coords, again.coords)
+    assert first.explained[0] >= first.explained[1] > 0 and first.explained.sum() <= 1
+    # centred projections: variance along PC1 ≥ PC2, and the axes are uncorrelated
+    variances = first.coords.double().var(dim=0)
+    assert variances[0] >= variances[1]
+    covariance = (first.coords.double().T @ first.coords.double())[0, 1] / 4095
+    assert abs(covariance) < 1e-4 * variances[0]
+
+
+def test_figures_for_model_dir_and_run_id(trained: Trained) -> None:
+    cfg = trained.cfg
+    from_dir = figures_for(cfg, str(trained.model_dir))
+    expected = [cfg.paths.figures / f"lang-pos-seed0-{kind}.png" for kind in KINDS]
+    assert from_dir == expected
+    for path in from_dir:
+        _assert_png(path)
+        path.unlink()
+    from_run = figures_for(cfg, trained.run_id)
+    assert from_run == expected
+    for path in from_run:
+        _assert_png(path)
+    assert _artifact_names(trained) >= {p.name for p in expected}
+
+
+def test_curve_points_equal_the_logged_metrics(trained: Trained) -> None:
+    cfg, run_id = trained.cfg, trained.run_id
+    done = read_done(trained.model_dir)
+    # the final evaluation adds its point at the last step (curve points come before it)
+    tracking.log_to_run(cfg.paths, run_id, {"mu": 0.5}, step=done["steps"])
+    frame = run_curves(cfg.paths, run_id)
+    assert set(CURVE_KEYS) <= set(frame.columns)
+    for key in CURVE_KEYS:
+        history = pd.DataFrame(tracking.metric_history(cfg.paths, run_id, key),
+                               columns=["step", "value"])
+        expected = history.groupby("step")["value"].mean()
+        stats = curve_stats([frame], key).set_index("step")
+        assert list(stats.index) == list(expected.index)
+        final = {done["steps"]} if key == "mu" else set()
+        assert set(stats.index) == curve_steps(done["steps"], cfg.train.eval_points) | final
+        assert stats["mean"].tolist() == pytest.approx(expected.tolist())
+        assert (stats["std"] == 0).all() and (stats["seeds"] == 1).all()
+
+
+def test_curve_stats_over_seeds_aligns_steps() -> None:
+    seed_a = pd.DataFrame({"step": [10, 20, 30], "mu": [0.1, 0.2, 0.3]})
+    seed_b = pd.DataFrame({"step": [10, 20], "mu": [0.3, 0.4]})
+    stats = curve_stats([seed_a, seed_b], "mu")
+    assert stats["step"].tolist() == [10, 20, 30]
+    assert stats["mean"].tolist() == pytest.approx([0.2, 0.3, 0.3])
+    assert stats["std"].tolist() == pytest.approx([0.1414214, 0.1414214, 0.0])
+    assert stats["seeds"].tolist() == [2, 2, 1]
+    assert curve_stats([seed_a], "ppl_dev").empty
+
+
+def test_study_figures_compare_modifications(trained: Trained) -> None:
+    cfg = trained.cfg
+    tracking.set_tags(cfg.paths, trained.run_id, {"evaluated": "true"})
+    written = study_figures(cfg, finished_runs(cfg))
+    names = [p.name for p in written]
+    assert names == ["lang-pos-seed0-positions.png", "lang-pos-seed0-pca.png",
+                     "study-curves.png"]
+    for path in written:
+        _assert_png(path)
+    assert "study-curves.png" in _artifact_names(trained)
+    assert study_figures(cfg, finished_runs(cfg).iloc[0:0]) == []
+
+
+@pytest.mark.parametrize("target", ["no/such/dir", "0123456789abcdef0123456789abcdef"])
+def test_bad_target_is_one_clear_error(trained: Trained, target: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"neither a model directory|no run"):
+        figures_for(trained.cfg, target)
+    with pytest.raises(ConfigError, match="neither a model directory"):
+        figures_for(trained.cfg, str(tmp_path))  # an existing but empty directory

@@ -1,0 +1,92 @@
+"""End to end through DVC, as a user meets multilab: `dvc repro` of a smoke study in a fresh
+git project, the report equal to MLflow, nothing rerun the second time, `dvc exp run -S
+modification=…` for a variant, and a bad parameter stopped in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from multilab import tracking
+from multilab.config import load_config
+from tests.conftest import BIN, DVC, ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def _run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done
+
+
+@pytest.fixture(scope="module")
+def pipeline(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh git + DVC project (the tracked files of this repo) with a smoke study."""
+    project = tmp_path_factory.mktemp("clone") / "multilab"
+    _run(["git", "clone", "-q", str(ROOT), str(project)], ROOT)
+    for tracked in ("dvc.yaml", "params.yaml", "src"):  # the working tree under test
+        source, target = ROOT / tracked, project / tracked
+        if source.is_dir():
+            shutil.rmtree(target)
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, target)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params |= {"profile": "smoke", "seeds": [0], "study": ["original", "untrained"]}
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    shutil.copytree(built_project / "data", project / "data")  # what setup.sh exports
+    _run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "smoke"], project)
+    _run([DVC, "repro"], project)
+    return project
+
+
+def test_repro_builds_the_report_from_mlflow(pipeline: Path) -> None:
+    cfg = load_config(pipeline / "params.yaml")
+    cfg = cfg.__class__(**{**cfg.__dict__, "paths": cfg.paths.rebased(pipeline)})
+    table = pd.read_csv(pipeline / "reports" / "table1.csv").set_index("modification")
+    assert list(table.index) == ["original", "untrained"]
+    runs = tracking.search_runs(cfg.paths, cfg.experiment)
+    finished = runs[(runs["status"] == "FINISHED") & (runs["tags.evaluated"] == "true")]
+    for mod in ("original", "untrained"):
+        run = finished[finished["tags.modification"] == mod].iloc[0]
+        for key in ("mu", "retrieval_p1.l8", "ppl_dev"):
+            assert table.loc[mod, f"{key}_mean"] == pytest.approx(run[f"metrics.{key}"])
+        assert table.loc[mod, "n_seeds"] == 1
+    assert table.loc["original", "ppl_train_mean"] < table.loc["untrained", "ppl_train_mean"]
+    assert (pipeline / "artifacts/models/original/seed0/model.safetensors").exists()
+    assert json.loads((pipeline / "metrics/study.json").read_text())["original"]["n_seeds"] == 1
+    assert list((pipeline / "reports/plots/loss").glob("original-seed0.csv"))
+
+
+def test_second_repro_runs_nothing(pipeline: Path) -> None:
+    status = _run([DVC, "status"], pipeline).stdout
+    assert "up to date" in status, status
+    out = _run([DVC, "repro"], pipeline).stdout
+    assert "Running stage" not in out, out
+
+
+def test_exp_run_trains_a_variant_and_writes_metrics(pipeline: Path) -> None:
+    _run([DVC, "exp", "run", "-S", "modification=inv-order+lang-pos"], pipeline)
+    variant = json.loads((pipeline / "metrics" / "variant.json").read_text())
+    assert variant["modification"] == "inv-order;lang-pos" and variant["seeds"] == [0]
+    assert 0 <= variant["mu"]["mean"] <= 1 and variant["mu"]["std"] == 0
+    shown = json.loads(_run([DVC, "exp", "show", "--json"], pipeline).stdout)
+    assert "inv-order+lang-pos" in json.dumps(shown)
+
+
+def test_bad_parameter_is_one_clear_line(pipeline: Path) -> None:
+    done = _run([DVC, "exp", "run", "-S", "modification=bogus"], pipeline, check=False)
+    assert done.returncode != 0
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("multilab: error:")]
+    assert lines and "unknown modification 'bogus'" in lines[0], done.stderr[-2000:]
