@@ -8,8 +8,13 @@ PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null || PYTHON=python3
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-# torch first and pinned: a bare `torch` would pull a multi-GB CUDA build on a CPU machine
-.venv/bin/python -m pip install -q torch==2.13.0
+# torch first and pinned: a bare `torch` would pull a multi-GB CUDA build on a CPU machine.
+# TORCH_INDEX_URL picks another build of the same version (the GPU image: .../whl/cu128).
+if [ -n "${TORCH_INDEX_URL:-}" ]; then
+  .venv/bin/python -m pip install -q torch==2.13.0 --index-url "$TORCH_INDEX_URL"
+else
+  .venv/bin/python -m pip install -q torch==2.13.0
+fi
 if [ "${1:-}" = "--dev" ]; then
   .venv/bin/python -m pip install -q -e '.[dev]'
 else

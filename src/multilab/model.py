@@ -65,7 +65,12 @@ def mlm_loss(
 
 
 class MaskedLMObjective(torch.nn.Module):
-    """The MLM loss as a module, so Accelerate/DDP can wrap it (gradient sync in forward)."""
+    """The *summed* MLM loss as a module, so Accelerate/DDP can wrap it (gradient sync).
+
+    Summed, not averaged: the trainer divides by the number of selected tokens of the whole
+    global batch, and a piece with no selected token contributes an exact 0 (with a gradient
+    graph over every parameter, which DDP's all-reduce needs on every rank).
+    """
 
     def __init__(self, model: BertForMaskedLM) -> None:
         super().__init__()
@@ -74,7 +79,9 @@ class MaskedLMObjective(torch.nn.Module):
     def forward(
         self, selected: torch.Tensor, labels: torch.Tensor, **inputs: torch.Tensor
     ) -> torch.Tensor:
-        return mlm_loss(self.model, inputs, selected, labels)
+        hidden = self.model.bert(**inputs).last_hidden_state
+        logits = self.model.cls(hidden[selected])
+        return F.cross_entropy(logits.float(), labels, reduction="sum")
 
 
 def mlm_loss_full_head(

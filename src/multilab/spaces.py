@@ -36,6 +36,7 @@ renamed into place, so a killed run leaves either the old outputs or the new one
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import shutil
@@ -45,6 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -58,6 +60,8 @@ ENGLISH_MAPPED_VEC = "en.mapped.vec"
 FAKE_MAPPED_VEC = "fake.mapped.vec"
 KNN_TABLE = "knn.pt"
 METRICS = "metrics.json"
+
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- vocabulary checks
@@ -140,8 +144,31 @@ def fake_corpus(sentences: Sequence[Sequence[str]], shuffle_seed: int) -> list[l
     return fake
 
 
-def _train_fasttext(corpus: Path, cfg: SpacesConfig) -> Any:
-    """fastText skipgram with the stage's settings (no n-grams unless ``char_ngrams``)."""
+def write_initial_vectors(path: Path, words: Sequence[str], dim: int,
+                          generator: torch.Generator) -> None:
+    """fastText's own initialisation, U(-1/dim, 1/dim), for every word, as a .vec file.
+
+    fastText 0.9.3 initialises the input matrix in ten blocks, one per training thread, so
+    with ``thread=1`` only the first tenth of the rows (the most frequent words) is drawn; the
+    rest keeps whatever the allocator returns: zeros from fresh pages (90% of the words then
+    start at the same point and the space collapses onto a few directions) or stale memory
+    (small dimensions abort with "Encountered NaN."). Passing this file as
+    ``pretrainedVectors`` gives every word a proper random start. Drawing both languages from
+    one generator also keeps fastText's fixed seed from giving a word and its Fake twin the
+    same start (same frequency rank → same row → same init), which would correlate the two
+    spaces before any mapping.
+    """
+    vectors = (torch.rand(len(words), dim, generator=generator) * 2 - 1) / dim
+    vecmap.write_vec(path, words, vectors)
+
+
+def _train_fasttext(corpus: Path, initial_vectors: Path, cfg: SpacesConfig) -> Any:
+    """fastText skipgram with the stage's settings (no n-grams unless ``char_ngrams``).
+
+    Without n-grams the hash buckets are useless, so ``bucket=0`` (as fastText's own CLI
+    does) instead of allocating 2M x dim floats. fastText's seed is not exposed by
+    ``train_unsupervised`` (it is 0); our initial vectors carry the randomness instead.
+    """
     import fasttext
 
     ngrams = {"minn": 3, "maxn": 6} if cfg.char_ngrams else {"minn": 0, "maxn": 0, "bucket": 0}
@@ -154,13 +181,20 @@ def _train_fasttext(corpus: Path, cfg: SpacesConfig) -> Any:
         ws=cfg.window,
         thread=cfg.threads,
         verbose=0,
+        pretrainedVectors=str(initial_vectors),
         **ngrams,
     )
 
 
+def _corpus_words(sentences: Sequence[Sequence[str]], words: Sequence[str]) -> list[str]:
+    """The vocabulary words that occur in the corpus, in vocabulary order."""
+    seen = {token for sentence in sentences for token in sentence}
+    return [w for w in words if w in seen]
+
+
 def _vectors(model: Any, words: Sequence[str]) -> tuple[Tensor, list[int]]:
     """A vector for every word, and the words fastText trained, most frequent first."""
-    vectors = torch.tensor([model.get_word_vector(w) for w in words], dtype=torch.float32)
+    vectors = torch.from_numpy(np.stack([model.get_word_vector(w) for w in words])).float()
     index = {word: i for i, word in enumerate(words)}
     special = set(range(len(SPECIAL_TOKENS)))
     trained = [index[w] for w in model.words if w in index and index[w] not in special]
@@ -227,11 +261,22 @@ def _build_in(
 
     started = time.perf_counter()
     corpora = {"en": staging / "corpus.en.txt", "fake": staging / "corpus.fake.txt"}
+    fake_sentences = fake_corpus(sentences, cfg.fake_shuffle_seed)
     _write_corpus(corpora["en"], sentences)
-    _write_corpus(corpora["fake"], fake_corpus(sentences, cfg.fake_shuffle_seed))
-    en_vectors, en_rows = _vectors(_train_fasttext(corpora["en"], cfg), vocab_words)
-    fake_vectors, fake_rows = _vectors(_train_fasttext(corpora["fake"], cfg), fake_words)
-    for path in corpora.values():
+    _write_corpus(corpora["fake"], fake_sentences)
+    # Initial vectors only for words in the corpus: fastText adds every word of the file to
+    # its dictionary, and absent words must stay absent (see the module docstring).
+    generator = torch.Generator().manual_seed(cfg.fake_shuffle_seed)
+    initial = {"en": staging / "init.en.vec", "fake": staging / "init.fake.vec"}
+    write_initial_vectors(initial["en"], _corpus_words(sentences, vocab_words), cfg.dim,
+                          generator)
+    write_initial_vectors(initial["fake"], _corpus_words(fake_sentences, fake_words), cfg.dim,
+                          generator)
+    en_model = _train_fasttext(corpora["en"], initial["en"], cfg)
+    en_vectors, en_rows = _vectors(en_model, vocab_words)
+    fake_model = _train_fasttext(corpora["fake"], initial["fake"], cfg)
+    fake_vectors, fake_rows = _vectors(fake_model, fake_words)
+    for path in [*corpora.values(), *initial.values()]:
         path.unlink()
     seconds_fasttext = time.perf_counter() - started
     if len(en_rows) < 2 or len(fake_rows) < 2:

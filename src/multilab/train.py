@@ -13,6 +13,7 @@ not depend on how many devices share it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -210,7 +211,9 @@ def train_model(
     objective = MaskedLMObjective(model)
     if train_cfg.compile:
         objective = torch.compile(objective)
-    objective, optimizer, scheduler = accelerator.prepare(objective, optimizer, scheduler)
+    # The scheduler is NOT prepared: Accelerate would step it once per process for every
+    # optimizer step (its convention for per-process batches), and our step is already global.
+    objective, optimizer = accelerator.prepare(objective, optimizer)
     main = accelerator.is_main_process
     world, rank = accelerator.num_processes, accelerator.process_index
     tags = {
@@ -258,6 +261,10 @@ def train_model(
             step_loss = _accumulate(
                 objective, accelerator, masked, world, rank, model_cfg.grad_accum, total_selected
             )
+            if world > 1:  # each rank holds its share; the logged loss is the global batch's
+                step_loss = float(accelerator.reduce(
+                    torch.tensor(step_loss, device=accelerator.device), reduction="sum"
+                ))
             accelerator.clip_grad_norm_(objective.parameters(), 1.0)
             optimizer.step()
             scheduler.step()
@@ -334,30 +341,42 @@ def _accumulate(
 ) -> float:
     """Forward/backward this process's share of the global batch in ``accum`` pieces.
 
-    Each piece's loss is its summed cross-entropy over the global number of selected
-    tokens, times the world size (DDP averages gradients): the gradient equals that of
-    the mean loss over the whole global batch.
+    Each piece's summed cross-entropy is divided by the global number of selected tokens
+    and multiplied by the world size (DDP averages gradients): the gradient equals that of
+    the mean loss over the whole global batch. Every rank runs exactly ``accum`` forward and
+    backward passes whatever its share holds (each one is a DDP collective: a rank that ran
+    fewer would leave the others waiting forever); a piece without rows runs on a stand-in
+    row with nothing selected, which adds an exact zero. Returns this rank's share of the
+    step's mean loss.
     """
     rows = torch.arange(masked.selected.shape[0])
     mine = rows[rank::world]
     step_loss = 0.0
-    for piece in mine.tensor_split(accum):
-        if len(piece) == 0:
-            continue
+    for number, piece in enumerate(mine.tensor_split(accum)):
+        stand_in = len(piece) == 0
+        if stand_in:
+            piece = rows[:1]
         selected = masked.selected[piece]
         inputs = {k: v[piece].to(accelerator.device) for k, v in masked.inputs.items()}
         width = int(inputs["attention_mask"].sum(1).max())
         inputs = {k: v[:, :width] for k, v in inputs.items()}
         selected = selected[:, :width].to(accelerator.device)
         labels = _labels_of(masked, piece).to(accelerator.device)
-        if len(labels) == 0:
-            continue
-        with accelerator.autocast():
-            loss_sum = objective(selected, labels, **inputs) * len(labels)
-        scaled = loss_sum / total * world
-        accelerator.backward(scaled)
+        if stand_in:
+            selected = torch.zeros_like(selected)
+            labels = labels[:0]
+        sync = number == accum - 1
+        with _maybe_no_sync(accelerator, objective, sync):
+            with accelerator.autocast():
+                loss_sum = objective(selected, labels, **inputs)
+            accelerator.backward(loss_sum / total * world)
         step_loss += float(loss_sum.detach()) / total
     return step_loss
+
+
+def _maybe_no_sync(accelerator: Accelerator, objective, sync: bool):
+    """Skip DDP's gradient all-reduce on all but the last accumulation piece."""
+    return contextlib.nullcontext() if sync else accelerator.no_sync(objective)
 
 
 def _labels_of(masked, rows: torch.Tensor) -> torch.Tensor:
