@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -99,3 +100,19 @@ def test_stats_table_shows_the_paper_beside_ours(built_project: Path) -> None:
     }
     table = corpus.stats_table(stats)
     assert "| sentences | 11731 | 17178 | 10000 |" in table
+
+
+def test_stats_command_prints_and_records_without_rewriting(
+    built_project: Path, tmp_path: Path, capsys
+) -> None:
+    from multilab.cli import main
+
+    corpora = built_project / "artifacts" / "corpora"
+    before = {p.name: p.stat().st_mtime_ns for p in corpora.iterdir()}
+    settings = ["profile=smoke", f"paths.artifacts={built_project / 'artifacts'}",
+                f"paths.metrics={tmp_path}"]
+    assert main([*(f"--set={s}" for s in settings), "corpus", "stats"]) == 0
+    assert "| median_length | 18 | 12 | 27 |" in capsys.readouterr().out
+    recorded = json.loads((tmp_path / "corpus.json").read_text())
+    assert recorded["train"]["words"] == 227970 and recorded["paper"]["vocabulary"] == 4449
+    assert {p.name: p.stat().st_mtime_ns for p in corpora.iterdir()} == before

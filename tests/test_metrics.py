@@ -105,3 +105,35 @@ def test_mu_and_perplexity() -> None:
     uniform = torch.zeros(4, 4096)
     assert metrics.perplexity(*metrics.masked_nll(uniform, torch.arange(4))) == pytest.approx(4096)
     assert math.isnan(metrics.perplexity(0.0, 0))
+
+
+def test_known_permutation_gives_the_exact_precision_and_recall() -> None:
+    """Fake = English with words 0↔1 swapped and word 4 a copy of word 3, gold = identity.
+
+    Words 0 and 1 align mutually but to the wrong twin (2 wrong predictions); Fake 4 prefers
+    English 3, so English 4's best match (Fake 4) is not mutual; words 2, 3, 5 are right.
+    """
+    basis = torch.eye(6)
+    english = basis[None].clone()
+    fake = basis[[1, 0, 2, 3, 3, 5]][None].clone()
+    fake[0, 4] += 0.01 * basis[4]  # Fake 4 is English 3 (best) with a trace of English 4
+    lengths = torch.tensor([6])
+    gold = torch.arange(6)[None]
+    predicted, n_gold, correct = metrics.alignment_counts(english, fake, lengths, gold)
+    slow = metrics.reference_alignment_counts([english[0]], [fake[0]], [list(range(6))])
+    assert (predicted, n_gold, correct) == slow
+    # mutual pairs: 0–1, 1–0, 2–2, 3–3, 5–5; three of them are gold
+    assert (predicted, n_gold, correct) == (5, 6, 3)
+    score = metrics.alignment_score((predicted, n_gold, correct))
+    assert score.precision == pytest.approx(3 / 5) and score.recall == pytest.approx(3 / 6)
+
+
+def test_retrieval_directions_agree_for_symmetric_similarities() -> None:
+    """With one-to-one matches (a permutation + scaling), both directions score the same."""
+    generator = torch.Generator().manual_seed(5)
+    english = torch.randn(200, 24, generator=generator)
+    fake = english.clone()
+    fake[:50] = english[torch.randperm(50, generator=generator)]  # 50 rows shuffled among
+    score = metrics.retrieval_score(english, 2 * fake)
+    assert score.p1_forward == score.p1_backward
+    assert score.p1 == pytest.approx(score.p1_forward)

@@ -40,7 +40,10 @@ def cmd_corpus(args: argparse.Namespace) -> None:
         for code in editions:
             print(f"exported {corpus.export_edition(code, cfg.paths.data)}")
         return
-    stats = corpus.build_corpora(cfg.corpus, cfg.paths.data, cfg.paths.corpora)
+    if args.action == "stats":
+        stats = corpus.corpus_stats(cfg.paths.corpora)
+    else:
+        stats = corpus.build_corpora(cfg.corpus, cfg.paths.data, cfg.paths.corpora)
     _write_json(
         cfg.paths.metrics / "corpus.json",
         {name: s.as_dict() for name, s in stats.items()} | {"paper": corpus.PAPER_STATS},

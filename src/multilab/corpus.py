@@ -192,6 +192,13 @@ def build_corpora(cfg: CorpusConfig, data_dir: Path, out_dir: Path) -> dict[str,
     return {"train": CorpusStats.of(train), "dev": CorpusStats.of(dev)}
 
 
+def corpus_stats(corpora_dir: Path) -> dict[str, CorpusStats]:
+    """Statistics of the built ``train.txt`` / ``dev.txt`` (read only: DVC owns those files)."""
+    return {
+        name: CorpusStats.of(read_lines(corpora_dir / f"{name}.txt")) for name in ("train", "dev")
+    }
+
+
 def read_lines(path: Path) -> list[str]:
     """Non-empty lines of a corpus file; a clear error if it is missing or empty."""
     if not path.exists():
