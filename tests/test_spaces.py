@@ -90,6 +90,29 @@ def test_knn_table_points_into_the_other_language(built: tuple[Path, dict]) -> N
     assert not set(table[[i + size for i in trained]].flatten().tolist()) & set(twins)
 
 
+def test_rebuild_is_byte_identical(built: tuple[Path, dict], tmp_path: Path) -> None:
+    """Same corpus and settings → the same bytes in every versioned output (one fastText
+    thread, our seeded initial vectors, a seeded CPU mapping); only timings differ."""
+    out_dir, metrics = built
+    again = spaces.build_spaces(grammar_sentences(), VOCAB, tmp_path / "spaces", CONFIG)
+    for name in ("en.vec", "fake.vec", "en.mapped.vec", "fake.mapped.vec", "knn.pt"):
+        assert (out_dir / name).read_bytes() == (tmp_path / "spaces" / name).read_bytes(), name
+    timings = {"seconds_fasttext", "seconds_vecmap"}
+    assert {k: v for k, v in again.items() if k not in timings} == {
+        k: v for k, v in metrics.items() if k not in timings
+    }
+
+
+def test_spaces_are_independent_before_mapping(built: tuple[Path, dict]) -> None:
+    """The two languages start from different random vectors and see differently ordered
+    text, so before mapping a word's nearest Fake word is rarely its twin."""
+    out_dir, metrics = built
+    _, en_vectors = vecmap.read_vec(out_dir / "en.vec")
+    _, fake_vectors = vecmap.read_vec(out_dir / "fake.vec")
+    assert not torch.allclose(en_vectors, fake_vectors)
+    assert metrics["precision_at_1_identity_before_mapping"] < 0.2
+
+
 def test_knn_table_is_csls_in_mapped_space() -> None:
     en = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])
     fake = torch.tensor([[0.0, 1.0], [1.0, 0.1], [0.6, 0.8]])

@@ -60,6 +60,30 @@ def test_unsupervised_mapping_recovers_rotation_and_permutation() -> None:
     assert result.seconds > 0 and math.isfinite(result.objective)
 
 
+def test_identical_spaces_map_to_the_identity() -> None:
+    """Two copies of one space: the seed dictionary is already the identity, the converged
+    self-learning keeps it, and both sides land on the same vectors.
+
+    (Midway, stochastic induction drops 90% of the similarities, so the dictionary is
+    briefly noisy; the schedule only stops after keep_prob 1 has converged.)
+    """
+    words = 150
+    src = rotated_pair(noise=0.0, seed=2)[0][:words]
+    identity = torch.arange(words)
+    x = vecmap.normalize_embeddings(src)
+    src_indices, trg_indices = vecmap._initial_dictionary(x, x, vecmap.INIT_VOCAB)
+    assert torch.equal(src_indices, trg_indices)
+    assert torch.equal(trg_indices[:words], identity)
+    w = vecmap._orthogonal_map(x, x, identity, identity)
+    assert torch.allclose(w, torch.eye(DIM), atol=1e-4)
+
+    result = vecmap.map_unsupervised(src, src.clone(), seed=0, progress=False, threads=1)
+    assert result.iterations >= 5 * vecmap.STOCHASTIC_INTERVAL  # the full schedule ran
+    assert vecmap.precision_at_1(result.src_mapped, result.trg_mapped, identity) == 1.0
+    assert vecmap.precision_at_1(result.src_mapped, result.trg_mapped, identity, "csls") == 1.0
+    assert torch.allclose(result.src_mapped, result.trg_mapped, atol=1e-5)
+
+
 def test_same_seed_same_mapping_and_threads_restored() -> None:
     src, trg, _ = rotated_pair(noise=0.2, seed=1)
     threads = torch.get_num_threads()

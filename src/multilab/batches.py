@@ -14,6 +14,7 @@ from transformers import PreTrainedTokenizerBase
 
 from multilab.inputs import ENGLISH, FAKE, Batch, InputEncoder, collate
 from multilab.modifications import Recipe
+from multilab.vocab import SPECIAL_TOKENS
 
 log = logging.getLogger(__name__)
 
@@ -152,12 +153,41 @@ def mask_tokens(
     random_ids = torch.randint(0, 2 * encoder.vocab_size, (n,), generator=generator)
     replaced = torch.where(choice == 2, random_ids, replaced)
     if probs[3] > 0:
-        if knn_table is None:
-            raise ValueError("knn replacement needs a neighbour table (run the spaces stage)")
-        pick = torch.randint(0, knn_table.shape[1], (n,), generator=generator)
-        replaced = torch.where(choice == 3, knn_table[labels, pick], replaced)
+        neighbours = _knn_neighbours(labels, encoder, knn_table, generator)
+        replaced = torch.where(choice == 3, neighbours, replaced)
     corrupted = ids.clone()
     corrupted[selected] = replaced
     inputs = batch.model_inputs()
     inputs["input_ids"] = corrupted
     return MaskedBatch(inputs=inputs, selected=selected, labels=labels)
+
+
+def _knn_neighbours(
+    labels: torch.Tensor,
+    encoder: InputEncoder,
+    knn_table: torch.Tensor | None,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """One of the k cross-lingual neighbours of every label, drawn uniformly (one gather).
+
+    The table is indexed by the token id as it stands in the input (English ids < V,
+    Fake-English ids >= V), so a Fake-English token gets an English neighbour and vice versa.
+    The table sends special tokens to their twin (``[UNK]`` ↔ ``::[UNK]``); without
+    shift-special both languages share the specials, so a shifted special maps back to the
+    shared one instead of an id the model never sees otherwise.
+    """
+    if knn_table is None:
+        raise ValueError("knn replacement needs a neighbour table (run the spaces stage)")
+    if knn_table.ndim != 2 or knn_table.shape[0] != 2 * encoder.vocab_size:
+        raise ValueError(
+            f"knn table of shape {list(knn_table.shape)} does not fit a vocabulary of "
+            f"{encoder.vocab_size} (expected [{2 * encoder.vocab_size}, k]); "
+            "rebuild it with `dvc repro spaces`"
+        )
+    pick = torch.randint(0, knn_table.shape[1], (len(labels),), generator=generator)
+    neighbours = knn_table[labels, pick]
+    if not encoder.recipe.shift_special:
+        shifted = encoder.vocab_size + len(SPECIAL_TOKENS)
+        is_shifted_special = (neighbours >= encoder.vocab_size) & (neighbours < shifted)
+        neighbours = torch.where(is_shifted_special, neighbours - encoder.vocab_size, neighbours)
+    return neighbours

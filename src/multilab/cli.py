@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from multilab.config import Config, ConfigError, Overrides, load_config
+from multilab.devices import claim_gpu
 from multilab.modifications import PAPER_IDS, ModificationError, describe
 
 log = logging.getLogger("multilab")
@@ -188,9 +189,12 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
+        if args.command in ("train", "evaluate", "variant"):
+            claim_gpu()  # several GPUs: one per process, before CUDA starts (devices.py)
         args.func(args)
     except (ConfigError, ModificationError) as err:
-        print(f"multilab: error: {err}", file=sys.stderr)
+        message = " ".join(str(err).split())  # always one line, whatever the cause says
+        print(f"multilab: error: {message}", file=sys.stderr)
         return 2
     return 0
 

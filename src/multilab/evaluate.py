@@ -158,7 +158,7 @@ def evaluate_model(
         )
     tokenizer = load_tokenizer(cfg.paths.vocab)
     encoder = InputEncoder(run.recipe, len(tokenizer), cfg.train.max_length)
-    dev_lines = read_lines(cfg.paths.corpora / "dev.txt")[: dev_sentences or ev.dev_sentences]
+    dev_lines = _dev_lines(cfg.paths.corpora / "dev.txt", dev_sentences or ev.dev_sentences)
     train_lines = read_lines(cfg.paths.corpora / "train.txt")
     if cfg.train.max_train_sentences:
         train_lines = train_lines[: cfg.train.max_train_sentences]
@@ -186,6 +186,23 @@ def evaluate_model(
     results["eval_sentences"] = len(dev)
     model.train(was_training)
     return results
+
+
+def _dev_lines(path: Path, wanted: int) -> list[str]:
+    """The first ``wanted`` dev sentences; fewer is an error, not a smaller evaluation.
+
+    Retrieval picks the twin of each sentence among all the others: P@1 over 200 candidates
+    and over 10000 are different numbers, so models evaluated on unequal dev sets must not
+    meet in one table.
+    """
+    lines = read_lines(path)
+    if len(lines) < wanted:
+        raise ConfigError(
+            f"dev corpus {path} has {len(lines)} sentences but the evaluation needs {wanted} "
+            "(evaluate.dev_sentences / curve_sentences): rebuild it with corpus.dev_sentences "
+            f">= {wanted} or lower those"
+        )
+    return lines[:wanted]
 
 
 def _parallel(recipe: Recipe) -> Recipe:

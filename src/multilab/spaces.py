@@ -43,6 +43,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +163,7 @@ def write_initial_vectors(path: Path, words: Sequence[str], dim: int,
     vecmap.write_vec(path, words, vectors)
 
 
-def _train_fasttext(corpus: Path, initial_vectors: Path, cfg: SpacesConfig) -> Any:
+def _train_fasttext(corpus: Path, initial_vectors: Path | None, cfg: SpacesConfig) -> Any:
     """fastText skipgram with the stage's settings (no n-grams unless ``char_ngrams``).
 
     Without n-grams the hash buckets are useless, so ``bucket=0`` (as fastText's own CLI
@@ -172,6 +173,7 @@ def _train_fasttext(corpus: Path, initial_vectors: Path, cfg: SpacesConfig) -> A
     import fasttext
 
     ngrams = {"minn": 3, "maxn": 6} if cfg.char_ngrams else {"minn": 0, "maxn": 0, "bucket": 0}
+    start = {"pretrainedVectors": str(initial_vectors)} if initial_vectors else {}
     return fasttext.train_unsupervised(
         str(corpus),
         model="skipgram",
@@ -181,7 +183,7 @@ def _train_fasttext(corpus: Path, initial_vectors: Path, cfg: SpacesConfig) -> A
         ws=cfg.window,
         thread=cfg.threads,
         verbose=0,
-        pretrainedVectors=str(initial_vectors),
+        **start,
         **ngrams,
     )
 
@@ -253,50 +255,73 @@ def build_spaces(
     return metrics
 
 
-def _build_in(
-    staging: Path, sentences: list[list[str]], vocab_words: list[str], cfg: SpacesConfig
-) -> dict:
-    vocab_size = len(vocab_words)
-    fake_words = fake_tokens(vocab_words)
+@dataclass
+class TrainedSpaces:
+    """Both fastText spaces before mapping. Rows of both matrices are English ids (row i of
+    ``fake_vectors`` is ``::word_i``); ``*_rows`` are the ids fastText trained, most
+    frequent first (the order VecMap sees, as with a fastText ``.vec`` file)."""
 
+    en_vectors: Tensor
+    fake_vectors: Tensor
+    en_rows: list[int]
+    fake_rows: list[int]
+    seconds: float
+
+
+def train_spaces(
+    sentences: Sequence[Sequence[str]], vocab_words: list[str], workdir: Path,
+    cfg: SpacesConfig, random_start: bool = True,
+) -> TrainedSpaces:
+    """fastText on the English corpus and on the shuffled ``::`` corpus (files in ``workdir``).
+
+    ``random_start=False`` leaves fastText's own (broken, see
+    :func:`write_initial_vectors`) initialisation in place; only the benchmark uses it, to
+    show what the random start is worth.
+    """
     started = time.perf_counter()
-    corpora = {"en": staging / "corpus.en.txt", "fake": staging / "corpus.fake.txt"}
+    fake_words = fake_tokens(vocab_words)
+    corpora = {"en": workdir / "corpus.en.txt", "fake": workdir / "corpus.fake.txt"}
     fake_sentences = fake_corpus(sentences, cfg.fake_shuffle_seed)
     _write_corpus(corpora["en"], sentences)
     _write_corpus(corpora["fake"], fake_sentences)
     # Initial vectors only for words in the corpus: fastText adds every word of the file to
     # its dictionary, and absent words must stay absent (see the module docstring).
     generator = torch.Generator().manual_seed(cfg.fake_shuffle_seed)
-    initial = {"en": staging / "init.en.vec", "fake": staging / "init.fake.vec"}
+    initial = {"en": workdir / "init.en.vec", "fake": workdir / "init.fake.vec"}
     write_initial_vectors(initial["en"], _corpus_words(sentences, vocab_words), cfg.dim,
                           generator)
     write_initial_vectors(initial["fake"], _corpus_words(fake_sentences, fake_words), cfg.dim,
                           generator)
-    en_model = _train_fasttext(corpora["en"], initial["en"], cfg)
-    en_vectors, en_rows = _vectors(en_model, vocab_words)
-    fake_model = _train_fasttext(corpora["fake"], initial["fake"], cfg)
-    fake_vectors, fake_rows = _vectors(fake_model, fake_words)
-    for path in [*corpora.values(), *initial.values()]:
-        path.unlink()
-    seconds_fasttext = time.perf_counter() - started
+    try:
+        en_model = _train_fasttext(corpora["en"], initial["en"] if random_start else None, cfg)
+        en_vectors, en_rows = _vectors(en_model, vocab_words)
+        fake_model = _train_fasttext(corpora["fake"], initial["fake"] if random_start else None,
+                                     cfg)
+        fake_vectors, fake_rows = _vectors(fake_model, fake_words)
+    finally:
+        for path in [*corpora.values(), *initial.values()]:
+            path.unlink(missing_ok=True)
     if len(en_rows) < 2 or len(fake_rows) < 2:
         raise ConfigError("spaces: the corpus has fewer than 2 vocabulary words to map")
+    return TrainedSpaces(en_vectors, fake_vectors, en_rows, fake_rows,
+                         time.perf_counter() - started)
 
+
+def map_spaces(
+    trained: TrainedSpaces, seed: int, max_iterations: int | None, threads: int | None,
+    progress: bool = True,
+) -> tuple[vecmap.MappingResult, dict[str, Any]]:
+    """Our unsupervised VecMap on the trained words, scored against the gold identity
+    dictionary (English word i ↔ ``::``word i), which the mapping itself never sees."""
+    en_rows, fake_rows = trained.en_rows, trained.fake_rows
+    src, trg = trained.en_vectors[en_rows], trained.fake_vectors[fake_rows]
     result = vecmap.map_unsupervised(
-        en_vectors[en_rows], fake_vectors[fake_rows],
-        seed=cfg.vecmap_seed, max_iterations=cfg.vecmap_max_iterations,
-        device="cpu", threads=cfg.threads,
+        src, trg, seed=seed, max_iterations=max_iterations, device="cpu", threads=threads,
+        progress=progress,
     )
-    en_mapped = torch.zeros(vocab_size, result.src_mapped.shape[1])
-    fake_mapped = torch.zeros(vocab_size, result.trg_mapped.shape[1])
-    en_mapped[en_rows] = result.src_mapped.cpu()
-    fake_mapped[fake_rows] = result.trg_mapped.cpu()
-
-    # Gold dictionary: English word i ↔ Fake word i (row positions within the trained words).
     fake_position = {word_id: pos for pos, word_id in enumerate(fake_rows)}
     gold = torch.tensor([fake_position.get(word_id, -1) for word_id in en_rows])
-    before = (vecmap.normalize_embeddings(en_vectors[en_rows]),
-              vecmap.normalize_embeddings(fake_vectors[fake_rows]))
+    before = vecmap.normalize_embeddings(src), vecmap.normalize_embeddings(trg)
     metrics = {
         "precision_at_1_nn": vecmap.precision_at_1(result.src_mapped, result.trg_mapped, gold),
         "precision_at_1_csls": vecmap.precision_at_1(
@@ -305,15 +330,35 @@ def _build_in(
         "precision_at_1_identity_before_mapping": vecmap.precision_at_1(*before, gold),
         "iterations": result.iterations,
         "objective": result.objective,
-        "seconds_fasttext": seconds_fasttext,
         "seconds_vecmap": result.seconds,
-        "vocab_size": vocab_size,
         "words_mapped": len(en_rows),
+    }
+    return result, metrics
+
+
+def _build_in(
+    staging: Path, sentences: list[list[str]], vocab_words: list[str], cfg: SpacesConfig
+) -> dict:
+    vocab_size = len(vocab_words)
+    fake_words = fake_tokens(vocab_words)
+    trained = train_spaces(sentences, vocab_words, staging, cfg)
+    result, mapping_metrics = map_spaces(
+        trained, cfg.vecmap_seed, cfg.vecmap_max_iterations, cfg.threads
+    )
+    metrics = {
+        **mapping_metrics,
+        "seconds_fasttext": trained.seconds,
+        "vocab_size": vocab_size,
         "knn_k": cfg.knn_k,
     }
+    en_rows, fake_rows = trained.en_rows, trained.fake_rows
+    en_mapped = torch.zeros(vocab_size, result.src_mapped.shape[1])
+    fake_mapped = torch.zeros(vocab_size, result.trg_mapped.shape[1])
+    en_mapped[en_rows] = result.src_mapped.cpu()
+    fake_mapped[fake_rows] = result.trg_mapped.cpu()
 
-    vecmap.write_vec(staging / ENGLISH_VEC, vocab_words, en_vectors)
-    vecmap.write_vec(staging / FAKE_VEC, fake_words, fake_vectors)
+    vecmap.write_vec(staging / ENGLISH_VEC, vocab_words, trained.en_vectors)
+    vecmap.write_vec(staging / FAKE_VEC, fake_words, trained.fake_vectors)
     vecmap.write_vec(staging / ENGLISH_MAPPED_VEC, vocab_words, en_mapped)
     vecmap.write_vec(staging / FAKE_MAPPED_VEC, fake_words, fake_mapped)
     table = knn_table(

@@ -3,6 +3,8 @@
 Default store: ``sqlite:///<project>/mlruns/mlflow.db`` with artefacts in ``mlruns/artifacts``
 (the file store is legacy since MLflow 3.7). ``MLFLOW_TRACKING_URI`` overrides it for a server.
 A run that raises ends FAILED; Ctrl-C / SIGTERM end it KILLED; never left RUNNING.
+SIGKILL cannot be caught: the run of a killed process is ended KILLED by the next process
+that trains the same fingerprint (:func:`end_orphaned_runs`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -151,6 +154,80 @@ def run(
         mlflow.end_run(status=status)
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGTERM, previous)
+
+
+HOST_TAG, PID_TAG, PROCESS_START_TAG = "multilab.host", "multilab.pid", "multilab.process_start"
+ORPHAN_TAG = "multilab.orphaned"
+
+
+def _process_start(pid: int) -> str | None:
+    """Start time of a live process (Linux clock ticks since boot); None if it is gone.
+
+    With the pid it names a process uniquely: a recycled pid has another start time.
+    Zombies (killed, not yet reaped) count as gone. "" where /proc is unavailable.
+    """
+    if not Path("/proc/self/stat").exists():  # not Linux: only "does the pid exist"
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return ""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def process_tags() -> dict[str, str]:
+    """Which process owns a run: host, pid and the pid's start time."""
+    pid = os.getpid()
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid),
+            PROCESS_START_TAG: _process_start(pid) or ""}
+
+
+def _is_orphan(tags: dict[str, str]) -> bool:
+    """RUNNING but its process is gone. Only decidable for runs started on this host."""
+    if tags.get(HOST_TAG) != socket.gethostname() or not tags.get(PID_TAG, "").isdigit():
+        return False  # another machine (or an old run without the tags): cannot know
+    started = _process_start(int(tags[PID_TAG]))
+    if started is None:
+        return True
+    recorded = tags.get(PROCESS_START_TAG, "")
+    return bool(started and recorded) and started != recorded  # the pid was recycled
+
+
+def end_orphaned_runs(
+    experiment_id: str, fingerprint: str, *, keep: str | None = None,
+    completed: str | None = None,
+) -> list[str]:
+    """End the RUNNING runs of ``fingerprint`` left by killed processes; return their ids.
+
+    A SIGKILL (OOM killer, ``kill -9``, a lost node) leaves the run RUNNING forever. An orphan
+    is a run started on this host by a process that no longer exists; runs of live processes
+    (another worker training the same fingerprint) and of other hosts are left alone. ``keep``
+    (the run being resumed) is never touched; ``completed`` (a run whose model was finished
+    before the kill) ends FINISHED, every other orphan KILLED, tagged ``multilab.orphaned``.
+    """
+    client = MlflowClient()
+    found = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.fingerprint = '{fingerprint}' and attributes.status = '{RUNNING}'",
+    )
+    ended = []
+    for orphan in found:
+        run_id = orphan.info.run_id
+        if run_id == keep or not _is_orphan(orphan.data.tags):
+            continue
+        status = FINISHED if run_id == completed else KILLED
+        owner = f"{orphan.data.tags[HOST_TAG]}:{orphan.data.tags[PID_TAG]}"
+        client.set_tag(run_id, ORPHAN_TAG, f"process {owner} died without ending this run; "
+                       f"ended {status} by process {socket.gethostname()}:{os.getpid()}")
+        client.set_terminated(run_id, status=status)
+        ended.append(run_id)
+    return ended
 
 
 def log_params(params: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from accelerate import Accelerator
 from tqdm.auto import tqdm
 from transformers import BertForMaskedLM, get_linear_schedule_with_warmup
 
-from multilab import tracking
+from multilab import spaces, tracking
 from multilab.batches import (
     Examples,
     bucketed_batches,
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 
 DONE_FILE = "multilab.json"
 CHECKPOINT_PREFIX = "checkpoint-"
+TMP_PREFIX = ".tmp-"  # a checkpoint being written; never read
 TRAIN_LOG = "train_log.csv"
 
 #: Called at curve points with (step, model); returns metrics to log at that step.
@@ -57,12 +59,15 @@ CurveHook = Callable[[int, BertForMaskedLM], dict[str, float]]
 def data_fingerprint(run: RunConfig) -> str:
     """Hash of the training corpus and vocabulary (+ knn table): part of a model's identity."""
     digest = hashlib.sha256()
-    paths = [run.study.paths.corpora / "train.txt", run.study.paths.vocab / "english" / "vocab.txt"]
+    made_by = {  # input file → the DVC stage that writes it
+        run.study.paths.corpora / "train.txt": "corpus",
+        run.study.paths.vocab / "english" / "vocab.txt": "vocab",
+    }
     if run.recipe.needs_knn:
-        paths.append(run.study.paths.spaces / "knn.pt")
-    for path in paths:
+        made_by[run.study.paths.spaces / spaces.KNN_TABLE] = "spaces"
+    for path, stage in made_by.items():
         if not path.exists():
-            raise ConfigError(f"{path} not found; run `dvc repro vocab` first")
+            raise ConfigError(f"{path} not found; run `dvc repro {stage}` first")
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -92,15 +97,37 @@ def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
 
 
 def load_knn_table(run: RunConfig) -> torch.Tensor | None:
+    """The knn table, checked against the tokenizer: a space of another vocabulary is refused.
+
+    Neighbours are token ids; a table built with another vocabulary would silently replace
+    tokens by the wrong words.
+    """
     if not run.recipe.needs_knn:
         return None
-    path = run.study.paths.spaces / "knn.pt"
-    if not path.exists():
-        raise ConfigError(f"knn-replace needs {path}; run `dvc repro spaces` first")
-    return torch.load(path)
+    tokenizer = load_tokenizer(run.study.paths.vocab)
+    vocab_words = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return spaces.load_knn_table(run.study.paths.spaces, vocab_words)
+
+
+def _load_checkpoint(checkpoint: Path) -> dict:
+    """A checkpoint's state, or one clear error: an unreadable one is never skipped silently.
+
+    Writes are atomic (temp folder + rename), so a kill cannot leave a corrupted checkpoint;
+    one that is unreadable was damaged afterwards (disk, copy, hand). Only the latest
+    checkpoint is kept, so skipping it would silently restart from step 0.
+    """
+    try:
+        return torch.load(checkpoint / "state.pt", weights_only=False)
+    except Exception as err:  # truncated zip, bad pickle, missing file: many types
+        reason = (str(err).strip().split(". ")[0].splitlines() or [type(err).__name__])[0]
+        raise ConfigError(
+            f"checkpoint {checkpoint} is unreadable ({reason}); delete that folder to "
+            "retrain this model from step 0"
+        ) from err
 
 
 def _latest_checkpoint(model_dir: Path) -> Path | None:
+    """The highest complete ``checkpoint-N``; ``.tmp-…`` folders (writes cut short) never count."""
     done = [
         p
         for p in model_dir.glob(f"{CHECKPOINT_PREFIX}*")
@@ -112,24 +139,34 @@ def _latest_checkpoint(model_dir: Path) -> Path | None:
 def _save_checkpoint(
     model_dir: Path, step: int, model, optimizer, scheduler, state: dict
 ) -> None:
+    """Write to ``.tmp-checkpoint-N``, flush it to disk, rename: all or nothing is visible."""
     final = model_dir / f"{CHECKPOINT_PREFIX}{step}"
-    tmp = model_dir / f".tmp-{CHECKPOINT_PREFIX}{step}"
+    tmp = model_dir / f"{TMP_PREFIX}{CHECKPOINT_PREFIX}{step}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    torch.save(
-        {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "state": state,
-        },
-        tmp / "state.pt",
-    )
+    with (tmp / "state.pt").open("wb") as handle:
+        torch.save(
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "state": state,
+            },
+            handle,
+        )
+        handle.flush()
+        os.fsync(handle.fileno())  # the rename must not outrun the data (power loss)
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
-    for old in model_dir.glob(f"{CHECKPOINT_PREFIX}*"):
-        if old != final:
-            shutil.rmtree(old, ignore_errors=True)
+    _remove_checkpoints(model_dir, keep=final)
+
+
+def _remove_checkpoints(model_dir: Path, keep: Path | None = None) -> None:
+    """Delete checkpoints and leftover temp folders of killed writes (all but ``keep``)."""
+    for pattern in (f"{CHECKPOINT_PREFIX}*", f"{TMP_PREFIX}{CHECKPOINT_PREFIX}*"):
+        for old in model_dir.glob(pattern):
+            if old != keep:
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def _no_decay(name: str) -> bool:
@@ -178,6 +215,10 @@ def train_model(
     done = read_done(model_dir)
     if done and done.get("fingerprint") == fingerprint:
         log.info("%s already trained (fingerprint %s): skipping", model_dir, fingerprint)
+        _remove_checkpoints(model_dir)  # left if a kill landed right after multilab.json
+        if accelerator.is_main_process and experiment_id is not None:
+            # killed between multilab.json and the end of its run: the training did finish
+            tracking.end_orphaned_runs(experiment_id, fingerprint, completed=done.get("run_id"))
         return model_dir
 
     data, encoder = prepare_data(run)
@@ -196,7 +237,7 @@ def train_model(
     start_step, run_id, log_rows = 0, None, []
     checkpoint = _latest_checkpoint(model_dir)
     if checkpoint is not None:
-        saved = torch.load(checkpoint / "state.pt", weights_only=False)
+        saved = _load_checkpoint(checkpoint)
         if saved["state"]["fingerprint"] == fingerprint:
             model.load_state_dict(saved["model"])
             optimizer.load_state_dict(saved["optimizer"])
@@ -225,7 +266,10 @@ def train_model(
         "data_hash": data_fingerprint(run),
         "fingerprint": fingerprint,
         "study": run.study.experiment,
+        **tracking.process_tags(),  # lets a later process tell a live run from an orphan
     }
+    if main and experiment_id is not None:
+        tracking.end_orphaned_runs(experiment_id, fingerprint, keep=run_id)
     curve_at = curve_steps(total_steps, train_cfg.eval_points) if total_steps else set()
 
     with _maybe_run(main, experiment_id, run_id, tags, run) as active_run:
@@ -427,8 +471,6 @@ def _save_final(
     header = ["step", "epoch", "loss", "lr", "tokens_per_s"]
     lines = [",".join(header)] + [",".join(f"{r[h]:.6g}" for h in header) for r in log_rows]
     (model_dir / TRAIN_LOG).write_text("\n".join(lines) + "\n")
-    for old in model_dir.glob(f"{CHECKPOINT_PREFIX}*"):
-        shutil.rmtree(old, ignore_errors=True)
     record = {
         "fingerprint": fingerprint,
         "modification": run.modification,
@@ -440,3 +482,5 @@ def _save_final(
     tmp = model_dir / (DONE_FILE + ".tmp")
     tmp.write_text(json.dumps(record, indent=2))
     tmp.replace(model_dir / DONE_FILE)
+    # only now: a kill before this line resumes from the last checkpoint, not from step 0
+    _remove_checkpoints(model_dir)

@@ -1,0 +1,465 @@
+"""Training throughput: multilab's step path vs the standard Hugging Face MLM recipe.
+
+Both recipes train the same BERT-small (same initial weights) on the same examples (each
+English training sentence and its Fake-English twin, :func:`multilab.batches.training_examples`)
+with the same hyper-parameters (AdamW lr 2e-3, batch 256, 50 warm-up steps then linear decay,
+weight decay 0.01 except biases/LayerNorm, eps 1e-6, gradient clipping 1.0).
+
+* **baseline** — what a user would write: random batches, ``DataCollatorForLanguageModeling``
+  (pads each batch to its longest sentence, masks 15% with 80/10/10), ``BertForMaskedLM(...,
+  labels=...)`` (vocabulary head on every position, -100 labels elsewhere).
+* **multilab** — the trainer's step: :func:`~multilab.batches.bucketed_batches`,
+  :func:`~multilab.batches.mask_tokens`, :class:`~multilab.model.MaskedLMObjective` (head only
+  on the 15% selected positions).
+
+The machine is shared (other jobs run beside a benchmark), so the arms are never timed one
+after the other: they take turns, one optimizer step each, and any change of load hits all of
+them alike. Ratios are the meaningful numbers; absolute tokens/s depend on the load, which is
+recorded. Peak memory is measured in fresh subprocesses (``VmHWM``).
+
+Run from the project root: ``.venv/bin/python benchmarks/bench_train.py [--steps 200]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
+
+from common import (
+    RESULTS,
+    load_average,
+    machine,
+    peak_rss_mib,
+    project_config,
+    project_root,
+    write_json,
+)
+from multilab.batches import bucketed_batches, mask_tokens, random_batches, seeded_generator
+from multilab.config import Config, RunConfig
+from multilab.model import MaskedLMObjective, build_model
+from multilab.train import make_optimizer, prepare_data, train_model
+from multilab.vocab import BILINGUAL_DIR, load_tokenizer
+
+MODIFICATION = "original"
+
+
+@dataclass(frozen=True)
+class Levers:
+    """One point of the ablation: which of multilab's choices are switched on."""
+
+    batches: str = "bucketed"  # "bucketed" (length-sorted chunks) | "random"
+    masking: str = "vectorised"  # "vectorised" (mask_tokens) | "collator" (HF)
+    head: str = "selected"  # "selected" (15% of positions) | "full" (every position)
+    attention: str = "sdpa"  # "sdpa" | "eager"
+    threads: int = 2
+    compile: bool = False
+
+
+MULTILAB = Levers()
+BASELINE = Levers(batches="random", masking="collator", head="full")
+
+
+@dataclass
+class Inputs:
+    """One prepared step: model inputs, the selected positions and their true ids."""
+
+    model: dict[str, torch.Tensor]
+    selected: torch.Tensor  # bool [B, L]
+    labels: torch.Tensor  # [N], row-major over ``selected``
+
+    @property
+    def tokens(self) -> int:
+        return int(self.model["attention_mask"].sum())
+
+
+class Data:
+    """The training examples in both forms: multilab's pre-encoded ones and HF feature dicts."""
+
+    def __init__(self, run: RunConfig) -> None:
+        data, self.encoder = prepare_data(run)
+        self.run = run
+        self.examples = data.examples
+        self.tokenizer = load_tokenizer(run.study.paths.vocab, BILINGUAL_DIR)
+        if len(self.tokenizer) != 2 * self.encoder.vocab_size:
+            raise RuntimeError(f"bilingual tokenizer has {len(self.tokenizer)} entries")
+        # as run_mlm.py prepares a dataset: ids + special_tokens_mask, done once, not timed
+        self.features = [
+            {
+                "input_ids": ids.tolist(),
+                "special_tokens_mask": self.tokenizer.get_special_tokens_mask(
+                    ids.tolist(), already_has_special_tokens=True
+                ),
+            }
+            for ids, *_ in self.examples.encoded
+        ]
+
+
+class Arm:
+    """A model + optimizer trained one step at a time with the chosen levers."""
+
+    def __init__(self, name: str, levers: Levers, data: Data, seed: int, schedule_steps: int):
+        self.name, self.levers, self.data, self.seed = name, levers, data, seed
+        run = data.run
+        train, model_cfg = run.study.train, run.model
+        self.batch_size = model_cfg.batch_size
+        self.model = build_model(model_cfg, 2 * data.encoder.vocab_size, seed)
+        self.model.set_attn_implementation(levers.attention)
+        self.model.train()
+        self.optimizer = make_optimizer(self.model, model_cfg.lr, train.weight_decay,
+                                        train.adam_eps)
+        self.scheduler = get_linear_schedule_with_warmup(
+            self.optimizer, train.warmup_steps, schedule_steps
+        )
+        self.collator = DataCollatorForLanguageModeling(
+            data.tokenizer, mlm_probability=train.mask_prob, seed=seed
+        )
+        self.objective: Callable[..., torch.Tensor] = MaskedLMObjective(self.model)
+        self.full_model: Callable[..., Any] = self.model
+        if levers.compile:
+            if levers.head == "selected":
+                self.objective = torch.compile(self.objective, dynamic=True)
+            else:
+                self.full_model = torch.compile(self.model, dynamic=True)
+        self.step_number, self.epoch, self.queue = 0, -1, []
+        self.losses: list[float] = []
+        self.seconds: list[float] = []
+        self.tokens: list[int] = []
+        self.widths: list[int] = []
+
+    def _next_rows(self) -> torch.Tensor:
+        if not self.queue:
+            self.epoch += 1
+            lengths = self.data.examples.lengths
+            if self.levers.batches == "bucketed":
+                chunk = self.data.run.study.train.bucket_chunk
+                self.queue = bucketed_batches(lengths, self.batch_size, self.seed, self.epoch,
+                                              chunk)
+            else:
+                self.queue = random_batches(len(lengths), self.batch_size, self.seed, self.epoch)
+        return self.queue.pop(0)
+
+    def _inputs(self, rows: torch.Tensor) -> Inputs:
+        run = self.data.run
+        if self.levers.masking == "vectorised":
+            masked = mask_tokens(
+                self.data.examples.batch(rows), self.data.encoder, run.study.train.mask_prob,
+                run.recipe.replacement, seeded_generator(self.seed, self.step_number, 1),
+            )
+            return Inputs(masked.inputs, masked.selected, masked.labels)
+        batch = self.collator([self.data.features[i] for i in rows.tolist()])
+        labels = batch.pop("labels")
+        selected = labels != -100
+        return Inputs(dict(batch), selected, labels[selected])
+
+    def _loss(self, inputs: Inputs) -> torch.Tensor:
+        if self.levers.head == "selected":
+            total = self.objective(inputs.selected, inputs.labels, **inputs.model)
+            return total / len(inputs.labels)
+        full_labels = torch.full_like(inputs.model["input_ids"], -100)
+        full_labels[inputs.selected] = inputs.labels
+        return self.full_model(**inputs.model, labels=full_labels).loss
+
+    def step(self, record: bool = True) -> None:
+        """One optimizer step, timed from index batch to zeroed gradients."""
+        torch.set_num_threads(self.levers.threads)
+        started = time.perf_counter()
+        inputs = self._inputs(self._next_rows())
+        torch.manual_seed(self.seed * 1_000_003 + self.step_number)  # dropout of this step
+        loss = self._loss(inputs)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        elapsed = time.perf_counter() - started
+        self.step_number += 1
+        if record:
+            self.losses.append(float(loss.detach()))
+            self.seconds.append(elapsed)
+            self.tokens.append(inputs.tokens)
+            self.widths.append(int(inputs.model["input_ids"].shape[1]))
+
+    def summary(self) -> dict[str, Any]:
+        seconds = sum(self.seconds)
+        return {
+            "levers": asdict(self.levers),
+            "seed": self.seed,
+            "timed_steps": len(self.seconds),
+            "seconds": seconds,
+            "seconds_per_step": seconds / max(len(self.seconds), 1),
+            "tokens_per_s": sum(self.tokens) / seconds if seconds else math.nan,
+            "mean_padded_width": sum(self.widths) / max(len(self.widths), 1),
+            "mean_real_tokens_per_batch": sum(self.tokens) / max(len(self.tokens), 1),
+        }
+
+
+def take_turns(arms: list[Arm], warmup: int, steps: int, label: str) -> None:
+    """Every arm does one step per round; the first ``warmup`` rounds are not recorded."""
+    started = time.perf_counter()
+    for number in range(warmup + steps):
+        for arm in arms:
+            arm.step(record=number >= warmup)
+        if (number + 1) % 10 == 0:
+            print(f"[{label}] round {number + 1}/{warmup + steps} "
+                  f"({time.perf_counter() - started:.0f} s, load {load_average()[0]})",
+                  file=sys.stderr, flush=True)
+    torch.set_num_threads(2)
+
+
+def collator_facts(data: Data, seed: int, batches: int = 20) -> dict[str, Any]:
+    """What DataCollatorForLanguageModeling actually does on our examples (checked, not assumed)."""
+    collator = DataCollatorForLanguageModeling(data.tokenizer, mlm_probability=0.15, seed=seed)
+    special = torch.tensor(sorted(data.tokenizer.all_special_ids))
+    masked_on_special = selected_total = random_total = 0
+    random_ids: list[torch.Tensor] = []
+    mask_id = data.tokenizer.mask_token_id
+    for rows in random_batches(len(data.features), 256, seed, 0)[:batches]:
+        features = [data.features[i] for i in rows.tolist()]
+        original = collator.tokenizer.pad(
+            [{"input_ids": f["input_ids"]} for f in features], return_tensors="pt"
+        )["input_ids"]
+        batch = collator(features)
+        selected = batch["labels"] != -100
+        selected_total += int(selected.sum())
+        masked_on_special += int(torch.isin(original[selected], special).sum())
+        changed = selected & (batch["input_ids"] != original) & (batch["input_ids"] != mask_id)
+        random_total += int(changed.sum())
+        random_ids.append(batch["input_ids"][changed])
+    drawn = torch.cat(random_ids)
+    return {
+        "tokenizer_length": len(data.tokenizer),
+        "special_ids": special.tolist(),
+        "selected_positions": selected_total,
+        "selected_on_special_tokens": masked_on_special,
+        "randomly_replaced": random_total,
+        "random_ids_min": int(drawn.min()),
+        "random_ids_max": int(drawn.max()),
+        "random_ids_in_fake_half": float((drawn >= data.encoder.vocab_size).float().mean()),
+        "unk_tokens_in_training_examples": int(
+            sum(int((ids == 1).sum()) for ids, *_ in data.examples.encoded)
+        ),
+    }
+
+
+def head_to_head(data: Data, steps: int, seeds: list[int], schedule_steps: int) -> dict:
+    """Baseline and multilab take turns for ``steps`` steps; extra seeds show seed noise."""
+    arms = [Arm("baseline", BASELINE, data, seeds[0], schedule_steps)]
+    arms += [Arm(f"multilab-s{seed}", MULTILAB, data, seed, schedule_steps) for seed in seeds]
+    take_turns(arms, warmup=0, steps=steps, label="head-to-head")
+    result = {arm.name: arm.summary() | {"losses": arm.losses} for arm in arms}
+    base, fast = result["baseline"], result[f"multilab-s{seeds[0]}"]
+    # the first steps include one-off warm-up costs (allocator, oneDNN primitives): skip 5
+    skip = min(5, steps - 1)
+    result["tokens_per_s_after_warmup"] = {
+        arm.name: sum(arm.tokens[skip:]) / sum(arm.seconds[skip:]) for arm in arms
+    }
+    result["speedup"] = fast["tokens_per_s"] / base["tokens_per_s"]
+    after = result["tokens_per_s_after_warmup"]
+    result["speedup_after_warmup"] = after[arms[1].name] / after["baseline"]
+    tail = max(10, steps // 4)
+    result["final_loss_window"] = tail
+    result["final_loss"] = {
+        arm.name: sum(arm.losses[-tail:]) / len(arm.losses[-tail:]) for arm in arms
+    }
+    return result
+
+
+def ablation(data: Data, steps: int, warmup: int, seed: int, schedule_steps: int,
+             with_compile: bool) -> dict:
+    """Each lever switched on from the baseline, and off from multilab, all taking turns."""
+    points = {
+        "baseline (HF recipe)": BASELINE,
+        "baseline + bucketed batches": replace(BASELINE, batches="bucketed"),
+        "baseline + selected-positions head": replace(BASELINE, head="selected"),
+        "baseline + vectorised masking": replace(BASELINE, masking="vectorised"),
+        "baseline, eager attention": replace(BASELINE, attention="eager"),
+        "multilab": MULTILAB,
+        "multilab - bucketing (random batches)": replace(MULTILAB, batches="random"),
+        "multilab - selected head (full head)": replace(MULTILAB, head="full"),
+        "multilab - vectorised masking (collator)": replace(MULTILAB, masking="collator"),
+        "multilab, eager attention": replace(MULTILAB, attention="eager"),
+        "multilab, 1 thread": replace(MULTILAB, threads=1),
+    }
+    compile_error = None
+    if with_compile:
+        points["multilab + torch.compile"] = replace(MULTILAB, compile=True)
+    arms = [Arm(name, levers, data, seed, schedule_steps) for name, levers in points.items()]
+    if with_compile:
+        try:  # compilation (and any failure) happens on the first step, before timing
+            started = time.perf_counter()
+            arms[-1].step(record=False)
+            arms[-1].step(record=False)
+            compile_seconds = time.perf_counter() - started
+        except Exception as err:  # inductor needs a C++ toolchain; record why it failed
+            compile_error = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
+            arms.pop()
+    take_turns(arms, warmup=warmup, steps=steps, label="ablation")
+    table = {arm.name: arm.summary() for arm in arms}
+    reference = table["baseline (HF recipe)"]["tokens_per_s"]
+    for row in table.values():
+        row["vs_baseline"] = row["tokens_per_s"] / reference
+    out: dict[str, Any] = {"rows": table}
+    if with_compile:
+        out["compile"] = ({"error": compile_error} if compile_error
+                          else {"first_two_steps_seconds": compile_seconds})
+    return out
+
+
+def child(kind: str, project: Path, steps: int) -> None:
+    """Runs in a fresh subprocess: one training job, then prints its peak RSS as JSON."""
+    if kind == "baseline":
+        cfg = project_config(project)
+        data = Data(cfg.run(MODIFICATION, 42))
+        arm = Arm("baseline", BASELINE, data, 42, steps)
+        for _ in range(steps):
+            arm.step()
+        report = arm.summary()
+    else:  # the real trainer, end to end; "trainer+eval" also runs one curve evaluation
+        from multilab.evaluate import curve_hook
+
+        cfg = project_config(project)
+        steps_per_epoch = math.ceil(
+            len(prepare_data(cfg.run(MODIFICATION, 42))[0].examples)
+            / cfg.models["small"].batch_size
+        )
+        cfg = project_config(project, {"train": {
+            "epochs": steps / steps_per_epoch, "eval_points": [0.5], "checkpoint_every": 10**9,
+        }})
+        run = cfg.run(MODIFICATION, 42)
+        out = Path(tempfile.mkdtemp(prefix="multilab-bench-model-")) / kind
+        started = time.perf_counter()
+        hook = curve_hook(run) if kind == "trainer+eval" else None
+        train_model(run, model_dir=out, curve_hook=hook, progress=False)
+        seconds = time.perf_counter() - started
+        done = json.loads((out / "multilab.json").read_text())
+        rows = (out / "train_log.csv").read_text().splitlines()[1:]
+        report = {
+            "steps": done["steps"],
+            "seconds_including_setup_and_save": seconds,
+            "logged_tokens_per_s": [float(r.split(",")[4]) for r in rows],
+            "train_examples": done["train_examples"],
+        }
+    report["peak_rss_mib"] = peak_rss_mib()
+    print(json.dumps(report))
+
+
+def memory(project: Path, steps: dict[str, int]) -> dict[str, Any]:
+    """Peak RSS of each kind of training job, each in its own fresh process."""
+    results = {}
+    for kind, count in steps.items():
+        started = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", kind, "--project", str(project),
+             "--steps", str(count)],
+            capture_output=True, text=True,
+        )
+        if proc.returncode:
+            results[kind] = {"error": proc.stderr[-2000:]}
+            continue
+        results[kind] = json.loads(proc.stdout.strip().splitlines()[-1])
+        results[kind]["wall_seconds"] = time.perf_counter() - started
+        print(f"[memory] {kind}: {results[kind]['peak_rss_mib']:.0f} MiB", file=sys.stderr)
+    return results
+
+
+def plot_losses(result: dict, path: Path, steps: int) -> None:
+    """Raw per-step losses (faint) and their 10-step moving average, one colour per arm."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=120)
+    colours = ["tab:red", "tab:blue", "tab:green", "tab:purple"]
+    names = [k for k, v in result.items() if isinstance(v, dict) and "losses" in v]
+    for colour, name in zip(colours, names, strict=False):
+        losses = torch.tensor(result[name]["losses"])
+        window = min(10, len(losses))
+        smooth = losses.unfold(0, window, 1).mean(1)
+        x = torch.arange(1, len(losses) + 1)
+        label = "baseline (HF recipe)" if name == "baseline" else name.replace("-s", ", seed ")
+        ax.plot(x, losses, color=colour, alpha=0.2, linewidth=0.8)
+        ax.plot(x[window - 1 :], smooth, color=colour, linewidth=2,
+                label=f"{label}: {result[name]['tokens_per_s']:.0f} tok/s")
+    ax.set_xlabel("optimizer step (batch 256)")
+    ax.set_ylabel("MLM loss (nats, mean over masked tokens)")
+    ax.set_title(f"BERT-small, same init and hyper-parameters, {steps} steps "
+                 f"(speed-up {result['speedup']:.1f}×)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200, help="head-to-head steps per arm")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43],
+                        help="multilab seeds (the first also seeds the baseline)")
+    parser.add_argument("--ablation-steps", type=int, default=20)
+    parser.add_argument("--ablation-warmup", type=int, default=3)
+    parser.add_argument("--memory-steps", type=int, default=0,
+                        help="trainer steps for the peak-RSS runs (0 = one full epoch)")
+    parser.add_argument("--skip", nargs="*", default=[],
+                        choices=["head-to-head", "ablation", "compile", "memory"])
+    parser.add_argument("--project", type=Path,
+                        help="built project folder (default: artifacts/ or a temp build)")
+    parser.add_argument("--out", type=Path, default=RESULTS / "train.json")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.project, args.steps)
+        return
+
+    torch.set_num_threads(2)
+    record: dict[str, Any] = {"machine": machine(), "args": vars(args) | {"out": str(args.out)}}
+    cfg: Config = project_config(args.project)
+    run = cfg.run(MODIFICATION, args.seeds[0])
+    data = Data(run)
+    steps_per_epoch = math.ceil(len(data.examples) / run.model.batch_size)
+    # the schedule of a real quick-profile run: these steps are its first ones
+    schedule_steps = round(run.epochs * steps_per_epoch)
+    record["setup"] = {
+        "modification": MODIFICATION, "profile": cfg.profile, "examples": len(data.examples),
+        "tokens_per_epoch": data.examples.tokens(), "steps_per_epoch": steps_per_epoch,
+        "schedule_steps": schedule_steps, "batch_size": run.model.batch_size,
+    }
+    record["collator"] = collator_facts(data, args.seeds[0])
+    out = args.out
+    if "head-to-head" not in args.skip:
+        result = head_to_head(data, args.steps, args.seeds, schedule_steps)
+        record["head_to_head"] = result
+        plot_losses(result, out.with_name(out.stem + "-loss.png"), args.steps)
+        write_json(out, record)
+    if "ablation" not in args.skip:
+        record["ablation"] = ablation(data, args.ablation_steps, args.ablation_warmup,
+                                      args.seeds[0], schedule_steps,
+                                      with_compile="compile" not in args.skip)
+        write_json(out, record)
+    if "memory" not in args.skip:
+        trainer_steps = args.memory_steps or steps_per_epoch
+        record["memory"] = memory(project_root(cfg), {
+            "trainer": trainer_steps, "trainer+eval": trainer_steps, "baseline": 20,
+        })
+    record["load_average_at_end"] = load_average()
+    write_json(out, record)
+    print(json.dumps({k: v for k, v in record.items() if k != "head_to_head"}, indent=1,
+                     default=str)[:6000])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""What every benchmark needs: a real project (corpus + vocabulary) and a record of the machine.
+
+Benchmarks run on the real corpus, not a toy: either the project's own ``artifacts/`` (when
+``dvc repro`` has built them) or a copy built from the pinned Bible database in a temporary
+folder, exactly as ``tests/conftest.py`` builds the test project (about 10 s).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+from multilab import corpus
+from multilab.config import Config, load_config
+from multilab.vocab import build_vocab
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMS = ROOT / "params.yaml"
+RESULTS = ROOT / "benchmarks" / "results"
+PATH_KEYS = ("data", "artifacts", "reports", "metrics", "mlruns")
+
+
+def project_config(project: Path | None, overrides: dict[str, Any] | None = None) -> Config:
+    """The quick-profile config on a built corpus + vocabulary.
+
+    ``project=None`` uses the repository's ``artifacts/`` if built, else builds into a fresh
+    temporary folder; a given folder is reused (and built into if empty).
+    """
+    overrides = dict(overrides or {})
+    if project is None and (ROOT / "artifacts" / "vocab" / "bilingual").exists():
+        return load_config(PARAMS, overrides | {"paths": {k: str(ROOT / k) for k in PATH_KEYS}})
+    root = project or Path(tempfile.mkdtemp(prefix="multilab-bench-"))
+    cfg = load_config(PARAMS, overrides | {"paths": {k: str(root / k) for k in PATH_KEYS}})
+    if not (cfg.paths.vocab / "bilingual").exists():
+        for code in cfg.corpus.export_editions:
+            corpus.export_edition(code, cfg.paths.data)
+        corpus.build_corpora(cfg.corpus, cfg.paths.data, cfg.paths.corpora)
+        build_vocab(
+            corpus.read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size, cfg.paths.vocab
+        )
+    return cfg
+
+
+def project_root(cfg: Config) -> Path:
+    """The folder a config's paths live in (to hand the same project to a subprocess)."""
+    return cfg.paths.artifacts.parent
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def git_state() -> str:
+    """HEAD commit, with ``+dirty`` when the working tree has uncommitted changes."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def load_average() -> list[float]:
+    """1/5/15-minute load averages: the CPU is shared, so every result says how busy it was."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "cpu_model": cpu_model(),
+        "nproc": os.cpu_count(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "torch_threads": torch.get_num_threads(),
+        "git": git_state(),
+        "load_average_at_start": load_average(),
+    }
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size (VmHWM) in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def write_json(path: Path, record: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    return path
