@@ -65,10 +65,11 @@ class Levers:
     attention: str = "sdpa"  # "sdpa" | "eager"
     threads: int = 2
     compile: bool = False
+    recompute: bool = True  # widest batches recompute activations (selected head only)
 
 
 MULTILAB = Levers()
-BASELINE = Levers(batches="random", masking="collator", head="full")
+BASELINE = Levers(batches="random", masking="collator", head="full", recompute=False)
 
 
 @dataclass
@@ -125,7 +126,9 @@ class Arm:
         self.collator = DataCollatorForLanguageModeling(
             data.tokenizer, mlm_probability=train.mask_prob, seed=seed
         )
-        self.objective: Callable[..., torch.Tensor] = MaskedLMObjective(self.model)
+        self.objective: Callable[..., torch.Tensor] = MaskedLMObjective(
+            self.model, **({} if levers.recompute else {"checkpoint_positions": None})
+        )
         self.full_model: Callable[..., Any] = self.model
         if levers.compile:
             if levers.head == "selected":
@@ -286,7 +289,10 @@ def ablation(data: Data, steps: int, warmup: int, seed: int, schedule_steps: int
         "baseline + vectorised masking": replace(BASELINE, masking="vectorised"),
         "baseline, eager attention": replace(BASELINE, attention="eager"),
         "multilab": MULTILAB,
-        "multilab - bucketing (random batches)": replace(MULTILAB, batches="random"),
+        # random batches are nearly all wide: without recompute, to isolate bucketing
+        "multilab - bucketing (random batches)": replace(MULTILAB, batches="random",
+                                                         recompute=False),
+        "multilab - recompute of wide batches": replace(MULTILAB, recompute=False),
         "multilab - selected head (full head)": replace(MULTILAB, head="full"),
         "multilab - vectorised masking (collator)": replace(MULTILAB, masking="collator"),
         "multilab, eager attention": replace(MULTILAB, attention="eager"),
@@ -317,6 +323,31 @@ def ablation(data: Data, steps: int, warmup: int, seed: int, schedule_steps: int
     return out
 
 
+#: aten ops that only describe memory (views, metadata) and launch no kernel on a GPU
+NO_KERNEL = ("view", "reshape", "as_strided", "t", "transpose", "expand", "slice", "select",
+             "unsqueeze", "squeeze", "permute", "detach", "alias", "empty", "empty_like",
+             "empty_strided", "unbind", "split", "split_with_sizes", "chunk", "lift_fresh",
+             "_unsafe_view", "resolve_conj", "resolve_neg", "is_nonzero", "item",
+             "_local_scalar_dense", "result_type", "size", "stride", "numel", "to", "_to_copy")
+
+
+def kernel_count(data: Data, seed: int) -> dict[str, Any]:
+    """Leaf aten ops of one multilab training step: ~ the CUDA kernels it would launch.
+
+    BERT-small is too small to keep a GPU busy, so its GPU step time is bounded by launches
+    (~5-10 µs each, plus Python): this count grounds the GPU estimate in docs/PERFORMANCE.md.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    arm = Arm("count", MULTILAB, data, seed, 100)
+    arm.step(record=False)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        arm.step(record=False)
+    leaves = [e for e in prof.events() if e.name.startswith("aten::") and not e.cpu_children]
+    kernels = [e for e in leaves if e.name.removeprefix("aten::") not in NO_KERNEL]
+    return {"leaf_aten_ops": len(leaves), "kernel_like_ops": len(kernels)}
+
+
 def child(kind: str, project: Path, steps: int) -> None:
     """Runs in a fresh subprocess: one training job, then prints its peak RSS as JSON."""
     if kind == "baseline":
@@ -327,7 +358,14 @@ def child(kind: str, project: Path, steps: int) -> None:
             arm.step()
         report = arm.summary()
     else:  # the real trainer, end to end; "trainer+eval" also runs one curve evaluation
+        from functools import partial
+
+        import multilab.train
         from multilab.evaluate import curve_hook
+
+        if kind == "trainer-no-recompute":  # every batch keeps its activations
+            multilab.train.MaskedLMObjective = partial(MaskedLMObjective,
+                                                       checkpoint_positions=None)
 
         cfg = project_config(project)
         steps_per_epoch = math.ceil(
@@ -415,7 +453,7 @@ def main() -> None:
     parser.add_argument("--memory-steps", type=int, default=0,
                         help="trainer steps for the peak-RSS runs (0 = one full epoch)")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["head-to-head", "ablation", "compile", "memory"])
+                        choices=["head-to-head", "ablation", "compile", "kernels", "memory"])
     parser.add_argument("--project", type=Path,
                         help="built project folder (default: artifacts/ or a temp build)")
     parser.add_argument("--out", type=Path, default=RESULTS / "train.json")
@@ -450,10 +488,14 @@ def main() -> None:
                                       args.seeds[0], schedule_steps,
                                       with_compile="compile" not in args.skip)
         write_json(out, record)
+    if "kernels" not in args.skip:
+        record["kernels_per_step"] = kernel_count(data, args.seeds[0])
+        write_json(out, record)
     if "memory" not in args.skip:
         trainer_steps = args.memory_steps or steps_per_epoch
         record["memory"] = memory(project_root(cfg), {
-            "trainer": trainer_steps, "trainer+eval": trainer_steps, "baseline": 20,
+            "trainer": trainer_steps, "trainer-no-recompute": trainer_steps,
+            "trainer+eval": trainer_steps, "baseline": 20,
         })
     record["load_average_at_end"] = load_average()
     write_json(out, record)

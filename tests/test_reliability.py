@@ -21,6 +21,7 @@ import json
 import os
 import random
 import re
+import select
 import shutil
 import signal
 import socket
@@ -46,6 +47,7 @@ from multilab.train import (
     TMP_PREFIX,
     _latest_checkpoint,
     _Stopped,
+    data_fingerprint,
     read_done,
     train_model,
 )
@@ -59,6 +61,16 @@ slow = pytest.mark.slow
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """Evaluate and train in-process on one thread, as the subprocesses do: on 2 shared
+    cores a second thread mostly spins (several times the CPU for the same result)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _link_project(built_project: Path, root: Path) -> Path:
@@ -266,40 +278,67 @@ def served(tracking_server: str, built_project: Path, tmp_path_factory: pytest.T
 # --------------------------------------------------------------------------- kill and resume
 
 
+#: A process that starts an MLflow run of a fingerprint as `multilab train` does (same tags)
+#: and then waits to be SIGKILLed: a training killed before its first checkpoint, minus the
+#: seconds of importing torch and transformers.
+ORPHAN_MAKER = """
+import sys, time
+from multilab import tracking
+from multilab.config import Overrides, load_config
+cfg = load_config(sys.argv[1], Overrides.parse(sys.argv[3:]))
+tags = {"fingerprint": sys.argv[2], **tracking.process_tags()}
+with tracking.run(tracking.connect(cfg.paths, cfg.experiment), tags=tags) as run_id:
+    print(run_id, flush=True)
+    time.sleep(LAUNCH_TIMEOUT)
+""".replace("LAUNCH_TIMEOUT", str(LAUNCH_TIMEOUT))
+
+
+def _sigkilled_run(settings: list[str], fingerprint: str) -> tuple[str, int]:
+    """(run id, pid) of a RUNNING run whose process was SIGKILLed."""
+    maker = subprocess.Popen(
+        [str(BIN / "python"), "-c", ORPHAN_MAKER, str(PARAMS), fingerprint, *settings],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env(), text=True,
+    )
+    try:
+        ready, _, _ = select.select([maker.stdout], [], [], LAUNCH_TIMEOUT)
+        run_id = maker.stdout.readline().strip() if ready else ""
+    finally:
+        maker.send_signal(signal.SIGKILL)
+        maker.wait(timeout=60)
+        maker.stdout.close()
+    assert run_id, "the orphan maker started no run"
+    return run_id, maker.pid
+
+
 @pytest.fixture(scope="module")
 def killed_and_resumed(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """``multilab train --seed 0`` SIGKILLed again and again, then run to the end.
+    """``multilab train --seed 0`` SIGKILLed at three seeded random steps, then run to the end.
 
-    1. killed at a random step, then its checkpoints deleted: the state a kill *before the
-       first checkpoint* leaves (a RUNNING run, nothing to resume);
-    2.–4. killed at three seeded random steps (often mid-write: see ``_kill_at``), each
-       launch resuming the previous one;
-    5. run to the end.
+    Before it, a SIGKILLed process left a RUNNING run of the same fingerprint and no
+    checkpoint: what a kill before the first checkpoint leaves. Launch 1 starts from scratch
+    (and must end that orphan); launches 2–4 resume; many kills land in the middle of a
+    checkpoint write (see ``_kill_at``).
     """
     root = _link_project(built_project, tmp_path_factory.mktemp("killed"))
     settings = _settings(root)
     cfg = _config(settings)
-    model_dir = cfg.paths.model_dir("original", 0)
+    run = cfg.run("original", 0)
+    model_dir = run.model_dir
+    orphan_id, orphan_pid = _sigkilled_run(settings, run.fingerprint(data_fingerprint(run)))
     rng = random.Random(KILL_SEED)
-    orphan_step = rng.randint(1, STEPS - 2)
-    kill_steps = sorted(rng.sample(range(1, STEPS - 2), 3))  # 2 steps of slack for late kills
-    logs = [root / f"launch{number}.log" for number in range(1, 6)]
-
-    first = _launch(settings, logs[0], _env(), "train", "--seed", "0")
-    _kill_at(first, model_dir, orphan_step, logs[0])
-    for leftover in [*model_dir.glob(f"{CHECKPOINT_PREFIX}*"),
-                     *model_dir.glob(f"{TMP_PREFIX}*")]:
-        shutil.rmtree(leftover)
+    # from step 2, so that even a kill during the first write leaves checkpoint 1 to resume;
+    # up to STEPS - 3: two steps of slack for a kill that lands late
+    kill_steps = sorted(rng.sample(range(2, STEPS - 2), 3))
+    logs = [root / f"launch{number}.log" for number in range(1, 5)]
 
     left_at, resumed_from = [], []
-    for number, target in enumerate(kill_steps, start=1):
+    for log, target in zip(logs, kill_steps, strict=False):
         # past every folder already there, complete or not: a stale one must not trigger
         beyond = max(_written_steps(model_dir), default=0) + 1
-        process = _launch(settings, logs[number], _env(), "train", "--seed", "0")
-        left_at.append(_kill_at(process, model_dir, min(max(target, beyond), STEPS - 1),
-                                logs[number]))
-    _finish(_launch(settings, logs[4], _env(), "train", "--seed", "0"), logs[4])
-    for log in logs[2:]:
+        process = _launch(settings, log, _env(), "train", "--seed", "0")
+        left_at.append(_kill_at(process, model_dir, min(max(target, beyond), STEPS - 1), log))
+    _finish(_launch(settings, logs[-1], _env(), "train", "--seed", "0"), logs[-1])
+    for log in logs[1:]:
         found = re.findall(r"resuming \S+ from step (\d+)", log.read_text())
         resumed_from.append(int(found[0]) if found else 0)
 
@@ -311,7 +350,8 @@ def killed_and_resumed(built_project: Path, tmp_path_factory: pytest.TempPathFac
         history = {run_id: client.get_metric_history(run_id, "train_loss")
                    for run_id in runs["run_id"]}
     return {"cfg": cfg, "model_dir": model_dir, "record": record, "runs": runs,
-            "history": history, "orphan_pid": first.pid, "left_at": left_at,
+            "history": history, "orphan_id": orphan_id, "orphan_pid": orphan_pid,
+            "left_at": left_at,
             "resumed_from": resumed_from, "kill_steps": kill_steps, "logs": logs}
 
 
@@ -348,11 +388,12 @@ def test_different_seeds_give_different_metrics(served) -> None:
 
 @slow
 def test_sigkilled_run_is_ended_killed_by_the_next_launch(killed_and_resumed) -> None:
-    """The run of launch 1 (no checkpoint to resume) is an orphan: KILLED and tagged;
-    launches 2–5 continue one run (its id is in each checkpoint), which ends FINISHED."""
+    """The run of the process killed before any checkpoint ends KILLED and tagged; the
+    four launches continue one run (its id is in each checkpoint), which ends FINISHED."""
     runs = killed_and_resumed["runs"].set_index("run_id")
     assert sorted(runs["status"]) == ["FINISHED", "KILLED"]
-    orphan = runs[runs["status"] == "KILLED"].iloc[0]
+    orphan = runs.loc[killed_and_resumed["orphan_id"]]
+    assert orphan["status"] == "KILLED"
     assert orphan[f"tags.{tracking.PID_TAG}"] == str(killed_and_resumed["orphan_pid"])
     assert "died without ending this run" in orphan[f"tags.{tracking.ORPHAN_TAG}"]
     finished = runs[runs["status"] == "FINISHED"].iloc[0]
@@ -629,8 +670,9 @@ BAD_INPUTS: dict[str, tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]] =
         {}, ("train", "--seed", "0"),
         ("MLFLOW_TRACKING_URI=http://127.0.0.1:", "does not answer", "unset the variable")),
 }
-#: these run as a real `multilab` process (exit code, no traceback on a real stderr)
-AS_PROCESS = {"unknown modification", "tracking server not answering"}
+#: these run as a real `multilab` process (exit code, no traceback on a real stderr); the
+#: rest call `multilab.cli.main` (each process costs seconds of imports)
+AS_PROCESS = {"unknown modification", "unknown profile", "unknown Bible edition"}
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
@@ -683,3 +725,30 @@ def test_bad_input_is_one_clear_line(case: str, built_project: Path, untrained_m
     if model:
         assert not (root / "artifacts" / "eval").exists()
         assert json.loads((Path(model) / "multilab.json").read_text())["steps"] == 0
+
+
+# --------------------------------------------------------------------------- report
+
+
+def test_report_counts_one_finished_run_per_fingerprint_and_seed(tmp_path: Path) -> None:
+    """What tests/test_report.py does not cover: a RUNNING orphan and a KILLED run never enter
+    the table, and of two FINISHED runs of one fingerprint only the latest counts."""
+    from tests.test_report import _fake_run
+
+    cfg = _config(_settings(tmp_path, seeds="[0]"))
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    _fake_run(cfg, experiment, "original", 0, 0.2, fingerprint="same")
+    time.sleep(0.01)  # distinct end times: "latest" is well defined
+    _fake_run(cfg, experiment, "original", 0, 0.4, fingerprint="same")
+    client = MlflowClient(tracking.tracking_uri(cfg.paths))
+    tags = {"modification": "original", "seed": "0", "profile": cfg.profile,
+            "fingerprint": "same", "evaluated": "true"}
+    for status in ("RUNNING", "KILLED"):
+        stray = client.create_run(experiment, tags=tags).info.run_id
+        client.log_metric(stray, "mu", 0.9)
+        if status == "KILLED":
+            client.set_terminated(stray, status=status)
+    assert main(_cli_args(_settings(tmp_path, seeds="[0]"), "report")) == 0
+    table = pd.read_csv(cfg.paths.reports / "table1.csv", keep_default_na=False)
+    row = table.set_index("modification").loc["original"]
+    assert row["n_seeds"] == 1 and row["mu_mean"] == pytest.approx(0.4)

@@ -87,12 +87,12 @@ def _log_spaces(cfg: Config, metrics: dict) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    cfg = _config(args)
+    run = cfg.run(args.modification, args.seed)  # a bad value fails before seconds of imports
     from multilab import tracking
     from multilab.evaluate import curve_hook
     from multilab.train import train_model
 
-    cfg = _config(args)
-    run = cfg.run(args.modification, args.seed)
     experiment_id = tracking.connect(cfg.paths, cfg.experiment)
     model_dir = train_model(run, experiment_id=experiment_id, curve_hook=curve_hook(run))
     print(f"model in {model_dir}")

