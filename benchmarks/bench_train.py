@@ -138,6 +138,7 @@ class Arm:
         self.step_number, self.epoch, self.queue = 0, -1, []
         self.losses: list[float] = []
         self.seconds: list[float] = []
+        self.prep_seconds: list[float] = []  # index batch → masked model inputs (CPU side)
         self.tokens: list[int] = []
         self.widths: list[int] = []
 
@@ -179,6 +180,7 @@ class Arm:
         torch.set_num_threads(self.levers.threads)
         started = time.perf_counter()
         inputs = self._inputs(self._next_rows())
+        prepared = time.perf_counter()
         torch.manual_seed(self.seed * 1_000_003 + self.step_number)  # dropout of this step
         loss = self._loss(inputs)
         loss.backward()
@@ -191,6 +193,7 @@ class Arm:
         if record:
             self.losses.append(float(loss.detach()))
             self.seconds.append(elapsed)
+            self.prep_seconds.append(prepared - started)
             self.tokens.append(inputs.tokens)
             self.widths.append(int(inputs.model["input_ids"].shape[1]))
 
@@ -202,6 +205,7 @@ class Arm:
             "timed_steps": len(self.seconds),
             "seconds": seconds,
             "seconds_per_step": seconds / max(len(self.seconds), 1),
+            "input_prep_seconds_per_step": sum(self.prep_seconds) / max(len(self.seconds), 1),
             "tokens_per_s": sum(self.tokens) / seconds if seconds else math.nan,
             "mean_padded_width": sum(self.widths) / max(len(self.widths), 1),
             "mean_real_tokens_per_batch": sum(self.tokens) / max(len(self.tokens), 1),

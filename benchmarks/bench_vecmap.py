@@ -12,7 +12,9 @@ Scenarios (all on the English / ``::``Fake-English wordpiece corpus of ``params.
 Reference (artetxem/vecmap ``--unsupervised`` at the paper's commit on this machine kind,
 /work/shared/NOTES.md): P@1 0.22 NN / 0.28 CSLS, about 200 s.
 
-Run from the project root: ``.venv/bin/python benchmarks/bench_vecmap.py [--json FILE]``.
+Run from the project root: ``.venv/bin/python benchmarks/bench_vecmap.py``; the report goes
+to ``benchmarks/results/vecmap.json`` (``--out`` to change) and is summarised in
+``benchmarks/RESULTS-vecmap.md``.
 Missing corpora / vocabulary are built first with ``multilab corpus build`` / ``multilab vocab``.
 The machine is usually shared: VecMap runs on one thread, and its CPU seconds are reported
 beside the wall-clock seconds (CPU seconds ≈ wall seconds on an idle core).
@@ -22,19 +24,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import importlib.metadata
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import torch
-
+from common import RESULTS, load_average, machine, write_json
 from multilab import spaces
 from multilab.config import SpacesConfig, load_config
 from multilab.corpus import read_lines
@@ -53,36 +51,24 @@ def ensure_inputs(corpus_path: Path, vocab_dir: Path) -> None:
         subprocess.run([multilab, "vocab"], cwd=ROOT, check=True)
 
 
-def cpu_model() -> str:
-    """The CPU's model name (Linux), else what the platform module knows."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
-def machine() -> dict:
-    """What the numbers were measured on."""
-    return {
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "cpu": cpu_model(),
-        "nproc": len(os.sched_getaffinity(0)),
-        "torch": torch.__version__,
-        "fasttext": importlib.metadata.version("fasttext"),
-        "python": platform.python_version(),
-    }
-
-
 def run_scenario(
     name: str, sentences: list[list[str]], vocab_words: list[str], cfg: SpacesConfig,
     seeds: list[int], random_start: bool = True,
 ) -> dict:
-    """Train both spaces once, map them with every seed; timings and P@1 per seed."""
-    with tempfile.TemporaryDirectory(prefix="bench-vecmap-") as workdir:
-        trained = spaces.train_spaces(sentences, vocab_words, Path(workdir), cfg,
-                                      random_start=random_start)
+    """Train both spaces once, map them with every seed; timings and P@1 per seed.
+
+    fastText's own initialisation may abort training ("Encountered NaN." from uninitialised
+    rows); that outcome is recorded, not raised, since it is one of the things measured.
+    """
+    started = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-vecmap-") as workdir:
+            trained = spaces.train_spaces(sentences, vocab_words, Path(workdir), cfg,
+                                          random_start=random_start)
+    except RuntimeError as err:
+        print(f"{name}: fastText failed: {err}", file=sys.stderr)
+        return {"spaces": dataclasses.asdict(cfg), "random_start": random_start,
+                "fasttext_error": str(err), "seconds_fasttext": time.perf_counter() - started}
     runs = []
     for seed in seeds:
         cpu_started = time.process_time()
@@ -120,7 +106,8 @@ def main() -> None:
                         help="VecMap seeds for the stage's spaces (default: 0 1 2)")
     parser.add_argument("--only-stage", action="store_true",
                         help="skip the epochs5 and fasttext_start scenarios")
-    parser.add_argument("--json", type=Path, help="also write the report to this file")
+    parser.add_argument("--out", type=Path, default=RESULTS / "vecmap.json",
+                        help="where the JSON report goes (default: benchmarks/results/vecmap.json)")
     args = parser.parse_args()
 
     cfg = load_config(args.params)
@@ -130,8 +117,11 @@ def main() -> None:
     sentences = [tokenizer.tokenize(line) for line in read_lines(paths.corpora / "train.txt")]
     vocab_words = tokenizer.convert_ids_to_tokens(list(range(cfg.vocab.size)))
 
-    report: dict = {"machine": machine(), "load_before": os.getloadavg(),
-                    "reference": REFERENCE, "scenarios": {}}
+    report: dict = {
+        "machine": machine() | {"fasttext": importlib.metadata.version("fasttext")},
+        "reference": REFERENCE,
+        "scenarios": {},
+    }
     started = time.perf_counter()
     report["scenarios"]["stage"] = run_scenario("stage", sentences, vocab_words, cfg.spaces,
                                                 args.seeds)
@@ -145,11 +135,9 @@ def main() -> None:
             random_start=False,
         )
     report["seconds_total"] = time.perf_counter() - started
-    report["load_after"] = os.getloadavg()
-    text = json.dumps(report, indent=2, default=str)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    report["load_average_at_end"] = load_average()
+    print(json.dumps(report, indent=2, default=str))
+    print(f"written to {write_json(args.out, report)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

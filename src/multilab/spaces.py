@@ -13,7 +13,8 @@ neighbour *in the other language* of a cross-lingual static space. The stage:
 Decisions (measured on the 2048-word Bible spaces):
 
 * char n-grams are off unless ``char_ngrams``: the ``::`` prefix changes every n-gram of a
-  Fake word, which drives the two spaces apart (P@1 ≈ 0.01 after mapping);
+  Fake word, which drives the two spaces apart (P@1 0.03 after mapping at 5 epochs, 0.90
+  at 10 epochs against 0.975 without n-grams, for more time and 2M hash rows of memory);
 * the Fake corpus is shuffled: with one thread, no n-grams and the same sentence order
   fastText would produce *identical* spaces (a trivial mapping); shuffling gives independent
   spaces (identity P@1 before mapping ≈ 0), as real languages would;
