@@ -59,3 +59,13 @@ def test_bad_values_fail_clearly(overrides: dict, message: str) -> None:
 def test_bad_override_syntax() -> None:
     with pytest.raises(ConfigError, match="key=value"):
         Overrides.parse(["train.epochs"])
+
+
+def test_fingerprint_ignores_what_does_not_change_the_weights() -> None:
+    """Logging and checkpoint cadence don't change weights, so they don't force a retrain."""
+    base = load_config(PARAMS, {"profile": "smoke"}).run("original", 0).fingerprint("d")
+    cadence = {"profile": "smoke", "train": {"checkpoint_every": 7, "log_every": 3,
+                                             "eval_points": [0.25]}}
+    assert load_config(PARAMS, cadence).run("original", 0).fingerprint("d") == base
+    longer = {"profile": "smoke", "train": {"epochs": 3}}
+    assert load_config(PARAMS, longer).run("original", 0).fingerprint("d") != base

@@ -213,11 +213,17 @@ class RunConfig:
 
     def fingerprint(self, data_hash: str = "") -> str:
         """Content hash of everything that determines the trained weights."""
-        relevant = {k: v for k, v in self.as_params().items() if k != "train.eval_points"}
+        relevant = {
+            k: v for k, v in self.as_params().items() if k not in NOT_IN_FINGERPRINT
+        }
         relevant["data"] = data_hash
         blob = json.dumps(relevant, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
+
+#: Parameters that never change the trained weights: every step's randomness is seeded from
+#: (seed, step), so when curves are measured, logged or checkpointed does not matter.
+NOT_IN_FINGERPRINT = frozenset({"train.eval_points", "train.checkpoint_every", "train.log_every"})
 
 PROFILES_KEY = "profiles"
 # what dvc.yaml templates read (matrix, paths): a profile may not change them behind its back
