@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from transformers import DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
 from common import (
@@ -140,7 +141,9 @@ class Arm:
         self.seconds: list[float] = []
         self.prep_seconds: list[float] = []  # index batch → masked model inputs (CPU side)
         self.tokens: list[int] = []
+        self.selected: list[int] = []  # masked tokens per step (the loss is their mean)
         self.widths: list[int] = []
+        self.held_out: list[tuple[int, float]] = []  # (step, loss on the fixed sample)
 
     def _next_rows(self) -> torch.Tensor:
         if not self.queue:
@@ -195,6 +198,7 @@ class Arm:
             self.seconds.append(elapsed)
             self.prep_seconds.append(prepared - started)
             self.tokens.append(inputs.tokens)
+            self.selected.append(len(inputs.labels))
             self.widths.append(int(inputs.model["input_ids"].shape[1]))
 
     def summary(self) -> dict[str, Any]:
@@ -212,17 +216,57 @@ class Arm:
         }
 
 
-def take_turns(arms: list[Arm], warmup: int, steps: int, label: str) -> None:
-    """Every arm does one step per round; the first ``warmup`` rounds are not recorded."""
-    started = time.perf_counter()
+class HeldOut:
+    """A fixed sample of examples with fixed masks: one loss both recipes can be compared on.
+
+    The per-step training losses are not comparable as they stand: a bucketed batch holds
+    sentences of one length, so its loss depends on that length, and each step weighs its
+    tokens differently. This sample is the same for every arm (not timed).
+    """
+
+    def __init__(self, data: Data, size: int = 512, seed: int = 0) -> None:
+        run, examples = data.run, data.examples
+        rows = torch.randperm(len(examples), generator=seeded_generator(seed, 99))[:size]
+        rows = rows[torch.argsort(examples.lengths[rows], stable=True)]
+        self.batches = [
+            mask_tokens(examples.batch(part), data.encoder, run.study.train.mask_prob,
+                        run.recipe.replacement, seeded_generator(seed, 99, number))
+            for number, part in enumerate(rows.split(128))
+        ]
+
+    @torch.no_grad()
+    def loss(self, model: torch.nn.Module) -> float:
+        model.eval()
+        total, count = 0.0, 0
+        for masked in self.batches:
+            hidden = model.bert(**masked.inputs).last_hidden_state
+            logits = model.cls(hidden[masked.selected])
+            total += float(F.cross_entropy(logits, masked.labels, reduction="sum"))
+            count += len(masked.labels)
+        model.train()
+        return total / count
+
+
+def take_turns(arms: list[Arm], warmup: int, steps: int, label: str,
+               held_out: HeldOut | None = None, every: int = 20) -> list[float]:
+    """Every arm does one step per round; the first ``warmup`` rounds are not recorded.
+
+    Returns the 1-minute load average sampled every 10 rounds (how shared the CPU was).
+    """
+    started, loads = time.perf_counter(), []
     for number in range(warmup + steps):
         for arm in arms:
             arm.step(record=number >= warmup)
+            done = number + 1
+            if held_out and (done % every == 0 or done == warmup + steps or number == 0):
+                arm.held_out.append((done, held_out.loss(arm.model)))
         if (number + 1) % 10 == 0:
+            loads.append(load_average()[0])
             print(f"[{label}] round {number + 1}/{warmup + steps} "
                   f"({time.perf_counter() - started:.0f} s, load {load_average()[0]})",
                   file=sys.stderr, flush=True)
     torch.set_num_threads(2)
+    return loads
 
 
 def collator_facts(data: Data, seed: int, batches: int = 20) -> dict[str, Any]:
@@ -260,26 +304,37 @@ def collator_facts(data: Data, seed: int, batches: int = 20) -> dict[str, Any]:
     }
 
 
-def head_to_head(data: Data, steps: int, seeds: list[int], schedule_steps: int) -> dict:
+def head_to_head(data: Data, steps: int, seeds: list[int], schedule_steps: int,
+                 threads: int = 2) -> dict:
     """Baseline and multilab take turns for ``steps`` steps; extra seeds show seed noise."""
-    arms = [Arm("baseline", BASELINE, data, seeds[0], schedule_steps)]
-    arms += [Arm(f"multilab-s{seed}", MULTILAB, data, seed, schedule_steps) for seed in seeds]
-    take_turns(arms, warmup=0, steps=steps, label="head-to-head")
-    result = {arm.name: arm.summary() | {"losses": arm.losses} for arm in arms}
-    base, fast = result["baseline"], result[f"multilab-s{seeds[0]}"]
+    base, fast = replace(BASELINE, threads=threads), replace(MULTILAB, threads=threads)
+    arms = [Arm("baseline", base, data, seeds[0], schedule_steps)]
+    arms += [Arm(f"multilab-s{seed}", fast, data, seed, schedule_steps) for seed in seeds]
+    loads = take_turns(arms, warmup=0, steps=steps, label="head-to-head",
+                       held_out=HeldOut(data))
+    result: dict[str, Any] = {
+        arm.name: arm.summary() | {"losses": arm.losses, "selected": arm.selected,
+                                   "held_out": arm.held_out}
+        for arm in arms
+    }
     # the first steps include one-off warm-up costs (allocator, oneDNN primitives): skip 5
     skip = min(5, steps - 1)
     result["tokens_per_s_after_warmup"] = {
         arm.name: sum(arm.tokens[skip:]) / sum(arm.seconds[skip:]) for arm in arms
     }
-    result["speedup"] = fast["tokens_per_s"] / base["tokens_per_s"]
+    result["threads"] = threads
+    result["load_average_samples"] = loads
+    result["speedup"] = result[arms[1].name]["tokens_per_s"] / result["baseline"]["tokens_per_s"]
     after = result["tokens_per_s_after_warmup"]
     result["speedup_after_warmup"] = after[arms[1].name] / after["baseline"]
     tail = max(10, steps // 4)
     result["final_loss_window"] = tail
-    result["final_loss"] = {
-        arm.name: sum(arm.losses[-tail:]) / len(arm.losses[-tail:]) for arm in arms
+    result["final_loss"] = {  # token-weighted, as the held-out loss
+        arm.name: sum(loss * n for loss, n in zip(arm.losses[-tail:], arm.selected[-tail:],
+                                                  strict=True)) / sum(arm.selected[-tail:])
+        for arm in arms
     }
+    result["final_held_out_loss"] = {arm.name: arm.held_out[-1][1] for arm in arms}
     return result
 
 
@@ -315,12 +370,12 @@ def ablation(data: Data, steps: int, warmup: int, seed: int, schedule_steps: int
         except Exception as err:  # inductor needs a C++ toolchain; record why it failed
             compile_error = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
             arms.pop()
-    take_turns(arms, warmup=warmup, steps=steps, label="ablation")
+    loads = take_turns(arms, warmup=warmup, steps=steps, label="ablation")
     table = {arm.name: arm.summary() for arm in arms}
     reference = table["baseline (HF recipe)"]["tokens_per_s"]
     for row in table.values():
         row["vs_baseline"] = row["tokens_per_s"] / reference
-    out: dict[str, Any] = {"rows": table}
+    out: dict[str, Any] = {"rows": table, "load_average_samples": loads}
     if with_compile:
         out["compile"] = ({"error": compile_error} if compile_error
                           else {"first_two_steps_seconds": compile_seconds})
@@ -417,30 +472,39 @@ def memory(project: Path, steps: dict[str, int]) -> dict[str, Any]:
 
 
 def plot_losses(result: dict, path: Path, steps: int) -> None:
-    """Raw per-step losses (faint) and their 10-step moving average, one colour per arm."""
+    """Left: per-step training loss (faint) and its 10-step mean. Right: the held-out loss."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=120)
+    fig, (train_ax, held_ax) = plt.subplots(1, 2, figsize=(12, 4.8), dpi=120)
     colours = ["tab:red", "tab:blue", "tab:green", "tab:purple"]
     names = [k for k, v in result.items() if isinstance(v, dict) and "losses" in v]
     for colour, name in zip(colours, names, strict=False):
-        losses = torch.tensor(result[name]["losses"])
+        arm = result[name]
+        losses = torch.tensor(arm["losses"])
         window = min(10, len(losses))
         smooth = losses.unfold(0, window, 1).mean(1)
         x = torch.arange(1, len(losses) + 1)
         label = "baseline (HF recipe)" if name == "baseline" else name.replace("-s", ", seed ")
-        ax.plot(x, losses, color=colour, alpha=0.2, linewidth=0.8)
-        ax.plot(x[window - 1 :], smooth, color=colour, linewidth=2,
-                label=f"{label}: {result[name]['tokens_per_s']:.0f} tok/s")
-    ax.set_xlabel("optimizer step (batch 256)")
-    ax.set_ylabel("MLM loss (nats, mean over masked tokens)")
-    ax.set_title(f"BERT-small, same init and hyper-parameters, {steps} steps "
-                 f"(speed-up {result['speedup']:.1f}×)")
-    ax.grid(alpha=0.3)
-    ax.legend()
+        label += f": {arm['tokens_per_s']:,.0f} tokens/s"
+        train_ax.plot(x, losses, color=colour, alpha=0.2, linewidth=0.8)
+        train_ax.plot(x[window - 1 :], smooth, color=colour, linewidth=2, label=label)
+        held = list(zip(*arm["held_out"], strict=True))
+        held_ax.plot(held[0], held[1], color=colour, linewidth=2, marker="o", markersize=3,
+                     label=label)
+    train_ax.set_title("training loss of each step (line: 10-step mean)")
+    held_ax.set_title("loss on a fixed sample (512 examples, fixed masks)")
+    for ax in (train_ax, held_ax):
+        ax.set_xlabel("optimizer step (batch 256)")
+        ax.set_ylabel("MLM cross-entropy (nats per masked token)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=9)
+    loads = result["load_average_samples"] or [math.nan]
+    fig.suptitle(f"BERT-small, same initial weights and hyper-parameters, {steps} steps, "
+                 f"{result['threads']} thread(s) per arm, mean load {sum(loads) / len(loads):.1f}"
+                 f": multilab {result['speedup']:.1f}× the baseline's tokens/s")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -452,6 +516,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="head-to-head steps per arm")
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43],
                         help="multilab seeds (the first also seeds the baseline)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="torch threads of both arms in the head-to-head")
     parser.add_argument("--ablation-steps", type=int, default=20)
     parser.add_argument("--ablation-warmup", type=int, default=3)
     parser.add_argument("--memory-steps", type=int, default=0,
@@ -483,7 +549,7 @@ def main() -> None:
     record["collator"] = collator_facts(data, args.seeds[0])
     out = args.out
     if "head-to-head" not in args.skip:
-        result = head_to_head(data, args.steps, args.seeds, schedule_steps)
+        result = head_to_head(data, args.steps, args.seeds, schedule_steps, args.threads)
         record["head_to_head"] = result
         plot_losses(result, out.with_name(out.stem + "-loss.png"), args.steps)
         write_json(out, record)
