@@ -305,11 +305,22 @@ def collator_facts(data: Data, seed: int, batches: int = 20) -> dict[str, Any]:
 
 
 def head_to_head(data: Data, steps: int, seeds: list[int], schedule_steps: int,
-                 threads: int = 2) -> dict:
-    """Baseline and multilab take turns for ``steps`` steps; extra seeds show seed noise."""
+                 threads: int = 2, baseline_seeds: int = 1,
+                 random_batches_arm: bool = False) -> dict:
+    """Baseline and multilab take turns for ``steps`` steps; extra seeds show seed noise.
+
+    ``baseline_seeds`` baselines run on the first seeds (seed noise of the recipe itself);
+    ``random_batches_arm`` adds multilab with plain shuffled batches, which tells whether a
+    difference of the loss curves comes from length bucketing.
+    """
     base, fast = replace(BASELINE, threads=threads), replace(MULTILAB, threads=threads)
-    arms = [Arm("baseline", base, data, seeds[0], schedule_steps)]
+    arms = [Arm("baseline" if number == 0 else f"baseline-s{seed}", base, data, seed,
+                schedule_steps) for number, seed in enumerate(seeds[:baseline_seeds])]
     arms += [Arm(f"multilab-s{seed}", fast, data, seed, schedule_steps) for seed in seeds]
+    if random_batches_arm:
+        arms.append(Arm(f"multilab-random-batches-s{seeds[0]}",
+                        replace(fast, batches="random", recompute=False), data, seeds[0],
+                        schedule_steps))
     loads = take_turns(arms, warmup=0, steps=steps, label="head-to-head",
                        held_out=HeldOut(data))
     result: dict[str, Any] = {
@@ -324,9 +335,11 @@ def head_to_head(data: Data, steps: int, seeds: list[int], schedule_steps: int,
     }
     result["threads"] = threads
     result["load_average_samples"] = loads
-    result["speedup"] = result[arms[1].name]["tokens_per_s"] / result["baseline"]["tokens_per_s"]
+    first_multilab = f"multilab-s{seeds[0]}"
+    result["speedup"] = (result[first_multilab]["tokens_per_s"]
+                         / result["baseline"]["tokens_per_s"])
     after = result["tokens_per_s_after_warmup"]
-    result["speedup_after_warmup"] = after[arms[1].name] / after["baseline"]
+    result["speedup_after_warmup"] = after[first_multilab] / after["baseline"]
     tail = max(10, steps // 4)
     result["final_loss_window"] = tail
     result["final_loss"] = {  # token-weighted, as the held-out loss
@@ -479,15 +492,20 @@ def plot_losses(result: dict, path: Path, steps: int) -> None:
     import matplotlib.pyplot as plt
 
     fig, (train_ax, held_ax) = plt.subplots(1, 2, figsize=(12, 4.8), dpi=120)
-    colours = ["tab:red", "tab:blue", "tab:green", "tab:purple"]
     names = [k for k, v in result.items() if isinstance(v, dict) and "losses" in v]
-    for colour, name in zip(colours, names, strict=False):
+    palettes = {"baseline": iter(["tab:red", "tab:orange", "tab:brown"]),
+                "multilab-r": iter(["tab:purple", "tab:gray"]),
+                "multilab": iter(["tab:blue", "tab:green", "tab:cyan", "tab:olive"])}
+    for name in names:
+        family = next(key for key in palettes if name.startswith(key))
+        colour = next(palettes[family])
         arm = result[name]
         losses = torch.tensor(arm["losses"])
         window = min(10, len(losses))
         smooth = losses.unfold(0, window, 1).mean(1)
         x = torch.arange(1, len(losses) + 1)
-        label = "baseline (HF recipe)" if name == "baseline" else name.replace("-s", ", seed ")
+        label = ("baseline (HF recipe), seed " + str(arm["seed"]) if name.startswith("baseline")
+                 else name.replace("-random-batches", " random batches").replace("-s", ", seed "))
         label += f": {arm['tokens_per_s']:,.0f} tokens/s"
         train_ax.plot(x, losses, color=colour, alpha=0.2, linewidth=0.8)
         train_ax.plot(x[window - 1 :], smooth, color=colour, linewidth=2, label=label)
@@ -516,6 +534,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="head-to-head steps per arm")
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43],
                         help="multilab seeds (the first also seeds the baseline)")
+    parser.add_argument("--baseline-seeds", type=int, default=1,
+                        help="how many of --seeds also train a baseline (its seed noise)")
+    parser.add_argument("--random-batches-arm", action="store_true",
+                        help="add multilab with shuffled (not bucketed) batches")
     parser.add_argument("--threads", type=int, default=2,
                         help="torch threads of both arms in the head-to-head")
     parser.add_argument("--ablation-steps", type=int, default=20)
@@ -549,7 +571,8 @@ def main() -> None:
     record["collator"] = collator_facts(data, args.seeds[0])
     out = args.out
     if "head-to-head" not in args.skip:
-        result = head_to_head(data, args.steps, args.seeds, schedule_steps, args.threads)
+        result = head_to_head(data, args.steps, args.seeds, schedule_steps, args.threads,
+                              args.baseline_seeds, args.random_batches_arm)
         record["head_to_head"] = result
         plot_losses(result, out.with_name(out.stem + "-loss.png"), args.steps)
         write_json(out, record)

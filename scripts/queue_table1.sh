@@ -18,8 +18,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Table 1 of Dufter & Schütze (2020); 21 and 21b (parallel vs non-parallel) are Table 2.
-IDS=0,1,2,3,4,5,6,7,8,9,15,16,17,18,19,30
+# Table 1 of Dufter & Schütze (2020), then 21 and 21b (non-parallel corpus): Table 2. The
+# report writes both (reports/table1-queue/table1.* and table2.*).
+IDS=0,1,2,3,4,5,6,7,8,9,15,16,17,18,19,30,21,21b
 JOBS=""
 FORCE=0
 SETTINGS=()

@@ -170,7 +170,6 @@ def test_two_processes_write_one_loadable_model(launched) -> None:
     assert len(_read_log(model_dir / "train_log.csv")) == STEPS  # log_every 1, one writer
     leftovers = [p.name for p in model_dir.iterdir() if p.name.startswith((".tmp", "checkpoint"))]
     assert leftovers == []
-    assert launched["seconds"] < 240
 
 
 @slow

@@ -79,6 +79,30 @@ def test_untrained_model_is_not_multilingual_and_evaluation_is_deterministic(
             assert 0.0 <= value <= 1.0, key
 
 
+def test_all_layers_are_evaluated_and_agree_with_the_default_ones(project: Config) -> None:
+    """evaluate.layers = "all" gives every layer 0..12, and layers 0 and 8 equal the default
+    evaluation's (the layer choice changes what is reported, not how it is computed)."""
+    from dataclasses import replace
+
+    run = project.run("original", 0)
+    model = build_model(run.model, 4096, 0)
+    default = evaluate_model(model, run, dev_sentences=50, train_sentences=50)
+    every = replace(project, evaluate=replace(project.evaluate, layers="all"))
+    everything = evaluate_model(model, every.run("original", 0), dev_sentences=50,
+                                train_sentences=50)
+    assert {f"retrieval_p1.l{layer}" for layer in range(13)} <= set(everything)
+    for key in ("align_f1.l0", "retrieval_p1.l8", "translation_p1.l8", "mu", "ppl_dev"):
+        assert everything[key] == pytest.approx(default[key]), key
+
+
+@pytest.mark.parametrize("value", ["none", [-1, 8], [], "0,x"])
+def test_bad_layers_are_one_clear_error(value) -> None:
+    from multilab.config import parse_layers
+
+    with pytest.raises(ConfigError, match=r"evaluate\.layers = .*'all'"):
+        parse_layers(value)
+
+
 def test_evaluate_records_json_and_mlflow(project: Config) -> None:
     experiment = tracking.connect(project.paths, project.experiment)
     model_dir = train_model(project.run("original", 0), experiment_id=experiment, progress=False)

@@ -200,12 +200,11 @@ def test_gpu_commands_claim_before_they_start(monkeypatch: pytest.MonkeyPatch) -
 QUEUE_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "queue_table1.sh"
 
 
-def test_the_queue_script_covers_table_1() -> None:
-    from multilab.report import PAPER, TABLE2_IDS
+def test_the_queue_script_covers_tables_1_and_2() -> None:
+    from multilab.report import PAPER
 
     line = next(x for x in QUEUE_SCRIPT.read_text().splitlines() if x.startswith("IDS="))
-    table2_only = set(TABLE2_IDS) - {"0"}  # row 0 is in both tables
-    assert set(line.removeprefix("IDS=").split(",")) == set(PAPER) - table2_only
+    assert set(line.removeprefix("IDS=").split(",")) == set(PAPER)
 
 
 def test_the_queue_script_queues_one_experiment_per_id(tmp_path: Path) -> None:

@@ -514,6 +514,10 @@ def test_only_runs_of_dead_local_processes_are_orphans(tmp_path: Path) -> None:
                       "recycled": "KILLED", "resumed": "RUNNING", "completed": "FINISHED",
                       "no_tags": "RUNNING", "other_fingerprint": "RUNNING"}
     assert tracking.ORPHAN_TAG in client.get_run(ids["dead"]).data.tags
+    # without a fingerprint (what the report does): every orphan of the experiment
+    assert tracking.end_orphaned_runs(experiment, None) == [ids["other_fingerprint"]]
+    assert client.get_run(ids["other_fingerprint"]).info.status == "KILLED"
+    assert client.get_run(ids["live"]).info.status == "RUNNING"
 
 
 def test_truncated_sentences_are_counted_logged_and_kill_after_save_is_healed(

@@ -70,6 +70,43 @@ def test_missing_rows_and_seeds_are_said(reported) -> None:
     assert frame.loc["lang-pos"]["n_seeds"] == 0
     assert "2 (missing 2)" in markdown and "0 (missing 0, 1, 2)" in markdown
     assert "0.50 ± 0.36 (paper 0.70, Δ -0.20)" in markdown
-    assert (cfg.paths.reports / "table1.tex").read_text().startswith(r"\begin{tabular}")
+    tex = (cfg.paths.reports / "table1.tex").read_text()
+    assert r"\begin{tabular}" in tex and tex.rstrip().endswith(r"\end{tabular}")
+    assert "0.50$_{0.36}$" in tex and "[0.70]" in tex  # ours with std, the paper's below
+    assert "## Modifications" in markdown and "`inv-order`: Fake-English word order" in markdown
     plot = pd.read_csv(cfg.paths.reports / "plots" / "loss" / "original-seed2.csv")
     assert plot["train_loss"].tolist() == pytest.approx([8.0 - 0.9])
+
+
+def test_runs_of_other_parameters_are_ignored_and_counted(project: Config) -> None:
+    """A later run of the same modification and seed trained with other parameters (here: a
+    different fingerprint, as `dvc exp run -S train.epochs=5` gives) never replaces the run of
+    the current configuration; the table says it was ignored."""
+    from multilab.report import expected_fingerprint
+
+    cfg = project
+    current = expected_fingerprint(cfg, "original", 42)
+    assert current is not None  # the corpus and vocabulary are built here
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    _fake_run(cfg, experiment, "original", 42, 0.5, fingerprint=current)
+    _fake_run(cfg, experiment, "original", 42, 0.9, fingerprint="other-epochs")  # later
+    build_report(cfg)
+    frame = pd.read_csv(cfg.paths.reports / "table1.csv").set_index("modification")
+    assert frame.loc["original"]["mu_mean"] == pytest.approx(0.5)
+    markdown = (cfg.paths.reports / "table1.md").read_text()
+    assert "1 run(s) of other parameters ignored" in markdown
+    assert "not verified" not in markdown.split("| original |")[1].splitlines()[0]
+
+
+def test_table_2_is_written_when_non_parallel_runs_exist(tmp_path) -> None:
+    cfg = smoke_config(tmp_path, seeds=[0], study=["original"])
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    _fake_run(cfg, experiment, "original", 0, 0.6)
+    _fake_run(cfg, experiment, "no-parallel", 0, 0.2)
+    build_report(cfg)
+    table2 = (cfg.paths.reports / "table2.md").read_text()
+    assert "| 21 | no-parallel |" in table2 and "| 0 | original |" in table2
+    assert "(paper 0.25, Δ -0.05)" in table2  # μ of ID 21 in the paper's Table 2
+    frame = pd.read_csv(cfg.paths.reports / "table2.csv")
+    assert list(frame["modification"]) == ["original", "no-parallel"]
+    assert (cfg.paths.reports / "table2.tex").exists()

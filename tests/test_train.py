@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from transformers import AutoModelForMaskedLM
@@ -61,7 +63,8 @@ def test_smoke_training_learns_and_is_tracked(project: Config) -> None:
 
 @pytest.mark.parametrize("stop_at", [1, 5, 11])
 def test_resume_gives_identical_weights(project: Config, tmp_path, stop_at: int) -> None:
-    run = project.run("original", 3)
+    # MLflow gets rows in batches of 3 steps: a stop between batches must lose none
+    run = replace(project, train=replace(project.train, log_every=3)).run("original", 3)
     experiment = tracking.connect(project.paths, project.experiment)
     reference = train_model(run, model_dir=tmp_path / "uninterrupted", progress=False)
     interrupted = tmp_path / "interrupted"
@@ -70,6 +73,14 @@ def test_resume_gives_identical_weights(project: Config, tmp_path, stop_at: int)
                     stop_after_step=stop_at, progress=False)
     runs = tracking.search_runs(project.paths, project.experiment)
     assert runs.iloc[0]["status"] == "KILLED"  # never left RUNNING
+    # every logged step so far is in MLflow (per step, even between log_every flushes)
+    logged = tracking.metric_history(project.paths, runs.iloc[0]["run_id"], "train_loss")
+    assert [step for step, _ in logged] == list(range(1, stop_at + 1))
+    # the checkpoint is a model directory: loadable by transformers as it stands
+    (checkpoint,) = interrupted.glob("checkpoint-*")
+    partial = AutoModelForMaskedLM.from_pretrained(str(checkpoint))
+    state = torch.load(checkpoint / "state.pt", weights_only=False)["model"]
+    assert all(torch.equal(state[k], v) for k, v in partial.state_dict().items() if k in state)
     train_model(run, experiment_id=experiment, model_dir=interrupted, progress=False)
     a, b = _weights(reference), _weights(interrupted)
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -102,6 +102,12 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from multilab.evaluate import evaluate_and_record
 
     cfg = _config(args)
+    if args.layers:
+        from dataclasses import replace
+
+        from multilab.config import parse_layers
+
+        cfg = replace(cfg, evaluate=replace(cfg.evaluate, layers=parse_layers(args.layers)))
     results = evaluate_and_record(cfg, Path(args.model_dir), args.out and Path(args.out))
     print(json.dumps(results, indent=2, sort_keys=True))
 
@@ -168,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="multilinguality + perplexity of a model directory")
     p.add_argument("model_dir")
     p.add_argument("--out", help="JSON file for the results (default: artifacts/eval/...)")
+    p.add_argument("--layers", help="layers to evaluate: 'all' or e.g. 0,4,8 "
+                   "(default: evaluate.layers of params.yaml)")
     p.set_defaults(func=cmd_evaluate)
 
     sub.add_parser("variant", help="train + evaluate params.modification over the seeds"

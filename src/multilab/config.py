@@ -134,7 +134,7 @@ class ModelConfig:
 class EvalConfig:
     dev_sentences: int = 10000
     curve_sentences: int = 1000
-    layers: tuple[int, ...] = (0, 8)
+    layers: tuple[int, ...] | str = (0, 8)  # hidden-state layers (0 = embeddings) or "all"
     mask_seed: int = 0
     batch_size: int = 512
 
@@ -255,6 +255,33 @@ def _build(cls: type, values: dict[str, Any] | None, section: str) -> Any:
     return cls(**values)
 
 
+ALL_LAYERS = "all"
+
+
+def parse_layers(value: Any) -> tuple[int, ...] | str:
+    """``evaluate.layers``: layer numbers (list or "0,4,8") or "all" (embeddings + every layer)."""
+    if isinstance(value, str) and value.strip().lower() == ALL_LAYERS:
+        return ALL_LAYERS
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        layers = tuple(int(str(item).strip()) for item in items)
+    except (TypeError, ValueError):
+        layers = ()
+    if not layers or min(layers) < 0:
+        raise ConfigError(
+            f"evaluate.layers = {value!r}: need layer numbers >= 0 (0 = embedding output), "
+            f"e.g. [0, 8], or {ALL_LAYERS!r}"
+        )
+    return tuple(sorted(set(layers)))
+
+
+def resolve_layers(layers: tuple[int, ...] | str, num_hidden_layers: int) -> tuple[int, ...]:
+    """The concrete layers of a model: "all" = 0 (embeddings) … ``num_hidden_layers``."""
+    if layers == ALL_LAYERS:
+        return tuple(range(num_hidden_layers + 1))
+    return tuple(layers)
+
+
 def _check_replacement(probs: tuple[float, ...], where: str) -> None:
     if len(probs) not in (3, 4) or any(p < 0 for p in probs):
         raise ConfigError(
@@ -331,6 +358,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         raise ConfigError(f"train.epochs = {train.epochs}: must be > 0")
 
     evaluate = _build(EvalConfig, merged.get("evaluate"), "evaluate")
+    evaluate = replace(evaluate, layers=parse_layers(evaluate.layers))
     return Config(
         profile=profile,
         seeds=seeds,

@@ -16,7 +16,7 @@ from transformers import BertForMaskedLM
 
 from multilab import metrics, tracking
 from multilab.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
-from multilab.config import Config, ConfigError, RunConfig
+from multilab.config import Config, ConfigError, RunConfig, resolve_layers
 from multilab.corpus import read_lines
 from multilab.inputs import ENGLISH, FAKE, InputEncoder
 from multilab.model import hidden_layers, load_model
@@ -151,10 +151,12 @@ def evaluate_model(
     """All metrics of one model on the dev corpus (+ train perplexity)."""
     cfg = run.study
     ev = cfg.evaluate
-    if max(ev.layers) > model.config.num_hidden_layers:
+    layers = resolve_layers(ev.layers, model.config.num_hidden_layers)
+    if max(layers) > model.config.num_hidden_layers:
         raise ConfigError(
-            f"evaluate.layers={list(ev.layers)} but the model has "
-            f"{model.config.num_hidden_layers} layers"
+            f"evaluate.layers={list(layers)} but the model has "
+            f"{model.config.num_hidden_layers} layers (valid: 0-{model.config.num_hidden_layers}"
+            " or 'all')"
         )
     tokenizer = load_tokenizer(cfg.paths.vocab)
     encoder = InputEncoder(run.recipe, len(tokenizer), cfg.train.max_length)
@@ -169,9 +171,9 @@ def evaluate_model(
     was_training = model.training
     model.eval()
     started = time.perf_counter()
-    results = multilinguality(model, encoder, dev, ev.layers, ev.batch_size)
-    results |= translation(model, encoder, ev.layers, ev.batch_size)
-    if {0, 8} <= set(ev.layers):
+    results = multilinguality(model, encoder, dev, layers, ev.batch_size)
+    results |= translation(model, encoder, layers, ev.batch_size)
+    if {0, 8} <= set(layers):
         results["mu"] = metrics.multilinguality_score(
             results["retrieval_p1.l0"], results["retrieval_p1.l8"],
             results["translation_p1.l0"], results["translation_p1.l8"],
@@ -222,6 +224,15 @@ def curve_hook(run: RunConfig) -> CurveHook:
     return hook
 
 
+def evaluation_device() -> torch.device:
+    """A GPU when there is one (the claimed one on a GPU server), else the CPU.
+
+    Evaluation stays in float32 on every device: argmax alignment and nearest-neighbour
+    retrieval compare cosine similarities that bf16 would round into ties.
+    """
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -> dict:
     """Evaluate a trained model directory; write JSON; log metrics to its MLflow run."""
     done = read_done(model_dir)
@@ -229,7 +240,7 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
         raise ConfigError(
             f"{model_dir} is not a finished multilab model (no {DONE_FILE}); train it first"
         )
-    model = load_model(model_dir)
+    model = load_model(model_dir).to(evaluation_device())
     run = cfg.run(done["modification"], done["seed"])
     results = evaluate_model(model, run)
     record = {

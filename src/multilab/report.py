@@ -8,6 +8,7 @@ finished one — and missing seeds are listed in the table, never silently dropp
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from multilab import tracking
-from multilab.config import Config
+from multilab.config import Config, ConfigError
 from multilab.figures import study_figures
 from multilab.modifications import canonical_name, describe, paper_id, split_modification
 from multilab.study import mean_std
+from multilab.train import data_fingerprint
 
 #: (column, MLflow metric, decimals) in the paper's layout.
 COLUMNS = (
@@ -56,6 +58,8 @@ PAPER = {
 }
 TABLE2_IDS = ("0", "21", "21b")
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Row:
@@ -64,10 +68,21 @@ class Row:
     seeds_found: list[int]
     seeds_missing: list[int]
     stats: dict[str, tuple[float, float]]
+    other_configurations: int = 0  # finished runs of this row trained with other parameters
+    unverified: bool = False  # corpus/vocab not at hand: fingerprints could not be checked
+    run_ids: tuple[str, ...] = ()  # the MLflow runs behind the numbers, one per seed
 
 
 def finished_runs(cfg: Config) -> pd.DataFrame:
-    """One evaluated, finished run per (fingerprint, seed): the latest."""
+    """One evaluated, finished run per (fingerprint, seed): the latest.
+
+    Runs left RUNNING by killed processes of this host are ended KILLED first, so the
+    experiment never shows a run as live whose process is gone (a later resume of the same
+    model reopens its run).
+    """
+    experiment_id = tracking.connect(cfg.paths, cfg.experiment)
+    for run_id in tracking.end_orphaned_runs(experiment_id, None):
+        log.warning("run %s was RUNNING but its process is gone: ended KILLED", run_id)
     runs = tracking.search_runs(cfg.paths, cfg.experiment)
     if runs.empty or "tags.fingerprint" not in runs:
         return runs.iloc[0:0]
@@ -81,7 +96,25 @@ def finished_runs(cfg: Config) -> pd.DataFrame:
     return runs.drop_duplicates(subset=["tags.fingerprint"], keep="first")
 
 
+def expected_fingerprint(cfg: Config, modification: str, seed: int) -> str | None:
+    """The fingerprint a run of the current configuration has, or None if it cannot be known.
+
+    It needs the built corpus and vocabulary (their hashes are part of it): a report made
+    away from the DVC workspace (only a tracking server at hand) cannot check it.
+    """
+    run = cfg.run(modification, seed)
+    try:
+        return run.fingerprint(data_fingerprint(run))
+    except ConfigError:
+        return None
+
+
 def table_rows(cfg: Config, runs: pd.DataFrame, modifications: list[str]) -> list[Row]:
+    """Exactly one run per (modification, seed): the latest of the *current* configuration.
+
+    Runs trained with other parameters (an experiment with ``-S train.epochs=5``, an older
+    corpus) share the experiment but not the fingerprint; they are counted and ignored.
+    """
     rows = []
     for mod in modifications:
         name = canonical_name(mod)
@@ -89,6 +122,14 @@ def table_rows(cfg: Config, runs: pd.DataFrame, modifications: list[str]) -> lis
         same = [set(split_modification(m)) == parts for m in runs["tags.modification"]]
         mine = runs[same] if len(runs) else runs
         mine = mine[mine["tags.seed"].astype(int).isin(cfg.seeds)]
+        current = {seed: expected_fingerprint(cfg, name, seed) for seed in cfg.seeds}
+        if len(mine):
+            keep = [current[int(seed)] in (None, fingerprint) for seed, fingerprint
+                    in zip(mine["tags.seed"], mine["tags.fingerprint"], strict=True)]
+            other = int(len(keep) - sum(keep))
+            mine = mine[keep]
+        else:
+            other = 0
         mine = mine.drop_duplicates(subset=["tags.seed"], keep="first")
         found = sorted(int(s) for s in mine["tags.seed"])
         stats = {}
@@ -97,7 +138,8 @@ def table_rows(cfg: Config, runs: pd.DataFrame, modifications: list[str]) -> lis
             if column in mine and len(mine) and mine[column].notna().all():
                 stats[key] = mean_std([float(v) for v in mine[column]])
         rows.append(Row(name, paper_id(name), found,
-                        [s for s in cfg.seeds if s not in found], stats))
+                        [s for s in cfg.seeds if s not in found], stats, other,
+                        any(f is None for f in current.values()), tuple(mine["run_id"])))
     return rows
 
 
@@ -127,6 +169,10 @@ def markdown_table(rows: list[Row], title: str) -> str:
         seeds = f"{len(row.seeds_found)}"
         if row.seeds_missing:
             seeds += f" (missing {', '.join(map(str, row.seeds_missing))})"
+        if row.other_configurations:
+            seeds += f"; {row.other_configurations} run(s) of other parameters ignored"
+        if row.unverified:
+            seeds += "; configuration not verified (no corpus/vocab here)"
         cells.append(seeds)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -148,18 +194,35 @@ def rows_frame(rows: list[Row]) -> pd.DataFrame:
 
 
 def latex_table(frame: pd.DataFrame) -> str:
-    lines = [r"\begin{tabular}{ll" + "r" * len(COLUMNS) + "}", r"\toprule",
-             "ID & description & " + " & ".join(c.replace("μ", r"$\mu$").replace(
-                 "ρ", r"$\rho$").replace("τ", r"$\tau$") for c, _, _ in COLUMNS) + r" \\",
-             r"\midrule"]
+    """Booktabs table: mean with the std as subscript, the paper's mean in brackets below."""
+    lines = [
+        "% mean_{std} over seeds; [paper's mean] below; n = seeds found",
+        r"\begin{tabular}{ll" + "r" * len(COLUMNS) + "r}", r"\toprule",
+        "ID & description & " + " & ".join(c.replace("μ", r"$\mu$").replace(
+            "ρ", r"$\rho$").replace("τ", r"$\tau$") for c, _, _ in COLUMNS) + r" & n \\",
+        r"\midrule",
+    ]
     for _, r in frame.iterrows():
-        cells = [str(r["paper_id"] or ""), r["modification"].replace("_", r"\_")]
+        paper_id = "" if pd.isna(r["paper_id"]) else str(r["paper_id"])
+        cells = [paper_id, r["modification"].replace("_", r"\_")]
+        below = ["", ""]
         for _, key, decimals in COLUMNS:
             mean, std = _fmt(r[key + "_mean"], decimals), _fmt(r[key + "_std"], decimals)
             cells.append(f"{mean}$_{{{std}}}$")
-        lines.append(" & ".join(cells) + r" \\")
+            paper = r[key + "_paper"]
+            below.append("" if pd.isna(paper) else f"[{_fmt(paper, decimals)}]")
+        lines.append(" & ".join([*cells, str(r["n_seeds"])]) + r" \\")
+        if any(below):
+            lines.append(" & ".join([*below, ""]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
+
+
+def legend(rows: list[Row]) -> str:
+    """What each modification of the table changes (the table's description column is the
+    paper's short string)."""
+    names = dict.fromkeys(part for row in rows for part in split_modification(row.modification))
+    return "\n".join(f"- `{name}`: {describe(name)}" for name in names)
 
 
 CURVE_KEYS = ("mu", "retrieval_p1.l0", "retrieval_p1.l8", "translation_p1.l0",
@@ -193,7 +256,8 @@ def write_plot_data(cfg: Config, runs: pd.DataFrame) -> list[Path]:
 
 
 def build_report(cfg: Config) -> list[Path]:
-    """Write reports/table1.{md,csv,tex}, table2.md and metrics/study.json."""
+    """Write reports/table1.{md,csv,tex}, table2.{md,csv,tex} (when runs of the
+    non-parallel rows exist), figures, plot data and metrics/study.json."""
     runs = finished_runs(cfg)
     study = list(cfg.study)
     rows = table_rows(cfg, runs, study)
@@ -213,9 +277,20 @@ def build_report(cfg: Config) -> list[Path]:
     )
     body = markdown_table(rows, "Table 1")
     if rows2:
-        body += "\n\n" + markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)")
-    if not runs.empty:
-        written += study_figures(cfg, runs)
+        table2 = markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)")
+        body += "\n\n" + table2
+        (reports / "table2.md").write_text(intro.replace("Table 1", "Table 2", 1) + table2
+                                           + "\n")
+        frame2 = rows_frame(rows2)
+        frame2.to_csv(reports / "table2.csv", index=False)
+        (reports / "table2.tex").write_text(latex_table(frame2))
+        written += [reports / f"table2.{ext}" for ext in ("md", "csv", "tex")]
+    body += "\n\n## Modifications\n\n" + legend(rows + rows2)
+    # figures and plot data from exactly the runs behind the table's numbers
+    behind = {run_id for row in rows for run_id in row.run_ids}
+    used = runs[runs["run_id"].isin(behind)] if len(runs) else runs
+    if not used.empty:
+        written += study_figures(cfg, used)
     figures = sorted(cfg.paths.figures.glob("*.png")) if cfg.paths.figures.exists() else []
     if figures:
         body += "\n\n## Figures\n\n" + "\n".join(
@@ -236,7 +311,6 @@ def build_report(cfg: Config) -> list[Path]:
     metrics_file.parent.mkdir(parents=True, exist_ok=True)
     metrics_file.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     written.append(metrics_file)
-    if not runs.empty:
-        study_runs = runs[runs["tags.modification"].isin([r.modification for r in rows])]
-        written += write_plot_data(cfg, study_runs)
+    if not used.empty:
+        written += write_plot_data(cfg, used)
     return written

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from typing import Any
 
 import mlflow
 import pandas as pd
+from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from multilab.config import ConfigError, Paths
@@ -200,22 +202,23 @@ def _is_orphan(tags: dict[str, str]) -> bool:
 
 
 def end_orphaned_runs(
-    experiment_id: str, fingerprint: str, *, keep: str | None = None,
+    experiment_id: str, fingerprint: str | None, *, keep: str | None = None,
     completed: str | None = None,
 ) -> list[str]:
-    """End the RUNNING runs of ``fingerprint`` left by killed processes; return their ids.
+    """End the RUNNING runs of ``fingerprint`` (None: of any) left by killed processes.
 
-    A SIGKILL (OOM killer, ``kill -9``, a lost node) leaves the run RUNNING forever. An orphan
-    is a run started on this host by a process that no longer exists; runs of live processes
-    (another worker training the same fingerprint) and of other hosts are left alone. ``keep``
-    (the run being resumed) is never touched; ``completed`` (a run whose model was finished
-    before the kill) ends FINISHED, every other orphan KILLED, tagged ``multilab.orphaned``.
+    Returns their ids. A SIGKILL (OOM killer, ``kill -9``, a lost node) leaves the run RUNNING
+    forever. An orphan is a run started on this host by a process that no longer exists; runs of
+    live processes (another worker training the same fingerprint) and of other hosts are left
+    alone. ``keep`` (the run being resumed) is never touched; ``completed`` (a run whose model
+    was finished before the kill) ends FINISHED, every other orphan KILLED, tagged
+    ``multilab.orphaned``.
     """
     client = MlflowClient()
-    found = client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.fingerprint = '{fingerprint}' and attributes.status = '{RUNNING}'",
-    )
+    wanted = f"attributes.status = '{RUNNING}'"
+    if fingerprint is not None:
+        wanted = f"tags.fingerprint = '{fingerprint}' and {wanted}"
+    found = client.search_runs([experiment_id], filter_string=wanted)
     ended = []
     for orphan in found:
         run_id = orphan.info.run_id
@@ -236,6 +239,20 @@ def log_params(params: dict[str, Any]) -> None:
 
 def log_metrics(metrics: dict[str, float], step: int | None = None) -> None:
     mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=step)
+
+
+def log_step_rows(run_id: str, rows: list[dict[str, float]], keys: dict[str, str]) -> None:
+    """Per-step metrics of many steps in few requests: ``keys`` maps metric → row field.
+
+    Logging each training step with its own call costs a database round trip per metric per
+    step; one ``log_batch`` (at most 1000 values, MLflow's limit) sends a window of steps.
+    """
+    now = int(time.time() * 1000)
+    values = [Metric(key, float(row[field]), now, int(row["step"]))
+              for row in rows for key, field in keys.items()]
+    client = MlflowClient()
+    for start in range(0, len(values), 1000):
+        client.log_batch(run_id, metrics=values[start : start + 1000], synchronous=True)
 
 
 def log_artifact(path: Path, folder: str | None = None) -> None:

@@ -137,13 +137,20 @@ def _latest_checkpoint(model_dir: Path) -> Path | None:
 
 
 def _save_checkpoint(
-    model_dir: Path, step: int, model, optimizer, scheduler, state: dict
+    run: RunConfig, model_dir: Path, step: int, model, optimizer, scheduler, state: dict
 ) -> None:
-    """Write to ``.tmp-checkpoint-N``, flush it to disk, rename: all or nothing is visible."""
+    """Write to ``.tmp-checkpoint-N``, flush it to disk, rename: all or nothing is visible.
+
+    A checkpoint is a model directory of its own (``save_pretrained`` + tokenizer: any
+    intermediate model loads with ``AutoModelForMaskedLM.from_pretrained``) plus ``state.pt``
+    with the weights, optimizer, scheduler and step for an exact resume.
+    """
     final = model_dir / f"{CHECKPOINT_PREFIX}{step}"
     tmp = model_dir / f"{TMP_PREFIX}{CHECKPOINT_PREFIX}{step}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    model.save_pretrained(str(tmp))
+    load_tokenizer(run.study.paths.vocab, BILINGUAL_DIR).save_pretrained(str(tmp))
     with (tmp / "state.pt").open("wb") as handle:
         torch.save(
             {
@@ -284,9 +291,10 @@ def train_model(
             desc=f"{run.modification} s{run.seed}", unit="step",
         )
         epoch_batches: dict[int, list[torch.Tensor]] = {}
-        window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
+        pending: list[dict[str, float]] = []  # per-step rows not yet sent to MLflow
         objective.train()
         for step in range(start_step, total_steps):
+            step_start = time.perf_counter()
             epoch, index = divmod(step, steps_per_epoch)
             if epoch not in epoch_batches:
                 epoch_batches = {
@@ -314,42 +322,41 @@ def train_model(
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
 
-            window_loss += step_loss
-            window_tokens += int(batch.attention_mask.sum())
             done_steps = step + 1
+            step_tokens = int(batch.attention_mask.sum())  # the global batch's real tokens
+            row = {
+                "step": done_steps,
+                "epoch": done_steps / steps_per_epoch,
+                "loss": step_loss,
+                "lr": scheduler.get_last_lr()[0],
+                "tokens_per_s": step_tokens / max(time.perf_counter() - step_start, 1e-9),
+            }
+            log_rows.append(row)
+            pending.append(row)
             bar.update(1)
-            if done_steps % train_cfg.log_every == 0 or done_steps == total_steps:
-                steps_in_window = (done_steps - 1) % train_cfg.log_every + 1
-                elapsed = time.perf_counter() - window_start
-                row = {
-                    "step": done_steps,
-                    "epoch": done_steps / steps_per_epoch,
-                    "loss": window_loss / steps_in_window,
-                    "lr": scheduler.get_last_lr()[0],
-                    "tokens_per_s": window_tokens / max(elapsed, 1e-9),
-                }
-                log_rows.append(row)
-                bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
+            checkpoint_now = main and done_steps < total_steps and (
+                done_steps % train_cfg.checkpoint_every == 0 or done_steps in curve_at
+            )
+            flush = done_steps % train_cfg.log_every == 0 or checkpoint_now
+            if flush or done_steps in (total_steps, stop_after_step):
+                # every step is logged; log_every only sets how often one batch is sent
+                bar.set_postfix(loss=f"{sum(r['loss'] for r in pending) / len(pending):.3f}",
+                                tok_s=f"{row['tokens_per_s']:.0f}")
                 if main and active_run:
-                    tracking.log_metrics(
-                        {"train_loss": row["loss"], "lr": row["lr"],
-                         "tokens_per_s": row["tokens_per_s"]},
-                        step=done_steps,
-                    )
-                window_loss, window_tokens, window_start = 0.0, 0, time.perf_counter()
+                    tracking.log_step_rows(active_run, pending, {
+                        "train_loss": "loss", "lr": "lr", "tokens_per_s": "tokens_per_s"})
+                pending = []
             if done_steps in curve_at and curve_hook and main:
                 objective.eval()
                 metrics = curve_hook(done_steps, model)
                 objective.train()
                 if active_run:
                     tracking.log_metrics(metrics, step=done_steps)
-            if main and done_steps < total_steps and (
-                done_steps % train_cfg.checkpoint_every == 0 or done_steps in curve_at
-            ):
+            if checkpoint_now:
                 state = {"step": done_steps, "fingerprint": fingerprint, "run_id": active_run,
                          "log_rows": log_rows}
                 _save_checkpoint(
-                    model_dir, done_steps, model, optimizer,
+                    run, model_dir, done_steps, model, optimizer,
                     scheduler, state,
                 )
             accelerator.wait_for_everyone()
@@ -358,7 +365,7 @@ def train_model(
                     state = {"step": done_steps, "fingerprint": fingerprint,
                              "run_id": active_run, "log_rows": log_rows}
                     _save_checkpoint(
-                        model_dir, done_steps, model, optimizer,
+                        run, model_dir, done_steps, model, optimizer,
                         scheduler, state,
                     )
                 bar.close()
