@@ -67,6 +67,10 @@ class Levers:
     threads: int = 2
     compile: bool = False
     recompute: bool = True  # widest batches recompute activations (selected head only)
+    # "batch": the loss is the mean over the batch's selected tokens (HF, multilab);
+    # "expected": their sum over the expected count per batch, a constant, so a bucketed
+    # batch of short sentences weighs its tokens as a random batch would
+    normalise: str = "batch"
 
 
 MULTILAB = Levers()
@@ -173,6 +177,12 @@ class Arm:
     def _loss(self, inputs: Inputs) -> torch.Tensor:
         if self.levers.head == "selected":
             total = self.objective(inputs.selected, inputs.labels, **inputs.model)
+            if self.levers.normalise == "expected":
+                examples = self.data.examples
+                per_example = (examples.tokens() - 2 * len(examples)) / len(examples)
+                expected = self.data.run.study.train.mask_prob * per_example * self.batch_size
+                self._batch_mean = float(total.detach()) / len(inputs.labels)
+                return total / expected
             return total / len(inputs.labels)
         full_labels = torch.full_like(inputs.model["input_ids"], -100)
         full_labels[inputs.selected] = inputs.labels
@@ -194,7 +204,10 @@ class Arm:
         elapsed = time.perf_counter() - started
         self.step_number += 1
         if record:
-            self.losses.append(float(loss.detach()))
+            # the logged loss is always the batch's per-token mean, whatever is optimised
+            mean = getattr(self, "_batch_mean", None) if self.levers.normalise == "expected" \
+                else None
+            self.losses.append(float(loss.detach()) if mean is None else mean)
             self.seconds.append(elapsed)
             self.prep_seconds.append(prepared - started)
             self.tokens.append(inputs.tokens)
@@ -310,8 +323,9 @@ def head_to_head(data: Data, steps: int, seeds: list[int], schedule_steps: int,
     """Baseline and multilab take turns for ``steps`` steps; extra seeds show seed noise.
 
     ``baseline_seeds`` baselines run on the first seeds (seed noise of the recipe itself);
-    ``random_batches_arm`` adds multilab with plain shuffled batches, which tells whether a
-    difference of the loss curves comes from length bucketing.
+    ``random_batches_arm`` adds multilab with plain shuffled batches and multilab with a
+    constant loss normaliser: they tell whether a difference of the loss curves comes from
+    length bucketing, and whether the normaliser undoes it.
     """
     base, fast = replace(BASELINE, threads=threads), replace(MULTILAB, threads=threads)
     arms = [Arm("baseline" if number == 0 else f"baseline-s{seed}", base, data, seed,
@@ -321,6 +335,8 @@ def head_to_head(data: Data, steps: int, seeds: list[int], schedule_steps: int,
         arms.append(Arm(f"multilab-random-batches-s{seeds[0]}",
                         replace(fast, batches="random", recompute=False), data, seeds[0],
                         schedule_steps))
+        arms.append(Arm(f"multilab-expected-norm-s{seeds[0]}",
+                        replace(fast, normalise="expected"), data, seeds[0], schedule_steps))
     loads = take_turns(arms, warmup=0, steps=steps, label="head-to-head",
                        held_out=HeldOut(data))
     result: dict[str, Any] = {
@@ -495,6 +511,7 @@ def plot_losses(result: dict, path: Path, steps: int) -> None:
     names = [k for k, v in result.items() if isinstance(v, dict) and "losses" in v]
     palettes = {"baseline": iter(["tab:red", "tab:orange", "tab:brown"]),
                 "multilab-r": iter(["tab:purple", "tab:gray"]),
+                "multilab-e": iter(["tab:pink", "tab:gray"]),
                 "multilab": iter(["tab:blue", "tab:green", "tab:cyan", "tab:olive"])}
     for name in names:
         family = next(key for key in palettes if name.startswith(key))
@@ -505,7 +522,8 @@ def plot_losses(result: dict, path: Path, steps: int) -> None:
         smooth = losses.unfold(0, window, 1).mean(1)
         x = torch.arange(1, len(losses) + 1)
         label = ("baseline (HF recipe), seed " + str(arm["seed"]) if name.startswith("baseline")
-                 else name.replace("-random-batches", " random batches").replace("-s", ", seed "))
+                 else name.replace("-random-batches", " random batches")
+                 .replace("-expected-norm", " loss / expected count").replace("-s", ", seed "))
         label += f": {arm['tokens_per_s']:,.0f} tokens/s"
         train_ax.plot(x, losses, color=colour, alpha=0.2, linewidth=0.8)
         train_ax.plot(x[window - 1 :], smooth, color=colour, linewidth=2, label=label)
@@ -537,7 +555,9 @@ def main() -> None:
     parser.add_argument("--baseline-seeds", type=int, default=1,
                         help="how many of --seeds also train a baseline (its seed noise)")
     parser.add_argument("--random-batches-arm", action="store_true",
-                        help="add multilab with shuffled (not bucketed) batches")
+                        help="add two diagnostic arms: multilab with shuffled (not bucketed) "
+                             "batches, and multilab with its loss sum over the expected "
+                             "selected count (why would the loss curves differ?)")
     parser.add_argument("--threads", type=int, default=2,
                         help="torch threads of both arms in the head-to-head")
     parser.add_argument("--ablation-steps", type=int, default=20)

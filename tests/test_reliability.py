@@ -515,9 +515,12 @@ def test_only_runs_of_dead_local_processes_are_orphans(tmp_path: Path) -> None:
                       "no_tags": "RUNNING", "other_fingerprint": "RUNNING"}
     assert tracking.ORPHAN_TAG in client.get_run(ids["dead"]).data.tags
     # without a fingerprint (what the report does): every orphan of the experiment
-    assert tracking.end_orphaned_runs(experiment, None) == [ids["other_fingerprint"]]
-    assert client.get_run(ids["other_fingerprint"]).info.status == "KILLED"
-    assert client.get_run(ids["live"]).info.status == "RUNNING"
+    # ("resumed" was only kept above; its owner is dead too, and nothing resumes it here)
+    assert sorted(tracking.end_orphaned_runs(experiment, None)) == sorted(
+        [ids["other_fingerprint"], ids["resumed"]])
+    status = {name: client.get_run(run_id).info.status for name, run_id in ids.items()}
+    assert status["other_fingerprint"] == status["resumed"] == "KILLED"
+    assert status["live"] == status["other_host"] == status["no_tags"] == "RUNNING"
 
 
 def test_truncated_sentences_are_counted_logged_and_kill_after_save_is_healed(
@@ -756,3 +759,23 @@ def test_report_counts_one_finished_run_per_fingerprint_and_seed(tmp_path: Path)
     table = pd.read_csv(cfg.paths.reports / "table1.csv", keep_default_na=False)
     row = table.set_index("modification").loc["original"]
     assert row["n_seeds"] == 1 and row["mu_mean"] == pytest.approx(0.4)
+
+
+def test_sigterm_on_the_command_line_is_one_line(monkeypatch, capsys) -> None:
+    """The CLI turns the SIGTERM exception (raised after the run is ended KILLED) into one
+    line and exit 143 (128 + 15), Ctrl-C into exit 130: no traceback."""
+    from multilab import cli
+    from multilab.config import Terminated
+
+    def terminated(args) -> None:
+        raise Terminated("signal 15")
+
+    def interrupted(args) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "claim_gpu", lambda: None)
+    for command, expected in ((terminated, 143), (interrupted, 130)):
+        monkeypatch.setattr(cli, "cmd_train", command)
+        assert cli.main(["train", "--seed", "0"]) == expected
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "resume" in err and "Traceback" not in err

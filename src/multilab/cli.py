@@ -12,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from multilab.config import Config, ConfigError, Overrides, load_config
+from multilab.config import Config, ConfigError, Overrides, Terminated, load_config
 from multilab.devices import claim_gpu
 from multilab.modifications import PAPER_IDS, ModificationError, describe
 
@@ -204,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(err).split())  # always one line, whatever the cause says
         print(f"multilab: error: {message}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, Terminated) as err:  # the MLflow run is already ended KILLED
+        how = "SIGTERM" if isinstance(err, Terminated) else "interrupted"
+        print(f"multilab: {how}: stopped; run the same command again to resume from the last "
+              "checkpoint", file=sys.stderr)
+        return 143 if isinstance(err, Terminated) else 130
     return 0
 
 

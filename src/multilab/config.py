@@ -24,6 +24,11 @@ class ConfigError(ValueError):
     """A bad value in params.yaml or on the command line."""
 
 
+class Terminated(Exception):
+    """SIGTERM turned into an exception (by ``tracking.run``) so the run ends KILLED and the
+    command line can say so in one line."""
+
+
 @dataclass(frozen=True)
 class Paths:
     data: Path = Path("data")

@@ -161,7 +161,9 @@ def markdown_table(rows: list[Row], title: str) -> str:
                 cells.append("–")
                 continue
             mean, std = row.stats[key]
-            cell = f"{_fmt(mean, decimals)} ± {_fmt(std, decimals)}"
+            # one seed has no spread: "± 0.00" would claim a measured std of zero
+            cell = (f"{_fmt(mean, decimals)} ± {_fmt(std, decimals)}"
+                    if len(row.seeds_found) > 1 else _fmt(mean, decimals))
             if paper:
                 diff = mean - paper[i]
                 cell += f" (paper {_fmt(paper[i], decimals)}, Δ {diff:+.{decimals}f})"
@@ -208,7 +210,7 @@ def latex_table(frame: pd.DataFrame) -> str:
         below = ["", ""]
         for _, key, decimals in COLUMNS:
             mean, std = _fmt(r[key + "_mean"], decimals), _fmt(r[key + "_std"], decimals)
-            cells.append(f"{mean}$_{{{std}}}$")
+            cells.append(f"{mean}$_{{{std}}}$" if r["n_seeds"] > 1 else mean)
             paper = r[key + "_paper"]
             below.append("" if pd.isna(paper) else f"[{_fmt(paper, decimals)}]")
         lines.append(" & ".join([*cells, str(r["n_seeds"])]) + r" \\")
@@ -263,12 +265,15 @@ def build_report(cfg: Config) -> list[Path]:
     rows = table_rows(cfg, runs, study)
     table2_mods = list(TABLE2_IDS)
     rows2 = [r for r in table_rows(cfg, runs, table2_mods) if r.seeds_found]
+    if not any(r.paper_id in TABLE2_IDS[1:] for r in rows2):
+        rows2 = []  # no non-parallel run: the original row alone compares nothing
     reports = cfg.paths.reports
     reports.mkdir(parents=True, exist_ok=True)
     written = []
     intro = (
         f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
-        f"Mean ± std over seeds {list(cfg.seeds)} of finished MLflow runs; beside each value "
+        f"Mean ± std over seeds {list(cfg.seeds)} of finished MLflow runs (a row of one "
+        "seed shows its value alone: one seed has no spread); beside each value "
         "the paper's mean and our difference. ρ = sentence retrieval P@1, τ = word translation "
         "P@1, F1 = word alignment, μ = (ρ0 + ρ8 + τ0 + τ8) / 4. "
         + ("" if cfg.profile == "paper" else f"Profile `{cfg.profile}` trains far fewer steps "

@@ -26,7 +26,7 @@ import pandas as pd
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from multilab.config import ConfigError, Paths
+from multilab.config import ConfigError, Paths, Terminated
 
 URI_VARIABLE = "MLFLOW_TRACKING_URI"
 FINISHED, FAILED, KILLED, RUNNING = "FINISHED", "FAILED", "KILLED", "RUNNING"
@@ -119,10 +119,6 @@ def git_commit() -> str:
         return "unknown"
 
 
-class _Terminated(Exception):
-    """SIGTERM turned into an exception so the run can be marked KILLED."""
-
-
 @contextlib.contextmanager
 def run(
     experiment_id: str,
@@ -135,7 +131,7 @@ def run(
     previous = signal.getsignal(signal.SIGTERM)
 
     def on_term(signum: int, frame: Any) -> None:
-        raise _Terminated(f"signal {signum}")
+        raise Terminated(f"signal {signum}")
 
     with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
         signal.signal(signal.SIGTERM, on_term)
@@ -149,7 +145,7 @@ def run(
     try:
         yield active.info.run_id
         status = FINISHED
-    except (KeyboardInterrupt, _Terminated):
+    except (KeyboardInterrupt, Terminated):
         status = KILLED
         raise
     finally:
