@@ -149,6 +149,16 @@ def test_masking_is_deterministic_for_a_seed() -> None:
     assert torch.equal(a, b)
 
 
+def test_chunks_of_one_batch_are_the_random_recipe_batches() -> None:
+    """bucket_chunk = 1 (the paper profile): the same sets of examples as plain shuffled
+    batches, only in another order, so the loss curve is the HF recipe's."""
+    lengths = torch.randint(3, 60, (1000,), generator=seeded_generator(1))
+    bucketed = bucketed_batches(lengths, 64, seed=0, epoch=0, chunk_batches=1)
+    shuffled = random_batches(1000, 64, seed=0, epoch=0)
+    as_sets = lambda groups: sorted(tuple(sorted(g.tolist())) for g in groups)  # noqa: E731
+    assert as_sets(bucketed) == as_sets(shuffled)
+
+
 def test_bucketed_batches_cover_every_example_once() -> None:
     lengths = torch.randint(3, 60, (1000,), generator=seeded_generator(1))
     batches = bucketed_batches(lengths, 64, seed=0, epoch=0, chunk_batches=4)

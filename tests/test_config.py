@@ -17,6 +17,8 @@ def test_profiles_override_the_paper_values() -> None:
     assert quick.train.epochs < paper.train.epochs
     assert smoke.train.max_train_sentences and smoke.models["small"].batch_size == 64
     assert smoke.models["small"].hidden_size == 64  # only what the profile says changes
+    # the paper profile keeps the paper's batch composition; quick buckets by length for speed
+    assert paper.train.bucket_chunk == 1 and quick.train.bucket_chunk > 1
 
 
 def test_run_config_applies_the_modification() -> None:
