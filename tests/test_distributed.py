@@ -314,8 +314,8 @@ def _child() -> int:
     save = train_module._save_checkpoint
     log_path = Path(os.environ[CHECKPOINT_LOG])
 
-    def recorded_save(model_dir, step, *args, **kwargs):
-        save(model_dir, step, *args, **kwargs)
+    def recorded_save(run, model_dir, step, *args, **kwargs):
+        save(run, model_dir, step, *args, **kwargs)
         final = Path(model_dir) / f"{train_module.CHECKPOINT_PREFIX}{step}" / "state.pt"
         saved_step = torch.load(final, weights_only=False)["state"]["step"]
         with log_path.open("a") as log:
