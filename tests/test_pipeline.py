@@ -85,6 +85,14 @@ def test_exp_run_trains_a_variant_and_writes_metrics(pipeline: Path) -> None:
     assert "inv-order+lang-pos" in json.dumps(shown)
 
 
+def test_exp_run_knn_replace_end_to_end(pipeline: Path) -> None:
+    """Issue 10: the knn variant trains from the pipeline's own VecMap table and is reported."""
+    _run([DVC, "exp", "run", "-S", "modification=knn-replace"], pipeline)
+    variant = json.loads((pipeline / "metrics" / "variant.json").read_text())
+    assert variant["modification"] == "knn-replace" and variant["paper_id"] == "30"
+    assert 0 <= variant["mu"]["mean"] <= 1
+
+
 def test_bad_parameter_is_one_clear_line(pipeline: Path) -> None:
     done = _run([DVC, "exp", "run", "-S", "modification=bogus"], pipeline, check=False)
     assert done.returncode != 0

@@ -227,8 +227,10 @@ def legend(rows: list[Row]) -> str:
     return "\n".join(f"- `{name}`: {describe(name)}" for name in names)
 
 
-CURVE_KEYS = ("mu", "retrieval_p1.l0", "retrieval_p1.l8", "translation_p1.l0",
-              "translation_p1.l8", "ppl_train", "ppl_dev")
+MULTILINGUALITY_KEYS = ("mu", "retrieval_p1.l0", "retrieval_p1.l8", "translation_p1.l0",
+                        "translation_p1.l8")
+PERPLEXITY_KEYS = ("ppl_train", "ppl_dev")
+CURVE_KEYS = MULTILINGUALITY_KEYS + PERPLEXITY_KEYS
 
 
 def curve_frame(cfg: Config, run_id: str, keys: tuple[str, ...]) -> pd.DataFrame:
@@ -246,7 +248,8 @@ def write_plot_data(cfg: Config, runs: pd.DataFrame) -> list[Path]:
     written = []
     for _, run in runs.iterrows():
         name = f"{run['tags.modification'].replace(';', '+')}-seed{run['tags.seed']}.csv"
-        for folder, keys in (("loss", ("train_loss",)), ("curves", CURVE_KEYS)):
+        for folder, keys in (("loss", ("train_loss",)), ("curves", MULTILINGUALITY_KEYS),
+                             ("perplexity", PERPLEXITY_KEYS)):
             frame = curve_frame(cfg, run["run_id"], keys)
             if frame.empty:
                 continue

@@ -67,6 +67,7 @@ def run_variant(cfg: Config) -> dict:
         per_seed.append(record["metrics"])
     summary = {
         "modification": run.modification,
+        "paper_id": run.paper_id,
         "seeds": list(cfg.seeds),
         "profile": cfg.profile,
         **{k.replace(".", "_"): v for k, v in summarise(per_seed).items()},
