@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -113,7 +114,9 @@ def plot_position_similarity(
              f"{region_labels[1]} ({boundary}–{size - 1})"],
         )
         regions.tick_params(length=0)
-    axes.set_title(title, fontsize=11)
+    # long combos ("lang-pos;inv-order;shift-special;no-random (ID 9)") would run off the
+    # square figure: wrap them
+    axes.set_title("\n".join(textwrap.wrap(title, 52, break_on_hyphens=False)), fontsize=11)
     return _save(figure, path)
 
 
