@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from accelerate import Accelerator
 from transformers import DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
 from common import (
@@ -47,10 +48,23 @@ from common import (
     project_root,
     write_json,
 )
-from multilab.batches import bucketed_batches, mask_tokens, random_batches, seeded_generator
+from multilab.batches import (
+    MaskedBatch,
+    bucketed_batches,
+    mask_tokens,
+    random_batches,
+    seeded_generator,
+    sort_by_length,
+)
 from multilab.config import Config, RunConfig
 from multilab.model import MaskedLMObjective, build_model
-from multilab.train import make_optimizer, prepare_data, train_model
+from multilab.train import (
+    _accumulate,
+    accumulation_pieces,
+    make_optimizer,
+    prepare_data,
+    train_model,
+)
 from multilab.vocab import BILINGUAL_DIR, load_tokenizer
 
 MODIFICATION = "original"
@@ -61,6 +75,9 @@ class Levers:
     """One point of the ablation: which of multilab's choices are switched on."""
 
     batches: str = "bucketed"  # "bucketed" (length-sorted chunks) | "random"
+    # >1: each batch sorted by length and run in this many gradient-accumulation pieces,
+    # cut where the padding is least (the trainer's ``train.length_pieces``)
+    pieces: int = 1
     masking: str = "vectorised"  # "vectorised" (mask_tokens) | "collator" (HF)
     head: str = "selected"  # "selected" (15% of positions) | "full" (every position)
     attention: str = "sdpa"  # "sdpa" | "eager"
@@ -73,7 +90,10 @@ class Levers:
     normalise: str = "batch"
 
 
-MULTILAB = Levers()
+#: the trainer's CPU default (params.yaml: bucket_chunk 1, length_pieces 4)
+MULTILAB = Levers(batches="random", pieces=4)
+#: the earlier CPU default: batches of one sentence length (bucket_chunk 50), one piece
+BUCKETED = Levers(batches="bucketed")
 BASELINE = Levers(batches="random", masking="collator", head="full", recompute=False)
 
 
@@ -84,6 +104,7 @@ class Inputs:
     model: dict[str, torch.Tensor]
     selected: torch.Tensor  # bool [B, L]
     labels: torch.Tensor  # [N], row-major over ``selected``
+    masked: MaskedBatch | None = None  # multilab's form (pieces)
 
     @property
     def tokens(self) -> int:
@@ -148,6 +169,10 @@ class Arm:
         self.selected: list[int] = []  # masked tokens per step (the loss is their mean)
         self.widths: list[int] = []
         self.held_out: list[tuple[int, float]] = []  # (step, loss on the fixed sample)
+        self.piece_widths: list[list[int]] = []  # padded positions of each piece (pieces > 1)
+        self.accelerator = Accelerator() if levers.pieces > 1 else None
+        if levers.pieces > 1 and (levers.head != "selected" or levers.masking != "vectorised"):
+            raise ValueError("pieces > 1 runs the trainer's step: selected head, vectorised")
 
     def _next_rows(self) -> torch.Tensor:
         if not self.queue:
@@ -159,7 +184,10 @@ class Arm:
                                               chunk)
             else:
                 self.queue = random_batches(len(lengths), self.batch_size, self.seed, self.epoch)
-        return self.queue.pop(0)
+        rows = self.queue.pop(0)
+        if self.levers.pieces > 1:
+            rows = sort_by_length(rows, self.data.examples.lengths)
+        return rows
 
     def _inputs(self, rows: torch.Tensor) -> Inputs:
         run = self.data.run
@@ -168,7 +196,7 @@ class Arm:
                 self.data.examples.batch(rows), self.data.encoder, run.study.train.mask_prob,
                 run.recipe.replacement, seeded_generator(self.seed, self.step_number, 1),
             )
-            return Inputs(masked.inputs, masked.selected, masked.labels)
+            return Inputs(masked.inputs, masked.selected, masked.labels, masked)
         batch = self.collator([self.data.features[i] for i in rows.tolist()])
         labels = batch.pop("labels")
         selected = labels != -100
@@ -195,8 +223,15 @@ class Arm:
         inputs = self._inputs(self._next_rows())
         prepared = time.perf_counter()
         torch.manual_seed(self.seed * 1_000_003 + self.step_number)  # dropout of this step
-        loss = self._loss(inputs)
-        loss.backward()
+        if self.levers.pieces > 1:  # the trainer's own accumulation (backward inside)
+            pieces = accumulation_pieces(inputs.masked, 1, 0, 1, self.levers.pieces)
+            loss = torch.tensor(_accumulate(self.objective, self.accelerator, inputs.masked,
+                                            pieces, 1, len(inputs.labels)))
+            self.piece_widths.append(
+                [int(inputs.model["attention_mask"][p].sum(1).max()) * len(p) for p in pieces])
+        else:
+            loss = self._loss(inputs)
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
         self.scheduler.step()
@@ -212,7 +247,10 @@ class Arm:
             self.prep_seconds.append(prepared - started)
             self.tokens.append(inputs.tokens)
             self.selected.append(len(inputs.labels))
-            self.widths.append(int(inputs.model["input_ids"].shape[1]))
+            rows = inputs.model["input_ids"].shape[0]
+            # padded positions per row: one width, or the pieces' areas averaged
+            self.widths.append(sum(self.piece_widths[-1]) / rows if self.levers.pieces > 1
+                               else int(inputs.model["input_ids"].shape[1]))
 
     def summary(self) -> dict[str, Any]:
         seconds = sum(self.seconds)
@@ -319,24 +357,30 @@ def collator_facts(data: Data, seed: int, batches: int = 20) -> dict[str, Any]:
 
 def head_to_head(data: Data, steps: int, seeds: list[int], schedule_steps: int,
                  threads: int = 2, baseline_seeds: int = 1,
-                 random_batches_arm: bool = False) -> dict:
+                 random_batches_arm: bool = False, bucketed_arm: bool = False) -> dict:
     """Baseline and multilab take turns for ``steps`` steps; extra seeds show seed noise.
 
-    ``baseline_seeds`` baselines run on the first seeds (seed noise of the recipe itself);
-    ``random_batches_arm`` adds multilab with plain shuffled batches and multilab with a
-    constant loss normaliser: they tell whether a difference of the loss curves comes from
-    length bucketing, and whether the normaliser undoes it.
+    ``baseline_seeds`` baselines run on the first seeds (seed noise of the recipe itself).
+    ``bucketed_arm`` adds multilab with length-bucketed batches (faster, but a batch holds
+    one sentence length). ``random_batches_arm`` adds multilab's random batches in one piece
+    and bucketing with a constant loss normaliser: they tell where a difference of the loss
+    curves comes from, and whether the normaliser undoes it.
     """
     base, fast = replace(BASELINE, threads=threads), replace(MULTILAB, threads=threads)
+    bucketed = replace(BUCKETED, threads=threads)
     arms = [Arm("baseline" if number == 0 else f"baseline-s{seed}", base, data, seed,
                 schedule_steps) for number, seed in enumerate(seeds[:baseline_seeds])]
     arms += [Arm(f"multilab-s{seed}", fast, data, seed, schedule_steps) for seed in seeds]
+    if bucketed_arm:
+        arms.append(Arm(f"multilab-bucketed-s{seeds[0]}", bucketed, data, seeds[0],
+                        schedule_steps))
     if random_batches_arm:
         arms.append(Arm(f"multilab-random-batches-s{seeds[0]}",
-                        replace(fast, batches="random", recompute=False), data, seeds[0],
+                        replace(fast, pieces=1, recompute=False), data, seeds[0],
                         schedule_steps))
         arms.append(Arm(f"multilab-expected-norm-s{seeds[0]}",
-                        replace(fast, normalise="expected"), data, seeds[0], schedule_steps))
+                        replace(bucketed, normalise="expected"), data, seeds[0],
+                        schedule_steps))
     loads = take_turns(arms, warmup=0, steps=steps, label="head-to-head",
                        held_out=HeldOut(data))
     result: dict[str, Any] = {
@@ -372,17 +416,21 @@ def ablation(data: Data, steps: int, warmup: int, seed: int, schedule_steps: int
     """Each lever switched on from the baseline, and off from multilab, all taking turns."""
     points = {
         "baseline (HF recipe)": BASELINE,
+        "baseline + length-sorted pieces (4)": replace(BASELINE, pieces=4, head="selected",
+                                                       masking="vectorised"),
         "baseline + bucketed batches": replace(BASELINE, batches="bucketed"),
         "baseline + selected-positions head": replace(BASELINE, head="selected"),
         "baseline + vectorised masking": replace(BASELINE, masking="vectorised"),
         "baseline, eager attention": replace(BASELINE, attention="eager"),
         "multilab": MULTILAB,
-        # random batches are nearly all wide: without recompute, to isolate bucketing
-        "multilab - bucketing (random batches)": replace(MULTILAB, batches="random",
-                                                         recompute=False),
-        "multilab - recompute of wide batches": replace(MULTILAB, recompute=False),
-        "multilab - selected head (full head)": replace(MULTILAB, head="full"),
-        "multilab - vectorised masking (collator)": replace(MULTILAB, masking="collator"),
+        # one piece: random batches padded to their longest row (the GPU setting)
+        "multilab in one piece": replace(MULTILAB, pieces=1, recompute=False),
+        "multilab, 2 pieces": replace(MULTILAB, pieces=2),
+        "multilab, 3 pieces": replace(MULTILAB, pieces=3),
+        "multilab, 6 pieces": replace(MULTILAB, pieces=6),
+        "multilab, 8 pieces": replace(MULTILAB, pieces=8),
+        "multilab with bucketed batches (one piece)": BUCKETED,
+        "multilab - recompute of wide pieces": replace(MULTILAB, recompute=False),
         "multilab, eager attention": replace(MULTILAB, attention="eager"),
         "multilab, 1 thread": replace(MULTILAB, threads=1),
     }
@@ -512,6 +560,7 @@ def plot_losses(result: dict, path: Path, steps: int) -> None:
     palettes = {"baseline": iter(["tab:red", "tab:orange", "tab:brown"]),
                 "multilab-r": iter(["tab:purple", "tab:gray"]),
                 "multilab-e": iter(["tab:pink", "tab:gray"]),
+                "multilab-b": iter(["tab:gray", "black"]),
                 "multilab": iter(["tab:blue", "tab:green", "tab:cyan", "tab:olive"])}
     for name in names:
         family = next(key for key in palettes if name.startswith(key))
@@ -522,7 +571,8 @@ def plot_losses(result: dict, path: Path, steps: int) -> None:
         smooth = losses.unfold(0, window, 1).mean(1)
         x = torch.arange(1, len(losses) + 1)
         label = ("baseline (HF recipe), seed " + str(arm["seed"]) if name.startswith("baseline")
-                 else name.replace("-random-batches", " random batches")
+                 else name.replace("-random-batches", " random batches, one piece")
+                 .replace("-bucketed", " bucketed (one length per batch)")
                  .replace("-expected-norm", " loss / expected count").replace("-s", ", seed "))
         label += f": {arm['tokens_per_s']:,.0f} tokens/s"
         train_ax.plot(x, losses, color=colour, alpha=0.2, linewidth=0.8)
@@ -558,6 +608,8 @@ def main() -> None:
                         help="add two diagnostic arms: multilab with shuffled (not bucketed) "
                              "batches, and multilab with its loss sum over the expected "
                              "selected count (why would the loss curves differ?)")
+    parser.add_argument("--bucketed-arm", action="store_true",
+                        help="add multilab with length-bucketed batches (bucket_chunk 50)")
     parser.add_argument("--threads", type=int, default=2,
                         help="torch threads of both arms in the head-to-head")
     parser.add_argument("--ablation-steps", type=int, default=20)
@@ -592,7 +644,8 @@ def main() -> None:
     out = args.out
     if "head-to-head" not in args.skip:
         result = head_to_head(data, args.steps, args.seeds, schedule_steps, args.threads,
-                              args.baseline_seeds, args.random_batches_arm)
+                              args.baseline_seeds, args.random_batches_arm,
+                              args.bucketed_arm)
         record["head_to_head"] = result
         plot_losses(result, out.with_name(out.stem + "-loss.png"), args.steps)
         write_json(out, record)

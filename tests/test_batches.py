@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
+
+import pytest
 import torch
 
 from multilab.batches import (
     bucketed_batches,
+    least_padding_cuts,
     mask_tokens,
     random_batches,
     seeded_generator,
+    sort_by_length,
     training_examples,
 )
 from multilab.inputs import CLS_ID, ENGLISH, FAKE, MASK_ID, SEP_ID, InputEncoder
@@ -173,3 +178,44 @@ def test_bucketed_batches_cover_every_example_once() -> None:
     assert all(torch.equal(x, y) for x, y in zip(batches, again, strict=True))
     other = bucketed_batches(lengths, 64, seed=0, epoch=1, chunk_batches=4)
     assert not all(torch.equal(x, y) for x, y in zip(batches, other, strict=False))
+
+
+def _padded_area(lengths: list[int], sizes: list[int]) -> int:
+    area, start = 0, 0
+    for size in sizes:
+        area += size * lengths[start + size - 1]  # sorted: the last row is the widest
+        start += size
+    return area
+
+
+@pytest.mark.parametrize("pieces", [1, 2, 3, 4])
+def test_least_padding_cuts_are_the_best_of_every_possible_cut(pieces: int) -> None:
+    """The dynamic programme finds the minimum padded area that brute force finds."""
+    generator = seeded_generator(3)
+    for _ in range(20):
+        lengths = sorted(torch.randint(3, 40, (9,), generator=generator).tolist())
+        sizes = least_padding_cuts(torch.tensor(lengths), pieces)
+        assert sum(sizes) == len(lengths) and len(sizes) == pieces and min(sizes) >= 1
+        brute = min(
+            _padded_area(lengths, [b - a for a, b in zip((0, *cut), (*cut, len(lengths)),
+                                                         strict=True)])
+            for cut in itertools.combinations(range(1, len(lengths)), pieces - 1)
+        )
+        assert _padded_area(lengths, sizes) == brute
+
+
+def test_least_padding_cuts_edge_cases() -> None:
+    assert least_padding_cuts(torch.tensor([2, 5]), 4) == [1, 1]  # fewer rows than pieces
+    assert least_padding_cuts(torch.tensor([], dtype=torch.long), 3) == []
+    assert least_padding_cuts(torch.tensor([1, 1, 1, 1, 10, 10]), 2) == [4, 2]
+    with pytest.raises(ValueError, match="ascending"):
+        least_padding_cuts(torch.tensor([5, 2]), 2)
+
+
+def test_sorting_a_random_batch_keeps_its_examples() -> None:
+    """length_pieces > 1 sorts a random batch: same examples, shortest first."""
+    lengths = torch.randint(3, 60, (1000,), generator=seeded_generator(1))
+    for batch in random_batches(1000, 64, seed=0, epoch=0):
+        ordered = sort_by_length(batch, lengths)
+        assert sorted(ordered.tolist()) == sorted(batch.tolist())
+        assert bool((lengths[ordered].diff() >= 0).all())

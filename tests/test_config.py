@@ -17,8 +17,17 @@ def test_profiles_override_the_paper_values() -> None:
     assert quick.train.epochs < paper.train.epochs
     assert smoke.train.max_train_sentences and smoke.models["small"].batch_size == 64
     assert smoke.models["small"].hidden_size == 64  # only what the profile says changes
-    # the paper profile keeps the paper's batch composition; quick buckets by length for speed
-    assert paper.train.bucket_chunk == 1 and quick.train.bucket_chunk > 1
+    # every profile keeps the paper's batch composition (random batches); on the CPU they
+    # run in length-sorted pieces, on the GPU (paper) in one piece
+    assert paper.train.bucket_chunk == quick.train.bucket_chunk == 1
+    assert paper.train.length_pieces == 1 and quick.train.length_pieces > 1
+
+
+@pytest.mark.parametrize("key", ["bucket_chunk", "length_pieces"])
+@pytest.mark.parametrize("value", [0, -2, 1.5, "four"])
+def test_batch_shape_keys_must_be_positive_integers(key: str, value) -> None:
+    with pytest.raises(ConfigError, match=rf"train\.{key} = .*must be an integer >= 1"):
+        load_config(PARAMS, {"train": {key: value}})
 
 
 def test_run_config_applies_the_modification() -> None:

@@ -280,26 +280,31 @@ def _masked(selected_rows: list[list[bool]]):
 
 
 @pytest.mark.parametrize(
-    ("rows", "accum"),
+    ("rows", "accum", "length_pieces"),
     [
         # the last global batch of an epoch holds 3 rows: rank 0 gets 2, rank 1 gets 1
-        ([[True, False], [True, False], [False, True]], 2),
+        ([[True, False], [True, False], [False, True]], 2, 1),
         # 4 full rows, but rank 1's second piece has no masked position
-        ([[True, False], [True, False], [False, True], [False, False]], 2),
+        ([[True, False], [True, False], [False, True], [False, False]], 2, 1),
         # fewer rows than processes: rank 1 has nothing at all
-        ([[True, True]], 1),
+        ([[True, True]], 1, 1),
+        # length pieces: rank 1's single row cannot fill 3 pieces
+        ([[True, False], [True, False], [False, True]], 1, 3),
+        ([[True, False], [True, False], [False, True], [True, True]], 2, 2),
     ],
 )
-def test_every_rank_runs_the_same_number_of_passes(rows, accum) -> None:
-    from multilab.train import _accumulate
+def test_every_rank_runs_the_same_number_of_passes(rows, accum, length_pieces) -> None:
+    from multilab.train import _accumulate, accumulation_pieces
 
     masked = _masked(rows)
     counts = []
     for rank in range(PROCESSES):
         objective, accelerator = _CountingObjective(), _CountingAccelerator()
-        _accumulate(objective, accelerator, masked, PROCESSES, rank, accum, len(masked.labels))
+        pieces = accumulation_pieces(masked, PROCESSES, rank, accum, length_pieces)
+        _accumulate(objective, accelerator, masked, pieces, PROCESSES, len(masked.labels))
         counts.append((objective.forward_calls, accelerator.backward_calls))
     assert len(set(counts)) == 1, f"(forward, backward) passes per rank: {counts}"
+    assert counts[0] == (accum * length_pieces,) * 2
 
 
 def _child() -> int:

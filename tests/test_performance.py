@@ -9,17 +9,26 @@ activations of wide batches, and batched perplexity.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
 from multilab import metrics
-from multilab.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
+from multilab.batches import (
+    mask_tokens,
+    random_batches,
+    seeded_generator,
+    sort_by_length,
+    tokenize_lines,
+    training_examples,
+)
 from multilab.config import Config
 from multilab.corpus import read_lines
 from multilab.evaluate import PERPLEXITY_REPLACEMENT, perplexity, sentence_batches
 from multilab.inputs import InputEncoder
 from multilab.model import MaskedLMObjective, build_model
-from multilab.train import prepare_data
+from multilab.train import _accumulate, accumulation_pieces, prepare_data
 from multilab.vocab import load_tokenizer
 
 
@@ -90,6 +99,58 @@ def test_recomputed_wide_batches_give_identical_gradients(project: Config) -> No
         assert not any(layer.gradient_checkpointing for layer in objective._layers)
     assert recomputed == [0, run.model.num_hidden_layers]
     assert all(torch.equal(grads[0][name], grads[1][name]) for name in grads[0])
+
+
+class _PlainAccelerator:
+    """What ``_accumulate`` uses of an Accelerator, on one CPU process."""
+
+    device = "cpu"
+
+    def autocast(self):
+        return contextlib.nullcontext()
+
+    def no_sync(self, model):
+        return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+
+@pytest.mark.parametrize(("accum", "length_pieces"), [(1, 4), (2, 3)])
+def test_length_sorted_pieces_give_the_random_batch_gradient(
+    project: Config, accum: int, length_pieces: int
+) -> None:
+    """A random batch sorted by length and run in pieces cut at the least padding, each
+    only as wide as its longest row: the loss and gradient of the whole batch at once."""
+    run = project.run("original", 0)
+    data, encoder = prepare_data(run)
+    indices = sort_by_length(random_batches(len(data.examples), 48, 0, 0)[0],
+                             data.examples.lengths)
+    masked = mask_tokens(data.examples.batch(indices), encoder, 0.15, run.recipe.replacement,
+                         seeded_generator(2))
+    pieces = accumulation_pieces(masked, 1, 0, accum, length_pieces)
+    assert len(pieces) == accum * length_pieces
+    assert sorted(torch.cat(pieces).tolist()) == list(range(len(indices)))
+    widths = [int(masked.inputs["attention_mask"][p].sum(1).max()) for p in pieces]
+    assert sum(widths[:-1]) < (len(pieces) - 1) * widths[-1]  # less padding than one batch
+
+    results = []
+    for split in (False, True):
+        model = build_model(run.model, 2 * encoder.vocab_size, 0).eval()  # no dropout
+        objective = MaskedLMObjective(model)
+        total = len(masked.labels)
+        if split:
+            loss = _accumulate(objective, _PlainAccelerator(), masked, pieces, 1, total)
+        else:
+            whole = objective(masked.selected, masked.labels, **masked.inputs) / total
+            whole.backward()
+            loss = float(whole.detach())
+        results.append((loss, {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (whole_loss, whole_grads), (split_loss, split_grads) = results
+    assert split_loss == pytest.approx(whole_loss, abs=1e-6)
+    worst = max(float((split_grads[n] - whole_grads[n]).abs().max()) for n in whole_grads)
+    scale = max(float(g.abs().max()) for g in whole_grads.values())
+    assert worst <= 1e-5 * scale, f"largest gradient difference {worst:.2e} (scale {scale:.2e})"
 
 
 def test_batched_perplexity_equals_one_example_at_a_time(project: Config) -> None:

@@ -120,7 +120,8 @@ class TrainConfig:
     max_train_sentences: int | None = None
     eval_points: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 0.95)
     compile: bool = False
-    bucket_chunk: int = 50  # batches per length-sorted chunk
+    bucket_chunk: int = 50  # batches per length-sorted chunk (1 = random batches)
+    length_pieces: int = 1  # >1: sort each batch by length, run it in this many pieces
 
 
 @dataclass(frozen=True)
@@ -361,6 +362,10 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         _check_replacement(mod.changes.get("replacement", mods.BERT_REPLACEMENT), name)
     if train.epochs <= 0:
         raise ConfigError(f"train.epochs = {train.epochs}: must be > 0")
+    for key in ("bucket_chunk", "length_pieces"):
+        value = getattr(train, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"train.{key} = {value!r}: must be an integer >= 1")
 
     evaluate = _build(EvalConfig, merged.get("evaluate"), "evaluate")
     evaluate = replace(evaluate, layers=parse_layers(evaluate.layers))

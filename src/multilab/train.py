@@ -34,8 +34,10 @@ from multilab import spaces, tracking
 from multilab.batches import (
     Examples,
     bucketed_batches,
+    least_padding_cuts,
     mask_tokens,
     seeded_generator,
+    sort_by_length,
     tokenize_lines,
     training_examples,
 )
@@ -303,16 +305,20 @@ def train_model(
                         train_cfg.bucket_chunk,
                     )
                 }
-            batch = data.examples.batch(epoch_batches[epoch][index])
+            indices = epoch_batches[epoch][index]
+            if train_cfg.length_pieces > 1:
+                indices = sort_by_length(indices, data.examples.lengths)
+            batch = data.examples.batch(indices)
             masked = mask_tokens(
                 batch, encoder, train_cfg.mask_prob, run.recipe.replacement,
                 seeded_generator(run.seed, step, 1), knn_table,
             )
             total_selected = len(masked.labels)
             torch.manual_seed(_mix(run.seed, step, rank))  # dropout of this step
-            step_loss = _accumulate(
-                objective, accelerator, masked, world, rank, model_cfg.grad_accum, total_selected
+            pieces = accumulation_pieces(
+                masked, world, rank, model_cfg.grad_accum, train_cfg.length_pieces
             )
+            step_loss = _accumulate(objective, accelerator, masked, pieces, world, total_selected)
             if world > 1:  # each rank holds its share; the logged loss is the global batch's
                 step_loss = float(accelerator.reduce(
                     torch.tensor(step_loss, device=accelerator.device), reduction="sum"
@@ -387,23 +393,45 @@ class _Stopped(Exception):
     """Raised by ``stop_after_step`` to end a run early on purpose (tests of resume)."""
 
 
+def accumulation_pieces(
+    masked, world: int, rank: int, accum: int, length_pieces: int = 1
+) -> list[torch.Tensor]:
+    """The rows of this process's share of the global batch, piece by piece.
+
+    The share (every ``world``-th row from ``rank``) is cut into ``accum`` equal groups
+    (memory: none holds more rows than ``batch_size``); with ``length_pieces`` > 1 the batch
+    arrives sorted by length and each group is cut again where the padding is least
+    (:func:`~multilab.batches.least_padding_cuts`). Every rank gets exactly
+    ``accum * length_pieces`` pieces, empty ones included: each piece is a DDP collective.
+    """
+    rows = torch.arange(masked.selected.shape[0])
+    lengths = masked.inputs["attention_mask"].sum(1)
+    pieces: list[torch.Tensor] = []
+    for group in rows[rank::world].tensor_split(accum):
+        cuts = least_padding_cuts(lengths[group], length_pieces) if length_pieces > 1 else []
+        parts = list(group.split(cuts)) if cuts else [group]
+        parts += [group[:0]] * (length_pieces - len(parts))
+        pieces.extend(parts)
+    return pieces
+
+
 def _accumulate(
-    objective, accelerator: Accelerator, masked, world: int, rank: int, accum: int, total: int
+    objective, accelerator: Accelerator, masked, pieces: list[torch.Tensor], world: int,
+    total: int,
 ) -> float:
-    """Forward/backward this process's share of the global batch in ``accum`` pieces.
+    """Forward/backward this process's ``pieces`` of the global batch, one at a time.
 
     Each piece's summed cross-entropy is divided by the global number of selected tokens
     and multiplied by the world size (DDP averages gradients): the gradient equals that of
-    the mean loss over the whole global batch. Every rank runs exactly ``accum`` forward and
-    backward passes whatever its share holds (each one is a DDP collective: a rank that ran
-    fewer would leave the others waiting forever); a piece without rows runs on a stand-in
-    row with nothing selected, which adds an exact zero. Returns this rank's share of the
-    step's mean loss.
+    the mean loss over the whole global batch. Every rank runs as many forward and backward
+    passes as there are pieces, whatever its share holds (each one is a DDP collective: a
+    rank that ran fewer would leave the others waiting forever); an empty piece runs on a
+    stand-in row with nothing selected, which adds an exact zero. Each piece is cut to its
+    own widest row. Returns this rank's share of the step's mean loss.
     """
     rows = torch.arange(masked.selected.shape[0])
-    mine = rows[rank::world]
     step_loss = 0.0
-    for number, piece in enumerate(mine.tensor_split(accum)):
+    for number, piece in enumerate(pieces):
         stand_in = len(piece) == 0
         if stand_in:
             piece = rows[:1]
@@ -416,7 +444,7 @@ def _accumulate(
         if stand_in:
             selected = torch.zeros_like(selected)
             labels = labels[:0]
-        sync = number == accum - 1
+        sync = number == len(pieces) - 1
         with _maybe_no_sync(accelerator, objective, sync):
             with accelerator.autocast():
                 loss_sum = objective(selected, labels, **inputs)
