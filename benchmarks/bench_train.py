@@ -75,6 +75,7 @@ class Levers:
     """One point of the ablation: which of multilab's choices are switched on."""
 
     batches: str = "bucketed"  # "bucketed" (length-sorted chunks) | "random"
+    bucket_chunk: int = 50  # batches per length-sorted chunk ("bucketed" only)
     # >1: each batch sorted by length and run in this many gradient-accumulation pieces,
     # cut where the padding is least (the trainer's ``train.length_pieces``)
     pieces: int = 1
@@ -179,9 +180,8 @@ class Arm:
             self.epoch += 1
             lengths = self.data.examples.lengths
             if self.levers.batches == "bucketed":
-                chunk = self.data.run.study.train.bucket_chunk
                 self.queue = bucketed_batches(lengths, self.batch_size, self.seed, self.epoch,
-                                              chunk)
+                                              self.levers.bucket_chunk)
             else:
                 self.queue = random_batches(len(lengths), self.batch_size, self.seed, self.epoch)
         rows = self.queue.pop(0)
@@ -486,7 +486,16 @@ def kernel_count(data: Data, seed: int) -> dict[str, Any]:
 
 def child(kind: str, project: Path, steps: int) -> None:
     """Runs in a fresh subprocess: one training job, then prints its peak RSS as JSON."""
-    if kind == "baseline":
+    if kind.startswith("levers="):  # throughput of one arm alone (3 untimed warm-up steps)
+        run = project_config(project).run(MODIFICATION, 42)
+        levers = Levers(**json.loads(kind.removeprefix("levers=")))
+        data = Data(run)
+        schedule = round(run.epochs * math.ceil(len(data.examples) / run.model.batch_size))
+        arm = Arm("alone", levers, data, 42, schedule)
+        for number in range(3 + steps):
+            arm.step(record=number >= 3)
+        report = arm.summary()
+    elif kind == "baseline":
         cfg = project_config(project)
         data = Data(cfg.run(MODIFICATION, 42))
         arm = Arm("baseline", BASELINE, data, 42, steps)
@@ -548,6 +557,38 @@ def memory(project: Path, steps: dict[str, int]) -> dict[str, Any]:
     return results
 
 
+def isolated_throughput(project: Path, arms: dict[str, Levers], steps: int,
+                        rounds: int) -> dict[str, Any]:
+    """Tokens/s of each arm alone in a fresh process, the arms taking turns ``rounds`` times.
+
+    Why besides the interleaved head-to-head: arms sharing one process share its allocator
+    and caches (the baseline frees ~0.3 GB of logits every step), which slowed the piecewise
+    arm by up to 40 % there. Alone, each arm runs as ``multilab train`` or a user's script
+    would. Turn-taking still spreads any change of load over all arms; the median block counts.
+    """
+    blocks: dict[str, list[dict[str, Any]]] = {name: [] for name in arms}
+    for number in range(rounds):
+        for name, levers in arms.items():
+            proc = subprocess.run(
+                [sys.executable, __file__, "--child", "levers=" + json.dumps(asdict(levers)),
+                 "--project", str(project), "--steps", str(steps)],
+                capture_output=True, text=True,
+            )
+            if proc.returncode:
+                raise RuntimeError(f"{name}: {proc.stderr[-2000:]}")
+            blocks[name].append(json.loads(proc.stdout.strip().splitlines()[-1])
+                                | {"load_average": load_average()[0]})
+            print(f"[alone] round {number + 1}/{rounds} {name}: "
+                  f"{blocks[name][-1]['tokens_per_s']:,.0f} tokens/s", file=sys.stderr)
+    out: dict[str, Any] = {"steps_per_block": steps, "rounds": rounds, "blocks": blocks}
+    median = {name: sorted(b["tokens_per_s"] for b in runs)[len(runs) // 2]
+              for name, runs in blocks.items()}
+    reference = median[next(iter(arms))]
+    out["median_tokens_per_s"] = median
+    out["vs_first"] = {name: value / reference for name, value in median.items()}
+    return out
+
+
 def plot_losses(result: dict, path: Path, steps: int) -> None:
     """Left: per-step training loss (faint) and its 10-step mean. Right: the held-out loss."""
     import matplotlib
@@ -590,7 +631,8 @@ def plot_losses(result: dict, path: Path, steps: int) -> None:
     loads = result["load_average_samples"] or [math.nan]
     fig.suptitle(f"BERT-small, same initial weights and hyper-parameters, {steps} steps, "
                  f"{result['threads']} thread(s) per arm, mean load {sum(loads) / len(loads):.1f}"
-                 f": multilab {result['speedup']:.1f}× the baseline's tokens/s")
+                 f"\nmultilab {result['speedup']:.1f}× the baseline's tokens/s with all arms "
+                 "taking turns in one process (each alone in its own process: train-alone.json)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -617,7 +659,11 @@ def main() -> None:
     parser.add_argument("--memory-steps", type=int, default=0,
                         help="trainer steps for the peak-RSS runs (0 = one full epoch)")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["head-to-head", "ablation", "compile", "kernels", "memory"])
+                        choices=["head-to-head", "alone", "ablation", "compile", "kernels",
+                                 "memory"])
+    parser.add_argument("--alone-steps", type=int, default=30,
+                        help="timed steps per block of the isolated throughput runs")
+    parser.add_argument("--alone-rounds", type=int, default=3)
     parser.add_argument("--project", type=Path,
                         help="built project folder (default: artifacts/ or a temp build)")
     parser.add_argument("--out", type=Path, default=RESULTS / "train.json")
@@ -648,6 +694,15 @@ def main() -> None:
                               args.bucketed_arm)
         record["head_to_head"] = result
         plot_losses(result, out.with_name(out.stem + "-loss.png"), args.steps)
+        write_json(out, record)
+    if "alone" not in args.skip:
+        record["alone"] = isolated_throughput(project_root(cfg), {
+            "baseline (HF recipe)": BASELINE,
+            "multilab (random batches, 4 length pieces)": MULTILAB,
+            "multilab, random batches in one piece": replace(MULTILAB, pieces=1,
+                                                             recompute=False),
+            "multilab, bucketed batches": BUCKETED,
+        }, args.alone_steps, args.alone_rounds)
         write_json(out, record)
     if "ablation" not in args.skip:
         record["ablation"] = ablation(data, args.ablation_steps, args.ablation_warmup,
