@@ -3,6 +3,7 @@ once per test session in a temp dir, and helpers to train smoke models into it."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -17,6 +18,26 @@ ROOT = Path(__file__).resolve().parents[1]
 PARAMS = ROOT / "params.yaml"
 BIN = Path(sys.executable).parent  # the venv's dvc, multilab, mlflow
 DVC = str(BIN / "dvc")
+
+
+class CpuAccelerator:
+    """What the trainer's ``_accumulate`` uses of an Accelerator, on one CPU process; counts
+    the backward passes (each is a collective under DDP)."""
+
+    device = "cpu"
+
+    def __init__(self) -> None:
+        self.backward_calls = 0
+
+    def autocast(self):
+        return contextlib.nullcontext()
+
+    def no_sync(self, model):
+        return contextlib.nullcontext()
+
+    def backward(self, loss) -> None:
+        self.backward_calls += 1
+        loss.backward()
 
 
 def smoke_config(tmp: Path, **overrides) -> Config:

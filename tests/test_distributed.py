@@ -23,7 +23,6 @@ run different numbers of DDP passes (a hang).
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
@@ -231,26 +230,6 @@ def test_same_global_batch_gives_the_same_weights_as_one_process(
     assert worst < 1e-5, f"largest weight difference {worst:.2e}"
 
 
-class _CountingAccelerator:
-    """What ``_accumulate`` uses of an Accelerator, counting the passes that are collectives
-    under DDP (forward: buffer broadcast; backward: gradient all-reduce)."""
-
-    device = "cpu"
-
-    def __init__(self) -> None:
-        self.backward_calls = 0
-
-    def autocast(self):
-        return contextlib.nullcontext()
-
-    def no_sync(self, model):
-        return contextlib.nullcontext()
-
-    def backward(self, loss) -> None:
-        self.backward_calls += 1
-        loss.backward()
-
-
 class _CountingObjective:
     def __init__(self) -> None:
         import torch
@@ -295,11 +274,12 @@ def _masked(selected_rows: list[list[bool]]):
 )
 def test_every_rank_runs_the_same_number_of_passes(rows, accum, length_pieces) -> None:
     from multilab.train import _accumulate, accumulation_pieces
+    from tests.conftest import CpuAccelerator
 
     masked = _masked(rows)
     counts = []
     for rank in range(PROCESSES):
-        objective, accelerator = _CountingObjective(), _CountingAccelerator()
+        objective, accelerator = _CountingObjective(), CpuAccelerator()
         pieces = accumulation_pieces(masked, PROCESSES, rank, accum, length_pieces)
         _accumulate(objective, accelerator, masked, pieces, PROCESSES, len(masked.labels))
         counts.append((objective.forward_calls, accelerator.backward_calls))

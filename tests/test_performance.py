@@ -9,8 +9,6 @@ activations of wide batches, and batched perplexity.
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
 
@@ -30,6 +28,7 @@ from multilab.inputs import InputEncoder
 from multilab.model import MaskedLMObjective, build_model
 from multilab.train import _accumulate, accumulation_pieces, prepare_data
 from multilab.vocab import load_tokenizer
+from tests.conftest import CpuAccelerator
 
 
 def _short_and_long(project: Config):
@@ -101,21 +100,6 @@ def test_recomputed_wide_batches_give_identical_gradients(project: Config) -> No
     assert all(torch.equal(grads[0][name], grads[1][name]) for name in grads[0])
 
 
-class _PlainAccelerator:
-    """What ``_accumulate`` uses of an Accelerator, on one CPU process."""
-
-    device = "cpu"
-
-    def autocast(self):
-        return contextlib.nullcontext()
-
-    def no_sync(self, model):
-        return contextlib.nullcontext()
-
-    def backward(self, loss: torch.Tensor) -> None:
-        loss.backward()
-
-
 @pytest.mark.parametrize(("accum", "length_pieces"), [(1, 4), (2, 3)])
 def test_length_sorted_pieces_give_the_random_batch_gradient(
     project: Config, accum: int, length_pieces: int
@@ -140,7 +124,7 @@ def test_length_sorted_pieces_give_the_random_batch_gradient(
         objective = MaskedLMObjective(model)
         total = len(masked.labels)
         if split:
-            loss = _accumulate(objective, _PlainAccelerator(), masked, pieces, 1, total)
+            loss = _accumulate(objective, CpuAccelerator(), masked, pieces, 1, total)
         else:
             whole = objective(masked.selected, masked.labels, **masked.inputs) / total
             whole.backward()
