@@ -1,10 +1,10 @@
 """Evaluation time: multilab's batched evaluation vs a straightforward per-sentence one.
 
-The fast path is :func:`multilab.evaluate.evaluate_model` with the default evaluate config
-(10,000 dev sentences, layers 0 and 8, word translation over the 2,048-word vocabulary,
+The fast path is :func:`multilab.evaluation.evaluate.evaluate_model` with the default evaluate
+config (10,000 dev sentences, layers 0 and 8, word translation over the 2,048-word vocabulary,
 train and dev perplexity). The slow path is what one would write first: every sentence (and
 every vocabulary word, and every perplexity example) through the model alone, then the
-per-sentence metric loops of :mod:`multilab.metrics` (``reference_alignment_counts``,
+per-sentence metric loops of :mod:`multilab.evaluation.metrics` (``reference_alignment_counts``,
 ``reference_retrieval_p1``). It runs on a subset and is extrapolated linearly to the full
 sizes — a lower bound, since one-query-at-a-time retrieval grows with the square of the set.
 
@@ -28,20 +28,20 @@ from typing import Any
 import torch
 
 from common import RESULTS, load_average, machine, project_config, write_json
-from multilab import metrics
-from multilab.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
 from multilab.config import RunConfig
-from multilab.corpus import read_lines
-from multilab.evaluate import (
+from multilab.data.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
+from multilab.data.corpus import read_lines
+from multilab.data.inputs import ENGLISH, FAKE, InputEncoder
+from multilab.data.vocab import load_tokenizer
+from multilab.evaluation import metrics
+from multilab.evaluation.evaluate import (
     PERPLEXITY_REPLACEMENT,
     evaluate_model,
     multilinguality,
     perplexity,
     translation,
 )
-from multilab.inputs import ENGLISH, FAKE, InputEncoder
-from multilab.model import build_model, hidden_layers, load_model
-from multilab.vocab import load_tokenizer
+from multilab.training.model import build_model, hidden_layers, load_model
 
 MODIFICATION = "original"
 

@@ -1,16 +1,18 @@
 """Training throughput: multilab's step path vs the standard Hugging Face MLM recipe.
 
 Both recipes train the same BERT-small (same initial weights) on the same examples (each
-English training sentence and its Fake-English twin, :func:`multilab.batches.training_examples`)
-with the same hyper-parameters (AdamW lr 2e-3, batch 256, 50 warm-up steps then linear decay,
-weight decay 0.01 except biases/LayerNorm, eps 1e-6, gradient clipping 1.0).
+English training sentence and its Fake-English twin,
+:func:`multilab.data.batches.training_examples`) with the same hyper-parameters (AdamW lr
+2e-3, batch 256, 50 warm-up steps then linear decay, weight decay 0.01 except biases/LayerNorm,
+eps 1e-6, gradient clipping 1.0).
 
 * **baseline** — what a user would write: random batches, ``DataCollatorForLanguageModeling``
   (pads each batch to its longest sentence, masks 15% with 80/10/10), ``BertForMaskedLM(...,
   labels=...)`` (vocabulary head on every position, -100 labels elsewhere).
-* **multilab** — the trainer's step: :func:`~multilab.batches.bucketed_batches`,
-  :func:`~multilab.batches.mask_tokens`, :class:`~multilab.model.MaskedLMObjective` (head only
-  on the 15% selected positions).
+* **multilab** — the trainer's step: :func:`~multilab.data.batches.bucketed_batches`,
+  :func:`~multilab.data.batches.mask_tokens`,
+  :class:`~multilab.training.model.MaskedLMObjective` (head only on the 15% selected
+  positions).
 
 The machine is shared (other jobs run beside a benchmark), so the arms are never timed one
 after the other: they take turns, one optimizer step each, and any change of load hits all of
@@ -48,7 +50,8 @@ from common import (
     project_root,
     write_json,
 )
-from multilab.batches import (
+from multilab.config import Config, RunConfig
+from multilab.data.batches import (
     MaskedBatch,
     bucketed_batches,
     mask_tokens,
@@ -56,16 +59,15 @@ from multilab.batches import (
     seeded_generator,
     sort_by_length,
 )
-from multilab.config import Config, RunConfig
-from multilab.model import MaskedLMObjective, build_model
-from multilab.train import (
+from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer
+from multilab.training.model import MaskedLMObjective, build_model
+from multilab.training.train import (
     _accumulate,
     accumulation_pieces,
     make_optimizer,
     prepare_data,
     train_model,
 )
-from multilab.vocab import BILINGUAL_DIR, load_tokenizer
 
 MODIFICATION = "original"
 
@@ -505,11 +507,11 @@ def child(kind: str, project: Path, steps: int) -> None:
     else:  # the real trainer, end to end; "trainer+eval" also runs one curve evaluation
         from functools import partial
 
-        import multilab.train
-        from multilab.evaluate import curve_hook
+        import multilab.training.train
+        from multilab.evaluation.evaluate import curve_hook
 
         if kind == "trainer-no-recompute":  # every batch keeps its activations
-            multilab.train.MaskedLMObjective = partial(MaskedLMObjective,
+            multilab.training.train.MaskedLMObjective = partial(MaskedLMObjective,
                                                        checkpoint_positions=None)
 
         cfg = project_config(project)

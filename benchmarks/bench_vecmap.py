@@ -33,10 +33,10 @@ import time
 from pathlib import Path
 
 from common import RESULTS, load_average, machine, write_json
-from multilab import spaces
 from multilab.config import SpacesConfig, load_config
-from multilab.corpus import read_lines
-from multilab.vocab import load_tokenizer
+from multilab.data.corpus import read_lines
+from multilab.data.vocab import load_tokenizer
+from multilab.spaces import fasttext_spaces
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = {"precision_at_1_nn": 0.22, "precision_at_1_csls": 0.28, "seconds_vecmap": 200.0}
@@ -63,7 +63,7 @@ def run_scenario(
     started = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="bench-vecmap-") as workdir:
-            trained = spaces.train_spaces(sentences, vocab_words, Path(workdir), cfg,
+            trained = fasttext_spaces.train_spaces(sentences, vocab_words, Path(workdir), cfg,
                                           random_start=random_start)
     except RuntimeError as err:
         print(f"{name}: fastText failed: {err}", file=sys.stderr)
@@ -72,8 +72,8 @@ def run_scenario(
     runs = []
     for seed in seeds:
         cpu_started = time.process_time()
-        _, metrics = spaces.map_spaces(trained, seed, cfg.vecmap_max_iterations, cfg.threads,
-                                       progress=False)
+        _, metrics = fasttext_spaces.map_spaces(trained, seed, cfg.vecmap_max_iterations,
+                                                cfg.threads, progress=False)
         metrics["cpu_seconds_vecmap"] = time.process_time() - cpu_started
         runs.append({"seed": seed, **metrics})
         print(f"{name} seed {seed}: " + json.dumps(

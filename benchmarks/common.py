@@ -19,9 +19,9 @@ from typing import Any
 import torch
 import transformers
 
-from multilab import corpus
 from multilab.config import Config, load_config
-from multilab.vocab import build_vocab
+from multilab.data import bible, corpus
+from multilab.data.vocab import build_vocab
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = ROOT / "params.yaml"
@@ -42,7 +42,7 @@ def project_config(project: Path | None, overrides: dict[str, Any] | None = None
     cfg = load_config(PARAMS, overrides | {"paths": {k: str(root / k) for k in PATH_KEYS}})
     if not (cfg.paths.vocab / "bilingual").exists():
         for code in cfg.corpus.export_editions:
-            corpus.export_edition(code, cfg.paths.data)
+            bible.export_edition(code, cfg.paths.data)
         corpus.build_corpora(cfg.corpus, cfg.paths.data, cfg.paths.corpora)
         build_vocab(
             corpus.read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size, cfg.paths.vocab

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from multilab import corpus
 from multilab.config import Config, load_config
-from multilab.vocab import build_vocab
+from multilab.data import bible, corpus
+from multilab.data.vocab import build_vocab
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = ROOT / "params.yaml"
@@ -62,7 +62,7 @@ def built_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("project")
     cfg = smoke_config(tmp)
     for code in cfg.corpus.export_editions:
-        corpus.export_edition(code, cfg.paths.data)
+        bible.export_edition(code, cfg.paths.data)
     corpus.build_corpora(cfg.corpus, cfg.paths.data, cfg.paths.corpora)
     build_vocab(
         corpus.read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size, cfg.paths.vocab

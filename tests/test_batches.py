@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from multilab.batches import (
+from multilab.data.batches import (
     bucketed_batches,
     least_padding_cuts,
     mask_tokens,
@@ -16,8 +16,8 @@ from multilab.batches import (
     sort_by_length,
     training_examples,
 )
-from multilab.inputs import CLS_ID, ENGLISH, FAKE, MASK_ID, SEP_ID, InputEncoder
-from multilab.modifications import resolve_recipe
+from multilab.data.inputs import CLS_ID, ENGLISH, FAKE, MASK_ID, SEP_ID, InputEncoder
+from multilab.lab.modifications import resolve_recipe
 
 V, MAX_LEN = 2048, 128
 WORDS = torch.tensor([195, 1291, 1750, 853, 76, 80, 8])  # seed 000 Fig. 3

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from multilab import corpus
 from multilab.config import ConfigError, CorpusConfig
+from multilab.data import bible, corpus
 from tests.conftest import DVC, ROOT
 
 
@@ -38,7 +38,7 @@ def test_clean_verse() -> None:
 
 
 def test_punkt_only_split_matches_the_measured_count(built_project: Path) -> None:
-    verses = corpus.load_export(built_project / "data", "3", (40, 66))
+    verses = bible.load_export(built_project / "data", "3", (40, 66))
     plain = corpus.build_sentences(verses, split_colons=False)
     stats = corpus.CorpusStats.of(plain)
     assert stats.sentences == 9009 and stats.median_length == 24
@@ -47,7 +47,7 @@ def test_punkt_only_split_matches_the_measured_count(built_project: Path) -> Non
 
 
 def test_export_is_byte_for_byte_deterministic(tmp_path: Path, built_project: Path) -> None:
-    path = corpus.export_edition("3", tmp_path)
+    path = bible.export_edition("3", tmp_path)
     ours = hashlib.md5(path.read_bytes()).hexdigest()
     theirs = hashlib.md5((built_project / "data/bible/3.tsv").read_bytes()).hexdigest()
     assert ours == theirs
@@ -56,14 +56,14 @@ def test_export_is_byte_for_byte_deterministic(tmp_path: Path, built_project: Pa
 
 
 def test_export_of_another_language(tmp_path: Path) -> None:
-    lines = corpus.export_edition("s", tmp_path).read_text().splitlines()
+    lines = bible.export_edition("s", tmp_path).read_text().splitlines()
     assert len(lines) == 31102
     assert lines[0].split("\t")[0] == "01.001.001"
 
 
 def test_unknown_edition_names_the_valid_codes(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"unknown Bible edition 'q'; valid: 1, 2, 3"):
-        corpus.export_edition("q", tmp_path)
+        bible.export_edition("q", tmp_path)
 
 
 def test_missing_corpus_is_a_clear_error(tmp_path: Path) -> None:

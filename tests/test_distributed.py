@@ -59,8 +59,8 @@ def _free_port() -> int:
 
 
 def _no_dropout_config():
-    """``multilab.model.bert_config`` with dropout off (run-to-run comparable weights)."""
-    import multilab.model as model_module
+    """``multilab.training.model.bert_config`` with dropout off (run-to-run comparable weights)."""
+    import multilab.training.model as model_module
 
     original = model_module.bert_config
 
@@ -139,8 +139,8 @@ def single_process(launched, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same configuration trained by 1 process (in this one), dropout off as well."""
     import torch
 
-    import multilab.model as model_module
-    from multilab.train import train_model
+    import multilab.training.model as model_module
+    from multilab.training.train import train_model
 
     model_dir = tmp_path_factory.mktemp("single") / "original" / "seed0"
     threads = torch.get_num_threads()
@@ -158,7 +158,7 @@ def single_process(launched, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_two_processes_write_one_loadable_model(launched) -> None:
     from transformers import AutoModelForMaskedLM
 
-    from multilab.train import read_done
+    from multilab.training.train import read_done
 
     model_dir = launched["model_dir"]
     done = read_done(model_dir)
@@ -245,7 +245,7 @@ class _CountingObjective:
 def _masked(selected_rows: list[list[bool]]):
     import torch
 
-    from multilab.batches import MaskedBatch
+    from multilab.data.batches import MaskedBatch
 
     selected = torch.tensor(selected_rows)
     ids = torch.arange(selected.numel()).reshape(selected.shape) + 10
@@ -273,7 +273,7 @@ def _masked(selected_rows: list[list[bool]]):
     ],
 )
 def test_every_rank_runs_the_same_number_of_passes(rows, accum, length_pieces) -> None:
-    from multilab.train import _accumulate, accumulation_pieces
+    from multilab.training.train import _accumulate, accumulation_pieces
     from tests.conftest import CpuAccelerator
 
     masked = _masked(rows)
@@ -291,8 +291,8 @@ def _child() -> int:
     """Run inside each launched process: the real CLI, dropout off, checkpoint writes logged."""
     import torch
 
-    import multilab.model as model_module
-    import multilab.train as train_module
+    import multilab.training.model as model_module
+    import multilab.training.train as train_module
     from multilab.cli import main
 
     model_module.bert_config = _no_dropout_config()

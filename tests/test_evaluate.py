@@ -8,16 +8,17 @@ import json
 import pytest
 import torch
 
-from multilab import metrics, tracking
-from multilab.batches import tokenize_lines
+from multilab import tracking
 from multilab.cli import main
 from multilab.config import Config, ConfigError
-from multilab.corpus import read_lines
-from multilab.evaluate import evaluate_and_record, evaluate_model, multilinguality
-from multilab.inputs import ENGLISH, FAKE, InputEncoder
-from multilab.model import build_model, hidden_layers
-from multilab.train import train_model
-from multilab.vocab import load_tokenizer
+from multilab.data.batches import tokenize_lines
+from multilab.data.corpus import read_lines
+from multilab.data.inputs import ENGLISH, FAKE, InputEncoder
+from multilab.data.vocab import load_tokenizer
+from multilab.evaluation import metrics
+from multilab.evaluation.evaluate import evaluate_and_record, evaluate_model, multilinguality
+from multilab.training.model import build_model, hidden_layers
+from multilab.training.train import train_model
 from tests.conftest import PARAMS
 
 

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from multilab import tracking
 from multilab.config import Config, ConfigError
-from multilab.figures import (
+from multilab.reporting.figures import (
     CURVE_KEYS,
     curve_stats,
     figures_for,
@@ -22,9 +22,9 @@ from multilab.figures import (
     study_figures,
     token_pca,
 )
-from multilab.model import load_model
-from multilab.report import finished_runs
-from multilab.train import curve_steps, read_done, train_model
+from multilab.reporting.report import finished_runs
+from multilab.training.model import load_model
+from multilab.training.train import curve_steps, read_done, train_model
 from tests.conftest import smoke_config
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -201,7 +201,7 @@ QUEUE_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "queue_table1.s
 
 
 def test_the_queue_script_covers_tables_1_and_2() -> None:
-    from multilab.report import PAPER
+    from multilab.reporting.report import PAPER
 
     line = next(x for x in QUEUE_SCRIPT.read_text().splitlines() if x.startswith("IDS="))
     assert set(line.removeprefix("IDS=").split(",")) == set(PAPER)

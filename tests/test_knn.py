@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from multilab.batches import mask_tokens, seeded_generator
-from multilab.inputs import ENGLISH, FAKE, MASK_ID, UNK_ID, InputEncoder
-from multilab.modifications import resolve_recipe
-from multilab.vocab import SPECIAL_TOKENS
+from multilab.data.batches import mask_tokens, seeded_generator
+from multilab.data.inputs import ENGLISH, FAKE, MASK_ID, UNK_ID, InputEncoder
+from multilab.data.vocab import SPECIAL_TOKENS
+from multilab.lab.modifications import resolve_recipe
 
 V, MAX_LEN, K = 2048, 128, 5
 N_SPECIAL = len(SPECIAL_TOKENS)
@@ -19,7 +19,7 @@ def neighbour_table(k: int = K) -> torch.Tensor:
     """[2V, k]: k distinct other-language neighbours per word (never the twin); specials → twin.
 
     Distinct columns let a test tell which neighbour was drawn; specials point to their twin
-    as in :func:`multilab.spaces.knn_table`.
+    as in :func:`multilab.spaces.fasttext_spaces.knn_table`.
     """
     ids = torch.arange(2 * V)
     english = ids % V

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from multilab import metrics
+from multilab.evaluation import metrics
 
 
 def _pairs(generator: torch.Generator, n: int, dim: int = 8, noise: float = 0.1):

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from multilab import modifications as mods
+from multilab.lab import modifications as mods
 
 
 def test_every_paper_id_resolves_to_a_recipe() -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from multilab import metrics
-from multilab.batches import (
+from multilab.config import Config
+from multilab.data.batches import (
     mask_tokens,
     random_batches,
     seeded_generator,
@@ -21,13 +21,13 @@ from multilab.batches import (
     tokenize_lines,
     training_examples,
 )
-from multilab.config import Config
-from multilab.corpus import read_lines
-from multilab.evaluate import PERPLEXITY_REPLACEMENT, perplexity, sentence_batches
-from multilab.inputs import InputEncoder
-from multilab.model import MaskedLMObjective, build_model
-from multilab.train import _accumulate, accumulation_pieces, prepare_data
-from multilab.vocab import load_tokenizer
+from multilab.data.corpus import read_lines
+from multilab.data.inputs import InputEncoder
+from multilab.data.vocab import load_tokenizer
+from multilab.evaluation import metrics
+from multilab.evaluation.evaluate import PERPLEXITY_REPLACEMENT, perplexity, sentence_batches
+from multilab.training.model import MaskedLMObjective, build_model
+from multilab.training.train import _accumulate, accumulation_pieces, prepare_data
 from tests.conftest import CpuAccelerator
 
 

@@ -41,8 +41,8 @@ from safetensors.torch import load_file
 from multilab import tracking
 from multilab.cli import main
 from multilab.config import Config, Overrides, load_config
-from multilab.evaluate import evaluate_and_record
-from multilab.train import (
+from multilab.evaluation.evaluate import evaluate_and_record
+from multilab.training.train import (
     CHECKPOINT_PREFIX,
     TMP_PREFIX,
     _latest_checkpoint,
@@ -431,7 +431,7 @@ def test_half_written_checkpoint_is_ignored(project: Config, tmp_path: Path, cap
     complete = (model_dir / f"{CHECKPOINT_PREFIX}2" / "state.pt").read_bytes()
     (half / "state.pt").write_bytes(complete[: len(complete) // 2])
     assert _latest_checkpoint(model_dir) == model_dir / f"{CHECKPOINT_PREFIX}2"
-    caplog.set_level("INFO", logger="multilab.train")
+    caplog.set_level("INFO", logger="multilab.training.train")
     assert main(_cli_args(settings, "train", "--seed", "0")) == 0
     assert "from step 2" in caplog.text
     assert read_done(model_dir)["steps"] == 4 and not list(model_dir.glob(f"{TMP_PREFIX}*"))
@@ -533,7 +533,7 @@ def test_truncated_sentences_are_counted_logged_and_kill_after_save_is_healed(
                                       "train.max_length": 16})
     cfg = _config(settings)
     experiment = tracking.connect(cfg.paths, cfg.experiment)
-    caplog.set_level("WARNING", logger="multilab.batches")
+    caplog.set_level("WARNING", logger="multilab.data.batches")
     model_dir = train_model(cfg.run("original", 0), experiment_id=experiment, progress=False)
     done = read_done(model_dir)
     assert done["truncated_sentences"] > 0

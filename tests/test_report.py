@@ -10,7 +10,7 @@ import pytest
 
 from multilab import tracking
 from multilab.config import Config
-from multilab.report import COLUMNS, build_report
+from multilab.reporting.report import COLUMNS, build_report
 from tests.conftest import smoke_config
 
 METRIC_KEYS = [key for _, key, _ in COLUMNS]
@@ -82,7 +82,7 @@ def test_runs_of_other_parameters_are_ignored_and_counted(project: Config) -> No
     """A later run of the same modification and seed trained with other parameters (here: a
     different fingerprint, as `dvc exp run -S train.epochs=5` gives) never replaces the run of
     the current configuration; the table says it was ignored."""
-    from multilab.report import expected_fingerprint
+    from multilab.reporting.report import expected_fingerprint
 
     cfg = project
     current = expected_fingerprint(cfg, "original", 42)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from multilab import spaces, vecmap
 from multilab.config import ConfigError, SpacesConfig
-from multilab.vocab import SPECIAL_TOKENS
+from multilab.data.vocab import SPECIAL_TOKENS
+from multilab.spaces import fasttext_spaces, vecmap
 
 SUBJECTS = ["the", "a"], ["man", "woman", "child", "king", "servant", "lamb"]
 VERBS = ["saw", "took", "gave", "heard", "loved", "##ed"]
@@ -45,7 +45,7 @@ def grammar_sentences(count: int = 300, seed: int = 0) -> list[list[str]]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     out_dir = tmp_path_factory.mktemp("stage") / "spaces"
-    metrics = spaces.build_spaces(grammar_sentences(), VOCAB, out_dir, CONFIG)
+    metrics = fasttext_spaces.build_spaces(grammar_sentences(), VOCAB, out_dir, CONFIG)
     return out_dir, metrics
 
 
@@ -67,7 +67,7 @@ def test_outputs_and_metrics(built: tuple[Path, dict]) -> None:
     fake_words, _ = vecmap.read_vec(out_dir / "fake.vec")
     assert en_words == VOCAB and en_vectors.shape == (len(VOCAB), CONFIG.dim)
     assert fake_words == ["::" + w for w in VOCAB]
-    en_mapped, fake_mapped = spaces.load_mapped_spaces(out_dir, VOCAB)
+    en_mapped, fake_mapped = fasttext_spaces.load_mapped_spaces(out_dir, VOCAB)
     absent = [VOCAB.index(w) for w in ABSENT]
     assert en_mapped[absent].abs().sum() == 0 and fake_mapped[absent].abs().sum() == 0
     assert en_mapped[len(SPECIAL_TOKENS):].norm(dim=1).gt(0).sum() == metrics["words_mapped"]
@@ -76,7 +76,7 @@ def test_outputs_and_metrics(built: tuple[Path, dict]) -> None:
 def test_knn_table_points_into_the_other_language(built: tuple[Path, dict]) -> None:
     out_dir, _ = built
     size = len(VOCAB)
-    table = spaces.load_knn_table(out_dir, VOCAB)
+    table = fasttext_spaces.load_knn_table(out_dir, VOCAB)
     assert table.shape == (2 * size, K) and table.dtype == torch.long
     assert (table[:size] >= size).all() and (table[:size] < 2 * size).all()
     assert (table[size:] < size).all() and (table[size:] >= 0).all()
@@ -94,7 +94,7 @@ def test_rebuild_is_byte_identical(built: tuple[Path, dict], tmp_path: Path) -> 
     """Same corpus and settings → the same bytes in every versioned output (one fastText
     thread, our seeded initial vectors, a seeded CPU mapping); only timings differ."""
     out_dir, metrics = built
-    again = spaces.build_spaces(grammar_sentences(), VOCAB, tmp_path / "spaces", CONFIG)
+    again = fasttext_spaces.build_spaces(grammar_sentences(), VOCAB, tmp_path / "spaces", CONFIG)
     for name in ("en.vec", "fake.vec", "en.mapped.vec", "fake.mapped.vec", "knn.pt"):
         assert (out_dir / name).read_bytes() == (tmp_path / "spaces" / name).read_bytes(), name
     timings = {"seconds_fasttext", "seconds_vecmap"}
@@ -117,7 +117,7 @@ def test_knn_table_is_csls_in_mapped_space() -> None:
     en = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])
     fake = torch.tensor([[0.0, 1.0], [1.0, 0.1], [0.6, 0.8]])
     en_rows, fake_rows = [5, 6, 7], [6, 5, 7]  # English ids of the trained words
-    table = spaces.knn_table(en, fake, en_rows, fake_rows, vocab_size=8, k=4)
+    table = fasttext_spaces.knn_table(en, fake, en_rows, fake_rows, vocab_size=8, k=4)
     assert table.shape == (16, 4)
     expected = vecmap.csls_neighbours(vecmap.unit_length(en), vecmap.unit_length(fake))
     assert table[5:8, 0].tolist() == [fake_rows[j] + 8 for j in expected.tolist()]
@@ -127,8 +127,8 @@ def test_knn_table_is_csls_in_mapped_space() -> None:
 
 def test_fake_corpus_is_prefixed_and_shuffled() -> None:
     sentences = grammar_sentences(50)
-    fake = spaces.fake_corpus(sentences, shuffle_seed=1)
-    assert fake == spaces.fake_corpus(sentences, shuffle_seed=1)
+    fake = fasttext_spaces.fake_corpus(sentences, shuffle_seed=1)
+    assert fake == fasttext_spaces.fake_corpus(sentences, shuffle_seed=1)
     assert fake != [["::" + t for t in s] for s in sentences]
     assert sorted(fake) == sorted(["::" + t for t in s] for s in sentences)
 
@@ -137,13 +137,13 @@ def test_vocab_mismatch_is_one_clear_line(built: tuple[Path, dict]) -> None:
     out_dir, _ = built
     other = [*VOCAB[:10], "ox", *VOCAB[11:]]
     with pytest.raises(ConfigError) as err:
-        spaces.load_knn_table(out_dir, other)
+        fasttext_spaces.load_knn_table(out_dir, other)
     message = str(err.value)
     assert "\n" not in message and repr(VOCAB[10]) in message and "'ox'" in message
     with pytest.raises(ConfigError, match="has 3 words but the tokenizer has 4"):
-        spaces.check_space_vocab(["a", "b", "c"], ["a", "b", "c", "d"])
+        fasttext_spaces.check_space_vocab(["a", "b", "c"], ["a", "b", "c", "d"])
     with pytest.raises(ConfigError, match="not found"):
-        spaces.load_knn_table(out_dir.parent / "missing", VOCAB)
+        fasttext_spaces.load_knn_table(out_dir.parent / "missing", VOCAB)
 
 
 def test_failed_build_leaves_old_outputs_untouched(tmp_path: Path, monkeypatch) -> None:
@@ -154,14 +154,14 @@ def test_failed_build_leaves_old_outputs_untouched(tmp_path: Path, monkeypatch) 
     def broken_mapping(*args, **kwargs):
         raise RuntimeError("killed")
 
-    monkeypatch.setattr(spaces.vecmap, "map_unsupervised", broken_mapping)
+    monkeypatch.setattr(fasttext_spaces.vecmap, "map_unsupervised", broken_mapping)
     with pytest.raises(RuntimeError, match="killed"):
-        spaces.build_spaces(grammar_sentences(40), VOCAB, out_dir, CONFIG)
+        fasttext_spaces.build_spaces(grammar_sentences(40), VOCAB, out_dir, CONFIG)
     assert [p.name for p in tmp_path.iterdir()] == ["spaces"]
     assert [p.name for p in out_dir.iterdir()] == ["knn.pt"]
     assert (out_dir / "knn.pt").read_text() == "old"
 
     monkeypatch.undo()  # a successful rebuild swaps the whole folder in
-    spaces.build_spaces(grammar_sentences(40), VOCAB, out_dir, CONFIG)
+    fasttext_spaces.build_spaces(grammar_sentences(40), VOCAB, out_dir, CONFIG)
     assert [p.name for p in tmp_path.iterdir()] == ["spaces"]
-    assert spaces.load_knn_table(out_dir, VOCAB).shape == (2 * len(VOCAB), K)
+    assert fasttext_spaces.load_knn_table(out_dir, VOCAB).shape == (2 * len(VOCAB), K)

@@ -9,12 +9,12 @@ import torch
 from transformers import AutoModelForMaskedLM
 
 from multilab import tracking
-from multilab.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
 from multilab.config import Config
-from multilab.inputs import InputEncoder
-from multilab.model import build_model, mlm_loss, mlm_loss_full_head
-from multilab.modifications import resolve_recipe
-from multilab.train import _Stopped, prepare_data, read_done, train_model
+from multilab.data.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
+from multilab.data.inputs import InputEncoder
+from multilab.lab.modifications import resolve_recipe
+from multilab.training.model import build_model, mlm_loss, mlm_loss_full_head
+from multilab.training.train import _Stopped, prepare_data, read_done, train_model
 
 
 def _weights(model_dir) -> dict[str, torch.Tensor]:
@@ -107,7 +107,7 @@ def test_untrained_model_is_saved_without_training(project: Config) -> None:
 
 
 def test_failed_run_ends_failed(project: Config, monkeypatch) -> None:
-    import multilab.train as train_module
+    import multilab.training.train as train_module
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
@@ -122,7 +122,7 @@ def test_failed_run_ends_failed(project: Config, monkeypatch) -> None:
 
 def test_tokenize_counts_truncations(project: Config) -> None:
     run = project.run("original", 0)
-    from multilab.vocab import load_tokenizer
+    from multilab.data.vocab import load_tokenizer
 
     tok = load_tokenizer(project.paths.vocab)
     enc = InputEncoder(resolve_recipe("original"), 2048, 8)

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from multilab import vecmap
+from multilab.spaces import vecmap
 
 WORDS = 500
 DIM = 40

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from multilab.vocab import SPECIAL_TOKENS, is_fake, to_english, to_fake
+from multilab.data.vocab import SPECIAL_TOKENS, is_fake, to_english, to_fake
 
 
 def test_english_vocabulary(built_project: Path) -> None:
@@ -54,8 +54,8 @@ def test_vocabulary_is_byte_identical_across_fresh_processes(
     processes with different hash seeds must still write the same vocabulary, byte for byte."""
     train = built_project / "artifacts/corpora/train.txt"
     script = (
-        "import sys; from pathlib import Path; from multilab.corpus import read_lines; "
-        "from multilab.vocab import build_vocab; "
+        "import sys; from pathlib import Path; from multilab.data.corpus import read_lines; "
+        "from multilab.data.vocab import build_vocab; "
         "build_vocab(read_lines(Path(sys.argv[1])), 2048, Path(sys.argv[2]))"
     )
     written = []

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from multilab.config import Config, ConfigError, Overrides, Terminated, load_config
 from multilab.devices import claim_gpu
-from multilab.modifications import PAPER_IDS, ModificationError, describe
+from multilab.lab.modifications import PAPER_IDS, ModificationError, describe
 
 log = logging.getLogger("multilab")
 
@@ -31,15 +31,15 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 def cmd_corpus(args: argparse.Namespace) -> None:
-    from multilab import corpus
+    from multilab.data import bible, corpus
 
     cfg = _config(args)
     if args.action == "export":
         editions = args.edition or list(cfg.corpus.export_editions)
         for code in editions:
-            corpus.check_edition(code)
+            bible.check_edition(code)
         for code in editions:
-            print(f"exported {corpus.export_edition(code, cfg.paths.data)}")
+            print(f"exported {bible.export_edition(code, cfg.paths.data)}")
         return
     if args.action == "stats":
         stats = corpus.corpus_stats(cfg.paths.corpora)
@@ -53,8 +53,8 @@ def cmd_corpus(args: argparse.Namespace) -> None:
 
 
 def cmd_vocab(args: argparse.Namespace) -> None:
-    from multilab.corpus import read_lines
-    from multilab.vocab import build_vocab
+    from multilab.data.corpus import read_lines
+    from multilab.data.vocab import build_vocab
 
     cfg = _config(args)
     info = build_vocab(read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size, cfg.paths.vocab)
@@ -62,16 +62,16 @@ def cmd_vocab(args: argparse.Namespace) -> None:
 
 
 def cmd_spaces(args: argparse.Namespace) -> None:
-    from multilab import spaces
-    from multilab.corpus import read_lines
-    from multilab.vocab import load_tokenizer
+    from multilab.data.corpus import read_lines
+    from multilab.data.vocab import load_tokenizer
+    from multilab.spaces import fasttext_spaces
 
     cfg = _config(args)
     tokenizer = load_tokenizer(cfg.paths.vocab)
     lines = read_lines(cfg.paths.corpora / "train.txt")
     words = [tokenizer.tokenize(line) for line in lines]
     vocab_words = tokenizer.convert_ids_to_tokens(list(range(cfg.vocab.size)))
-    metrics = spaces.build_spaces(words, vocab_words, cfg.paths.spaces, cfg.spaces)
+    metrics = fasttext_spaces.build_spaces(words, vocab_words, cfg.paths.spaces, cfg.spaces)
     _write_json(cfg.paths.metrics / "spaces.json", metrics)
     _log_spaces(cfg, metrics)
     print(json.dumps(metrics, indent=2))
@@ -90,8 +90,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     cfg = _config(args)
     run = cfg.run(args.modification, args.seed)  # a bad value fails before seconds of imports
     from multilab import tracking
-    from multilab.evaluate import curve_hook
-    from multilab.train import train_model
+    from multilab.evaluation.evaluate import curve_hook
+    from multilab.training.train import train_model
 
     experiment_id = tracking.connect(cfg.paths, cfg.experiment)
     model_dir = train_model(run, experiment_id=experiment_id, curve_hook=curve_hook(run))
@@ -99,7 +99,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from multilab.evaluate import evaluate_and_record
+    from multilab.evaluation.evaluate import evaluate_and_record
 
     cfg = _config(args)
     if args.layers:
@@ -113,7 +113,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_variant(args: argparse.Namespace) -> None:
-    from multilab.study import run_variant
+    from multilab.lab.variant import run_variant
 
     cfg = _config(args)
     summary = run_variant(cfg)
@@ -121,7 +121,7 @@ def cmd_variant(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from multilab.report import build_report
+    from multilab.reporting.report import build_report
 
     cfg = _config(args)
     for path in build_report(cfg):
@@ -129,7 +129,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_figures(args: argparse.Namespace) -> None:
-    from multilab.figures import figures_for
+    from multilab.reporting.figures import figures_for
 
     cfg = _config(args)
     for path in figures_for(cfg, args.target):

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from multilab import modifications as mods
+from multilab.lab import modifications as mods
 
 
 class ConfigError(ValueError):

@@ -5,7 +5,7 @@ neighbour *in the other language* of a cross-lingual static space. The stage:
 
 1. trains fastText skipgram on the English wordpiece corpus and on the Fake-English corpus
    (every token prefixed ``::``, sentence order shuffled with ``fake_shuffle_seed``);
-2. maps the two spaces with our unsupervised VecMap (:mod:`multilab.vecmap`);
+2. maps the two spaces with our unsupervised VecMap (:mod:`multilab.spaces.vecmap`);
 3. writes ``en.vec``, ``fake.vec`` (raw fastText), ``en.mapped.vec``, ``fake.mapped.vec``
    (shared space), ``knn.pt`` ([2V, k] neighbour ids in the other language) and
    ``metrics.json``.
@@ -62,9 +62,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from multilab import vecmap
 from multilab.config import ConfigError, SpacesConfig
-from multilab.vocab import SPECIAL_TOKENS, fake_tokens
+from multilab.data.vocab import SPECIAL_TOKENS, fake_tokens
+from multilab.spaces import vecmap
 
 ENGLISH_VEC = "en.vec"
 FAKE_VEC = "fake.vec"

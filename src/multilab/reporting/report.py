@@ -17,10 +17,10 @@ import pandas as pd
 
 from multilab import tracking
 from multilab.config import Config, ConfigError
-from multilab.figures import study_figures
-from multilab.modifications import canonical_name, describe, paper_id, split_modification
-from multilab.study import mean_std
-from multilab.train import data_fingerprint
+from multilab.lab.modifications import canonical_name, describe, paper_id, split_modification
+from multilab.lab.variant import mean_std
+from multilab.reporting.figures import study_figures
+from multilab.training.train import data_fingerprint
 
 #: (column, MLflow metric, decimals) in the paper's layout.
 COLUMNS = (

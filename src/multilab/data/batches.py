@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from multilab.inputs import ENGLISH, FAKE, Batch, InputEncoder, collate
-from multilab.modifications import Recipe
-from multilab.vocab import SPECIAL_TOKENS
+from multilab.data.inputs import ENGLISH, FAKE, Batch, InputEncoder, collate
+from multilab.data.vocab import SPECIAL_TOKENS
+from multilab.lab.modifications import Recipe
 
 log = logging.getLogger(__name__)
 

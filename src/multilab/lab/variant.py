@@ -13,9 +13,9 @@ from pathlib import Path
 
 from multilab import tracking
 from multilab.config import Config
-from multilab.evaluate import curve_hook, evaluate_and_record
-from multilab.modifications import slug
-from multilab.train import data_fingerprint, read_done, train_model
+from multilab.evaluation.evaluate import curve_hook, evaluate_and_record
+from multilab.lab.modifications import slug
+from multilab.training.train import data_fingerprint, read_done, train_model
 
 SUMMARY_KEYS = (
     "mu",

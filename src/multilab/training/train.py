@@ -30,8 +30,9 @@ from accelerate import Accelerator
 from tqdm.auto import tqdm
 from transformers import BertForMaskedLM, get_linear_schedule_with_warmup
 
-from multilab import spaces, tracking
-from multilab.batches import (
+from multilab import tracking
+from multilab.config import ConfigError, RunConfig
+from multilab.data.batches import (
     Examples,
     bucketed_batches,
     least_padding_cuts,
@@ -41,11 +42,11 @@ from multilab.batches import (
     tokenize_lines,
     training_examples,
 )
-from multilab.config import ConfigError, RunConfig
-from multilab.corpus import read_lines
-from multilab.inputs import InputEncoder
-from multilab.model import MaskedLMObjective, build_model
-from multilab.vocab import BILINGUAL_DIR, load_tokenizer
+from multilab.data.corpus import read_lines
+from multilab.data.inputs import InputEncoder
+from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer
+from multilab.spaces import fasttext_spaces
+from multilab.training.model import MaskedLMObjective, build_model
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def data_fingerprint(run: RunConfig) -> str:
         run.study.paths.vocab / "english" / "vocab.txt": "vocab",
     }
     if run.recipe.needs_knn:
-        made_by[run.study.paths.spaces / spaces.KNN_TABLE] = "spaces"
+        made_by[run.study.paths.spaces / fasttext_spaces.KNN_TABLE] = "spaces"
     for path, stage in made_by.items():
         if not path.exists():
             raise ConfigError(f"{path} not found; run `dvc repro {stage}` first")
@@ -108,7 +109,7 @@ def load_knn_table(run: RunConfig) -> torch.Tensor | None:
         return None
     tokenizer = load_tokenizer(run.study.paths.vocab)
     vocab_words = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    return spaces.load_knn_table(run.study.paths.spaces, vocab_words)
+    return fasttext_spaces.load_knn_table(run.study.paths.spaces, vocab_words)
 
 
 def _load_checkpoint(checkpoint: Path) -> dict:
@@ -401,7 +402,7 @@ def accumulation_pieces(
     The share (every ``world``-th row from ``rank``) is cut into ``accum`` equal groups
     (memory: none holds more rows than ``batch_size``); with ``length_pieces`` > 1 the batch
     arrives sorted by length and each group is cut again where the padding is least
-    (:func:`~multilab.batches.least_padding_cuts`). Every rank gets exactly
+    (:func:`~multilab.data.batches.least_padding_cuts`). Every rank gets exactly
     ``accum * length_pieces`` pieces, empty ones included: each piece is a DDP collective.
     """
     rows = torch.arange(masked.selected.shape[0])

@@ -1,0 +1,73 @@
+"""Every file multilab writes appears whole or not at all.
+
+A reader (a DVC stage, ``multilab report``, a resumed training) must never see half a file:
+a killed process would otherwise leave a truncated JSON that parses as nothing, or a CSV that
+parses as fewer rows. Each writer here fills a temporary file next to the target (same
+folder, so the same file system), flushes it to disk and renames it over the target, which
+POSIX makes atomic. Folders are swapped in the same way by :func:`replace_dir`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+def _temporary(path: Path) -> Path:
+    """A sibling name of our own: a concurrent writer of the same file has another (pid)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+@contextlib.contextmanager
+def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """Open ``path`` for writing (text as UTF-8, or ``"wb"``); it appears only on success.
+
+    The parent folder is created. On any exception, Ctrl-C included, the temporary file is
+    removed and the previous ``path`` (if any) stays untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary(path)
+    try:
+        with tmp.open(mode, encoding=None if "b" in mode else "utf-8") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())  # the rename must not outrun the data (power loss)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) atomically; returns ``path``."""
+    with atomic_open(path) as handle:
+        handle.write(text)
+    return Path(path)
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """The project's one JSON format (indent 2, sorted keys, final newline), atomically."""
+    return write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def replace_dir(staging: Path, target: Path) -> None:
+    """Swap a finished ``staging`` folder in for ``target`` (two renames, no partial state).
+
+    A reader sees the old folder or the new one, never a mix of both. Only between the two
+    renames (microseconds) is ``target`` absent; a kill there leaves the old folder under
+    ``.<name>.old-<pid>``.
+    """
+    if not target.exists():
+        staging.rename(target)
+        return
+    retired = target.with_name(f".{target.name}.old-{os.getpid()}")
+    shutil.rmtree(retired, ignore_errors=True)
+    target.rename(retired)
+    staging.rename(target)
+    shutil.rmtree(retired, ignore_errors=True)
