@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from multilab.config import ConfigError, Overrides, load_config
+from multilab.config import Overrides, load_config
+from multilab.errors import UserError
 from tests.conftest import PARAMS
 
 
@@ -26,7 +27,7 @@ def test_profiles_override_the_paper_values() -> None:
 @pytest.mark.parametrize("key", ["bucket_chunk", "length_pieces"])
 @pytest.mark.parametrize("value", [0, -2, 1.5, "four"])
 def test_batch_shape_keys_must_be_positive_integers(key: str, value) -> None:
-    with pytest.raises(ConfigError, match=rf"train\.{key} = .*must be an integer >= 1"):
+    with pytest.raises(UserError, match=rf"train\.{key} = .*must be an integer >= 1"):
         load_config(PARAMS, {"train": {key: value}})
 
 
@@ -61,14 +62,14 @@ def test_command_line_overrides_win_over_the_profile() -> None:
     ],
 )
 def test_bad_values_fail_clearly(overrides: dict, message: str) -> None:
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(UserError) as err:
         load_config(PARAMS, overrides)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
 
 
 def test_bad_override_syntax() -> None:
-    with pytest.raises(ConfigError, match="key=value"):
+    with pytest.raises(UserError, match="key=value"):
         Overrides.parse(["train.epochs"])
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from multilab.config import ConfigError, CorpusConfig
+from multilab.config import CorpusConfig
 from multilab.data import bible, corpus
+from multilab.errors import UserError
 from tests.conftest import DVC, ROOT
 
 
@@ -62,15 +63,15 @@ def test_export_of_another_language(tmp_path: Path) -> None:
 
 
 def test_unknown_edition_names_the_valid_codes(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"unknown Bible edition 'q'; valid: 1, 2, 3"):
+    with pytest.raises(UserError, match=r"unknown Bible edition 'q'; valid: 1, 2, 3"):
         bible.export_edition("q", tmp_path)
 
 
 def test_missing_corpus_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="missing or empty"):
+    with pytest.raises(UserError, match="missing or empty"):
         corpus.build_corpora(CorpusConfig(), tmp_path, tmp_path / "out")
     (tmp_path / "empty.txt").write_text("\n\n")
-    with pytest.raises(ConfigError, match="is empty"):
+    with pytest.raises(UserError, match="is empty"):
         corpus.read_lines(tmp_path / "empty.txt")
 
 

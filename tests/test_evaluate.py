@@ -10,11 +10,12 @@ import torch
 
 from multilab import tracking
 from multilab.cli import main
-from multilab.config import Config, ConfigError
+from multilab.config import Config
 from multilab.data.batches import tokenize_lines
 from multilab.data.corpus import read_lines
 from multilab.data.inputs import ENGLISH, FAKE, InputEncoder
 from multilab.data.vocab import load_tokenizer
+from multilab.errors import UserError
 from multilab.evaluation import metrics
 from multilab.evaluation.evaluate import evaluate_and_record, evaluate_model, multilinguality
 from multilab.training.model import build_model, hidden_layers
@@ -100,7 +101,7 @@ def test_all_layers_are_evaluated_and_agree_with_the_default_ones(project: Confi
 def test_bad_layers_are_one_clear_error(value) -> None:
     from multilab.config import parse_layers
 
-    with pytest.raises(ConfigError, match=r"evaluate\.layers = .*'all'"):
+    with pytest.raises(UserError, match=r"evaluate\.layers = .*'all'"):
         parse_layers(value)
 
 
@@ -122,7 +123,7 @@ def test_evaluate_records_json_and_mlflow(project: Config) -> None:
 
 def test_not_a_model_directory_is_one_clear_error(project: Config, tmp_path, capsys) -> None:
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ConfigError, match="not a finished multilab model"):
+    with pytest.raises(UserError, match="not a finished multilab model"):
         evaluate_and_record(project, tmp_path / "empty")
     code = main(["--params", str(PARAMS), "--set", "profile=smoke", "evaluate",
                  str(tmp_path / "empty")])

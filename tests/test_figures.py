@@ -12,7 +12,8 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from multilab import tracking
-from multilab.config import Config, ConfigError
+from multilab.config import Config
+from multilab.errors import UserError
 from multilab.reporting.figures import (
     CURVE_KEYS,
     curve_stats,
@@ -152,7 +153,7 @@ def test_study_figures_compare_modifications(trained: Trained) -> None:
 
 @pytest.mark.parametrize("target", ["no/such/dir", "0123456789abcdef0123456789abcdef"])
 def test_bad_target_is_one_clear_error(trained: Trained, target: str, tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"neither a model directory|no run"):
+    with pytest.raises(UserError, match=r"neither a model directory|no run"):
         figures_for(trained.cfg, target)
-    with pytest.raises(ConfigError, match="neither a model directory"):
+    with pytest.raises(UserError, match="neither a model directory"):
         figures_for(trained.cfg, str(tmp_path))  # an existing but empty directory

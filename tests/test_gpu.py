@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from multilab import cli, devices
-from multilab.config import ConfigError
 from multilab.devices import VISIBLE, Gpu, claim_gpu
+from multilab.errors import UserError
 
 # GPU 1 is the least busy, then GPU 0 (less memory in use than GPU 2)
 GPUS = [
@@ -65,7 +65,7 @@ def test_parse_nvidia_smi_including_unreported_values() -> None:
 def test_workers_get_different_gpus_least_busy_first(gpus, claims, tmp_path: Path) -> None:
     got = [_claim(tmp_path, claims) for _ in gpus]
     assert [env[VISIBLE] for _, env in got] == ["GPU-bbbb", "GPU-aaaa", "GPU-cccc"]
-    with pytest.raises(ConfigError, match="all 3 GPU slots"):
+    with pytest.raises(UserError, match="all 3 GPU slots"):
         _claim(tmp_path, claims)
 
 
@@ -96,7 +96,7 @@ def test_several_workers_per_gpu_fill_every_gpu_first(gpus, claims, tmp_path: Pa
     got = [_claim(tmp_path, claims, per_gpu=2)[0] for _ in range(6)]
     assert [c.gpu.index for c in got] == [1, 0, 2, 1, 0, 2]
     assert [c.slot for c in got] == [0, 0, 0, 1, 1, 1]
-    with pytest.raises(ConfigError):
+    with pytest.raises(UserError):
         _claim(tmp_path, claims, per_gpu=2)
 
 
@@ -105,13 +105,13 @@ def test_workers_per_gpu_from_the_environment(gpus, claims, tmp_path: Path) -> N
     claim = claim_gpu(environ=environ)
     claims.append(claim)
     assert claim.path.parent == tmp_path / "l" and claim.path.name == "GPU-bbbb.slot0.lock"
-    with pytest.raises(ConfigError, match=f"{devices.PER_GPU_VARIABLE} .* not 'two'"):
+    with pytest.raises(UserError, match=f"{devices.PER_GPU_VARIABLE} .* not 'two'"):
         claim_gpu(environ={devices.PER_GPU_VARIABLE: "two"}, lock_dir=tmp_path)
 
 
 def test_an_unusable_lock_dir_is_one_clear_error(gpus, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")  # not a directory (permissions would not stop root)
-    with pytest.raises(ConfigError, match=devices.LOCK_DIR_VARIABLE):
+    with pytest.raises(UserError, match=devices.LOCK_DIR_VARIABLE):
         claim_gpu(environ={}, lock_dir=tmp_path / "file" / "locks", wait=0)
 
 

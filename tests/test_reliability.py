@@ -765,7 +765,7 @@ def test_sigterm_on_the_command_line_is_one_line(monkeypatch, capsys) -> None:
     """The CLI turns the SIGTERM exception (raised after the run is ended KILLED) into one
     line and exit 143 (128 + 15), Ctrl-C into exit 130: no traceback."""
     from multilab import cli
-    from multilab.config import Terminated
+    from multilab.errors import Terminated
 
     def terminated(args) -> None:
         raise Terminated("signal 15")

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from multilab.config import ConfigError, SpacesConfig
+from multilab.config import SpacesConfig
 from multilab.data.vocab import SPECIAL_TOKENS
+from multilab.errors import UserError
 from multilab.spaces import fasttext_spaces, vecmap
 
 SUBJECTS = ["the", "a"], ["man", "woman", "child", "king", "servant", "lamb"]
@@ -136,13 +137,13 @@ def test_fake_corpus_is_prefixed_and_shuffled() -> None:
 def test_vocab_mismatch_is_one_clear_line(built: tuple[Path, dict]) -> None:
     out_dir, _ = built
     other = [*VOCAB[:10], "ox", *VOCAB[11:]]
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(UserError) as err:
         fasttext_spaces.load_knn_table(out_dir, other)
     message = str(err.value)
     assert "\n" not in message and repr(VOCAB[10]) in message and "'ox'" in message
-    with pytest.raises(ConfigError, match="has 3 words but the tokenizer has 4"):
+    with pytest.raises(UserError, match="has 3 words but the tokenizer has 4"):
         fasttext_spaces.check_space_vocab(["a", "b", "c"], ["a", "b", "c", "d"])
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(UserError, match="not found"):
         fasttext_spaces.load_knn_table(out_dir.parent / "missing", VOCAB)
 
 

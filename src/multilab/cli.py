@@ -12,9 +12,10 @@ import logging
 import sys
 from pathlib import Path
 
-from multilab.config import Config, ConfigError, Overrides, Terminated, load_config
+from multilab.config import Config, Overrides, load_config
 from multilab.devices import claim_gpu
-from multilab.lab.modifications import PAPER_IDS, ModificationError, describe
+from multilab.errors import Terminated, UserError
+from multilab.lab.modifications import PAPER_IDS, describe
 
 log = logging.getLogger("multilab")
 
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("train", "evaluate", "variant"):
             claim_gpu()  # several GPUs: one per process, before CUDA starts (devices.py)
         args.func(args)
-    except (ConfigError, ModificationError) as err:
+    except UserError as err:  # ModificationError is one
         message = " ".join(str(err).split())  # always one line, whatever the cause says
         print(f"multilab: error: {message}", file=sys.stderr)
         return 2

@@ -17,16 +17,8 @@ from typing import Any
 
 import yaml
 
+from multilab.errors import UserError
 from multilab.lab import modifications as mods
-
-
-class ConfigError(ValueError):
-    """A bad value in params.yaml or on the command line."""
-
-
-class Terminated(Exception):
-    """SIGTERM turned into an exception (by ``tracking.run``) so the run ends KILLED and the
-    command line can say so in one line."""
 
 
 @dataclass(frozen=True)
@@ -252,7 +244,7 @@ def _build(cls: type, values: dict[str, Any] | None, section: str) -> Any:
     known = {f.name: f for f in fields(cls)}
     unknown = sorted(set(values) - set(known))
     if unknown:
-        raise ConfigError(f"unknown key {section}.{unknown[0]}; valid: {', '.join(known)}")
+        raise UserError(f"unknown key {section}.{unknown[0]}; valid: {', '.join(known)}")
     for key, value in values.items():
         if isinstance(value, list):
             values[key] = tuple(value)
@@ -274,7 +266,7 @@ def parse_layers(value: Any) -> tuple[int, ...] | str:
     except (TypeError, ValueError):
         layers = ()
     if not layers or min(layers) < 0:
-        raise ConfigError(
+        raise UserError(
             f"evaluate.layers = {value!r}: need layer numbers >= 0 (0 = embedding output), "
             f"e.g. [0, 8], or {ALL_LAYERS!r}"
         )
@@ -290,12 +282,12 @@ def resolve_layers(layers: tuple[int, ...] | str, num_hidden_layers: int) -> tup
 
 def _check_replacement(probs: tuple[float, ...], where: str) -> None:
     if len(probs) not in (3, 4) or any(p < 0 for p in probs):
-        raise ConfigError(
+        raise UserError(
             f"{where} = {list(probs)}: need 3 or 4 non-negative probabilities "
             "(mask, keep, random[, knn])"
         )
     if not math.isclose(sum(probs), 1.0, abs_tol=1e-6):
-        raise ConfigError(f"{where} = {list(probs)} sums to {sum(probs):g}, not 1")
+        raise UserError(f"{where} = {list(probs)} sums to {sum(probs):g}, not 1")
 
 
 def load_config(
@@ -305,7 +297,7 @@ def load_config(
     """Read, merge and validate ``params.yaml`` (+ optional overrides, e.g. from tests)."""
     params_path = Path(params_path)
     if not params_path.exists():
-        raise ConfigError(f"parameter file {params_path} not found")
+        raise UserError(f"parameter file {params_path} not found")
     raw = yaml.safe_load(params_path.read_text()) or {}
     return config_from_dict(raw, overrides)
 
@@ -316,10 +308,10 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
     profiles = _deep_merge(raw.get(PROFILES_KEY) or {}, overrides.get(PROFILES_KEY) or {})
     profile = str(overrides.get("profile", raw.get("profile", "quick")))
     if profile not in profiles:
-        raise ConfigError(f"unknown profile {profile!r}; valid: {', '.join(profiles) or '(none)'}")
+        raise UserError(f"unknown profile {profile!r}; valid: {', '.join(profiles) or '(none)'}")
     pinned = sorted(set(profiles[profile]) & TOP_LEVEL_ONLY)
     if pinned:
-        raise ConfigError(
+        raise UserError(
             f"profile {profile!r} sets {', '.join(pinned)}: these are read by dvc.yaml from the "
             "top of params.yaml, so set them there (or with `dvc exp run -S`)"
         )
@@ -329,31 +321,28 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
 
     seeds = merged.get("seeds")
     if not seeds or not isinstance(seeds, list | tuple):
-        raise ConfigError(f"seeds = {seeds!r}: need a non-empty list of integers, e.g. [0, 42]")
+        raise UserError(f"seeds = {seeds!r}: need a non-empty list of integers, e.g. [0, 42]")
     try:
         seeds = tuple(int(s) for s in seeds)
     except (TypeError, ValueError) as err:
-        raise ConfigError(f"seeds = {seeds!r}: need integers") from err
+        raise UserError(f"seeds = {seeds!r}: need integers") from err
 
     modification = str(merged.get("modification", "original"))
     study = tuple(str(s) for s in (merged.get("study") or []))
-    try:
-        mods.split_modification(modification)
-        for entry in study:
-            if ";" in entry:
-                raise ConfigError(
-                    f"study entry {entry!r}: join parts with '+' in params.yaml "
-                    f"(e.g. {entry.replace(';', '+')!r}) so DVC paths stay valid"
-                )
-            mods.split_modification(entry)
-    except mods.ModificationError as err:
-        raise ConfigError(str(err)) from err
+    mods.split_modification(modification)  # unknown or conflicting parts: a UserError
+    for entry in study:
+        if ";" in entry:
+            raise UserError(
+                f"study entry {entry!r}: join parts with '+' in params.yaml "
+                f"(e.g. {entry.replace(';', '+')!r}) so DVC paths stay valid"
+            )
+        mods.split_modification(entry)
 
     model_sections = merged.get("models") or {}
     models = {name: _build(ModelConfig, v, f"models.{name}") for name, v in model_sections.items()}
     for needed in ("small", "base"):
         if needed not in models:
-            raise ConfigError(f"models.{needed} missing; valid sizes: small, base")
+            raise UserError(f"models.{needed} missing; valid sizes: small, base")
 
     train = _build(TrainConfig, merged.get("train"), "train")
     if train.replacement_override is not None:
@@ -361,11 +350,11 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
     for name, mod in mods.REGISTRY.items():
         _check_replacement(mod.changes.get("replacement", mods.BERT_REPLACEMENT), name)
     if train.epochs <= 0:
-        raise ConfigError(f"train.epochs = {train.epochs}: must be > 0")
+        raise UserError(f"train.epochs = {train.epochs}: must be > 0")
     for key in ("bucket_chunk", "length_pieces"):
         value = getattr(train, key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"train.{key} = {value!r}: must be an integer >= 1")
+            raise UserError(f"train.{key} = {value!r}: must be an integer >= 1")
 
     evaluate = _build(EvalConfig, merged.get("evaluate"), "evaluate")
     evaluate = replace(evaluate, layers=parse_layers(evaluate.layers))
@@ -396,7 +385,7 @@ class Overrides:
         tree: dict[str, Any] = {}
         for pair in pairs or []:
             if "=" not in pair:
-                raise ConfigError(f"--set {pair!r}: expected key=value, e.g. train.epochs=3")
+                raise UserError(f"--set {pair!r}: expected key=value, e.g. train.epochs=3")
             key, value = pair.split("=", 1)
             node = tree
             *parents, leaf = key.split(".")

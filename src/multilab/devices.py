@@ -30,7 +30,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from multilab.config import ConfigError
+from multilab.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def _workers_per_gpu(environ: MutableMapping[str, str], per_gpu: int | None) -> 
     except ValueError:
         value = 0
     if value < 1:
-        raise ConfigError(f"{PER_GPU_VARIABLE} must be a whole number >= 1, not {raw!r}")
+        raise UserError(f"{PER_GPU_VARIABLE} must be a whole number >= 1, not {raw!r}")
     return value
 
 
@@ -172,7 +172,7 @@ def _try_claim_in(
         _prepare_lock_dir(lock_dir)
         return _try_claim(gpus, per_gpu, lock_dir, environ)
     except OSError as err:  # a taken lock is not an error: _lock returns None for it
-        raise ConfigError(
+        raise UserError(
             f"cannot keep GPU locks in {lock_dir} ({err}); set {LOCK_DIR_VARIABLE} to a "
             "directory every worker can write to"
         ) from err
@@ -195,7 +195,7 @@ def claim_gpu(
 
     Returns None (and changes nothing) when there is nothing to choose; see the module
     docstring. ``wait`` bounds the wait for a free slot in seconds (None: wait until one is
-    free); past it, ``ConfigError``.
+    free); past it, ``UserError``.
     """
     environ = os.environ if environ is None else environ
     if VISIBLE in environ or any(name in environ for name in LAUNCHER_VARIABLES):
@@ -213,7 +213,7 @@ def claim_gpu(
     while (claim := _try_claim_in(gpus, per_gpu, lock_dir, environ)) is None:
         slots = len(gpus) * per_gpu
         if deadline is not None and time.monotonic() >= deadline:
-            raise ConfigError(
+            raise UserError(
                 f"all {slots} GPU slots in {lock_dir} are taken; set {VISIBLE} to choose a GPU "
                 f"yourself or {PER_GPU_VARIABLE} to share GPUs"
             )

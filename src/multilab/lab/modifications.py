@@ -13,13 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from multilab.errors import UserError
+
 #: Replacement probabilities of the selected MLM positions: (mask, keep, random, knn).
 Replacement = tuple[float, float, float, float]
 
 BERT_REPLACEMENT: Replacement = (0.8, 0.1, 0.1, 0.0)
 
 
-class ModificationError(ValueError):
+class ModificationError(UserError):
     """An unknown, conflicting or malformed modification string."""
 
 

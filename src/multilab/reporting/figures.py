@@ -29,8 +29,9 @@ from matplotlib.figure import Figure
 from transformers import BertForMaskedLM
 
 from multilab import tracking
-from multilab.config import Config, ConfigError, Paths
+from multilab.config import Config, Paths
 from multilab.data.vocab import FAKE_PREFIX, load_tokenizer
+from multilab.errors import UserError
 from multilab.lab.modifications import (
     canonical_name,
     paper_id,
@@ -157,7 +158,7 @@ def token_pca(model: BertForMaskedLM, vocab_size: int = 2048) -> TokenPCA:
     """
     embeddings = model.bert.embeddings.word_embeddings.weight
     if embeddings.shape[0] < 2 * vocab_size:
-        raise ConfigError(
+        raise UserError(
             f"model has {embeddings.shape[0]} token embeddings, fewer than 2 x {vocab_size}"
         )
     return pca_2d(embeddings[: 2 * vocab_size])
@@ -284,7 +285,7 @@ def plot_curves(
         if any(key in frame.columns for frames in groups.values() for frame in frames)
     ]
     if not present:
-        raise ConfigError(f"no curve metric ({', '.join(keys)}) to plot for {path.name}")
+        raise UserError(f"no curve metric ({', '.join(keys)}) to plot for {path.name}")
     columns = 3 if len(present) <= 6 else 4
     rows = math.ceil(len(present) / columns)
     figure = Figure(figsize=(4.4 * columns, 3.4 * rows + 0.6), layout="constrained")
@@ -349,7 +350,7 @@ def resolve_target(cfg: Config, target: str) -> ModelTarget:
         return _target_from_dir(candidate)
     if RUN_ID_PATTERN.match(target):
         return _target_from_run(cfg, target)
-    raise ConfigError(
+    raise UserError(
         f"{target!r} is neither a model directory (with {DONE_FILE} or config.json) "
         "nor an MLflow run id (32 hex characters)"
     )
@@ -370,7 +371,7 @@ def _target_from_run(cfg: Config, run_id: str) -> ModelTarget:
     runs = tracking.search_runs(cfg.paths, cfg.experiment)
     found = runs[runs["run_id"] == run_id] if "run_id" in runs else runs
     if found.empty:
-        raise ConfigError(f"no run {run_id} in MLflow experiment {cfg.experiment!r}")
+        raise UserError(f"no run {run_id} in MLflow experiment {cfg.experiment!r}")
     row = found.iloc[0]
     modification = canonical_name(row["tags.modification"])
     seed = int(row["tags.seed"])
@@ -429,7 +430,7 @@ def _english_tokens(cfg: Config, model: BertForMaskedLM) -> list[str]:
     vocab_size = model.config.vocab_size // 2
     tokenizer = load_tokenizer(cfg.paths.vocab)
     if len(tokenizer) != vocab_size:
-        raise ConfigError(
+        raise UserError(
             f"vocabulary in {cfg.paths.vocab} has {len(tokenizer)} tokens but the model was "
             f"trained with {vocab_size} per language"
         )
@@ -441,7 +442,7 @@ def figures_for(cfg: Config, target: str) -> list[Path]:
     resolved = resolve_target(cfg, str(target))
     written = model_figures(cfg, resolved)
     if not written:  # only a run whose model is gone and that logged no curve points
-        raise ConfigError(
+        raise UserError(
             f"run {target}: no model directory whose {DONE_FILE} names it, and no curve "
             "metrics in MLflow: nothing to draw"
         )

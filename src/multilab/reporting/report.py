@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from multilab import tracking
-from multilab.config import Config, ConfigError
+from multilab.config import Config
+from multilab.errors import UserError
 from multilab.lab.modifications import canonical_name, describe, paper_id, split_modification
 from multilab.lab.variant import mean_std
 from multilab.reporting.figures import study_figures
@@ -105,7 +106,7 @@ def expected_fingerprint(cfg: Config, modification: str, seed: int) -> str | Non
     run = cfg.run(modification, seed)
     try:
         return run.fingerprint(data_fingerprint(run))
-    except ConfigError:
+    except UserError:
         return None
 
 

@@ -62,8 +62,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from multilab.config import ConfigError, SpacesConfig
+from multilab.config import SpacesConfig
 from multilab.data.vocab import SPECIAL_TOKENS, fake_tokens
+from multilab.errors import UserError
 from multilab.spaces import vecmap
 
 ENGLISH_VEC = "en.vec"
@@ -81,7 +82,7 @@ log = logging.getLogger(__name__)
 
 def check_space_vocab(words: Sequence[str], vocab_words: Sequence[str], source: str = "space"
                       ) -> None:
-    """Raise a one-line ConfigError unless ``words`` is exactly the tokenizer's vocabulary.
+    """Raise a one-line UserError unless ``words`` is exactly the tokenizer's vocabulary.
 
     A space built with another vocabulary would silently give neighbours for the wrong ids;
     the message names the first differing word and how to fix it.
@@ -89,12 +90,12 @@ def check_space_vocab(words: Sequence[str], vocab_words: Sequence[str], source: 
     hint = "rebuild it with `dvc repro spaces` (or `multilab spaces`)"
     for index, (word, expected) in enumerate(zip(words, vocab_words, strict=False)):
         if word != expected:
-            raise ConfigError(
+            raise UserError(
                 f"{source}: word {index} is {word!r} but the tokenizer has {expected!r}; "
                 f"the space was built with another vocabulary, {hint}"
             )
     if len(words) != len(vocab_words):
-        raise ConfigError(
+        raise UserError(
             f"{source} has {len(words)} words but the tokenizer has {len(vocab_words)}; {hint}"
         )
 
@@ -102,7 +103,7 @@ def check_space_vocab(words: Sequence[str], vocab_words: Sequence[str], source: 
 def read_vec_words(path: Path) -> list[str]:
     """The words of a .vec file, without parsing the vectors (cheap vocabulary check)."""
     if not path.exists():
-        raise ConfigError(f"{path} not found; run `dvc repro spaces` first")
+        raise UserError(f"{path} not found; run `dvc repro spaces` first")
     with path.open(encoding="utf-8") as handle:
         handle.readline()
         return [line.split(" ", 1)[0] for line in handle]
@@ -116,10 +117,10 @@ def load_knn_table(spaces_dir: Path, vocab_words: Sequence[str]) -> Tensor:
     )
     path = spaces_dir / KNN_TABLE
     if not path.exists():
-        raise ConfigError(f"{path} not found; run `dvc repro spaces` first")
+        raise UserError(f"{path} not found; run `dvc repro spaces` first")
     table = torch.load(path)
     if table.ndim != 2 or table.shape[0] != 2 * len(vocab_words):
-        raise ConfigError(
+        raise UserError(
             f"{path} has shape {list(table.shape)}, expected [{2 * len(vocab_words)}, k]; "
             "rebuild it with `dvc repro spaces`"
         )
@@ -314,7 +315,7 @@ def train_spaces(
         for path in [*corpora.values(), *initial.values()]:
             path.unlink(missing_ok=True)
     if len(en_rows) < 2 or len(fake_rows) < 2:
-        raise ConfigError("spaces: the corpus has fewer than 2 vocabulary words to map")
+        raise UserError("spaces: the corpus has fewer than 2 vocabulary words to map")
     return TrainedSpaces(en_vectors, fake_vectors, en_rows, fake_rows,
                          time.perf_counter() - started)
 

@@ -18,7 +18,8 @@ from torch.utils.checkpoint import checkpoint
 from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-from multilab.config import ConfigError, ModelConfig
+from multilab.config import ModelConfig
+from multilab.errors import UserError
 
 MODEL_FILES = ("config.json", "model.safetensors")
 
@@ -53,14 +54,14 @@ def load_model(model_dir: Path) -> BertForMaskedLM:
     model_dir = Path(model_dir)
     missing = [f for f in MODEL_FILES if not (model_dir / f).exists()]
     if missing:
-        raise ConfigError(
+        raise UserError(
             f"{model_dir} is not a multilab model directory (missing {', '.join(missing)})"
         )
     try:
         json.loads((model_dir / "config.json").read_text())
         return AutoModelForMaskedLM.from_pretrained(str(model_dir))
     except Exception as err:  # corrupt files surface as many different exception types
-        raise ConfigError(f"{model_dir} holds a corrupted checkpoint: {err}") from err
+        raise UserError(f"{model_dir} holds a corrupted checkpoint: {err}") from err
 
 
 def mlm_loss(

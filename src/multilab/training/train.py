@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from transformers import BertForMaskedLM, get_linear_schedule_with_warmup
 
 from multilab import tracking
-from multilab.config import ConfigError, RunConfig
+from multilab.config import RunConfig
 from multilab.data.batches import (
     Examples,
     bucketed_batches,
@@ -45,6 +45,7 @@ from multilab.data.batches import (
 from multilab.data.corpus import read_lines
 from multilab.data.inputs import InputEncoder
 from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer
+from multilab.errors import UserError
 from multilab.spaces import fasttext_spaces
 from multilab.training.model import MaskedLMObjective, build_model
 
@@ -70,7 +71,7 @@ def data_fingerprint(run: RunConfig) -> str:
         made_by[run.study.paths.spaces / fasttext_spaces.KNN_TABLE] = "spaces"
     for path, stage in made_by.items():
         if not path.exists():
-            raise ConfigError(f"{path} not found; run `dvc repro {stage}` first")
+            raise UserError(f"{path} not found; run `dvc repro {stage}` first")
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -123,7 +124,7 @@ def _load_checkpoint(checkpoint: Path) -> dict:
         return torch.load(checkpoint / "state.pt", weights_only=False)
     except Exception as err:  # truncated zip, bad pickle, missing file: many types
         reason = (str(err).strip().split(". ")[0].splitlines() or [type(err).__name__])[0]
-        raise ConfigError(
+        raise UserError(
             f"checkpoint {checkpoint} is unreadable ({reason}); delete that folder to "
             "retrain this model from step 0"
         ) from err
