@@ -51,6 +51,7 @@ from common import (
     write_json,
 )
 from multilab.config import Config, RunConfig
+from multilab.files import atomic_open
 from multilab.data.batches import (
     MaskedBatch,
     bucketed_batches,
@@ -636,8 +637,8 @@ def plot_losses(result: dict, path: Path, steps: int) -> None:
                  f"\nmultilab {result['speedup']:.1f}× the baseline's tokens/s with all arms "
                  "taking turns in one process (each alone in its own process: train-alone.json)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    with atomic_open(path, "wb") as handle:
+        fig.savefig(handle, format="png")
     plt.close(fig)
 
 

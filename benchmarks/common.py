@@ -22,6 +22,7 @@ import transformers
 from multilab.config import Config, load_config
 from multilab.data import bible, corpus
 from multilab.data.vocab import build_vocab
+from multilab.files import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = ROOT / "params.yaml"
@@ -105,6 +106,5 @@ def peak_rss_mib() -> float:
 
 
 def write_json(path: Path, record: dict[str, Any]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2, default=str) + "\n")
-    return path
+    """A results file: in the order the benchmark recorded it (not sorted), written atomically."""
+    return write_text(path, json.dumps(record, indent=2, default=str) + "\n")

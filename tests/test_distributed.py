@@ -158,7 +158,7 @@ def single_process(launched, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_two_processes_write_one_loadable_model(launched) -> None:
     from transformers import AutoModelForMaskedLM
 
-    from multilab.training.train import read_done
+    from multilab.training.model_dir import read_done
 
     model_dir = launched["model_dir"]
     done = read_done(model_dir)
@@ -294,6 +294,7 @@ def _child() -> int:
     import multilab.training.model as model_module
     import multilab.training.train as train_module
     from multilab.cli import main
+    from multilab.training.model_dir import checkpoint_dir
 
     model_module.bert_config = _no_dropout_config()
     save = train_module._save_checkpoint
@@ -301,7 +302,7 @@ def _child() -> int:
 
     def recorded_save(run, model_dir, step, *args, **kwargs):
         save(run, model_dir, step, *args, **kwargs)
-        final = Path(model_dir) / f"{train_module.CHECKPOINT_PREFIX}{step}" / "state.pt"
+        final = checkpoint_dir(Path(model_dir), step) / "state.pt"
         saved_step = torch.load(final, weights_only=False)["state"]["step"]
         with log_path.open("a") as log:
             log.write(f"{os.environ.get('RANK', '?')} {step} {saved_step}\n")

@@ -25,7 +25,8 @@ from multilab.reporting.figures import (
 )
 from multilab.reporting.report import finished_runs
 from multilab.training.model import load_model
-from multilab.training.train import curve_steps, read_done, train_model
+from multilab.training.model_dir import read_done
+from multilab.training.train import curve_steps, train_model
 from tests.conftest import smoke_config
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -42,15 +42,14 @@ from multilab import tracking
 from multilab.cli import main
 from multilab.config import Config, Overrides, load_config
 from multilab.evaluation.evaluate import evaluate_and_record
-from multilab.training.train import (
+from multilab.training.model_dir import (
     CHECKPOINT_PREFIX,
     TMP_PREFIX,
-    _latest_checkpoint,
-    _Stopped,
     data_fingerprint,
+    latest_checkpoint,
     read_done,
-    train_model,
 )
+from multilab.training.train import _Stopped, train_model
 from tests.conftest import BIN, PARAMS
 
 SENTENCES, STEPS = 128, 8
@@ -430,7 +429,7 @@ def test_half_written_checkpoint_is_ignored(project: Config, tmp_path: Path, cap
     half.mkdir()
     complete = (model_dir / f"{CHECKPOINT_PREFIX}2" / "state.pt").read_bytes()
     (half / "state.pt").write_bytes(complete[: len(complete) // 2])
-    assert _latest_checkpoint(model_dir) == model_dir / f"{CHECKPOINT_PREFIX}2"
+    assert latest_checkpoint(model_dir) == model_dir / f"{CHECKPOINT_PREFIX}2"
     caplog.set_level("INFO", logger="multilab.training.train")
     assert main(_cli_args(settings, "train", "--seed", "0")) == 0
     assert "from step 2" in caplog.text

@@ -14,7 +14,8 @@ from multilab.data.batches import mask_tokens, seeded_generator, tokenize_lines,
 from multilab.data.inputs import InputEncoder
 from multilab.lab.modifications import resolve_recipe
 from multilab.training.model import build_model, mlm_loss, mlm_loss_full_head
-from multilab.training.train import _Stopped, prepare_data, read_done, train_model
+from multilab.training.model_dir import read_done
+from multilab.training.train import _Stopped, prepare_data, train_model
 
 
 def _weights(model_dir) -> dict[str, torch.Tensor]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from multilab.config import Config, Overrides, load_config
 from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
+from multilab.files import write_json
 from multilab.lab.modifications import PAPER_IDS, describe
 
 log = logging.getLogger("multilab")
@@ -22,13 +23,6 @@ log = logging.getLogger("multilab")
 
 def _config(args: argparse.Namespace) -> Config:
     return load_config(args.params, Overrides.parse(args.set))
-
-
-def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
 
 
 def cmd_corpus(args: argparse.Namespace) -> None:
@@ -46,7 +40,7 @@ def cmd_corpus(args: argparse.Namespace) -> None:
         stats = corpus.corpus_stats(cfg.paths.corpora)
     else:
         stats = corpus.build_corpora(cfg.corpus, cfg.paths.data, cfg.paths.corpora)
-    _write_json(
+    write_json(
         cfg.paths.metrics / "corpus.json",
         {name: s.as_dict() for name, s in stats.items()} | {"paper": corpus.PAPER_STATS},
     )
@@ -73,7 +67,7 @@ def cmd_spaces(args: argparse.Namespace) -> None:
     words = [tokenizer.tokenize(line) for line in lines]
     vocab_words = tokenizer.convert_ids_to_tokens(list(range(cfg.vocab.size)))
     metrics = fasttext_spaces.build_spaces(words, vocab_words, cfg.paths.spaces, cfg.spaces)
-    _write_json(cfg.paths.metrics / "spaces.json", metrics)
+    write_json(cfg.paths.metrics / "spaces.json", metrics)
     _log_spaces(cfg, metrics)
     print(json.dumps(metrics, indent=2))
 

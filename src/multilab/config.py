@@ -58,10 +58,19 @@ class Paths:
         return self.reports / "figures"
 
     def model_dir(self, modification: str, seed: int) -> Path:
+        """A study model (a ``train`` stage of dvc.yaml writes the same path)."""
         return self.models / mods.slug(modification) / f"seed{seed}"
 
     def eval_file(self, modification: str, seed: int) -> Path:
+        """A study model's evaluation (an ``evaluate`` stage of dvc.yaml writes it)."""
         return self.evaluations / mods.slug(modification) / f"seed{seed}.json"
+
+    def variant_model_dir(self, modification: str, seed: int) -> Path:
+        """A model trained by ``multilab variant`` because the study has none like it."""
+        return self.variant / mods.slug(modification) / f"seed{seed}"
+
+    def variant_eval_file(self, modification: str, seed: int) -> Path:
+        return self.variant / "eval" / mods.slug(modification) / f"seed{seed}.json"
 
     def rebased(self, root: Path) -> Paths:
         """All relative paths made relative to ``root`` (tests run in temp dirs)."""

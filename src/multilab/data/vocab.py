@@ -22,6 +22,7 @@ from tokenizers import (
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from multilab.errors import UserError
+from multilab.files import write_text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 FAKE_PREFIX = "::"
@@ -89,7 +90,7 @@ def _save_bert_tokenizer(tokens: list[str], out_dir: Path) -> None:
         sep_token="[SEP]",
         mask_token="[MASK]",
     ).save_pretrained(str(out_dir))
-    (out_dir / "vocab.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+    write_text(out_dir / "vocab.txt", "".join(t + "\n" for t in tokens))
 
 
 def build_vocab(sentences: list[str], size: int, out_dir: Path) -> dict[str, int]:

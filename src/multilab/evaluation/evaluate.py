@@ -7,7 +7,6 @@ training, and every metric is computed on whole tensors (see :mod:`multilab.eval
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -22,9 +21,10 @@ from multilab.data.inputs import ENGLISH, FAKE, InputEncoder
 from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation import metrics
+from multilab.files import write_json
 from multilab.lab.modifications import Recipe
-from multilab.training.model import hidden_layers, load_model
-from multilab.training.train import DONE_FILE, CurveHook, read_done
+from multilab.training.model import CurveHook, hidden_layers, load_model
+from multilab.training.model_dir import DONE_FILE, read_done
 
 PERPLEXITY_REPLACEMENT = (1.0, 0.0, 0.0, 0.0)  # every selected token becomes [MASK]
 
@@ -255,10 +255,7 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
         "metrics": results,
     }
     out = out or cfg.paths.eval_file(run.modification, run.seed)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    tmp.replace(out)
+    write_json(out, record)
     if done.get("run_id"):
         tracking.log_to_run(cfg.paths, done["run_id"], results, step=done.get("steps", 0))
         tracking.set_tags(cfg.paths, done["run_id"], {"evaluated": "true"})

@@ -181,6 +181,11 @@ def slug(text: str) -> str:
     return "+".join(split_modification(text))
 
 
+def file_stem(text: str, seed: int) -> str:
+    """How files about one model are named (figures, plot data): ``<slug>-seed<N>``."""
+    return f"{slug(text)}-seed{seed}"
+
+
 def paper_id(text: str) -> str | None:
     """The paper ID of a modification, whatever the order of its parts, if it has one."""
     parts = set(split_modification(text))

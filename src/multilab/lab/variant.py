@@ -7,15 +7,14 @@ the study already holds a finished model with the same fingerprint, it is reused
 
 from __future__ import annotations
 
-import json
 import statistics
-from pathlib import Path
 
 from multilab import tracking
 from multilab.config import Config
 from multilab.evaluation.evaluate import curve_hook, evaluate_and_record
-from multilab.lab.modifications import slug
-from multilab.training.train import data_fingerprint, read_done, train_model
+from multilab.files import write_json
+from multilab.training.model_dir import data_fingerprint, read_done
+from multilab.training.train import train_model
 
 SUMMARY_KEYS = (
     "mu",
@@ -59,11 +58,11 @@ def run_variant(cfg: Config) -> dict:
         if done and done["fingerprint"] == fingerprint:
             model_dir = study_model
         else:
-            model_dir = cfg.paths.variant / slug(cfg.modification) / f"seed{seed}"
+            model_dir = cfg.paths.variant_model_dir(cfg.modification, seed)
             train_model(run, experiment_id=experiment_id, curve_hook=curve_hook(run),
                         model_dir=model_dir)
-        eval_file = cfg.paths.variant / "eval" / slug(cfg.modification) / f"seed{seed}.json"
-        record = evaluate_and_record(cfg, model_dir, eval_file)
+        record = evaluate_and_record(cfg, model_dir,
+                                     cfg.paths.variant_eval_file(cfg.modification, seed))
         per_seed.append(record["metrics"])
     summary = {
         "modification": run.modification,
@@ -72,11 +71,5 @@ def run_variant(cfg: Config) -> dict:
         "profile": cfg.profile,
         **{k.replace(".", "_"): v for k, v in summarise(per_seed).items()},
     }
-    out = cfg.paths.metrics / "variant.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    write_json(cfg.paths.metrics / "variant.json", summary)
     return summary
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text())

@@ -32,15 +32,16 @@ from multilab import tracking
 from multilab.config import Config, Paths
 from multilab.data.vocab import FAKE_PREFIX, load_tokenizer
 from multilab.errors import UserError
+from multilab.files import atomic_open
 from multilab.lab.modifications import (
     canonical_name,
+    file_stem,
     paper_id,
     resolve_recipe,
-    slug,
     split_modification,
 )
 from multilab.training.model import load_model
-from multilab.training.train import DONE_FILE, read_done
+from multilab.training.model_dir import DONE_FILE, looks_like_model_dir, read_done
 
 #: Step metrics drawn as curves (the keys evaluate.curve_hook logs at each curve point).
 CURVE_KEYS = (
@@ -346,7 +347,7 @@ class ModelTarget:
 def resolve_target(cfg: Config, target: str) -> ModelTarget:
     """A model directory, or the id of an MLflow run of ``cfg.experiment``."""
     candidate = Path(target)
-    if candidate.is_dir() and any((candidate / f).exists() for f in (DONE_FILE, "config.json")):
+    if looks_like_model_dir(candidate):
         return _target_from_dir(candidate)
     if RUN_ID_PATTERN.match(target):
         return _target_from_run(cfg, target)
@@ -362,7 +363,7 @@ def _target_from_dir(model_dir: Path) -> ModelTarget:
         return ModelTarget(model_dir, None, None, None, f"{model_dir.parent.name}-{model_dir.name}")
     modification, seed = done["modification"], int(done["seed"])
     return ModelTarget(
-        model_dir, done.get("run_id"), modification, seed, f"{slug(modification)}-seed{seed}"
+        model_dir, done.get("run_id"), modification, seed, file_stem(modification, seed)
     )
 
 
@@ -377,14 +378,14 @@ def _target_from_run(cfg: Config, run_id: str) -> ModelTarget:
     seed = int(row["tags.seed"])
     candidates = [
         cfg.paths.model_dir(modification, seed),
-        cfg.paths.variant / slug(modification) / f"seed{seed}",
+        cfg.paths.variant_model_dir(modification, seed),
     ]
     if isinstance(row.get("tags.model_dir"), str):
         candidates.insert(0, Path(row["tags.model_dir"]))
     model_dir = next(
         (d for d in candidates if (read_done(d) or {}).get("run_id") == run_id), None
     )
-    return ModelTarget(model_dir, run_id, modification, seed, f"{slug(modification)}-seed{seed}")
+    return ModelTarget(model_dir, run_id, modification, seed, file_stem(modification, seed))
 
 
 def model_figures(
@@ -520,7 +521,7 @@ def _style_curve_panel(panel, key: str, values: list[float]) -> None:
 
 
 def _save(figure: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(figure)
-    figure.savefig(path, dpi=110)
+    with atomic_open(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=110)
     return path

@@ -7,7 +7,6 @@ finished one — and missing seeds are listed in the table, never silently dropp
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -18,10 +17,17 @@ import pandas as pd
 from multilab import tracking
 from multilab.config import Config
 from multilab.errors import UserError
-from multilab.lab.modifications import canonical_name, describe, paper_id, split_modification
+from multilab.files import write_json, write_text
+from multilab.lab.modifications import (
+    canonical_name,
+    describe,
+    file_stem,
+    paper_id,
+    split_modification,
+)
 from multilab.lab.variant import mean_std
 from multilab.reporting.figures import study_figures
-from multilab.training.train import data_fingerprint
+from multilab.training.model_dir import data_fingerprint
 
 #: (column, MLflow metric, decimals) in the paper's layout.
 COLUMNS = (
@@ -248,17 +254,25 @@ def write_plot_data(cfg: Config, runs: pd.DataFrame) -> list[Path]:
     """One CSV per model for `dvc plots`: training loss and multilinguality curves."""
     written = []
     for _, run in runs.iterrows():
-        name = f"{run['tags.modification'].replace(';', '+')}-seed{run['tags.seed']}.csv"
+        name = file_stem(run["tags.modification"], int(run["tags.seed"])) + ".csv"
         for folder, keys in (("loss", ("train_loss",)), ("curves", MULTILINGUALITY_KEYS),
                              ("perplexity", PERPLEXITY_KEYS)):
             frame = curve_frame(cfg, run["run_id"], keys)
             if frame.empty:
                 continue
-            path = cfg.paths.reports / "plots" / folder / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            frame.to_csv(path, index=False)
-            written.append(path)
+            written.append(
+                write_text(cfg.paths.reports / "plots" / folder / name, frame.to_csv(index=False))
+            )
     return written
+
+
+def _write_table(stem: Path, markdown: str, frame: pd.DataFrame) -> list[Path]:
+    """One table as ``<stem>.md``, ``.csv`` and ``.tex``."""
+    return [
+        write_text(stem.with_suffix(".md"), markdown),
+        write_text(stem.with_suffix(".csv"), frame.to_csv(index=False)),
+        write_text(stem.with_suffix(".tex"), latex_table(frame)),
+    ]
 
 
 def build_report(cfg: Config) -> list[Path]:
@@ -272,7 +286,6 @@ def build_report(cfg: Config) -> list[Path]:
     if not any(r.paper_id in TABLE2_IDS[1:] for r in rows2):
         rows2 = []  # no non-parallel run: the original row alone compares nothing
     reports = cfg.paths.reports
-    reports.mkdir(parents=True, exist_ok=True)
     written = []
     intro = (
         f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
@@ -288,12 +301,8 @@ def build_report(cfg: Config) -> list[Path]:
     if rows2:
         table2 = markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)")
         body += "\n\n" + table2
-        (reports / "table2.md").write_text(intro.replace("Table 1", "Table 2", 1) + table2
-                                           + "\n")
-        frame2 = rows_frame(rows2)
-        frame2.to_csv(reports / "table2.csv", index=False)
-        (reports / "table2.tex").write_text(latex_table(frame2))
-        written += [reports / f"table2.{ext}" for ext in ("md", "csv", "tex")]
+        written += _write_table(reports / "table2", intro.replace("Table 1", "Table 2", 1)
+                                + table2 + "\n", rows_frame(rows2))
     body += "\n\n## Modifications\n\n" + legend(rows + rows2)
     # figures and plot data from exactly the runs behind the table's numbers
     behind = {run_id for row in rows for run_id in row.run_ids}
@@ -305,21 +314,13 @@ def build_report(cfg: Config) -> list[Path]:
         body += "\n\n## Figures\n\n" + "\n".join(
             f"![{p.stem}](figures/{p.name})" for p in figures
         )
-    md = reports / "table1.md"
-    md.write_text(intro + body + "\n")
-    frame = rows_frame(rows)
-    frame.to_csv(reports / "table1.csv", index=False)
-    (reports / "table1.tex").write_text(latex_table(frame))
-    written += [md, reports / "table1.csv", reports / "table1.tex"]
+    written += _write_table(reports / "table1", intro + body + "\n", rows_frame(rows))
     summary = {
         row.modification: {k: {"mean": m, "std": s} for k, (m, s) in row.stats.items()}
         | {"n_seeds": len(row.seeds_found)}
         for row in rows
     }
-    metrics_file = cfg.paths.metrics / "study.json"
-    metrics_file.parent.mkdir(parents=True, exist_ok=True)
-    metrics_file.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    written.append(metrics_file)
+    written.append(write_json(cfg.paths.metrics / "study.json", summary))
     if not used.empty:
         written += write_plot_data(cfg, used)
     return written

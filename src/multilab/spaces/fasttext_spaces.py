@@ -46,9 +46,7 @@ renamed into place, so a killed run leaves either the old outputs or the new one
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import random
 import shutil
 import tempfile
@@ -65,6 +63,7 @@ from torch import Tensor
 from multilab.config import SpacesConfig
 from multilab.data.vocab import SPECIAL_TOKENS, fake_tokens
 from multilab.errors import UserError
+from multilab.files import replace_dir, write_json
 from multilab.spaces import vecmap
 
 ENGLISH_VEC = "en.vec"
@@ -261,7 +260,7 @@ def build_spaces(
     staging.chmod(0o755)  # mkdtemp's 0700 would otherwise become the published folder's mode
     try:
         metrics = _build_in(staging, train_wordpiece_sentences, vocab_words, cfg)
-        _publish(staging, out_dir)
+        replace_dir(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -379,20 +378,9 @@ def _build_in(
         vocab_size, cfg.knn_k,
     )
     torch.save(table, staging / KNN_TABLE)
-    (staging / METRICS).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    write_json(staging / METRICS, metrics)
     # Read back what later stages read, so a broken file fails here and not in training.
     load_knn_table(staging, vocab_words)
     check_space_vocab(read_vec_words(staging / FAKE_MAPPED_VEC), fake_words,
                       str(staging / FAKE_MAPPED_VEC))
     return metrics
-
-
-def _publish(staging: Path, out_dir: Path) -> None:
-    """Swap the finished staging folder in for ``out_dir`` (two renames, no partial state)."""
-    if not out_dir.exists():
-        staging.rename(out_dir)
-        return
-    retired = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-    out_dir.rename(retired)
-    staging.rename(out_dir)
-    shutil.rmtree(retired, ignore_errors=True)

@@ -26,8 +26,6 @@ dictionary collapse onto hub words).
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +35,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 from tqdm import tqdm
+
+from multilab.files import atomic_open
 
 #: CSLS neighbourhood size of the reference ``--unsupervised`` mode.
 CSLS_K = 10
@@ -470,27 +470,18 @@ def read_vec(path: Path | str) -> tuple[list[str], Tensor]:
 
 
 def write_vec(path: Path | str, words: Sequence[str], vectors: Tensor) -> None:
-    """Write a word2vec text file atomically (temp file in the same folder, then rename).
+    """Write a word2vec text file atomically (:func:`multilab.files.atomic_open`).
 
     A killed run therefore never leaves a truncated file that would later parse as a
     smaller vocabulary.
     """
-    path = Path(path)
     if len(words) != vectors.shape[0]:
         raise ValueError(f"{len(words)} words but {vectors.shape[0]} vectors")
     bad = next((w for w in words if not w or any(c.isspace() for c in w)), None)
     if bad is not None:
         raise ValueError(f"word {bad!r} is empty or contains whitespace")
     rows = vectors.detach().float().cpu().tolist()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(f"{len(words)} {vectors.shape[1]}\n")
-            for word, row in zip(words, rows, strict=True):
-                out.write(word + " " + " ".join(f"{v:.6g}" for v in row) + "\n")
-        os.chmod(tmp_name, 0o644)  # mkstemp creates 0600; published files are shared
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with atomic_open(Path(path)) as out:
+        out.write(f"{len(words)} {vectors.shape[1]}\n")
+        for word, row in zip(words, rows, strict=True):
+            out.write(word + " " + " ".join(f"{v:.6g}" for v in row) + "\n")

@@ -9,6 +9,7 @@ gradients, bit for bit), which bounds the peak memory of training (docs/PERFORMA
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -22,6 +23,10 @@ from multilab.config import ModelConfig
 from multilab.errors import UserError
 
 MODEL_FILES = ("config.json", "model.safetensors")
+
+#: Called by the trainer at curve points with (step, model); returns metrics to log at that
+#: step (the evaluation supplies it: training does not know what is measured).
+CurveHook = Callable[[int, BertForMaskedLM], dict[str, float]]
 
 #: A training batch with more positions (rows × padded width) than this recomputes each
 #: layer's activations in the backward pass instead of keeping them. Bucketed batches are

@@ -14,21 +14,18 @@ not depend on how many devices share it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import math
 import os
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator
 from tqdm.auto import tqdm
-from transformers import BertForMaskedLM, get_linear_schedule_with_warmup
+from transformers import get_linear_schedule_with_warmup
 
 from multilab import tracking
 from multilab.config import RunConfig
@@ -46,39 +43,22 @@ from multilab.data.corpus import read_lines
 from multilab.data.inputs import InputEncoder
 from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer
 from multilab.errors import UserError
+from multilab.files import replace_dir, write_text
 from multilab.spaces import fasttext_spaces
-from multilab.training.model import MaskedLMObjective, build_model
+from multilab.training.model import CurveHook, MaskedLMObjective, build_model
+from multilab.training.model_dir import (
+    TRAIN_LOG,
+    checkpoint_dir,
+    data_fingerprint,
+    latest_checkpoint,
+    partial_checkpoint_dir,
+    read_done,
+    remove_checkpoints,
+    write_done,
+)
 
 log = logging.getLogger(__name__)
 
-DONE_FILE = "multilab.json"
-CHECKPOINT_PREFIX = "checkpoint-"
-TMP_PREFIX = ".tmp-"  # a checkpoint being written; never read
-TRAIN_LOG = "train_log.csv"
-
-#: Called at curve points with (step, model); returns metrics to log at that step.
-CurveHook = Callable[[int, BertForMaskedLM], dict[str, float]]
-
-
-def data_fingerprint(run: RunConfig) -> str:
-    """Hash of the training corpus and vocabulary (+ knn table): part of a model's identity."""
-    digest = hashlib.sha256()
-    made_by = {  # input file → the DVC stage that writes it
-        run.study.paths.corpora / "train.txt": "corpus",
-        run.study.paths.vocab / "english" / "vocab.txt": "vocab",
-    }
-    if run.recipe.needs_knn:
-        made_by[run.study.paths.spaces / fasttext_spaces.KNN_TABLE] = "spaces"
-    for path, stage in made_by.items():
-        if not path.exists():
-            raise UserError(f"{path} not found; run `dvc repro {stage}` first")
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def read_done(model_dir: Path) -> dict | None:
-    path = model_dir / DONE_FILE
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 @dataclass
@@ -130,16 +110,6 @@ def _load_checkpoint(checkpoint: Path) -> dict:
         ) from err
 
 
-def _latest_checkpoint(model_dir: Path) -> Path | None:
-    """The highest complete ``checkpoint-N``; ``.tmp-…`` folders (writes cut short) never count."""
-    done = [
-        p
-        for p in model_dir.glob(f"{CHECKPOINT_PREFIX}*")
-        if p.is_dir() and p.name[len(CHECKPOINT_PREFIX) :].isdigit()
-    ]
-    return max(done, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]), default=None)
-
-
 def _save_checkpoint(
     run: RunConfig, model_dir: Path, step: int, model, optimizer, scheduler, state: dict
 ) -> None:
@@ -149,8 +119,8 @@ def _save_checkpoint(
     intermediate model loads with ``AutoModelForMaskedLM.from_pretrained``) plus ``state.pt``
     with the weights, optimizer, scheduler and step for an exact resume.
     """
-    final = model_dir / f"{CHECKPOINT_PREFIX}{step}"
-    tmp = model_dir / f"{TMP_PREFIX}{CHECKPOINT_PREFIX}{step}"
+    final = checkpoint_dir(model_dir, step)
+    tmp = partial_checkpoint_dir(model_dir, step)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.save_pretrained(str(tmp))
@@ -167,17 +137,8 @@ def _save_checkpoint(
         )
         handle.flush()
         os.fsync(handle.fileno())  # the rename must not outrun the data (power loss)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    _remove_checkpoints(model_dir, keep=final)
-
-
-def _remove_checkpoints(model_dir: Path, keep: Path | None = None) -> None:
-    """Delete checkpoints and leftover temp folders of killed writes (all but ``keep``)."""
-    for pattern in (f"{CHECKPOINT_PREFIX}*", f"{TMP_PREFIX}{CHECKPOINT_PREFIX}*"):
-        for old in model_dir.glob(pattern):
-            if old != keep:
-                shutil.rmtree(old, ignore_errors=True)
+    replace_dir(tmp, final)
+    remove_checkpoints(model_dir, keep=final)
 
 
 def _no_decay(name: str) -> bool:
@@ -226,7 +187,7 @@ def train_model(
     done = read_done(model_dir)
     if done and done.get("fingerprint") == fingerprint:
         log.info("%s already trained (fingerprint %s): skipping", model_dir, fingerprint)
-        _remove_checkpoints(model_dir)  # left if a kill landed right after multilab.json
+        remove_checkpoints(model_dir)  # left if a kill landed right after multilab.json
         if accelerator.is_main_process and experiment_id is not None:
             # killed between multilab.json and the end of its run: the training did finish
             tracking.end_orphaned_runs(experiment_id, fingerprint, completed=done.get("run_id"))
@@ -246,7 +207,7 @@ def train_model(
     )
     model_dir.mkdir(parents=True, exist_ok=True)
     start_step, run_id, log_rows = 0, None, []
-    checkpoint = _latest_checkpoint(model_dir)
+    checkpoint = latest_checkpoint(model_dir)
     if checkpoint is not None:
         saved = _load_checkpoint(checkpoint)
         if saved["state"]["fingerprint"] == fingerprint:
@@ -507,7 +468,7 @@ def _save_final(
     load_tokenizer(run.study.paths.vocab, BILINGUAL_DIR).save_pretrained(str(model_dir))
     header = ["step", "epoch", "loss", "lr", "tokens_per_s"]
     lines = [",".join(header)] + [",".join(f"{r[h]:.6g}" for h in header) for r in log_rows]
-    (model_dir / TRAIN_LOG).write_text("\n".join(lines) + "\n")
+    write_text(model_dir / TRAIN_LOG, "\n".join(lines) + "\n")
     record = {
         "fingerprint": fingerprint,
         "modification": run.modification,
@@ -516,8 +477,6 @@ def _save_final(
         "profile": run.study.profile,
         **info,
     }
-    tmp = model_dir / (DONE_FILE + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    tmp.replace(model_dir / DONE_FILE)
+    write_done(model_dir, record)
     # only now: a kill before this line resumes from the last checkpoint, not from step 0
-    _remove_checkpoints(model_dir)
+    remove_checkpoints(model_dir)

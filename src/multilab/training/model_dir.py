@@ -1,0 +1,95 @@
+"""What a trained model directory holds, for everyone who reads one without training.
+
+A model directory is a ``save_pretrained`` folder (``AutoModelForMaskedLM.from_pretrained``
+loads it) plus ``multilab.json``, the *done file*, written last: its presence means the
+training finished, and its fingerprint says which configuration and data it finished for.
+While training runs, the directory holds the latest ``checkpoint-N`` instead, and a
+``.tmp-checkpoint-N`` while one is being written.
+
+Evaluation, figures, the variant runner and the report read model directories through this
+module, not through the training loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from multilab.config import RunConfig
+from multilab.errors import UserError
+from multilab.files import write_json
+from multilab.spaces.fasttext_spaces import KNN_TABLE
+
+DONE_FILE = "multilab.json"
+TRAIN_LOG = "train_log.csv"
+CHECKPOINT_PREFIX = "checkpoint-"
+TMP_PREFIX = ".tmp-"  # a checkpoint being written; never read
+
+
+def data_fingerprint(run: RunConfig) -> str:
+    """Hash of the training corpus and vocabulary (+ knn table): part of a model's identity."""
+    digest = hashlib.sha256()
+    made_by = {  # input file → the DVC stage that writes it
+        run.study.paths.corpora / "train.txt": "corpus",
+        run.study.paths.vocab / "english" / "vocab.txt": "vocab",
+    }
+    if run.recipe.needs_knn:
+        made_by[run.study.paths.spaces / KNN_TABLE] = "spaces"
+    for path, stage in made_by.items():
+        if not path.exists():
+            raise UserError(f"{path} not found; run `dvc repro {stage}` first")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def read_done(model_dir: Path) -> dict[str, Any] | None:
+    """The done file of a finished model, or None while (or if) it is not finished."""
+    path = Path(model_dir) / DONE_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def write_done(model_dir: Path, record: dict[str, Any]) -> None:
+    """Mark a model finished: the last file its training writes."""
+    write_json(Path(model_dir) / DONE_FILE, record)
+
+
+def looks_like_model_dir(path: Path) -> bool:
+    """A folder with a done file or at least a ``save_pretrained`` config."""
+    return path.is_dir() and any((path / name).exists() for name in (DONE_FILE, "config.json"))
+
+
+def checkpoint_dir(model_dir: Path, step: int) -> Path:
+    return model_dir / f"{CHECKPOINT_PREFIX}{step}"
+
+
+def partial_checkpoint_dir(model_dir: Path, step: int) -> Path:
+    """Where checkpoint ``step`` is written before it is renamed into place."""
+    return model_dir / f"{TMP_PREFIX}{CHECKPOINT_PREFIX}{step}"
+
+
+def checkpoint_steps(model_dir: Path, partial: bool = False) -> dict[int, Path]:
+    """Step → folder of the complete checkpoints (or of the partial ones, being written)."""
+    prefix = TMP_PREFIX + CHECKPOINT_PREFIX if partial else CHECKPOINT_PREFIX
+    found = {}
+    for path in model_dir.glob(f"{prefix}*"):
+        number = path.name[len(prefix) :]
+        if path.is_dir() and number.isdigit():
+            found[int(number)] = path
+    return found
+
+
+def latest_checkpoint(model_dir: Path) -> Path | None:
+    """The highest complete ``checkpoint-N``; ``.tmp-…`` folders (writes cut short) never count."""
+    complete = checkpoint_steps(model_dir)
+    return complete[max(complete)] if complete else None
+
+
+def remove_checkpoints(model_dir: Path, keep: Path | None = None) -> None:
+    """Delete checkpoints and leftover temp folders of killed writes (all but ``keep``)."""
+    for pattern in (f"{CHECKPOINT_PREFIX}*", f"{TMP_PREFIX}{CHECKPOINT_PREFIX}*"):
+        for old in model_dir.glob(pattern):
+            if old != keep:
+                shutil.rmtree(old, ignore_errors=True)
