@@ -6,7 +6,7 @@ import pytest
 
 from multilab.config import Overrides, load_config
 from multilab.errors import UserError
-from tests.conftest import PARAMS
+from tests.helpers import PARAMS
 
 
 def test_profiles_override_the_paper_values() -> None:

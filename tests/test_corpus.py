@@ -14,7 +14,7 @@ import pytest
 from multilab.config import CorpusConfig
 from multilab.data import bible, corpus
 from multilab.errors import UserError
-from tests.conftest import DVC, ROOT
+from tests.helpers import DVC, ROOT
 
 
 def test_train_and_dev_counts(built_project: Path) -> None:

@@ -83,7 +83,7 @@ def launched(built_project: Path, tmp_path_factory: pytest.TempPathFactory):
     """A 2-process smoke training of ``original`` seed 0 through ``accelerate launch``."""
     from multilab import tracking
     from multilab.config import Overrides, load_config
-    from tests.conftest import BIN, PARAMS
+    from tests.helpers import BIN, PARAMS
 
     root = tmp_path_factory.mktemp("distributed")
     (root / "artifacts").mkdir()
@@ -274,7 +274,7 @@ def _masked(selected_rows: list[list[bool]]):
 )
 def test_every_rank_runs_the_same_number_of_passes(rows, accum, length_pieces) -> None:
     from multilab.training.train import _accumulate, accumulation_pieces
-    from tests.conftest import CpuAccelerator
+    from tests.helpers import CpuAccelerator
 
     masked = _masked(rows)
     counts = []

@@ -20,7 +20,7 @@ from multilab.evaluation import metrics
 from multilab.evaluation.evaluate import evaluate_and_record, evaluate_model, multilinguality
 from multilab.training.model import build_model, hidden_layers
 from multilab.training.train import train_model
-from tests.conftest import PARAMS
+from tests.helpers import PARAMS
 
 
 def _dev(cfg: Config, run, n: int):

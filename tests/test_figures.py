@@ -14,8 +14,8 @@ from mlflow.tracking import MlflowClient
 from multilab import tracking
 from multilab.config import Config
 from multilab.errors import UserError
+from multilab.lab.metric_table import CURVE_KEYS
 from multilab.reporting.figures import (
-    CURVE_KEYS,
     curve_stats,
     figures_for,
     position_similarity,
@@ -27,7 +27,7 @@ from multilab.reporting.report import finished_runs
 from multilab.training.model import load_model
 from multilab.training.model_dir import read_done
 from multilab.training.train import curve_steps, train_model
-from tests.conftest import smoke_config
+from tests.helpers import smoke_config
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 KINDS = ("positions", "pca", "curves")

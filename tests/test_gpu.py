@@ -201,15 +201,15 @@ QUEUE_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "queue_table1.s
 
 
 def test_the_queue_script_covers_tables_1_and_2() -> None:
-    from multilab.reporting.report import PAPER
+    from multilab.lab.metric_table import PAPER_VALUES
 
     line = next(x for x in QUEUE_SCRIPT.read_text().splitlines() if x.startswith("IDS="))
-    assert set(line.removeprefix("IDS=").split(",")) == set(PAPER)
+    assert set(line.removeprefix("IDS=").split(",")) == set(PAPER_VALUES)
 
 
 def test_the_queue_script_queues_one_experiment_per_id(tmp_path: Path) -> None:
     """Queue only (no worker starts): DVC 3's sweep syntax gives one experiment per ID."""
-    from tests.conftest import BIN, DVC, ROOT
+    from tests.helpers import BIN, DVC, ROOT
 
     project = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(project)], check=True)

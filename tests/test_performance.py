@@ -28,7 +28,7 @@ from multilab.evaluation import metrics
 from multilab.evaluation.evaluate import PERPLEXITY_REPLACEMENT, perplexity, sentence_batches
 from multilab.training.model import MaskedLMObjective, build_model
 from multilab.training.train import _accumulate, accumulation_pieces, prepare_data
-from tests.conftest import CpuAccelerator
+from tests.helpers import CpuAccelerator
 
 
 def _short_and_long(project: Config):

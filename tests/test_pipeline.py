@@ -16,7 +16,7 @@ import yaml
 
 from multilab import tracking
 from multilab.config import load_config
-from tests.conftest import BIN, DVC, ROOT
+from tests.helpers import BIN, DVC, ROOT
 
 pytestmark = pytest.mark.slow
 

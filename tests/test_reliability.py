@@ -50,7 +50,7 @@ from multilab.training.model_dir import (
     read_done,
 )
 from multilab.training.train import _Stopped, train_model
-from tests.conftest import BIN, PARAMS
+from tests.helpers import BIN, PARAMS
 
 SENTENCES, STEPS = 128, 8
 LAUNCH_TIMEOUT = 300  # seconds for any one subprocess: a hang fails the test, never blocks CI

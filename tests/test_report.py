@@ -10,10 +10,11 @@ import pytest
 
 from multilab import tracking
 from multilab.config import Config
-from multilab.reporting.report import COLUMNS, build_report
-from tests.conftest import smoke_config
+from multilab.lab.metric_table import METRICS
+from multilab.reporting.report import build_report
+from tests.helpers import smoke_config
 
-METRIC_KEYS = [key for _, key, _ in COLUMNS]
+METRIC_KEYS = list(METRICS)
 
 
 def _fake_run(cfg: Config, experiment: str, mod: str, seed: int, value: float, *,

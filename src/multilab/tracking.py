@@ -17,7 +17,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from mlflow.tracking import MlflowClient
 
 from multilab.config import Paths
 from multilab.errors import Terminated, UserError
+from multilab.lab.modifications import same_modification
 
 URI_VARIABLE = "MLFLOW_TRACKING_URI"
 FINISHED, FAILED, KILLED, RUNNING = "FINISHED", "FAILED", "KILLED", "RUNNING"
@@ -287,6 +288,15 @@ def search_runs(paths: Paths, experiment: str) -> pd.DataFrame:
     """All runs of an experiment as a DataFrame (params., metrics., tags. columns)."""
     experiment_id = connect(paths, experiment)
     return mlflow.search_runs(experiment_ids=[experiment_id], max_results=50000)
+
+
+def runs_of(runs: pd.DataFrame, modification: str, seeds: Iterable[int]) -> pd.DataFrame:
+    """The rows of ``runs`` (:func:`search_runs`) of ``modification`` (its parts in any order)
+    and of one of ``seeds``."""
+    if runs.empty:
+        return runs
+    mine = runs[runs["tags.modification"].map(lambda m: same_modification(m, modification))]
+    return mine[mine["tags.seed"].astype(int).isin(list(seeds))]
 
 
 def metric_history(paths: Paths, run_id: str, key: str) -> list[tuple[int, float]]:

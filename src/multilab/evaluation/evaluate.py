@@ -22,6 +22,7 @@ from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation import metrics
 from multilab.files import write_json
+from multilab.lab.metric_table import MU_PARTS, layer_key
 from multilab.lab.modifications import Recipe
 from multilab.training.model import CurveHook, hidden_layers, load_model
 from multilab.training.model_dir import DONE_FILE, read_done
@@ -74,12 +75,12 @@ def multilinguality(
         english, fake = pooled[layer]
         retrieval = metrics.retrieval_score(torch.cat(english), torch.cat(fake))
         results |= {
-            f"align_p.l{layer}": align.precision,
-            f"align_r.l{layer}": align.recall,
-            f"align_f1.l{layer}": align.f1,
-            f"retrieval_p1.l{layer}": retrieval.p1,
-            f"retrieval_p5.l{layer}": retrieval.p5,
-            f"retrieval_p10.l{layer}": retrieval.p10,
+            layer_key("align_p", layer): align.precision,
+            layer_key("align_r", layer): align.recall,
+            layer_key("align_f1", layer): align.f1,
+            layer_key("retrieval_p1", layer): retrieval.p1,
+            layer_key("retrieval_p5", layer): retrieval.p5,
+            layer_key("retrieval_p10", layer): retrieval.p10,
         }
     return results
 
@@ -110,8 +111,8 @@ def translation(
     results = {}
     for layer in layers:
         score = metrics.retrieval_score(torch.cat(vectors[layer][0]), torch.cat(vectors[layer][1]))
-        results[f"translation_p1.l{layer}"] = score.p1
-        results[f"translation_p5.l{layer}"] = score.p5
+        results[layer_key("translation_p1", layer)] = score.p1
+        results[layer_key("translation_p5", layer)] = score.p5
     return results
 
 
@@ -175,11 +176,8 @@ def evaluate_model(
     started = time.perf_counter()
     results = multilinguality(model, encoder, dev, layers, ev.batch_size)
     results |= translation(model, encoder, layers, ev.batch_size)
-    if {0, 8} <= set(layers):
-        results["mu"] = metrics.multilinguality_score(
-            results["retrieval_p1.l0"], results["retrieval_p1.l8"],
-            results["translation_p1.l0"], results["translation_p1.l8"],
-        )
+    if all(key in results for key in MU_PARTS):  # layers 0 and 8 evaluated
+        results["mu"] = metrics.multilinguality_score(*(results[key] for key in MU_PARTS))
     mask_prob, seed = cfg.train.mask_prob, ev.mask_seed
     results["ppl_train"] = perplexity(
         model, encoder, train, run.recipe, mask_prob, seed, ev.batch_size

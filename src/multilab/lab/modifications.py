@@ -186,13 +186,14 @@ def file_stem(text: str, seed: int) -> str:
     return f"{slug(text)}-seed{seed}"
 
 
+def same_modification(a: str, b: str) -> bool:
+    """The same parts in any order (``lang-pos;no-random`` is ``no-random+lang-pos``)."""
+    return set(split_modification(a)) == set(split_modification(b))
+
+
 def paper_id(text: str) -> str | None:
     """The paper ID of a modification, whatever the order of its parts, if it has one."""
-    parts = set(split_modification(text))
-    for pid, mod in PAPER_IDS.items():
-        if set(split_modification(mod)) == parts:
-            return pid
-    return None
+    return next((pid for pid, mod in PAPER_IDS.items() if same_modification(mod, text)), None)
 
 
 def describe(text: str) -> str:

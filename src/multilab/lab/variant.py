@@ -7,43 +7,13 @@ the study already holds a finished model with the same fingerprint, it is reused
 
 from __future__ import annotations
 
-import statistics
-
 from multilab import tracking
 from multilab.config import Config
 from multilab.evaluation.evaluate import curve_hook, evaluate_and_record
 from multilab.files import write_json
-from multilab.training.model_dir import data_fingerprint, read_done
+from multilab.lab.metric_table import summarise
+from multilab.training.model_dir import model_fingerprint, read_done
 from multilab.training.train import train_model
-
-SUMMARY_KEYS = (
-    "mu",
-    "align_f1.l0",
-    "retrieval_p1.l0",
-    "translation_p1.l0",
-    "align_f1.l8",
-    "retrieval_p1.l8",
-    "translation_p1.l8",
-    "ppl_train",
-    "ppl_dev",
-)
-
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for a single seed)."""
-    mean = statistics.fmean(values)
-    return mean, statistics.stdev(values) if len(values) > 1 else 0.0
-
-
-def summarise(per_seed: list[dict[str, float]]) -> dict[str, dict[str, float]]:
-    """{metric: {mean, std}} over seeds for the table keys present in every seed."""
-    summary = {}
-    for key in SUMMARY_KEYS:
-        values = [m[key] for m in per_seed if key in m]
-        if len(values) == len(per_seed) and values:
-            mean, std = mean_std(values)
-            summary[key] = {"mean": mean, "std": std}
-    return summary
 
 
 def run_variant(cfg: Config) -> dict:
@@ -52,7 +22,7 @@ def run_variant(cfg: Config) -> dict:
     per_seed = []
     for seed in cfg.seeds:
         run = cfg.run(cfg.modification, seed)
-        fingerprint = run.fingerprint(data_fingerprint(run))
+        fingerprint = model_fingerprint(run)
         study_model = run.model_dir
         done = read_done(study_model)
         if done and done["fingerprint"] == fingerprint:
@@ -69,7 +39,8 @@ def run_variant(cfg: Config) -> dict:
         "paper_id": run.paper_id,
         "seeds": list(cfg.seeds),
         "profile": cfg.profile,
-        **{k.replace(".", "_"): v for k, v in summarise(per_seed).items()},
+        **{key.replace(".", "_"): {"mean": mean, "std": std}
+           for key, (mean, std) in summarise(per_seed).items()},
     }
     write_json(cfg.paths.metrics / "variant.json", summary)
     return summary

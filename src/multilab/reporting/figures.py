@@ -33,36 +33,16 @@ from multilab.config import Config, Paths
 from multilab.data.vocab import FAKE_PREFIX, load_tokenizer
 from multilab.errors import UserError
 from multilab.files import atomic_open
+from multilab.lab.metric_table import CURVE_KEYS, PERPLEXITY_KEYS, label
 from multilab.lab.modifications import (
     canonical_name,
     file_stem,
     paper_id,
     resolve_recipe,
-    split_modification,
 )
 from multilab.training.model import load_model
 from multilab.training.model_dir import DONE_FILE, looks_like_model_dir, read_done
 
-#: Step metrics drawn as curves (the keys evaluate.curve_hook logs at each curve point).
-CURVE_KEYS = (
-    "mu",
-    "retrieval_p1.l0",
-    "retrieval_p1.l8",
-    "translation_p1.l0",
-    "translation_p1.l8",
-    "ppl_train",
-    "ppl_dev",
-)
-METRIC_LABELS = {
-    "mu": "μ (multilinguality score)",
-    "retrieval_p1.l0": "sentence retrieval ρ, layer 0",
-    "retrieval_p1.l8": "sentence retrieval ρ, layer 8",
-    "translation_p1.l0": "word translation τ, layer 0",
-    "translation_p1.l8": "word translation τ, layer 8",
-    "ppl_train": "MLM perplexity, train",
-    "ppl_dev": "MLM perplexity, dev",
-}
-PERPLEXITY_KEYS = ("ppl_train", "ppl_dev")
 ENGLISH_COLOUR, FAKE_COLOUR = "tab:blue", "tab:orange"
 STUDY_CURVES = "study-curves.png"
 ARTIFACT_FOLDER = "figures"
@@ -456,8 +436,8 @@ def figures_for(cfg: Config, target: str) -> list[Path]:
 def study_figures(cfg: Config, runs: pd.DataFrame) -> list[Path]:
     """The study's curve comparison plus positions/PCA of each modification's first seed.
 
-    ``runs`` is :func:`multilab.reporting.report.finished_runs`. The comparison figure is logged to
-    the same run as that modification's own figures (its first seed), so every
+    ``runs`` is :func:`multilab.reporting.report.finished_runs`. The comparison figure is
+    logged to the same run as that modification's own figures (its first seed), so every
     modification's MLflow run shows it next to its own.
     """
     if runs.empty or "tags.modification" not in runs:
@@ -465,10 +445,7 @@ def study_figures(cfg: Config, runs: pd.DataFrame) -> list[Path]:
     groups: dict[str, list[pd.DataFrame]] = {}
     representatives: list[ModelTarget] = []
     for modification in dict.fromkeys(canonical_name(m) for m in cfg.study):
-        parts = set(split_modification(modification))
-        same = runs["tags.modification"].map(lambda m, p=parts: set(split_modification(m)) == p)
-        mine = runs[same]
-        mine = mine[mine["tags.seed"].astype(int).isin(cfg.seeds)]
+        mine = tracking.runs_of(runs, modification, cfg.seeds)
         mine = mine.drop_duplicates(subset=["tags.seed"], keep="first")
         if mine.empty:
             continue
@@ -503,7 +480,7 @@ def study_figures(cfg: Config, runs: pd.DataFrame) -> list[Path]:
 def _style_curve_panel(panel, key: str, values: list[float]) -> None:
     """Scores share a fixed 0–1 axis; perplexities spanning > 20x (untrained vs trained)
     get a log axis, narrower ranges a linear one whose ticks stay readable."""
-    panel.set_title(METRIC_LABELS.get(key, key), fontsize=10)
+    panel.set_title(label(key), fontsize=10)
     panel.set_xlabel("training step")
     panel.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     panel.grid(alpha=0.3)

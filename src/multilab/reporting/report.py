@@ -18,6 +18,7 @@ from multilab import tracking
 from multilab.config import Config
 from multilab.errors import UserError
 from multilab.files import write_json, write_text
+from multilab.lab.metric_table import METRICS, PAPER_VALUES, PLOTS, TABLE2_IDS, summarise
 from multilab.lab.modifications import (
     canonical_name,
     describe,
@@ -25,45 +26,8 @@ from multilab.lab.modifications import (
     paper_id,
     split_modification,
 )
-from multilab.lab.variant import mean_std
-from multilab.reporting.figures import study_figures
-from multilab.training.model_dir import data_fingerprint
-
-#: (column, MLflow metric, decimals) in the paper's layout.
-COLUMNS = (
-    ("μ", "mu", 2),
-    ("L0 F1", "align_f1.l0", 2),
-    ("L0 ρ", "retrieval_p1.l0", 2),
-    ("L0 τ", "translation_p1.l0", 2),
-    ("L8 F1", "align_f1.l8", 2),
-    ("L8 ρ", "retrieval_p1.l8", 2),
-    ("L8 τ", "translation_p1.l8", 2),
-    ("ppl train", "ppl_train", 0),
-    ("ppl dev", "ppl_dev", 0),
-)
-
-#: Seed 000 Tables 1 and 2 (means): μ, F1₀, ρ₀, τ₀, F1₈, ρ₈, τ₈, ppl train, ppl dev.
-PAPER = {
-    "0": (0.70, 1.00, 0.16, 0.88, 1.00, 0.97, 0.79, 9, 217),
-    "1": (0.30, 0.87, 0.33, 0.40, 0.89, 0.39, 0.09, 9, 216),
-    "2": (0.66, 1.00, 0.15, 0.88, 1.00, 0.97, 0.63, 9, 227),
-    "4": (0.68, 1.00, 0.19, 0.87, 1.00, 0.85, 0.82, 9, 273),
-    "5": (0.20, 0.62, 0.22, 0.27, 0.72, 0.27, 0.05, 10, 205),
-    "6": (0.30, 0.91, 0.29, 0.36, 0.89, 0.32, 0.25, 10, 271),
-    "7": (0.68, 1.00, 0.21, 0.85, 1.00, 0.89, 0.79, 8, 259),
-    "8": (0.12, 0.46, 0.09, 0.18, 0.54, 0.11, 0.11, 10, 254),
-    "15": (0.58, 1.00, 0.27, 0.63, 1.00, 0.97, 0.47, 2, 261),
-    "16": (0.01, 0.25, 0.01, 0.01, 0.37, 0.01, 0.00, 3, 254),
-    "17": (0.00, 0.05, 0.00, 0.00, 0.05, 0.00, 0.00, 1, 307),
-    "3": (0.01, 0.02, 0.00, 0.01, 0.02, 0.01, 0.00, 11, 209),
-    "9": (0.00, 0.04, 0.00, 0.00, 0.03, 0.00, 0.00, 10, 270),
-    "18": (0.00, 0.97, 0.00, 0.00, 0.96, 0.00, 0.00, 3484, 4128),
-    "19": (0.00, 0.02, 0.00, 0.00, 0.02, 0.00, 0.00, 3488, 4133),
-    "30": (0.74, 1.00, 0.31, 0.88, 1.00, 0.97, 0.81, 11, 225),
-    "21": (0.25, 0.98, 0.06, 0.28, 0.98, 0.50, 0.15, 14, 383),
-    "21b": (0.07, 0.60, 0.10, 0.07, 0.73, 0.11, 0.02, 16, 456),
-}
-TABLE2_IDS = ("0", "21", "21b")
+from multilab.reporting.figures import run_curves, study_figures
+from multilab.training.model_dir import model_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +75,7 @@ def expected_fingerprint(cfg: Config, modification: str, seed: int) -> str | Non
     """
     run = cfg.run(modification, seed)
     try:
-        return run.fingerprint(data_fingerprint(run))
+        return model_fingerprint(run)
     except UserError:
         return None
 
@@ -125,10 +89,7 @@ def table_rows(cfg: Config, runs: pd.DataFrame, modifications: list[str]) -> lis
     rows = []
     for mod in modifications:
         name = canonical_name(mod)
-        parts = set(split_modification(name))
-        same = [set(split_modification(m)) == parts for m in runs["tags.modification"]]
-        mine = runs[same] if len(runs) else runs
-        mine = mine[mine["tags.seed"].astype(int).isin(cfg.seeds)]
+        mine = tracking.runs_of(runs, name, cfg.seeds)
         current = {seed: expected_fingerprint(cfg, name, seed) for seed in cfg.seeds}
         if len(mine):
             keep = [current[int(seed)] in (None, fingerprint) for seed, fingerprint
@@ -139,15 +100,17 @@ def table_rows(cfg: Config, runs: pd.DataFrame, modifications: list[str]) -> lis
             other = 0
         mine = mine.drop_duplicates(subset=["tags.seed"], keep="first")
         found = sorted(int(s) for s in mine["tags.seed"])
-        stats = {}
-        for _, key, _ in COLUMNS:
-            column = f"metrics.{key}"
-            if column in mine and len(mine) and mine[column].notna().all():
-                stats[key] = mean_std([float(v) for v in mine[column]])
+        stats = summarise([_table_metrics(run) for _, run in mine.iterrows()])
         rows.append(Row(name, paper_id(name), found,
                         [s for s in cfg.seeds if s not in found], stats, other,
                         any(f is None for f in current.values()), tuple(mine["run_id"])))
     return rows
+
+
+def _table_metrics(run: pd.Series) -> dict[str, float]:
+    """The table metrics a run (a row of ``finished_runs``) has a value for."""
+    values = {key: run.get(f"metrics.{key}") for key in METRICS}
+    return {key: float(value) for key, value in values.items() if pd.notna(value)}
 
 
 def _fmt(value: float, decimals: int) -> str:
@@ -157,13 +120,14 @@ def _fmt(value: float, decimals: int) -> str:
 
 
 def markdown_table(rows: list[Row], title: str) -> str:
-    head = ["ID", "description", *[c for c, _, _ in COLUMNS], "seeds"]
+    head = ["ID", "description", *[metric.column for metric in METRICS.values()], "seeds"]
     lines = [f"### {title}", "", "| " + " | ".join(head) + " |",
              "|" + "---|" * len(head)]
     for row in rows:
         cells = [row.paper_id or "–", row.modification]
-        paper = PAPER.get(row.paper_id or "")
-        for i, (_, key, decimals) in enumerate(COLUMNS):
+        paper = PAPER_VALUES.get(row.paper_id or "")
+        for key, metric in METRICS.items():
+            decimals = metric.decimals
             if key not in row.stats:
                 cells.append("–")
                 continue
@@ -172,8 +136,8 @@ def markdown_table(rows: list[Row], title: str) -> str:
             cell = (f"{_fmt(mean, decimals)} ± {_fmt(std, decimals)}"
                     if len(row.seeds_found) > 1 else _fmt(mean, decimals))
             if paper:
-                diff = mean - paper[i]
-                cell += f" (paper {_fmt(paper[i], decimals)}, Δ {diff:+.{decimals}f})"
+                diff = mean - paper[key]
+                cell += f" (paper {_fmt(paper[key], decimals)}, Δ {diff:+.{decimals}f})"
             cells.append(cell)
         seeds = f"{len(row.seeds_found)}"
         if row.seeds_missing:
@@ -193,11 +157,11 @@ def rows_frame(rows: list[Row]) -> pd.DataFrame:
         record = {"paper_id": row.paper_id, "modification": row.modification,
                   "description": describe(row.modification), "n_seeds": len(row.seeds_found),
                   "missing_seeds": " ".join(map(str, row.seeds_missing))}
-        paper = PAPER.get(row.paper_id or "")
-        for i, (_, key, _) in enumerate(COLUMNS):
+        paper = PAPER_VALUES.get(row.paper_id or "", {})
+        for key in METRICS:
             mean, std = row.stats.get(key, (float("nan"), float("nan")))
             record[f"{key}_mean"], record[f"{key}_std"] = mean, std
-            record[f"{key}_paper"] = paper[i] if paper else float("nan")
+            record[f"{key}_paper"] = paper.get(key, float("nan"))
         records.append(record)
     return pd.DataFrame.from_records(records)
 
@@ -206,16 +170,17 @@ def latex_table(frame: pd.DataFrame) -> str:
     """Booktabs table: mean with the std as subscript, the paper's mean in brackets below."""
     lines = [
         "% mean_{std} over seeds; [paper's mean] below; n = seeds found",
-        r"\begin{tabular}{ll" + "r" * len(COLUMNS) + "r}", r"\toprule",
-        "ID & description & " + " & ".join(c.replace("μ", r"$\mu$").replace(
-            "ρ", r"$\rho$").replace("τ", r"$\tau$") for c, _, _ in COLUMNS) + r" & n \\",
+        r"\begin{tabular}{ll" + "r" * len(METRICS) + "r}", r"\toprule",
+        "ID & description & " + " & ".join(m.column.replace("μ", r"$\mu$").replace(
+            "ρ", r"$\rho$").replace("τ", r"$\tau$") for m in METRICS.values()) + r" & n \\",
         r"\midrule",
     ]
     for _, r in frame.iterrows():
         paper_id = "" if pd.isna(r["paper_id"]) else str(r["paper_id"])
         cells = [paper_id, r["modification"].replace("_", r"\_")]
         below = ["", ""]
-        for _, key, decimals in COLUMNS:
+        for key, metric in METRICS.items():
+            decimals = metric.decimals
             mean, std = _fmt(r[key + "_mean"], decimals), _fmt(r[key + "_std"], decimals)
             cells.append(f"{mean}$_{{{std}}}$" if r["n_seeds"] > 1 else mean)
             paper = r[key + "_paper"]
@@ -234,30 +199,13 @@ def legend(rows: list[Row]) -> str:
     return "\n".join(f"- `{name}`: {describe(name)}" for name in names)
 
 
-MULTILINGUALITY_KEYS = ("mu", "retrieval_p1.l0", "retrieval_p1.l8", "translation_p1.l0",
-                        "translation_p1.l8")
-PERPLEXITY_KEYS = ("ppl_train", "ppl_dev")
-CURVE_KEYS = MULTILINGUALITY_KEYS + PERPLEXITY_KEYS
-
-
-def curve_frame(cfg: Config, run_id: str, keys: tuple[str, ...]) -> pd.DataFrame:
-    """Step metrics of one run (from MLflow) as a frame indexed by step."""
-    series = {}
-    for key in keys:
-        history = tracking.metric_history(cfg.paths, run_id, key)
-        if history:
-            series[key] = pd.Series(dict(history), dtype=float)
-    return pd.DataFrame(series).rename_axis("step").reset_index() if series else pd.DataFrame()
-
-
 def write_plot_data(cfg: Config, runs: pd.DataFrame) -> list[Path]:
     """One CSV per model for `dvc plots`: training loss and multilinguality curves."""
     written = []
     for _, run in runs.iterrows():
         name = file_stem(run["tags.modification"], int(run["tags.seed"])) + ".csv"
-        for folder, keys in (("loss", ("train_loss",)), ("curves", MULTILINGUALITY_KEYS),
-                             ("perplexity", PERPLEXITY_KEYS)):
-            frame = curve_frame(cfg, run["run_id"], keys)
+        for folder, keys in PLOTS.items():
+            frame = run_curves(cfg.paths, run["run_id"], keys)
             if frame.empty:
                 continue
             written.append(

@@ -45,6 +45,11 @@ def data_fingerprint(run: RunConfig) -> str:
     return digest.hexdigest()[:16]
 
 
+def model_fingerprint(run: RunConfig) -> str:
+    """The identity of the model ``run`` trains: its configuration and its data."""
+    return run.fingerprint(data_fingerprint(run))
+
+
 def read_done(model_dir: Path) -> dict[str, Any] | None:
     """The done file of a finished model, or None while (or if) it is not finished."""
     path = Path(model_dir) / DONE_FILE

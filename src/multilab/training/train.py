@@ -44,6 +44,7 @@ from multilab.data.inputs import InputEncoder
 from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer
 from multilab.errors import UserError
 from multilab.files import replace_dir, write_text
+from multilab.lab.metric_table import TRAIN_LOSS
 from multilab.spaces import fasttext_spaces
 from multilab.training.model import CurveHook, MaskedLMObjective, build_model
 from multilab.training.model_dir import (
@@ -313,7 +314,7 @@ def train_model(
                                 tok_s=f"{row['tokens_per_s']:.0f}")
                 if main and active_run:
                     tracking.log_step_rows(active_run, pending, {
-                        "train_loss": "loss", "lr": "lr", "tokens_per_s": "tokens_per_s"})
+                        TRAIN_LOSS: "loss", "lr": "lr", "tokens_per_s": "tokens_per_s"})
                 pending = []
             if done_steps in curve_at and curve_hook and main:
                 objective.eval()

@@ -1,0 +1,120 @@
+"""The one table of what multilab reports: each metric's key, column, label and decimals, and
+the paper's values of it.
+
+Every reader takes its keys from here: the evaluation (the parts of μ), the report (Table 1
+and 2 columns, the paper's values, the plot data of ``dvc plots``), the figures (curve
+panels), the variant summary (``metrics/variant.json``), and a test checks that ``dvc.yaml``'s
+plots name these keys. Adding a metric to the tables is one row here.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # MLflow metric, evaluation JSON and metrics/*.json key
+    column: str  # Table 1 column header
+    label: str  # figure panel title
+    decimals: int  # shown in the tables
+    perplexity: bool = False  # a perplexity (log axis, lower is better), not a 0–1 score
+
+
+#: Table 1 of seed 000, in the paper's column order.
+METRICS: dict[str, Metric] = {
+    m.key: m
+    for m in (
+        Metric("mu", "μ", "μ (multilinguality score)", 2),
+        Metric("align_f1.l0", "L0 F1", "word alignment F1, layer 0", 2),
+        Metric("retrieval_p1.l0", "L0 ρ", "sentence retrieval ρ, layer 0", 2),
+        Metric("translation_p1.l0", "L0 τ", "word translation τ, layer 0", 2),
+        Metric("align_f1.l8", "L8 F1", "word alignment F1, layer 8", 2),
+        Metric("retrieval_p1.l8", "L8 ρ", "sentence retrieval ρ, layer 8", 2),
+        Metric("translation_p1.l8", "L8 τ", "word translation τ, layer 8", 2),
+        Metric("ppl_train", "ppl train", "MLM perplexity, train", 0, perplexity=True),
+        Metric("ppl_dev", "ppl dev", "MLM perplexity, dev", 0, perplexity=True),
+    )
+}
+
+#: μ of the paper: the mean of retrieval (ρ) and translation (τ) at layers 0 and 8.
+MU_PARTS = ("retrieval_p1.l0", "retrieval_p1.l8", "translation_p1.l0", "translation_p1.l8")
+#: The curves of multilinguality during training (figures, ``dvc plots``).
+MULTILINGUALITY_CURVES = ("mu", *MU_PARTS)
+PERPLEXITY_KEYS = tuple(key for key, metric in METRICS.items() if metric.perplexity)
+#: What the training curve points log and the figures draw.
+CURVE_KEYS = MULTILINGUALITY_CURVES + PERPLEXITY_KEYS
+#: The per-step training loss (``multilab train`` logs it, ``dvc plots`` draws it).
+TRAIN_LOSS = "train_loss"
+#: ``dvc plots``: folder under ``reports/plots`` → the keys its CSVs hold (dvc.yaml's ``y``).
+PLOTS: dict[str, tuple[str, ...]] = {
+    "loss": (TRAIN_LOSS,),
+    "curves": MULTILINGUALITY_CURVES,
+    "perplexity": PERPLEXITY_KEYS,
+}
+
+
+def label(key: str) -> str:
+    return METRICS[key].label if key in METRICS else key
+
+
+def layer_key(name: str, layer: int) -> str:
+    """The key of a per-layer metric: ``retrieval_p1`` at layer 8 is ``retrieval_p1.l8``."""
+    return f"{name}.l{layer}"
+
+
+# Seed 000, Tables 1 and 2: the means the paper reports, one row per paper model ID, one
+# column per metric key (the header names them).
+_PAPER_TABLE = """
+ID   mu    align_f1.l0  retrieval_p1.l0  translation_p1.l0  align_f1.l8  retrieval_p1.l8  translation_p1.l8  ppl_train  ppl_dev
+0    0.70  1.00         0.16             0.88               1.00         0.97             0.79               9          217
+1    0.30  0.87         0.33             0.40               0.89         0.39             0.09               9          216
+2    0.66  1.00         0.15             0.88               1.00         0.97             0.63               9          227
+4    0.68  1.00         0.19             0.87               1.00         0.85             0.82               9          273
+5    0.20  0.62         0.22             0.27               0.72         0.27             0.05               10         205
+6    0.30  0.91         0.29             0.36               0.89         0.32             0.25               10         271
+7    0.68  1.00         0.21             0.85               1.00         0.89             0.79               8          259
+8    0.12  0.46         0.09             0.18               0.54         0.11             0.11               10         254
+15   0.58  1.00         0.27             0.63               1.00         0.97             0.47               2          261
+16   0.01  0.25         0.01             0.01               0.37         0.01             0.00               3          254
+17   0.00  0.05         0.00             0.00               0.05         0.00             0.00               1          307
+3    0.01  0.02         0.00             0.01               0.02         0.01             0.00               11         209
+9    0.00  0.04         0.00             0.00               0.03         0.00             0.00               10         270
+18   0.00  0.97         0.00             0.00               0.96         0.00             0.00               3484       4128
+19   0.00  0.02         0.00             0.00               0.02         0.00             0.00               3488       4133
+30   0.74  1.00         0.31             0.88               1.00         0.97             0.81               11         225
+21   0.25  0.98         0.06             0.28               0.98         0.50             0.15               14         383
+21b  0.07  0.60         0.10             0.07               0.73         0.11             0.02               16         456
+"""  # noqa: E501 (a table is read across)
+
+
+def _number(text: str) -> float | int:
+    return float(text) if "." in text else int(text)
+
+
+def _parse(table: str) -> dict[str, dict[str, float | int]]:
+    header, *rows = (line.split() for line in table.strip().splitlines())
+    return {row[0]: dict(zip(header[1:], map(_number, row[1:]), strict=True)) for row in rows}
+
+
+#: Paper model ID → {metric key: the paper's mean}.
+PAPER_VALUES: dict[str, dict[str, float | int]] = _parse(_PAPER_TABLE)
+#: Table 2 of the paper: parallel vs non-parallel corpus (the first ID is the baseline).
+TABLE2_IDS = ("0", "21", "21b")
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for a single seed)."""
+    mean = statistics.fmean(values)
+    return mean, statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def summarise(per_seed: list[dict[str, float]]) -> dict[str, tuple[float, float]]:
+    """(mean, std) over seeds of each table metric that every seed has, in table order."""
+    summary = {}
+    for key in METRICS:
+        values = [metrics[key] for metrics in per_seed if key in metrics]
+        if values and len(values) == len(per_seed):
+            summary[key] = mean_std(values)
+    return summary

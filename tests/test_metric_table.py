@@ -1,0 +1,47 @@
+"""The one table of metrics: complete paper rows, and dvc.yaml's plots naming its keys."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from multilab.lab import metric_table
+from multilab.lab.metric_table import METRICS, PAPER_VALUES, PLOTS, summarise
+from multilab.lab.modifications import PAPER_IDS
+from tests.helpers import ROOT
+
+
+def test_every_paper_row_has_every_table_metric() -> None:
+    assert set(PAPER_VALUES) <= set(PAPER_IDS)
+    for paper_id, values in PAPER_VALUES.items():
+        assert list(values) == list(METRICS), paper_id
+    assert set(metric_table.TABLE2_IDS) <= set(PAPER_VALUES)
+    # spot checks against the paper (seed 000, Table 1): ID 0 and ID 18
+    assert PAPER_VALUES["0"]["mu"] == 0.70 and PAPER_VALUES["0"]["ppl_dev"] == 217
+    assert PAPER_VALUES["18"]["align_f1.l0"] == 0.97 and PAPER_VALUES["18"]["ppl_train"] == 3484
+
+
+def test_curves_and_mu_are_table_metrics() -> None:
+    assert set(metric_table.CURVE_KEYS) <= set(METRICS)
+    assert set(metric_table.MU_PARTS) <= set(METRICS)
+    assert metric_table.PERPLEXITY_KEYS == ("ppl_train", "ppl_dev")
+
+
+def test_dvc_plots_draw_the_table_keys() -> None:
+    """dvc.yaml's plot definitions name the columns the report writes into each folder."""
+    plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
+    declared = {}
+    for entry in plots:
+        ((path, spec),) = entry.items()
+        y = spec["y"]
+        declared[path.rsplit("/", 1)[-1]] = tuple(y) if isinstance(y, list) else (y,)
+    assert declared == PLOTS
+
+
+def test_summary_over_seeds_keeps_only_metrics_every_seed_has() -> None:
+    per_seed = [{"mu": 0.2, "ppl_dev": 100.0, "other": 1.0}, {"mu": 0.4}]
+    summary = summarise(per_seed)
+    assert list(summary) == ["mu"]
+    assert summary["mu"] == pytest.approx((0.3, 0.1414213562))
+    assert summarise([{"mu": 0.5}]) == {"mu": (0.5, 0.0)}  # one seed: no spread
+    assert summarise([]) == {}
