@@ -51,20 +51,19 @@ from common import (
     write_json,
 )
 from multilab.config import Config, RunConfig
-from multilab.files import atomic_open
 from multilab.data.batches import (
     MaskedBatch,
     bucketed_batches,
+    gradient_pieces,
     mask_tokens,
-    random_batches,
+    mix_seed,
     seeded_generator,
-    sort_by_length,
 )
 from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer
+from multilab.files import atomic_open
 from multilab.training.model import MaskedLMObjective, build_model
 from multilab.training.train import (
     _accumulate,
-    accumulation_pieces,
     make_optimizer,
     prepare_data,
     train_model,
@@ -99,6 +98,12 @@ MULTILAB = Levers(batches="random", pieces=4)
 #: the earlier CPU default: batches of one sentence length (bucket_chunk 50), one piece
 BUCKETED = Levers(batches="bucketed")
 BASELINE = Levers(batches="random", masking="collator", head="full", recompute=False)
+
+
+def random_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[torch.Tensor]:
+    """Plain shuffled batches, as the HF recipe's random sampler draws them (the baseline)."""
+    order = torch.randperm(n, generator=seeded_generator(seed, epoch))
+    return list(order.split(batch_size))
 
 
 @dataclass
@@ -166,6 +171,7 @@ class Arm:
             else:
                 self.full_model = torch.compile(self.model, dynamic=True)
         self.step_number, self.epoch, self.queue = 0, -1, []
+        self.pieces: list[torch.Tensor] = []  # of the current batch (gradient_pieces)
         self.losses: list[float] = []
         self.seconds: list[float] = []
         self.prep_seconds: list[float] = []  # index batch → masked model inputs (CPU side)
@@ -186,10 +192,10 @@ class Arm:
                 self.queue = bucketed_batches(lengths, self.batch_size, self.seed, self.epoch,
                                               self.levers.bucket_chunk)
             else:
-                self.queue = random_batches(len(lengths), self.batch_size, self.seed, self.epoch)
-        rows = self.queue.pop(0)
-        if self.levers.pieces > 1:
-            rows = sort_by_length(rows, self.data.examples.lengths)
+                self.queue = random_batches(len(lengths), self.batch_size, self.seed,
+                                            self.epoch)
+        rows, self.pieces = gradient_pieces(self.queue.pop(0), self.data.examples.lengths,
+                                            self.levers.pieces)
         return rows
 
     def _inputs(self, rows: torch.Tensor) -> Inputs:
@@ -225,9 +231,9 @@ class Arm:
         started = time.perf_counter()
         inputs = self._inputs(self._next_rows())
         prepared = time.perf_counter()
-        torch.manual_seed(self.seed * 1_000_003 + self.step_number)  # dropout of this step
+        torch.manual_seed(mix_seed(self.seed, self.step_number))  # dropout of this step
         if self.levers.pieces > 1:  # the trainer's own accumulation (backward inside)
-            pieces = accumulation_pieces(inputs.masked, 1, 0, 1, self.levers.pieces)
+            pieces = self.pieces
             loss = torch.tensor(_accumulate(self.objective, self.accelerator, inputs.masked,
                                             pieces, 1, len(inputs.labels)))
             self.piece_widths.append(

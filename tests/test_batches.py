@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from multilab.data.batches import (
+    BatchOrder,
     bucketed_batches,
+    gradient_pieces,
     least_padding_cuts,
     mask_tokens,
-    random_batches,
     seeded_generator,
-    sort_by_length,
     training_examples,
 )
 from multilab.data.inputs import CLS_ID, ENGLISH, FAKE, MASK_ID, SEP_ID, InputEncoder
@@ -154,12 +154,17 @@ def test_masking_is_deterministic_for_a_seed() -> None:
     assert torch.equal(a, b)
 
 
+def _shuffled_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[torch.Tensor]:
+    """Plain shuffled batches, as a random sampler draws them (the HF recipe)."""
+    return list(torch.randperm(n, generator=seeded_generator(seed, epoch)).split(batch_size))
+
+
 def test_chunks_of_one_batch_are_the_random_recipe_batches() -> None:
     """bucket_chunk = 1 (the paper profile): the same sets of examples as plain shuffled
     batches, only in another order, so the loss curve is the HF recipe's."""
     lengths = torch.randint(3, 60, (1000,), generator=seeded_generator(1))
     bucketed = bucketed_batches(lengths, 64, seed=0, epoch=0, chunk_batches=1)
-    shuffled = random_batches(1000, 64, seed=0, epoch=0)
+    shuffled = _shuffled_batches(1000, 64, seed=0, epoch=0)
     as_sets = lambda groups: sorted(tuple(sorted(g.tolist())) for g in groups)  # noqa: E731
     assert as_sets(bucketed) == as_sets(shuffled)
 
@@ -173,7 +178,7 @@ def test_bucketed_batches_cover_every_example_once() -> None:
         return sum(int(lengths[g].max() - lengths[g].min()) for g in groups) / len(groups)
 
     # chunks of 4 batches sorted by length: each batch spans about a quarter of the range
-    assert mean_spread(batches) < 0.3 * mean_spread(random_batches(1000, 64, seed=0, epoch=0))
+    assert mean_spread(batches) < 0.3 * mean_spread(_shuffled_batches(1000, 64, 0, 0))
     again = bucketed_batches(lengths, 64, seed=0, epoch=0, chunk_batches=4)
     assert all(torch.equal(x, y) for x, y in zip(batches, again, strict=True))
     other = bucketed_batches(lengths, 64, seed=0, epoch=1, chunk_batches=4)
@@ -212,10 +217,33 @@ def test_least_padding_cuts_edge_cases() -> None:
         least_padding_cuts(torch.tensor([5, 2]), 2)
 
 
-def test_sorting_a_random_batch_keeps_its_examples() -> None:
-    """length_pieces > 1 sorts a random batch: same examples, shortest first."""
+def test_pieces_of_a_random_batch_cover_it_sorted_by_length() -> None:
+    """length_pieces > 1 sorts a random batch (same examples, shortest first, ties in their
+    random order) and cuts it at the least padding; one piece keeps the batch's order."""
     lengths = torch.randint(3, 60, (1000,), generator=seeded_generator(1))
-    for batch in random_batches(1000, 64, seed=0, epoch=0):
-        ordered = sort_by_length(batch, lengths)
+    for batch in bucketed_batches(lengths, 64, seed=0, epoch=0, chunk_batches=1):
+        ordered, pieces = gradient_pieces(batch, lengths, length_pieces=4, accum=2)
         assert sorted(ordered.tolist()) == sorted(batch.tolist())
         assert bool((lengths[ordered].diff() >= 0).all())
+        assert len(pieces) == 8 and torch.equal(torch.cat(pieces), torch.arange(len(batch)))
+        same, (whole,) = gradient_pieces(batch, lengths)
+        assert torch.equal(same, batch) and torch.equal(whole, torch.arange(len(batch)))
+
+
+def test_each_rank_gets_its_share_in_as_many_pieces() -> None:
+    lengths = torch.tensor([5, 3, 9, 4, 7])
+    shares = [gradient_pieces(torch.arange(5), lengths, 3, accum=1, world=2, rank=rank)
+              for rank in (0, 1)]
+    (order, first), (again, second) = shares
+    assert torch.equal(order, again) and lengths[order].tolist() == [3, 4, 5, 7, 9]
+    assert len(first) == len(second) == 3  # rank 1 has 2 rows: one empty piece
+    assert torch.cat(first).tolist() == [0, 2, 4] and torch.cat(second).tolist() == [1, 3]
+
+
+def test_batch_order_draws_each_epoch_from_the_seed() -> None:
+    lengths = torch.randint(3, 60, (100,), generator=seeded_generator(1))
+    order = BatchOrder(lengths, 32, seed=5, chunk_batches=1)
+    assert order.steps_per_epoch == 4  # 32 + 32 + 32 + 4
+    epoch_1 = bucketed_batches(lengths, 32, seed=5, epoch=1, chunk_batches=1)
+    assert torch.equal(order(5), epoch_1[1]) and torch.equal(order(0), order(0))
+    assert sorted(torch.cat([order(step) for step in range(4, 8)]).tolist()) == list(range(100))

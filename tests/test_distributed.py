@@ -273,14 +273,19 @@ def _masked(selected_rows: list[list[bool]]):
     ],
 )
 def test_every_rank_runs_the_same_number_of_passes(rows, accum, length_pieces) -> None:
-    from multilab.training.train import _accumulate, accumulation_pieces
+    import torch
+
+    from multilab.data.batches import gradient_pieces
+    from multilab.training.train import _accumulate
     from tests.helpers import CpuAccelerator
 
     masked = _masked(rows)
     counts = []
     for rank in range(PROCESSES):
         objective, accelerator = _CountingObjective(), CpuAccelerator()
-        pieces = accumulation_pieces(masked, PROCESSES, rank, accum, length_pieces)
+        lengths = masked.inputs["attention_mask"].sum(1)
+        _, pieces = gradient_pieces(torch.arange(len(lengths)), lengths, length_pieces, accum,
+                                    PROCESSES, rank)
         _accumulate(objective, accelerator, masked, pieces, PROCESSES, len(masked.labels))
         counts.append((objective.forward_calls, accelerator.backward_calls))
     assert len(set(counts)) == 1, f"(forward, backward) passes per rank: {counts}"
@@ -300,8 +305,9 @@ def _child() -> int:
     save = train_module._save_checkpoint
     log_path = Path(os.environ[CHECKPOINT_LOG])
 
-    def recorded_save(run, model_dir, step, *args, **kwargs):
-        save(run, model_dir, step, *args, **kwargs)
+    def recorded_save(run, model_dir, model, optimizer, scheduler, state):
+        save(run, model_dir, model, optimizer, scheduler, state)
+        step = state.step
         final = checkpoint_dir(Path(model_dir), step) / "state.pt"
         saved_step = torch.load(final, weights_only=False)["state"]["step"]
         with log_path.open("a") as log:

@@ -14,10 +14,10 @@ import torch
 
 from multilab.config import Config
 from multilab.data.batches import (
+    bucketed_batches,
+    gradient_pieces,
     mask_tokens,
-    random_batches,
     seeded_generator,
-    sort_by_length,
     tokenize_lines,
     training_examples,
 )
@@ -27,7 +27,7 @@ from multilab.data.vocab import load_tokenizer
 from multilab.evaluation import metrics
 from multilab.evaluation.evaluate import PERPLEXITY_REPLACEMENT, perplexity, sentence_batches
 from multilab.training.model import MaskedLMObjective, build_model
-from multilab.training.train import _accumulate, accumulation_pieces, prepare_data
+from multilab.training.train import _accumulate, prepare_data
 from tests.helpers import CpuAccelerator
 
 
@@ -108,11 +108,10 @@ def test_length_sorted_pieces_give_the_random_batch_gradient(
     only as wide as its longest row: the loss and gradient of the whole batch at once."""
     run = project.run("original", 0)
     data, encoder = prepare_data(run)
-    indices = sort_by_length(random_batches(len(data.examples), 48, 0, 0)[0],
-                             data.examples.lengths)
+    random_batch = bucketed_batches(data.examples.lengths, 48, 0, 0, chunk_batches=1)[0]
+    indices, pieces = gradient_pieces(random_batch, data.examples.lengths, length_pieces, accum)
     masked = mask_tokens(data.examples.batch(indices), encoder, 0.15, run.recipe.replacement,
                          seeded_generator(2))
-    pieces = accumulation_pieces(masked, 1, 0, accum, length_pieces)
     assert len(pieces) == accum * length_pieces
     assert sorted(torch.cat(pieces).tolist()) == list(range(len(indices)))
     widths = [int(masked.inputs["attention_mask"][p].sum(1).max()) for p in pieces]

@@ -41,6 +41,7 @@ from safetensors.torch import load_file
 from multilab import tracking
 from multilab.cli import main
 from multilab.config import Config, Overrides, load_config
+from multilab.errors import StoppedEarly
 from multilab.evaluation.evaluate import evaluate_and_record
 from multilab.training.model_dir import (
     CHECKPOINT_PREFIX,
@@ -49,7 +50,7 @@ from multilab.training.model_dir import (
     latest_checkpoint,
     read_done,
 )
-from multilab.training.train import _Stopped, train_model
+from multilab.training.train import train_model
 from tests.helpers import BIN, PARAMS
 
 SENTENCES, STEPS = 128, 8
@@ -416,7 +417,7 @@ def _stopped_at_two(project: Config, tmp_path: Path) -> tuple[list[str], Path]:
     settings = _settings(tmp_path, **{"train.max_train_sentences": 64})
     cfg = _config(settings)
     experiment = tracking.connect(cfg.paths, cfg.experiment)
-    with pytest.raises(_Stopped):
+    with pytest.raises(StoppedEarly):
         train_model(cfg.run("original", 0), experiment_id=experiment, stop_after_step=2,
                     progress=False)
     return settings, cfg.paths.model_dir("original", 0)

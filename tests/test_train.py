@@ -12,10 +12,11 @@ from multilab import tracking
 from multilab.config import Config
 from multilab.data.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
 from multilab.data.inputs import InputEncoder
+from multilab.errors import StoppedEarly
 from multilab.lab.modifications import resolve_recipe
 from multilab.training.model import build_model, mlm_loss, mlm_loss_full_head
 from multilab.training.model_dir import read_done
-from multilab.training.train import _Stopped, prepare_data, train_model
+from multilab.training.train import prepare_data, train_model
 
 
 def _weights(model_dir) -> dict[str, torch.Tensor]:
@@ -69,7 +70,7 @@ def test_resume_gives_identical_weights(project: Config, tmp_path, stop_at: int)
     experiment = tracking.connect(project.paths, project.experiment)
     reference = train_model(run, model_dir=tmp_path / "uninterrupted", progress=False)
     interrupted = tmp_path / "interrupted"
-    with pytest.raises(_Stopped):
+    with pytest.raises(StoppedEarly):
         train_model(run, experiment_id=experiment, model_dir=interrupted,
                     stop_after_step=stop_at, progress=False)
     runs = tracking.search_runs(project.paths, project.experiment)

@@ -136,6 +136,11 @@ class ModelConfig:
     batch_size: int = 256
     grad_accum: int = 1
 
+    @property
+    def global_batch(self) -> int:
+        """Sentences per optimizer step (a property: not in ``as_params``, the fingerprint)."""
+        return self.batch_size * self.grad_accum
+
 
 @dataclass(frozen=True)
 class EvalConfig:

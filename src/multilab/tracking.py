@@ -2,7 +2,8 @@
 
 Default store: ``sqlite:///<project>/mlruns/mlflow.db`` with artefacts in ``mlruns/artifacts``
 (the file store is legacy since MLflow 3.7). ``MLFLOW_TRACKING_URI`` overrides it for a server.
-A run that raises ends FAILED; Ctrl-C / SIGTERM end it KILLED; never left RUNNING.
+A run that raises ends FAILED; Ctrl-C / SIGTERM (and a deliberate early stop) end it KILLED;
+never left RUNNING.
 SIGKILL cannot be caught: the run of a killed process is ended KILLED by the next process
 that trains the same fingerprint (:func:`end_orphaned_runs`).
 """
@@ -27,7 +28,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from multilab.config import Paths
-from multilab.errors import Terminated, UserError
+from multilab.errors import StoppedEarly, Terminated, UserError
 from multilab.lab.modifications import same_modification
 
 URI_VARIABLE = "MLFLOW_TRACKING_URI"
@@ -147,7 +148,7 @@ def run(
     try:
         yield active.info.run_id
         status = FINISHED
-    except (KeyboardInterrupt, Terminated):
+    except (KeyboardInterrupt, Terminated, StoppedEarly):
         status = KILLED
         raise
     finally:

@@ -1,12 +1,16 @@
-"""Corpus lines → examples → length-bucketed batches → masked MLM inputs.
+"""Corpus lines → examples → batches → gradient-accumulation pieces → masked MLM inputs.
 
-Everything random here takes an explicit ``torch.Generator`` seeded from (seed, epoch) or
-(seed, step), so a resumed run draws exactly what an uninterrupted one would.
+Every decision about the shape of a training batch lives here: which examples form the
+global batch of a step (:class:`BatchOrder`), the order they run in and the pieces they are
+cut into (:func:`gradient_pieces`), and the masks (:func:`mask_tokens`). Everything random
+takes an explicit ``torch.Generator`` seeded from (seed, epoch) or (seed, step)
+(:func:`mix_seed`), so a resumed run draws exactly what an uninterrupted one would.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 import torch
@@ -77,12 +81,18 @@ def training_examples(
     )
 
 
-def seeded_generator(*keys: int) -> torch.Generator:
-    """A CPU generator whose seed is a fixed mix of ``keys`` (e.g. seed, epoch, rank)."""
+def mix_seed(*keys: int) -> int:
+    """One seed from several keys (seed, step, rank, …): a fixed polynomial mix, so each
+    combination gets its own stream and the same combination always the same one."""
     mixed = 0
     for key in keys:
         mixed = (mixed * 1_000_003 + int(key)) % (2**63 - 1)
-    return torch.Generator().manual_seed(mixed)
+    return mixed
+
+
+def seeded_generator(*keys: int) -> torch.Generator:
+    """A CPU generator seeded with :func:`mix_seed` of ``keys`` (e.g. seed, epoch)."""
+    return torch.Generator().manual_seed(mix_seed(*keys))
 
 
 def bucketed_batches(
@@ -115,8 +125,10 @@ def least_padding_cuts(sorted_lengths: torch.Tensor, pieces: int) -> list[int]:
     vectorised (one [n+1, n+1] table per piece); ties go to the earliest cut, so the
     cuts are deterministic. Fewer than ``pieces`` groups only when there are fewer rows.
     """
+    n = len(sorted_lengths)
+    if pieces <= 1:  # nothing to cut: one group, sorted or not
+        return [n] if n else []
     lengths = sorted_lengths.to(torch.float64)
-    n = len(lengths)
     if n and bool((lengths[1:] < lengths[:-1]).any()):
         raise ValueError("least_padding_cuts needs lengths in ascending order")
     count = max(1, min(pieces, n))
@@ -140,15 +152,55 @@ def least_padding_cuts(sorted_lengths: torch.Tensor, pieces: int) -> list[int]:
     return sizes[::-1]
 
 
-def sort_by_length(indices: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """The batch's example indices, shortest first (ties keep their random order)."""
-    return indices[torch.argsort(lengths[indices], stable=True)]
+class BatchOrder:
+    """The global batch of every step: :func:`bucketed_batches` drawn when an epoch starts.
+
+    ``steps_per_epoch`` is the number of batches of an epoch (the last one may be smaller).
+    """
+
+    def __init__(self, lengths: torch.Tensor, batch_size: int, seed: int, chunk_batches: int
+                 ) -> None:
+        self.lengths, self.batch_size = lengths, batch_size
+        self.seed, self.chunk_batches = seed, chunk_batches
+        self.steps_per_epoch = math.ceil(len(lengths) / batch_size)
+        self._epoch: int | None = None
+        self._batches: list[torch.Tensor] = []
+
+    def __call__(self, step: int) -> torch.Tensor:
+        """The example indices of the global batch of optimizer step ``step`` (0-based)."""
+        epoch, index = divmod(step, self.steps_per_epoch)
+        if epoch != self._epoch:
+            self._epoch = epoch
+            self._batches = bucketed_batches(
+                self.lengths, self.batch_size, self.seed, epoch, self.chunk_batches
+            )
+        return self._batches[index]
 
 
-def random_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[torch.Tensor]:
-    """Plain shuffled batches (the baseline recipe)."""
-    order = torch.randperm(n, generator=seeded_generator(seed, epoch))
-    return list(order.split(batch_size))
+def gradient_pieces(
+    indices: torch.Tensor, lengths: torch.Tensor, length_pieces: int = 1, accum: int = 1,
+    world: int = 1, rank: int = 0,
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """A global batch in the order it runs, and this process's pieces of it.
+
+    Returns (``indices`` reordered, pieces as row positions in that order). With
+    ``length_pieces`` > 1 the batch is sorted by length (ties keep their random order); this
+    process's share (every ``world``-th row from ``rank``) is cut into ``accum`` equal groups
+    (memory: none holds more rows than ``batch_size``) and each group again where the
+    padding is least (:func:`least_padding_cuts`), so each piece is padded only to its own
+    longest row: the whole batch's gradient with a fraction of its padding. Every rank gets
+    exactly ``accum * length_pieces`` pieces, empty ones included: each piece is a DDP
+    collective, and a rank that ran fewer would leave the others waiting.
+    """
+    if length_pieces > 1:
+        indices = indices[torch.argsort(lengths[indices], stable=True)]
+    row_lengths = lengths[indices]
+    pieces: list[torch.Tensor] = []
+    for group in torch.arange(len(indices))[rank::world].tensor_split(accum):
+        cuts = least_padding_cuts(row_lengths[group], length_pieces)
+        parts = list(group.split(cuts)) if cuts else [group]
+        pieces += parts + [group[:0]] * (length_pieces - len(parts))
+    return indices, pieces
 
 
 @dataclass

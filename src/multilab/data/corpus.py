@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from multilab.config import CorpusConfig
+from multilab.config import Config, CorpusConfig
 from multilab.data.bible import load_export, squeeze_spaces
 from multilab.errors import UserError
 from multilab.files import write_text
@@ -110,6 +110,12 @@ def corpus_stats(corpora_dir: Path) -> dict[str, CorpusStats]:
     return {
         name: CorpusStats.of(read_lines(corpora_dir / f"{name}.txt")) for name in ("train", "dev")
     }
+
+
+def training_lines(cfg: Config) -> list[str]:
+    """The training sentences models see: ``train.txt``, cut to ``train.max_train_sentences``."""
+    lines = read_lines(cfg.paths.corpora / "train.txt")
+    return lines[: cfg.train.max_train_sentences] if cfg.train.max_train_sentences else lines
 
 
 def read_lines(path: Path) -> list[str]:

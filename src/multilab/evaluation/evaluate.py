@@ -16,7 +16,7 @@ from transformers import BertForMaskedLM
 from multilab import tracking
 from multilab.config import Config, RunConfig, resolve_layers
 from multilab.data.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
-from multilab.data.corpus import read_lines
+from multilab.data.corpus import read_lines, training_lines
 from multilab.data.inputs import ENGLISH, FAKE, InputEncoder
 from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
@@ -164,9 +164,7 @@ def evaluate_model(
     tokenizer = load_tokenizer(cfg.paths.vocab)
     encoder = InputEncoder(run.recipe, len(tokenizer), cfg.train.max_length)
     dev_lines = _dev_lines(cfg.paths.corpora / "dev.txt", dev_sentences or ev.dev_sentences)
-    train_lines = read_lines(cfg.paths.corpora / "train.txt")
-    if cfg.train.max_train_sentences:
-        train_lines = train_lines[: cfg.train.max_train_sentences]
+    train_lines = training_lines(cfg)
     if train_sentences:
         train_lines = train_lines[:train_sentences]
     dev, _ = tokenize_lines(dev_lines, tokenizer, encoder)
