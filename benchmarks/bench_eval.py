@@ -4,9 +4,10 @@ The fast path is :func:`multilab.evaluation.evaluate.evaluate_model` with the de
 config (10,000 dev sentences, layers 0 and 8, word translation over the 2,048-word vocabulary,
 train and dev perplexity). The slow path is what one would write first: every sentence (and
 every vocabulary word, and every perplexity example) through the model alone, then the
-per-sentence metric loops of :mod:`multilab.evaluation.metrics` (``reference_alignment_counts``,
-``reference_retrieval_p1``). It runs on a subset and is extrapolated linearly to the full
-sizes — a lower bound, since one-query-at-a-time retrieval grows with the square of the set.
+per-sentence metric loops the tests use as definitions (``tests/reference.py``:
+``reference_alignment_counts``, ``reference_retrieval_p1``). It runs on a subset and is
+extrapolated linearly to the full sizes — a lower bound, since one-query-at-a-time
+retrieval grows with the square of the set.
 
 Timing does not depend on the weights, so a randomly initialised BERT-small is used unless
 ``--model DIR`` names a trained one. The machine is shared: the load average is recorded, and
@@ -42,6 +43,7 @@ from multilab.evaluation.evaluate import (
     translation,
 )
 from multilab.training.model import build_model, hidden_layers, load_model
+from tests import reference
 
 MODIFICATION = "original"
 
@@ -66,12 +68,12 @@ def slow_multilinguality(model, encoder: InputEncoder, sentences: list[torch.Ten
             for layer, h in zip(layers, hidden_layers(model, batch.model_inputs(), list(layers)),
                                 strict=True):
                 vectors[layer][lang].append(h[0, 1 : 1 + n])
-        golds.append(encoder.gold_alignment(n).tolist())
+        golds.append(reference.gold_alignment(encoder.recipe, n))
     results = {}
     for layer in layers:
         english, fake = vectors[layer]
-        align = metrics.alignment_score(metrics.reference_alignment_counts(english, fake, golds))
-        rho = metrics.reference_retrieval_p1(
+        align = metrics.alignment_score(reference.reference_alignment_counts(english, fake, golds))
+        rho = reference.reference_retrieval_p1(
             torch.stack([e.mean(0) for e in english]), torch.stack([f.mean(0) for f in fake])
         )
         results |= {f"align_f1.l{layer}": align.f1, f"retrieval_p1.l{layer}": rho}
@@ -90,7 +92,7 @@ def slow_translation(model, encoder: InputEncoder, layers: tuple[int, ...],
                                 strict=True):
                 vectors[layer][lang].append(h[0, 1])
     return {
-        f"translation_p1.l{layer}": metrics.reference_retrieval_p1(
+        f"translation_p1.l{layer}": reference.reference_retrieval_p1(
             torch.stack(vectors[layer][0]), torch.stack(vectors[layer][1])
         )
         for layer in layers

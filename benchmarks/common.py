@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from multilab.data.vocab import build_vocab
 from multilab.files import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the tests' reference definitions (tests/reference.py)
+    sys.path.append(str(ROOT))
 PARAMS = ROOT / "params.yaml"
 RESULTS = ROOT / "benchmarks" / "results"
 PATH_KEYS = ("data", "artifacts", "reports", "metrics", "mlruns")

@@ -61,8 +61,12 @@ def test_inv_order_reverses_words_but_not_specials() -> None:
     ids = enc.encode(WORDS, FAKE)[0]
     assert ids[0] == CLS_ID and ids[-1] == SEP_ID
     assert ids[1:-1].tolist() == (WORDS.flip(0) + V).tolist()
-    assert enc.gold_alignment(4).tolist() == [3, 2, 1, 0]
-    assert encoder("original").gold_alignment(4).tolist() == [0, 1, 2, 3]
+    # the gold alignment names, for each English word, where encode put its Fake twin
+    gold = enc.gold_alignment(torch.tensor([len(WORDS)]), len(WORDS))[0]
+    assert (ids[1:-1][gold] - V).tolist() == WORDS.tolist()
+    lengths = torch.tensor([4, 2])
+    assert enc.gold_alignment(lengths, 4).tolist() == [[3, 2, 1, 0], [1, 0, 0, 0]]
+    assert encoder("original").gold_alignment(lengths, 4).tolist() == [[0, 1, 2, 3]] * 2
     assert enc.encode(WORDS, ENGLISH)[0][1:-1].tolist() == WORDS.tolist()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from multilab.config import Overrides, load_config
+from multilab.config import load_config, parse_overrides
 from multilab.errors import UserError
 from tests.helpers import PARAMS
 
@@ -44,7 +44,7 @@ def test_run_config_applies_the_modification() -> None:
 
 
 def test_command_line_overrides_win_over_the_profile() -> None:
-    cfg = load_config(PARAMS, Overrides.parse(["profile=smoke", "train.epochs=7"]))
+    cfg = load_config(PARAMS, parse_overrides(["profile=smoke", "train.epochs=7"]))
     assert cfg.train.epochs == 7
 
 
@@ -70,7 +70,7 @@ def test_bad_values_fail_clearly(overrides: dict, message: str) -> None:
 
 def test_bad_override_syntax() -> None:
     with pytest.raises(UserError, match="key=value"):
-        Overrides.parse(["train.epochs"])
+        parse_overrides(["train.epochs"])
 
 
 def test_fingerprint_ignores_what_does_not_change_the_weights() -> None:

@@ -82,7 +82,7 @@ def _read_log(path: Path) -> list[dict[str, float]]:
 def launched(built_project: Path, tmp_path_factory: pytest.TempPathFactory):
     """A 2-process smoke training of ``original`` seed 0 through ``accelerate launch``."""
     from multilab import tracking
-    from multilab.config import Overrides, load_config
+    from multilab.config import load_config, parse_overrides
     from tests.helpers import BIN, PARAMS
 
     root = tmp_path_factory.mktemp("distributed")
@@ -91,7 +91,7 @@ def launched(built_project: Path, tmp_path_factory: pytest.TempPathFactory):
         (root / "artifacts" / name).symlink_to(built_project / "artifacts" / name)
     (root / "data").symlink_to(built_project / "data")
     settings = _settings(root)
-    cfg = load_config(PARAMS, Overrides.parse(settings))
+    cfg = load_config(PARAMS, parse_overrides(settings))
 
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     # Create the local MLflow store first, as the pipeline's `spaces` stage does before any

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from multilab.evaluation import metrics
+from tests import reference
 
 
 def _pairs(generator: torch.Generator, n: int, dim: int = 8, noise: float = 0.1):
@@ -34,7 +35,7 @@ def test_batched_alignment_equals_the_per_sentence_loop() -> None:
     width = english.shape[1]
     gold = torch.arange(width).expand(30, -1)
     fast = metrics.alignment_counts(english, fake, lengths, gold)
-    slow = metrics.reference_alignment_counts(
+    slow = reference.reference_alignment_counts(
         [english[b, : lengths[b]] for b in range(30)],
         [fake[b, : lengths[b]] for b in range(30)],
         [list(range(int(n))) for n in lengths],
@@ -70,7 +71,7 @@ def test_retrieval_equals_the_per_query_loop_and_blocks_do_not_matter() -> None:
     whole = metrics.retrieval_score(english, fake)
     blocked = metrics.retrieval_score(english, fake, block_size=7)
     assert whole == blocked
-    assert whole.p1 == pytest.approx(metrics.reference_retrieval_p1(english, fake))
+    assert whole.p1 == pytest.approx(reference.reference_retrieval_p1(english, fake))
     assert 0.05 < whole.p1 < 0.95 and whole.p1 <= whole.p5 <= whole.p10
     assert whole.p1 == pytest.approx((whole.p1_forward + whole.p1_backward) / 2)
 
@@ -120,7 +121,7 @@ def test_known_permutation_gives_the_exact_precision_and_recall() -> None:
     lengths = torch.tensor([6])
     gold = torch.arange(6)[None]
     predicted, n_gold, correct = metrics.alignment_counts(english, fake, lengths, gold)
-    slow = metrics.reference_alignment_counts([english[0]], [fake[0]], [list(range(6))])
+    slow = reference.reference_alignment_counts([english[0]], [fake[0]], [list(range(6))])
     assert (predicted, n_gold, correct) == slow
     # mutual pairs: 0–1, 1–0, 2–2, 3–3, 5–5; three of them are gold
     assert (predicted, n_gold, correct) == (5, 6, 3)

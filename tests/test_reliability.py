@@ -40,7 +40,7 @@ from safetensors.torch import load_file
 
 from multilab import tracking
 from multilab.cli import main
-from multilab.config import Config, Overrides, load_config
+from multilab.config import Config, load_config, parse_overrides
 from multilab.errors import StoppedEarly
 from multilab.evaluation.evaluate import evaluate_and_record
 from multilab.training.model_dir import (
@@ -99,7 +99,7 @@ def _settings(root: Path, **extra: object) -> list[str]:
 
 
 def _config(settings: list[str]) -> Config:
-    return load_config(PARAMS, Overrides.parse(settings))
+    return load_config(PARAMS, parse_overrides(settings))
 
 
 def _cli_args(settings: list[str], *command: str) -> list[str]:
@@ -284,8 +284,8 @@ def served(tracking_server: str, built_project: Path, tmp_path_factory: pytest.T
 ORPHAN_MAKER = """
 import sys, time
 from multilab import tracking
-from multilab.config import Overrides, load_config
-cfg = load_config(sys.argv[1], Overrides.parse(sys.argv[3:]))
+from multilab.config import parse_overrides, load_config
+cfg = load_config(sys.argv[1], parse_overrides(sys.argv[3:]))
 tags = {"fingerprint": sys.argv[2], **tracking.process_tags()}
 with tracking.run(tracking.connect(cfg.paths, cfg.experiment), tags=tags) as run_id:
     print(run_id, flush=True)

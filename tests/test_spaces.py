@@ -68,7 +68,9 @@ def test_outputs_and_metrics(built: tuple[Path, dict]) -> None:
     fake_words, _ = vecmap.read_vec(out_dir / "fake.vec")
     assert en_words == VOCAB and en_vectors.shape == (len(VOCAB), CONFIG.dim)
     assert fake_words == ["::" + w for w in VOCAB]
-    en_mapped, fake_mapped = fasttext_spaces.load_mapped_spaces(out_dir, VOCAB)
+    mapped_words, en_mapped = vecmap.read_vec(out_dir / "en.mapped.vec")
+    fake_mapped_words, fake_mapped = vecmap.read_vec(out_dir / "fake.mapped.vec")
+    assert mapped_words == VOCAB and fake_mapped_words == fake_words
     absent = [VOCAB.index(w) for w in ABSENT]
     assert en_mapped[absent].abs().sum() == 0 and fake_mapped[absent].abs().sum() == 0
     assert en_mapped[len(SPECIAL_TOKENS):].norm(dim=1).gt(0).sum() == metrics["words_mapped"]
@@ -120,7 +122,7 @@ def test_knn_table_is_csls_in_mapped_space() -> None:
     en_rows, fake_rows = [5, 6, 7], [6, 5, 7]  # English ids of the trained words
     table = fasttext_spaces.knn_table(en, fake, en_rows, fake_rows, vocab_size=8, k=4)
     assert table.shape == (16, 4)
-    expected = vecmap.csls_neighbours(vecmap.unit_length(en), vecmap.unit_length(fake))
+    expected = vecmap.csls_topk(vecmap.unit_length(en), vecmap.unit_length(fake), 1)[:, 0]
     assert table[5:8, 0].tolist() == [fake_rows[j] + 8 for j in expected.tolist()]
     assert table[0].tolist() == [8] * 4 and table[8].tolist() == [0] * 4
     assert set(table[5].tolist()) == {13, 14, 15}  # k > words: neighbours repeat

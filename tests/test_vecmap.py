@@ -131,7 +131,7 @@ def test_csls_matches_brute_force(block_size: int) -> None:
     trg = vecmap.unit_length(torch.randn(41, 8, generator=generator))
     reference = brute_force_csls(src, trg, k=5)
     assert torch.equal(
-        vecmap.csls_neighbours(src, trg, k=5, block_size=block_size), reference.argmax(dim=1)
+        vecmap.csls_topk(src, trg, 1, k=5, block_size=block_size)[:, 0], reference.argmax(dim=1)
     )
     top3 = vecmap.csls_topk(src, trg, 3, k=5, block_size=block_size)
     assert torch.equal(top3, reference.topk(3, dim=1).indices)
@@ -150,8 +150,8 @@ def test_blocked_induction_equals_single_block() -> None:
     assert torch.equal(whole.trg_indices, blocked.trg_indices)
     assert whole.objective == pytest.approx(blocked.objective, abs=1e-6)
     # Forward half: CSLS neighbour of every source word; backward half: of every target word.
-    assert torch.equal(whole.trg_indices[:90], vecmap.csls_neighbours(xw, zw))
-    assert torch.equal(whole.src_indices[90:], vecmap.csls_neighbours(zw, xw))
+    assert torch.equal(whole.trg_indices[:90], vecmap.csls_topk(xw, zw, 1)[:, 0])
+    assert torch.equal(whole.src_indices[90:], vecmap.csls_topk(zw, xw, 1)[:, 0])
 
 
 def test_precision_at_1_skips_words_without_gold() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from multilab.data.vocab import SPECIAL_TOKENS, is_fake, to_english, to_fake
+from multilab.data.vocab import SPECIAL_TOKENS, to_fake
 
 
 def test_english_vocabulary(built_project: Path) -> None:
@@ -38,10 +38,8 @@ def test_shift_round_trip_and_specials(built_project: Path) -> None:
     fake = to_fake(ids, 2048)
     assert fake[0] == ids[0] and fake[-1] == ids[-1]  # shared [CLS]/[SEP]
     assert (fake[1:-1] == ids[1:-1] + 2048).all()
-    assert torch.equal(to_english(fake, 2048), ids)
     shifted = to_fake(ids, 2048, shift_special=True)
-    assert shifted[0] == 2 + 2048 and torch.equal(to_english(shifted, 2048), ids)
-    assert is_fake(fake[1:-1], 2048).all() and not is_fake(ids, 2048).any()
+    assert torch.equal(shifted, ids + 2048)  # [CLS] too: ::[CLS]
     tokens = both.convert_ids_to_tokens(fake[1:-1].tolist())
     assert all(t.startswith("::") for t in tokens)
     assert [t[2:] for t in tokens] == eng.convert_ids_to_tokens(ids[1:-1].tolist())

@@ -12,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from multilab.config import Config, Overrides, load_config
+from multilab.config import Config, load_config, parse_overrides
 from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
 from multilab.files import write_json
@@ -22,7 +22,7 @@ log = logging.getLogger("multilab")
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return load_config(args.params, Overrides.parse(args.set))
+    return load_config(args.params, parse_overrides(args.set))
 
 
 def cmd_corpus(args: argparse.Namespace) -> None:

@@ -11,7 +11,7 @@ import copy
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -388,22 +388,17 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
     )
 
 
-@dataclass
-class Overrides:
-    """Dotted ``key=value`` overrides from the command line (``--set train.epochs=3``)."""
-
-    items: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, pairs: list[str] | None) -> dict[str, Any]:
-        tree: dict[str, Any] = {}
-        for pair in pairs or []:
-            if "=" not in pair:
-                raise UserError(f"--set {pair!r}: expected key=value, e.g. train.epochs=3")
-            key, value = pair.split("=", 1)
-            node = tree
-            *parents, leaf = key.split(".")
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[leaf] = yaml.safe_load(value)
-        return tree
+def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
+    """Dotted ``key=value`` overrides from the command line (``--set train.epochs=3``) as the
+    nested dict :func:`load_config` merges; values are read as YAML (``[0, 1]``, ``null``)."""
+    tree: dict[str, Any] = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise UserError(f"--set {pair!r}: expected key=value, e.g. train.epochs=3")
+        key, value = pair.split("=", 1)
+        node = tree
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value)
+    return tree

@@ -280,11 +280,6 @@ def set_tags(paths: Paths, run_id: str, tags: dict[str, Any]) -> None:
         client.set_tag(run_id, key, str(value))
 
 
-def run_status(paths: Paths, run_id: str) -> str:
-    _use(tracking_uri(paths))
-    return MlflowClient().get_run(run_id).info.status
-
-
 def search_runs(paths: Paths, experiment: str) -> pd.DataFrame:
     """All runs of an experiment as a DataFrame (params., metrics., tags. columns)."""
     experiment_id = connect(paths, experiment)

@@ -87,10 +87,17 @@ class InputEncoder:
         encoded = [self.encode(words, lang) for words, lang in pairs]
         return collate(encoded, languages)
 
-    def gold_alignment(self, length: int) -> torch.Tensor:
-        """Index of the Fake-English word aligned to each English word (identity or reversed)."""
-        order = torch.arange(length)
-        return order.flip(0) if self.recipe.invert_fake else order
+    def gold_alignment(self, lengths: torch.Tensor, width: int) -> torch.Tensor:
+        """Index of the Fake-English word aligned to each English word, per sentence.
+
+        ``lengths`` [B] are the sentences' word counts; the result is [B, ``width``], the
+        identity, or the reverse under inv-order (:meth:`encode` flips the Fake-English
+        words). Positions past a sentence's length are padding (0 under inv-order).
+        """
+        positions = torch.arange(width, device=lengths.device).expand(len(lengths), width)
+        if self.recipe.invert_fake:
+            return (lengths[:, None] - 1 - positions).clamp(min=0)
+        return positions
 
 
 def collate(encoded: list[tuple[torch.Tensor, ...]], languages: list[int]) -> Batch:

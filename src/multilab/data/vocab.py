@@ -116,23 +116,9 @@ def load_tokenizer(vocab_dir: Path, which: str = ENGLISH_DIR) -> PreTrainedToken
     return AutoTokenizer.from_pretrained(str(path))
 
 
-def special_ids() -> torch.Tensor:
-    """Ids of the shared special tokens (they are the first ids of the vocabulary)."""
-    return torch.arange(len(SPECIAL_TOKENS))
-
-
 def to_fake(ids: torch.Tensor, vocab_size: int, shift_special: bool = False) -> torch.Tensor:
     """English ids → Fake-English ids: +vocab_size, specials only under shift-special."""
     shifted = ids + vocab_size
     if shift_special:
         return shifted
     return torch.where(ids < len(SPECIAL_TOKENS), ids, shifted)
-
-
-def to_english(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Inverse of :func:`to_fake` (works with or without shifted specials)."""
-    return torch.where(ids >= vocab_size, ids - vocab_size, ids)
-
-
-def is_fake(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    return ids >= vocab_size

@@ -24,7 +24,7 @@ from multilab.evaluation import metrics
 from multilab.files import write_json
 from multilab.lab.metric_table import MU_PARTS, layer_key
 from multilab.lab.modifications import Recipe
-from multilab.training.model import CurveHook, hidden_layers, load_model
+from multilab.training.model import CurveHook, hidden_layers, load_model, selected_logits
 from multilab.training.model_dir import DONE_FILE, read_done
 
 PERPLEXITY_REPLACEMENT = (1.0, 0.0, 0.0, 0.0)  # every selected token becomes [MASK]
@@ -60,7 +60,7 @@ def multilinguality(
         fake_h = hidden_layers(model, fake.model_inputs(), list(layers))
         n = lengths[rows].to(device)
         width = int(n.max())
-        gold = _gold(encoder.recipe, n, width)
+        gold = encoder.gold_alignment(n, width)
         for layer, e, f in zip(layers, eng_h, fake_h, strict=True):
             counts[layer].append(
                 metrics.alignment_counts(
@@ -83,14 +83,6 @@ def multilinguality(
             layer_key("retrieval_p10", layer): retrieval.p10,
         }
     return results
-
-
-def _gold(recipe: Recipe, lengths: torch.Tensor, width: int) -> torch.Tensor:
-    """Fake-English index aligned to each English word: identity, or reversed (inv-order)."""
-    positions = torch.arange(width, device=lengths.device).expand(len(lengths), width)
-    if recipe.invert_fake:
-        return (lengths[:, None] - 1 - positions).clamp(min=0)
-    return positions
 
 
 @torch.no_grad()
@@ -137,8 +129,7 @@ def perplexity(
             seeded_generator(mask_seed, number),
         )
         inputs = {k: v.to(device) for k, v in masked.inputs.items()}
-        hidden = model.bert(**inputs).last_hidden_state
-        logits = model.cls(hidden[masked.selected.to(device)])
+        logits = selected_logits(model, inputs, masked.selected.to(device))
         nll, n = metrics.masked_nll(logits.float(), masked.labels.to(device))
         total_nll += nll
         count += n

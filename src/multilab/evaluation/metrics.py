@@ -1,8 +1,8 @@
 """The paper's multilinguality and model-fit metrics (seed 000 §2.2, Appendix A.1), vectorised.
 
 Every function works on whole batches of hidden states so that evaluating one model on 10k
-sentence pairs is a few hundred matrix products, not 10k Python loops. The ``reference_*``
-functions are the straightforward per-sentence versions the tests compare against.
+sentence pairs is a few hundred matrix products, not 10k Python loops. The straightforward
+per-sentence definitions they are tested against live with the tests (``tests/reference.py``).
 """
 
 from __future__ import annotations
@@ -132,34 +132,3 @@ def masked_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, int]:
 def perplexity(total_nll: float, count: int) -> float:
     """exp of the mean NLL; NaN when nothing was masked (rather than a misleading 1.0)."""
     return math.exp(total_nll / count) if count else float("nan")
-
-
-# --- simple per-sentence versions: the definitions the fast paths are tested against -------
-
-
-def reference_alignment_counts(
-    english: list[torch.Tensor], fake: list[torch.Tensor], gold: list[list[int]]
-) -> tuple[int, int, int]:
-    """Per-sentence Python loop of the argmax alignment method."""
-    n_pred = n_gold = n_correct = 0
-    for e, f, g in zip(english, fake, gold, strict=True):
-        sim = torch.stack([
-            torch.stack([F.cosine_similarity(ei, fj, dim=0) for fj in f]) for ei in e
-        ])
-        for i in range(len(e)):
-            j = int(sim[i].argmax())
-            if int(sim[:, j].argmax()) == i:
-                n_pred += 1
-                n_correct += int(g[i] == j)
-        n_gold += len(e)
-    return n_pred, n_gold, n_correct
-
-
-def reference_retrieval_p1(english: torch.Tensor, fake: torch.Tensor) -> float:
-    """P@1 in both directions, one query at a time."""
-    hits = 0
-    for queries, keys in ((english, fake), (fake, english)):
-        for i, query in enumerate(queries):
-            sims = F.cosine_similarity(query[None, :], keys, dim=1)
-            hits += int(int(sims.argmax()) == i)
-    return hits / (2 * len(english))

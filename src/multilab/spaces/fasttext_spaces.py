@@ -10,38 +10,17 @@ neighbour *in the other language* of a cross-lingual static space. The stage:
    (shared space), ``knn.pt`` ([2V, k] neighbour ids in the other language) and
    ``metrics.json``.
 
-Decisions (measured on the 2048-word Bible spaces):
-
-* char n-grams are off unless ``char_ngrams``: the ``::`` prefix changes every n-gram of a
-  Fake word, which drives the two spaces apart (P@1 0.03 after mapping at 5 epochs, 0.90
-  at 10 epochs against 0.975 without n-grams, for more time and 2M hash rows of memory);
-* the Fake corpus is shuffled: with one thread, no n-grams and the same sentence order
-  fastText would produce *identical* spaces (a trivial mapping); shuffling gives independent
-  spaces (identity P@1 before mapping ≈ 0), as real languages would;
-* every word starts from our own seeded random vector (:func:`write_initial_vectors`):
-  fastText 0.9.3 with one thread leaves 90% of its rows uninitialised (zeros at dim 300,
-  stale memory and "Encountered NaN" at small dims), which collapses the spaces (mapping
-  P@1 0.09 instead of 0.50 at 5 epochs);
-* fastText's training RNG is seeded by the thread index (its ``seed`` only reaches the
-  initial matrix, which our vectors replace, and ``train_unsupervised`` does not take it),
-  so with ``threads: 1`` the spaces are reproducible byte for byte; more threads train
-  lock-free in parallel and are not;
-* 10 epochs instead of fastText's 5: the corpus has 240k wordpieces, and after 5 epochs
-  the spaces are still too noisy for the two languages to have the same shape (mapping P@1
-  0.50 NN / 0.59 CSLS); after 10 they reach 0.975 / 0.986 for twice the fastText time
-  (20 epochs: 0.996 / 0.998 for twice that again). ``benchmarks/RESULTS-vecmap.md``;
-* only words that occur in the corpus are mapped. Absent words (the special tokens, pieces
-  the WordPiece trainer kept but the tokenizer never emits) have no training signal; with
-  n-grams off fastText gives them a zero vector, which after centring would put all of them
-  on one point and pollute the unsupervised initialisation. Their rows in ``en.vec`` /
-  ``fake.vec`` hold fastText's ``get_word_vector`` (zero without n-grams); in the mapped files
-  they are zero, and in ``knn.pt`` they point to their twin, like the special tokens. They
-  never occur in training text, so knn-replace never looks them up;
-* the mapping runs on the CPU with ``threads`` torch threads, so ``knn.pt`` (part of a
-  model's data fingerprint) is the same on every machine.
+Why it is built this way, in short: no character n-grams (the ``::`` prefix changes every
+n-gram of a Fake word), a shuffled Fake corpus (otherwise one-threaded fastText learns two
+identical spaces), our own seeded random start for every word (fastText 0.9.3 with one
+thread leaves most rows uninitialised), one thread (reproducible byte for byte), 10 epochs
+(5 leave these small spaces too noisy to map), only words that occur in the corpus mapped,
+and the mapping on the CPU (``knn.pt`` is part of a model's data fingerprint). Each decision
+is measured in ``benchmarks/RESULTS-vecmap.md``.
 
 Every output appears at once: files are written to a staging folder next to ``out_dir`` and
-renamed into place, so a killed run leaves either the old outputs or the new ones.
+swapped into place (:func:`multilab.files.replace_dir`), so a killed run leaves either the
+old outputs or the new ones.
 """
 
 from __future__ import annotations
@@ -124,15 +103,6 @@ def load_knn_table(spaces_dir: Path, vocab_words: Sequence[str]) -> Tensor:
             "rebuild it with `dvc repro spaces`"
         )
     return table
-
-
-def load_mapped_spaces(spaces_dir: Path, vocab_words: Sequence[str]) -> tuple[Tensor, Tensor]:
-    """English and Fake-English vectors in the shared space, rows = tokenizer ids."""
-    en_words, en_vectors = vecmap.read_vec(spaces_dir / ENGLISH_MAPPED_VEC)
-    check_space_vocab(en_words, vocab_words, str(spaces_dir / ENGLISH_MAPPED_VEC))
-    fake_words, fake_vectors = vecmap.read_vec(spaces_dir / FAKE_MAPPED_VEC)
-    check_space_vocab(fake_words, fake_tokens(list(vocab_words)), str(spaces_dir / FAKE_MAPPED_VEC))
-    return en_vectors, fake_vectors
 
 
 # --------------------------------------------------------------------------- fastText

@@ -101,6 +101,11 @@ def _neighbourhood_density(queries: Tensor, keys: Tensor, k: int, block_size: in
     return out
 
 
+def _csls_scores(src: Tensor, trg: Tensor, trg_density: Tensor) -> Tensor:
+    """CSLS of every (source, target) pair up to the source's own constant: 2 cos - r_trg."""
+    return 2 * (src @ trg.T) - trg_density
+
+
 def csls_topk(
     src: Tensor, trg: Tensor, count: int, k: int = CSLS_K, block_size: int = DEFAULT_BLOCK_SIZE
 ) -> Tensor:
@@ -115,16 +120,8 @@ def csls_topk(
     out = torch.empty(src.shape[0], count, dtype=torch.long, device=src.device)
     for start in range(0, src.shape[0], block_size):
         stop = min(start + block_size, src.shape[0])
-        scores = 2 * (src[start:stop] @ trg.T) - trg_density
-        out[start:stop] = scores.topk(count, dim=1).indices
+        out[start:stop] = _csls_scores(src[start:stop], trg, trg_density).topk(count, dim=1).indices
     return out
-
-
-def csls_neighbours(
-    src: Tensor, trg: Tensor, k: int = CSLS_K, block_size: int = DEFAULT_BLOCK_SIZE
-) -> Tensor:
-    """Index of the nearest target row of every source row by CSLS ([n_src])."""
-    return csls_topk(src, trg, 1, k=k, block_size=block_size)[:, 0]
 
 
 def nn_neighbours(src: Tensor, trg: Tensor, block_size: int = DEFAULT_BLOCK_SIZE) -> Tensor:
@@ -155,7 +152,7 @@ def precision_at_1(
         predicted = nn_neighbours(src[rows], trg)
     elif method == "csls":
         trg_density = _neighbourhood_density(trg, src, CSLS_K, DEFAULT_BLOCK_SIZE)
-        predicted = (2 * (src[rows] @ trg.T) - trg_density).argmax(dim=1)
+        predicted = _csls_scores(src[rows], trg, trg_density).argmax(dim=1)
     else:
         raise ValueError(f"unknown retrieval method {method!r}; valid: nn, csls")
     return (predicted == gold[rows]).float().mean().item()

@@ -69,16 +69,13 @@ def load_model(model_dir: Path) -> BertForMaskedLM:
         raise UserError(f"{model_dir} holds a corrupted checkpoint: {err}") from err
 
 
-def mlm_loss(
-    model: BertForMaskedLM,
-    inputs: dict[str, torch.Tensor],
-    selected: torch.Tensor,
-    labels: torch.Tensor,
+def selected_logits(
+    model: BertForMaskedLM, inputs: dict[str, torch.Tensor], selected: torch.Tensor
 ) -> torch.Tensor:
-    """Mean cross-entropy of the true tokens at the selected positions only."""
+    """Vocabulary logits at the selected positions only ([N, V]): the MLM head where a loss
+    is taken, not on every position as ``BertForMaskedLM.forward`` computes it."""
     hidden = model.bert(**inputs).last_hidden_state
-    logits = model.cls(hidden[selected])
-    return F.cross_entropy(logits.float(), labels)
+    return model.cls(hidden[selected])
 
 
 class MaskedLMObjective(torch.nn.Module):
@@ -113,8 +110,7 @@ class MaskedLMObjective(torch.nn.Module):
     def _loss_sum(
         self, selected: torch.Tensor, labels: torch.Tensor, inputs: dict[str, torch.Tensor]
     ) -> torch.Tensor:
-        hidden = self.model.bert(**inputs).last_hidden_state
-        logits = self.model.cls(hidden[selected])
+        logits = selected_logits(self.model, inputs, selected)
         return F.cross_entropy(logits.float(), labels, reduction="sum")
 
     def _recompute(self, input_ids: torch.Tensor) -> bool:
@@ -127,18 +123,6 @@ class MaskedLMObjective(torch.nn.Module):
     def _set_recompute(self, on: bool) -> None:
         for layer in self._layers:
             layer.gradient_checkpointing = on
-
-
-def mlm_loss_full_head(
-    model: BertForMaskedLM,
-    inputs: dict[str, torch.Tensor],
-    selected: torch.Tensor,
-    labels: torch.Tensor,
-) -> torch.Tensor:
-    """The standard path (head on every position, -100 labels elsewhere): the reference."""
-    full_labels = torch.full_like(inputs["input_ids"], -100)
-    full_labels[selected] = labels
-    return model(**inputs, labels=full_labels).loss
 
 
 @torch.no_grad()
