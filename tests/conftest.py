@@ -1,17 +1,43 @@
 """Shared fixtures: one real smoke-profile project (corpora + vocab from the Bible DB), built
-once per test session in a temp dir, and helpers to train smoke models into it."""
+once per test session in a temp dir; a fresh project per test; a real ``mlflow server`` and
+two smoke models trained against it (used by the resume and tracking-server tests)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
 
+from multilab import tracking
+from multilab.cli import main
 from multilab.config import Config
 from multilab.data import bible, corpus
 from multilab.data.vocab import build_vocab
-from tests.helpers import smoke_config
+from multilab.evaluation.evaluate import evaluate_and_record
+from tests.helpers import (
+    BIN,
+    cli_args,
+    cli_settings,
+    config_of,
+    finish,
+    free_port,
+    launch,
+    link_project,
+    one_torch_thread,
+    smoke_config,
+    subprocess_env,
+)
+
+SERVER_TIMEOUT = 180  # `mlflow server` start-up on a loaded 2-core machine
 
 
 @pytest.fixture(scope="session")
@@ -30,11 +56,100 @@ def built_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
+def one_thread() -> Iterator[None]:
+    """The test trains and evaluates in-process on one thread (helpers.one_torch_thread)."""
+    with one_torch_thread():
+        yield
+
+
+@pytest.fixture
 def project(built_project: Path, tmp_path: Path) -> Config:
     """A fresh smoke project per test, sharing the session's corpora and vocabulary."""
-    artifacts = tmp_path / "artifacts"
-    artifacts.mkdir()
-    for name in ("corpora", "vocab"):
-        (artifacts / name).symlink_to(built_project / "artifacts" / name)
-    (tmp_path / "data").symlink_to(built_project / "data")
-    return smoke_config(tmp_path)
+    return smoke_config(link_project(built_project, tmp_path))
+
+
+# --------------------------------------------------------------------------- tracking server
+
+
+def _wait_for_health(uri: str, server: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + SERVER_TIMEOUT
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            pytest.fail(f"mlflow server exited {server.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"mlflow server did not answer within {SERVER_TIMEOUT}s:\n"
+                + log.read_text()[-3000:])
+
+
+def _stop(server: subprocess.Popen) -> None:
+    """SIGTERM the server's process group (it runs uvicorn as a child), then SIGKILL."""
+    for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 20)):
+        if server.poll() is not None:
+            break
+        try:
+            os.killpg(server.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            server.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):  # a worker may outlive its leader
+        os.killpg(server.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def tracking_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``mlflow server`` (SQLite store, proxied local artefacts) on a loopback port."""
+    root = tmp_path_factory.mktemp("server")
+    uri = f"http://127.0.0.1:{free_port()}"
+    log = root / "server.log"
+    with log.open("w") as handle:
+        server = subprocess.Popen(
+            [str(BIN / "mlflow"), "server",
+             "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+             "--artifacts-destination", str(root / "artifacts"),
+             "--host", "127.0.0.1", "--port", uri.rsplit(":", 1)[1], "--workers", "1"],
+            stdout=handle, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=root,
+            start_new_session=True,  # its own process group: stopped as a whole
+        )
+    try:
+        _wait_for_health(uri, server, log)
+        yield uri
+    finally:
+        _stop(server)
+
+
+@pytest.fixture(scope="session")
+def served(tracking_server: str, built_project: Path, tmp_path_factory: pytest.TempPathFactory
+           ) -> dict:
+    """Seeds 0 and 1 trained at once against the server, then evaluated and reported (the
+    uninterrupted reference of the resume tests, too)."""
+    root = link_project(built_project, tmp_path_factory.mktemp("served"))
+    settings = cli_settings(root)
+    cfg = config_of(settings)
+    logs = {seed: root / f"train-seed{seed}.log" for seed in (0, 1)}
+    processes = {seed: launch(settings, logs[seed], subprocess_env(tracking_server),
+                               "train", "--seed", str(seed)) for seed in (0, 1)}
+    for seed, process in processes.items():
+        finish(process, logs[seed])
+    with pytest.MonkeyPatch.context() as patch, one_torch_thread():
+        patch.setenv(tracking.URI_VARIABLE, tracking_server)
+        records = {seed: evaluate_and_record(cfg, cfg.paths.model_dir("original", seed))
+                   for seed in (0, 1)}
+        report = main(cli_args(settings, "report"))
+        runs = tracking.search_runs(cfg.paths, cfg.experiment)
+        client = MlflowClient(tracking_server)
+        full = {run_id: client.get_run(run_id) for run_id in runs["run_id"]}
+        history = {run_id: client.get_metric_history(run_id, "train_loss")
+                   for run_id in runs["run_id"]}
+        artifacts = {run_id: [a.path for a in client.list_artifacts(run_id)]
+                     for run_id in runs["run_id"]}
+    return {"cfg": cfg, "records": records, "report": report, "runs": runs, "full": full,
+            "history": history, "artifacts": artifacts, "uri": tracking_server}

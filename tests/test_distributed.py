@@ -26,7 +26,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -37,7 +36,9 @@ import pytest
 PROCESSES = 2
 CHECKPOINT_LOG = "MULTILAB_TEST_CHECKPOINT_LOG"
 LAUNCH_TIMEOUT = 300  # seconds; a hang in a collective must fail the test, not block CI
-# 128 sentences → 256 examples → 4 global batches of 64 per epoch × 2 smoke epochs = 8 steps.
+# 128 sentences → 256 examples → 4 global batches of 64 per epoch × 2 smoke epochs = 8 steps
+# (tests.helpers has the same short run; this file also runs as the launched script, where the
+# tests package is not importable, so it keeps its own two numbers).
 SENTENCES, STEPS = 128, 8
 slow = pytest.mark.slow
 
@@ -49,13 +50,6 @@ def _settings(root: Path) -> list[str]:
         *(f"paths.{name}={path}" for name, path in paths.items()),
         f"train.max_train_sentences={SENTENCES}",
     ]
-
-
-def _free_port() -> int:
-    """A free local port for the rendezvous (tests of other workers may run at once)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _no_dropout_config():
@@ -83,13 +77,9 @@ def launched(built_project: Path, tmp_path_factory: pytest.TempPathFactory):
     """A 2-process smoke training of ``original`` seed 0 through ``accelerate launch``."""
     from multilab import tracking
     from multilab.config import load_config, parse_overrides
-    from tests.helpers import BIN, PARAMS
+    from tests.helpers import BIN, PARAMS, free_port, link_project
 
-    root = tmp_path_factory.mktemp("distributed")
-    (root / "artifacts").mkdir()
-    for name in ("corpora", "vocab"):
-        (root / "artifacts" / name).symlink_to(built_project / "artifacts" / name)
-    (root / "data").symlink_to(built_project / "data")
+    root = link_project(built_project, tmp_path_factory.mktemp("distributed"))
     settings = _settings(root)
     cfg = load_config(PARAMS, parse_overrides(settings))
 
@@ -108,7 +98,7 @@ def launched(built_project: Path, tmp_path_factory: pytest.TempPathFactory):
         str(BIN / "accelerate"), "launch",
         "--multi_gpu", "--num_processes", str(PROCESSES), "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(_free_port()),
+        "--main_process_port", str(free_port()),  # other workers' tests may run at once
         __file__, "--params", str(PARAMS), *(f"--set={s}" for s in settings),
         "train", "--modification", "original", "--seed", "0",
     ]

@@ -27,7 +27,7 @@ from multilab.reporting.report import finished_runs
 from multilab.training.model import load_model
 from multilab.training.model_dir import read_done
 from multilab.training.train import curve_steps, train_model
-from tests.helpers import smoke_config
+from tests.helpers import link_project, smoke_config
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 KINDS = ("positions", "pca", "curves")
@@ -43,10 +43,7 @@ class Trained:
 @pytest.fixture(scope="module")
 def trained(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Trained:
     """One lang-pos smoke model with curve points, trained once for the whole module."""
-    root = tmp_path_factory.mktemp("figures")
-    (root / "artifacts").mkdir()
-    for name in ("corpora", "vocab"):
-        (root / "artifacts" / name).symlink_to(built_project / "artifacts" / name)
+    root = link_project(built_project, tmp_path_factory.mktemp("figures"))
     tiny = smoke_config(root, seeds=[0], train={"epochs": 1, "max_train_sentences": 128})
     cfg = dataclasses.replace(tiny, study=("lang-pos",))
     run = cfg.run("lang-pos", 0)

@@ -4,34 +4,18 @@
 from __future__ import annotations
 
 import statistics
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
+from mlflow.tracking import MlflowClient
 
 from multilab import tracking
+from multilab.cli import main
 from multilab.config import Config
-from multilab.lab.metric_table import METRICS
 from multilab.reporting.report import build_report
-from tests.helpers import smoke_config
-
-METRIC_KEYS = list(METRICS)
-
-
-def _fake_run(cfg: Config, experiment: str, mod: str, seed: int, value: float, *,
-              fingerprint: str | None = None, evaluated: bool = True, fail: bool = False) -> None:
-    """A run as train + evaluate leave it, with every table metric = ``value``."""
-    tags = {"modification": mod, "seed": seed, "profile": cfg.profile,
-            "fingerprint": fingerprint or f"{mod}-{seed}"}
-    if evaluated:
-        tags["evaluated"] = "true"
-    try:
-        with tracking.run(experiment, tags=tags):
-            tracking.log_metrics(dict.fromkeys(METRIC_KEYS, value))
-            tracking.log_metrics({"train_loss": 8.0 - value}, step=1)
-            if fail:
-                raise RuntimeError("crash")
-    except RuntimeError:
-        pass
+from tests.helpers import cli_args, cli_settings, config_of, fake_run, smoke_config
 
 
 @pytest.fixture
@@ -39,12 +23,12 @@ def reported(tmp_path) -> tuple[Config, pd.DataFrame, str]:
     cfg = smoke_config(tmp_path, seeds=[0, 1, 2], study=["original", "inv-order", "lang-pos"])
     experiment = tracking.connect(cfg.paths, cfg.experiment)
     for seed, value in enumerate([0.2, 0.4, 0.9]):
-        _fake_run(cfg, experiment, "original", seed, value)
-    _fake_run(cfg, experiment, "original", 0, 0.99, fail=True)  # FAILED: ignored
-    _fake_run(cfg, experiment, "original", 1, 0.99, evaluated=False)  # not evaluated: ignored
-    _fake_run(cfg, experiment, "inv-order", 0, 0.05, fingerprint="old")  # stale, then rerun:
-    _fake_run(cfg, experiment, "inv-order", 0, 0.01, fingerprint="new")  # only the latest counts
-    _fake_run(cfg, experiment, "inv-order", 1, 0.03)
+        fake_run(cfg, experiment, "original", seed, value)
+    fake_run(cfg, experiment, "original", 0, 0.99, fail=True)  # FAILED: ignored
+    fake_run(cfg, experiment, "original", 1, 0.99, evaluated=False)  # not evaluated: ignored
+    fake_run(cfg, experiment, "inv-order", 0, 0.05, fingerprint="old")  # stale, then rerun:
+    fake_run(cfg, experiment, "inv-order", 0, 0.01, fingerprint="new")  # only the latest counts
+    fake_run(cfg, experiment, "inv-order", 1, 0.03)
     build_report(cfg)
     frame = pd.read_csv(cfg.paths.reports / "table1.csv")
     return cfg, frame.set_index("modification"), (cfg.paths.reports / "table1.md").read_text()
@@ -89,8 +73,8 @@ def test_runs_of_other_parameters_are_ignored_and_counted(project: Config) -> No
     current = expected_fingerprint(cfg, "original", 42)
     assert current is not None  # the corpus and vocabulary are built here
     experiment = tracking.connect(cfg.paths, cfg.experiment)
-    _fake_run(cfg, experiment, "original", 42, 0.5, fingerprint=current)
-    _fake_run(cfg, experiment, "original", 42, 0.9, fingerprint="other-epochs")  # later
+    fake_run(cfg, experiment, "original", 42, 0.5, fingerprint=current)
+    fake_run(cfg, experiment, "original", 42, 0.9, fingerprint="other-epochs")  # later
     build_report(cfg)
     frame = pd.read_csv(cfg.paths.reports / "table1.csv").set_index("modification")
     assert frame.loc["original"]["mu_mean"] == pytest.approx(0.5)
@@ -103,8 +87,8 @@ def test_runs_of_other_parameters_are_ignored_and_counted(project: Config) -> No
 def test_table_2_is_written_when_non_parallel_runs_exist(tmp_path) -> None:
     cfg = smoke_config(tmp_path, seeds=[0], study=["original"])
     experiment = tracking.connect(cfg.paths, cfg.experiment)
-    _fake_run(cfg, experiment, "original", 0, 0.6)
-    _fake_run(cfg, experiment, "no-parallel", 0, 0.2)
+    fake_run(cfg, experiment, "original", 0, 0.6)
+    fake_run(cfg, experiment, "no-parallel", 0, 0.2)
     build_report(cfg)
     table2 = (cfg.paths.reports / "table2.md").read_text()
     assert "| 21 | no-parallel |" in table2 and "| 0 | original |" in table2
@@ -113,3 +97,25 @@ def test_table_2_is_written_when_non_parallel_runs_exist(tmp_path) -> None:
     frame = pd.read_csv(cfg.paths.reports / "table2.csv")
     assert list(frame["modification"]) == ["original", "no-parallel"]
     assert (cfg.paths.reports / "table2.tex").exists()
+
+
+def test_report_counts_one_finished_run_per_fingerprint_and_seed(tmp_path: Path) -> None:
+    """A RUNNING orphan and a KILLED run never enter the table, and of two FINISHED runs of
+    one fingerprint only the latest counts (through the command line)."""
+    cfg = config_of(cli_settings(tmp_path, seeds="[0]"))
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    fake_run(cfg, experiment, "original", 0, 0.2, fingerprint="same")
+    time.sleep(0.01)  # distinct end times: "latest" is well defined
+    fake_run(cfg, experiment, "original", 0, 0.4, fingerprint="same")
+    client = MlflowClient(tracking.tracking_uri(cfg.paths))
+    tags = {"modification": "original", "seed": "0", "profile": cfg.profile,
+            "fingerprint": "same", "evaluated": "true"}
+    for status in ("RUNNING", "KILLED"):
+        stray = client.create_run(experiment, tags=tags).info.run_id
+        client.log_metric(stray, "mu", 0.9)
+        if status == "KILLED":
+            client.set_terminated(stray, status=status)
+    assert main(cli_args(cli_settings(tmp_path, seeds="[0]"), "report")) == 0
+    table = pd.read_csv(cfg.paths.reports / "table1.csv", keep_default_na=False)
+    row = table.set_index("modification").loc["original"]
+    assert row["n_seeds"] == 1 and row["mu_mean"] == pytest.approx(0.4)

@@ -485,8 +485,8 @@ def _tracked_run(tracked: bool, experiment_id: str | None, run_id: str | None,
         yield None
         return
     with tracking.run(experiment_id, run_id=run_id, tags=tags,
-                      name=f"{run.modification} s{run.seed}") as active:
-        yield active
+                      name=f"{run.modification} s{run.seed}") as opened:
+        yield opened  # the resumed run, or a new one
 
 
 def _log_start(run: RunConfig, data: TrainingData, plan: Plan, world_size: int) -> None:
