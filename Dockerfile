@@ -29,15 +29,16 @@ ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 # ---- build: virtualenv, package, data (everything scripts/setup.sh does) ------------------
 FROM ${PYTHON_IMAGE} AS build
 
-# Which torch 2.13.0 build. PyPI's Linux wheel is the CUDA 13.0 build (it depends on the
+# Which torch 2.13.0 build. Empty (the default): pip's configured index, which in this image
+# is PyPI's default index, whose Linux wheel is the CUDA 13.0 build (it depends on the
 # nvidia-*-cu13 wheels; checked with `pip install --dry-run --report`): NVIDIA driver >= 580,
-# GPUs of compute capability >= 7.5 (Turing and newer). For an older driver or a V100, use a
-# CUDA 12 index of the PyTorch download server, e.g. https://download.pytorch.org/whl/cu126
-# (check first that it carries torch 2.13.0); https://download.pytorch.org/whl/cpu gives a
-# CPU-only image. setup.sh installs torch first from that index only; its later
-# `pip install -e .` (from PyPI) keeps it, since a local version such as 2.13.0+cu126
-# satisfies the pin torch==2.13.0 (PEP 440 ignores the +label), so nothing is replaced.
-ARG TORCH_INDEX_URL=https://pypi.org/simple
+# GPUs of compute capability >= 7.5 (Turing and newer). For an older driver or a V100, pass
+# a CUDA 12 index of the PyTorch download server (its whl/cu126 path; pytorch.org's install
+# selector gives the address; check first that it carries torch 2.13.0); its whl/cpu index
+# gives a CPU-only image. setup.sh installs torch first from that index only; its later
+# `pip install -e .` (from pip's configured index) keeps it, since a local version such as
+# 2.13.0+cu126 satisfies the pin torch==2.13.0 (PEP 440 ignores the +label).
+ARG TORCH_INDEX_URL=""
 ARG USER_UID=1000
 ARG USER_GID=1000
 
@@ -73,7 +74,7 @@ assert cuda or os.environ['TORCH_INDEX_URL'].rstrip('/').endswith('/cpu'), 'not 
 # ---- runtime: the same directories, without the compiler ---------------------------------
 FROM ${PYTHON_IMAGE}
 
-ARG TORCH_INDEX_URL=https://pypi.org/simple
+ARG TORCH_INDEX_URL=""
 ARG USER_UID=1000
 ARG USER_GID=1000
 # hadolint ignore=DL3008

@@ -13,7 +13,8 @@ VENV=${MULTILAB_VENV:-.venv}
 "$VENV/bin/python" -m pip install -q --upgrade pip
 # torch first and pinned, so that its build is chosen here. Beware: PyPI's Linux wheel of
 # torch 2.13.0 is a CUDA 13 build (several GB of nvidia-* wheels); TORCH_INDEX_URL picks the
-# index of another build of the same version (https://download.pytorch.org/whl/cpu for CPU).
+# index of another build of the same version (the PyTorch download server's whl/cpu index
+# for CPU); empty or unset, pip's configured index.
 if [ -n "${TORCH_INDEX_URL:-}" ]; then
   "$VENV/bin/python" -m pip install -q torch==2.13.0 --index-url "$TORCH_INDEX_URL"
 else
