@@ -35,7 +35,7 @@ from pathlib import Path
 from common import RESULTS, load_average, machine, write_json
 from multilab.config import SpacesConfig, load_config
 from multilab.data.corpus import read_lines
-from multilab.data.vocab import load_tokenizer
+from multilab.data.vocab import load_tokenizer, vocabulary_words
 from multilab.spaces import fasttext_spaces
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,7 +115,7 @@ def main() -> None:
     ensure_inputs(paths.corpora / "train.txt", paths.vocab)
     tokenizer = load_tokenizer(paths.vocab)
     sentences = [tokenizer.tokenize(line) for line in read_lines(paths.corpora / "train.txt")]
-    vocab_words = tokenizer.convert_ids_to_tokens(list(range(cfg.vocab.size)))
+    vocab_words = vocabulary_words(tokenizer)
 
     report: dict = {
         "machine": machine() | {"fasttext": importlib.metadata.version("fasttext")},

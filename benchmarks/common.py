@@ -2,7 +2,7 @@
 
 Benchmarks run on the real corpus, not a toy: either the project's own ``artifacts/`` (when
 ``dvc repro`` has built them) or a copy built from the pinned Bible database in a temporary
-folder, exactly as ``tests/conftest.py`` builds the test project (about 10 s).
+folder, exactly as the tests build theirs (``tests.helpers.build_project_data``, about 10 s).
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ import torch
 import transformers
 
 from multilab.config import Config, load_config
-from multilab.data import bible, corpus
-from multilab.data.vocab import build_vocab
 from multilab.files import write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,12 +43,9 @@ def project_config(project: Path | None, overrides: dict[str, Any] | None = None
     root = project or Path(tempfile.mkdtemp(prefix="multilab-bench-"))
     cfg = load_config(PARAMS, overrides | {"paths": {k: str(root / k) for k in PATH_KEYS}})
     if not (cfg.paths.vocab / "bilingual").exists():
-        for code in cfg.corpus.export_editions:
-            bible.export_edition(code, cfg.paths.data)
-        corpus.build_corpora(cfg.corpus, cfg.paths.data, cfg.paths.corpora)
-        build_vocab(
-            corpus.read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size, cfg.paths.vocab
-        )
+        from tests.helpers import build_project_data  # importable once ROOT is on sys.path
+
+        build_project_data(cfg)
     return cfg
 
 

@@ -20,11 +20,10 @@ from mlflow.tracking import MlflowClient
 from multilab import tracking
 from multilab.cli import main
 from multilab.config import Config
-from multilab.data import bible, corpus
-from multilab.data.vocab import build_vocab
 from multilab.evaluation.evaluate import evaluate_and_record
 from tests.helpers import (
     BIN,
+    build_project_data,
     cli_args,
     cli_settings,
     config_of,
@@ -45,13 +44,7 @@ def built_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Exported editions, corpora and vocabulary, built for real once."""
     os.environ.pop("MLFLOW_TRACKING_URI", None)
     tmp = tmp_path_factory.mktemp("project")
-    cfg = smoke_config(tmp)
-    for code in cfg.corpus.export_editions:
-        bible.export_edition(code, cfg.paths.data)
-    corpus.build_corpora(cfg.corpus, cfg.paths.data, cfg.paths.corpora)
-    build_vocab(
-        corpus.read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size, cfg.paths.vocab
-    )
+    build_project_data(smoke_config(tmp))
     return tmp
 
 

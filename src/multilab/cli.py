@@ -58,14 +58,14 @@ def cmd_vocab(args: argparse.Namespace) -> None:
 
 def cmd_spaces(args: argparse.Namespace) -> None:
     from multilab.data.corpus import read_lines
-    from multilab.data.vocab import load_tokenizer
+    from multilab.data.vocab import load_tokenizer, vocabulary_words
     from multilab.spaces import fasttext_spaces
 
     cfg = _config(args)
     tokenizer = load_tokenizer(cfg.paths.vocab)
     lines = read_lines(cfg.paths.corpora / "train.txt")
     words = [tokenizer.tokenize(line) for line in lines]
-    vocab_words = tokenizer.convert_ids_to_tokens(list(range(cfg.vocab.size)))
+    vocab_words = vocabulary_words(tokenizer)
     metrics = fasttext_spaces.build_spaces(words, vocab_words, cfg.paths.spaces, cfg.spaces)
     write_json(cfg.paths.metrics / "spaces.json", metrics)
     _log_spaces(cfg, metrics)

@@ -116,6 +116,11 @@ def load_tokenizer(vocab_dir: Path, which: str = ENGLISH_DIR) -> PreTrainedToken
     return AutoTokenizer.from_pretrained(str(path))
 
 
+def vocabulary_words(tokenizer: PreTrainedTokenizerBase) -> list[str]:
+    """Every token of ``tokenizer`` in id order (what the spaces and the knn table index)."""
+    return tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+
+
 def to_fake(ids: torch.Tensor, vocab_size: int, shift_special: bool = False) -> torch.Tensor:
     """English ids → Fake-English ids: +vocab_size, specials only under shift-special."""
     shifted = ids + vocab_size

@@ -30,7 +30,7 @@ from transformers import BertForMaskedLM
 
 from multilab import tracking
 from multilab.config import Config, Paths
-from multilab.data.vocab import FAKE_PREFIX, load_tokenizer
+from multilab.data.vocab import FAKE_PREFIX, load_tokenizer, vocabulary_words
 from multilab.errors import UserError
 from multilab.files import atomic_open
 from multilab.lab.metric_table import CURVE_KEYS, PERPLEXITY_KEYS, label
@@ -415,7 +415,7 @@ def _english_tokens(cfg: Config, model: BertForMaskedLM) -> list[str]:
             f"vocabulary in {cfg.paths.vocab} has {len(tokenizer)} tokens but the model was "
             f"trained with {vocab_size} per language"
         )
-    return tokenizer.convert_ids_to_tokens(list(range(vocab_size)))
+    return vocabulary_words(tokenizer)
 
 
 def figures_for(cfg: Config, target: str) -> list[Path]:

@@ -46,7 +46,7 @@ from multilab.data.batches import (
 )
 from multilab.data.corpus import training_lines
 from multilab.data.inputs import InputEncoder
-from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer
+from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer, vocabulary_words
 from multilab.errors import StoppedEarly, UserError
 from multilab.files import replace_dir, write_text
 from multilab.lab.metric_table import TRAIN_LOSS
@@ -104,8 +104,8 @@ def train_model(
     model = build_model(run.model, 2 * encoder.vocab_size, run.seed)
     optimizer, scheduler = _optimizer_and_schedule(model, run, plan.total_steps)
     state = _resume(model_dir, fingerprint, model, optimizer, scheduler)
-    step = _Step(run, data.examples, batches, encoder, load_knn_table(run), model, optimizer,
-                 scheduler, accelerator)
+    one_step = _Step(run, data.examples, batches, encoder, load_knn_table(run), model,
+                     optimizer, scheduler, accelerator)
     if tracked:
         tracking.end_orphaned_runs(experiment_id, fingerprint, keep=state.run_id)
     tags = _run_tags(run, data_hash, fingerprint)
@@ -115,14 +115,14 @@ def train_model(
             _log_start(run, data, plan, accelerator.num_processes)
         steps = _StepLog(run_id, _progress_bar(run, plan, state.step, progress and main))
         for number in range(state.step, plan.total_steps):
-            state.record(step(number))
+            state.record(one_step(number))
             stopping = stop_after_step is not None and state.step >= stop_after_step
             save = main and (stopping or plan.checkpoint_due(state.step))
             steps.add(state.log_rows[-1], send=save or stopping or plan.log_due(state.step))
             if main and curve_hook and state.step in plan.curve_at:
-                _log_curve_point(curve_hook, step.objective, model, state.step, run_id)
+                _log_curve_point(curve_hook, one_step.objective, model, state.step, run_id)
             if save:
-                _save_checkpoint(run, model_dir, model, step.optimizer, scheduler, state)
+                _save_checkpoint(run, model_dir, model, one_step.optimizer, scheduler, state)
             accelerator.wait_for_everyone()
             if stopping:
                 steps.close()
@@ -160,8 +160,7 @@ def load_knn_table(run: RunConfig) -> torch.Tensor | None:
     if not run.recipe.needs_knn:
         return None
     tokenizer = load_tokenizer(run.study.paths.vocab)
-    vocab_words = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    return fasttext_spaces.load_knn_table(run.study.paths.spaces, vocab_words)
+    return fasttext_spaces.load_knn_table(run.study.paths.spaces, vocabulary_words(tokenizer))
 
 
 # --------------------------------------------------------------------------- the plan
@@ -251,6 +250,7 @@ class _Step:
         self.objective.train()
 
     def __call__(self, step: int) -> dict[str, float]:
+        """Optimizer step ``step`` (0-based); its row of ``train_log.csv``."""
         started = time.perf_counter()
         run, train, accelerator = self.run, self.run.study.train, self.accelerator
         world, rank = accelerator.num_processes, accelerator.process_index
