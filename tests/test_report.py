@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from mlflow.tracking import MlflowClient
 from multilab import tracking
 from multilab.cli import main
 from multilab.config import Config
+from multilab.lab.metric_table import METRICS
 from multilab.reporting.report import build_report
 from tests.helpers import cli_args, cli_settings, config_of, fake_run, smoke_config
 
@@ -61,6 +63,18 @@ def test_missing_rows_and_seeds_are_said(reported) -> None:
     assert "## Modifications" in markdown and "`inv-order`: Fake-English word order" in markdown
     plot = pd.read_csv(cfg.paths.reports / "plots" / "loss" / "original-seed2.csv")
     assert plot["train_loss"].tolist() == pytest.approx([8.0 - 0.9])
+
+
+
+def test_dvc_metrics_of_the_study_are_the_table_metrics(reported) -> None:
+    """metrics/study.json (a `metrics:` file of dvc.yaml) holds the table's keys, no others."""
+    cfg, _, _ = reported
+    study = json.loads((cfg.paths.metrics / "study.json").read_text())
+    assert set(study) == {"original", "inv-order", "lang-pos"}
+    assert set(study["original"]) == {*METRICS, "n_seeds"}
+    assert study["original"]["mu"] == pytest.approx(
+        {"mean": statistics.fmean([0.2, 0.4, 0.9]), "std": statistics.stdev([0.2, 0.4, 0.9])})
+    assert study["lang-pos"] == {"n_seeds": 0}
 
 
 def test_runs_of_other_parameters_are_ignored_and_counted(project: Config) -> None:
