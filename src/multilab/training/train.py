@@ -98,13 +98,14 @@ def train_model(
         return model_dir
 
     data, encoder = prepare_data(run)
+    knn_table = load_knn_table(run)  # before anything is written: a wrong space is refused clean
     batches = BatchOrder(data.examples.lengths, run.model.global_batch, run.seed,
                          run.study.train.bucket_chunk)
     plan = Plan.of(run, batches.steps_per_epoch)
     model = build_model(run.model, 2 * encoder.vocab_size, run.seed)
     optimizer, scheduler = _optimizer_and_schedule(model, run, plan.total_steps)
     state = _resume(model_dir, fingerprint, model, optimizer, scheduler)
-    one_step = _Step(run, data.examples, batches, encoder, load_knn_table(run), model,
+    one_step = _Step(run, data.examples, batches, encoder, knn_table, model,
                      optimizer, scheduler, accelerator)
     if tracked:
         tracking.end_orphaned_runs(experiment_id, fingerprint, keep=state.run_id)
