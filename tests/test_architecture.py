@@ -1,0 +1,155 @@
+"""BERT parameter counts in closed form and the fixed-count shape solver (seed 002 §3.3)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import BertForMaskedLM, BertForPreTraining
+
+from multilab.training.architecture import (
+    BertShape,
+    parameter_count,
+    solve_hidden_size,
+)
+
+#: (hidden, layers, heads, vocab, positions, token types, intermediate or None)
+SHAPES = [
+    (64, 12, 1, 4096, 256, 2, None),  # the lab's BERT-small, bilingual vocabulary
+    (48, 3, 3, 1000, 64, 3, None),
+    (30, 2, 5, 77, 16, 1, 50),
+    (36, 1, 12, 500, 40, 2, None),
+]
+BERT_SMALL = BertShape(64, 12, 1, 4096, 256)
+BERT_SMALL_COUNT = 886_976
+
+
+def numel(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def one_line_error(excinfo: pytest.ExceptionInfo[ValueError]) -> str:
+    message = str(excinfo.value)
+    assert message and "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("fields", SHAPES)
+def test_count_equals_the_models_parameters(fields: tuple) -> None:
+    shape = BertShape(*fields[:6], intermediate_size=fields[6])
+    torch.manual_seed(0)
+    mlm = BertForMaskedLM(shape.config())
+    count = parameter_count(shape)
+    assert count.total == numel(mlm)
+    assert count.embeddings == numel(mlm.bert.embeddings)
+    assert count.encoder == numel(mlm.bert.encoder)
+    assert count.mlm_head + count.embeddings == numel(mlm) - numel(mlm.bert.encoder)
+    assert count.non_embedding == count.total - numel(mlm.bert.embeddings)
+    pretraining = BertForPreTraining(shape.config())
+    full = parameter_count(shape, pooler=True, nsp_head=True)
+    assert full.total == numel(pretraining)
+    assert full.pooler == numel(pretraining.bert.pooler)
+    assert full.nsp_head == numel(pretraining.cls.seq_relationship)
+    untied = BertForMaskedLM(shape.config(tie_word_embeddings=False))
+    assert parameter_count(shape, tied=False).total == numel(untied)
+
+
+def test_the_lab_bert_small_count() -> None:
+    assert parameter_count(BERT_SMALL).total == BERT_SMALL_COUNT
+
+
+def test_the_paper_counts_bert_base_with_embeddings_pooler_and_nsp_head() -> None:
+    """132.78 M (seed 002 Tables 4–7) is BertForPreTraining with a 60,000 vocabulary."""
+    base = BertShape(768, 12, 12, 60_000, 512)
+    assert parameter_count(base, pooler=True, nsp_head=True).total == 132_775_010
+
+
+@pytest.mark.parametrize(
+    ("millions", "layers", "heads", "hidden"),
+    [  # seed 002 Table 6 (every row) and Table 4 rows at depth 2, 4, 6
+        (7.87, 3, 3, 120),
+        (12.19, 3, 3, 180),
+        (16.78, 3, 3, 240),
+        (8.40, 6, 6, 120),
+        (13.37, 6, 6, 180),
+        (18.87, 6, 6, 240),
+        (4.23, 12, 12, 60),
+        (11.83, 12, 12, 144),
+        (29.65, 12, 12, 288),
+        (283.11, 12, 12, 1200),
+        (136.32, 2, 12, 1404),
+        (136.20, 4, 12, 1152),
+        (138.86, 6, 12, 1020),
+    ],
+)
+def test_closed_form_reproduces_the_papers_table_counts(
+    millions: float, layers: int, heads: int, hidden: int
+) -> None:
+    shape = BertShape(hidden, layers, heads, 60_000, 512)
+    total = parameter_count(shape, pooler=True, nsp_head=True).total
+    assert round(total / 1e6, 2) == pytest.approx(millions)
+
+
+@pytest.mark.parametrize("layers", [1, 2, 4, 6, 12, 18, 24])
+def test_solver_picks_the_closest_multiple_of_the_heads(layers: int) -> None:
+    shape = solve_hidden_size(BERT_SMALL_COUNT, layers, 1, 4096, 256)
+    assert shape.num_hidden_layers == layers and shape.intermediate == 4 * shape.hidden_size
+
+    def error(hidden: int) -> int:
+        other = BertShape(hidden, layers, 1, 4096, 256)
+        return abs(parameter_count(other).total - BERT_SMALL_COUNT)
+
+    best = error(shape.hidden_size)
+    assert best <= 0.05 * BERT_SMALL_COUNT
+    assert best <= error(shape.hidden_size - 1) and best <= error(shape.hidden_size + 1)
+
+
+def test_solver_gives_back_bert_small_and_bert_base() -> None:
+    assert solve_hidden_size(BERT_SMALL_COUNT, 12, 1, 4096, 256).hidden_size == 64
+    for heads in (1, 2, 3, 6, 12, 16, 24):  # 768 is a multiple of every head count
+        base = solve_hidden_size(132_775_010, 12, heads, 60_000, 512, pooler=True, nsp_head=True)
+        assert base.hidden_size == 768
+
+
+@pytest.mark.parametrize("heads", [1, 2, 3, 6, 12, 16, 24])
+def test_solver_hidden_sizes_divide_by_the_heads(heads: int) -> None:
+    shape = solve_hidden_size(554_896, 12, heads, 4096, 256)
+    assert shape.hidden_size % heads == 0
+    assert shape.hidden_size == 48  # lcm of the Table 5 head counts: one shape for all
+
+
+def test_solver_without_embeddings_matches_the_non_embedding_count() -> None:
+    target = parameter_count(BERT_SMALL).non_embedding
+    shape = solve_hidden_size(target, 12, 1, 4096, 256, include_embeddings=False)
+    assert shape.hidden_size == 64
+
+
+@pytest.mark.parametrize(
+    ("target", "layers", "heads"),
+    [
+        (BERT_SMALL_COUNT, 12, 24),  # hidden 48 → 554,896, hidden 72 → 1,080,856
+        (1_000, 12, 1),  # below the smallest BERT of this vocabulary
+    ],
+)
+def test_unreachable_target_fails_in_one_line(target: int, layers: int, heads: int) -> None:
+    with pytest.raises(ValueError) as excinfo:
+        solve_hidden_size(target, layers, heads, 4096, 256)
+    message = one_line_error(excinfo)
+    assert f"{target:,}" in message and f"{heads} heads" in message
+
+
+def test_heads_that_do_not_divide_the_hidden_size_fail_in_one_line() -> None:
+    with pytest.raises(ValueError) as excinfo:
+        BertShape(64, 12, 3, 4096, 256)
+    assert "num_attention_heads=3" in one_line_error(excinfo)
+
+
+def test_nsp_head_needs_the_pooler() -> None:
+    with pytest.raises(ValueError) as excinfo:
+        parameter_count(BERT_SMALL, nsp_head=True)
+    one_line_error(excinfo)
+
+
+def test_solver_rejects_zero_heads_in_one_line() -> None:
+    with pytest.raises(ValueError) as excinfo:
+        solve_hidden_size(BERT_SMALL_COUNT, 12, 0, 4096, 256)
+    assert "num_attention_heads=0" in one_line_error(excinfo)
