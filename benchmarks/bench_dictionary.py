@@ -53,17 +53,41 @@ def read_export(path: Path, books: tuple[int, int]) -> dict[str, str]:
     return verses
 
 
-def aligned_verses(bible: Path, source: str, target: str) -> tuple[list[list[str]], ...]:
-    """Tokenized verses present in both editions, in canonical order."""
+def aligned_verses(
+    bible: Path, source: str, target: str, lowercase: bool = False
+) -> tuple[list[list[str]], list[list[str]]]:
+    """Tokenized verses present in both editions, in canonical order.
+
+    NLTK's word tokenizer splits only a string's last full stop; a verse holds several
+    sentences, so a word's trailing full stop is split off here too (``man.`` → ``man .``).
+    """
     tokenizer = NLTKWordTokenizer()
     src = read_export(bible / f"{source}.tsv", NEW_TESTAMENT)
     trg = read_export(bible / f"{target}.tsv", NEW_TESTAMENT)
     ids = [vid for vid in src if vid in trg]
 
     def tokens(text: str) -> list[str]:
-        return tokenizer.tokenize(" ".join(_REMOVED.sub(" ", text).split()))
+        text = " ".join(_REMOVED.sub(" ", text.lower() if lowercase else text).split())
+        out = []
+        for token in tokenizer.tokenize(text):
+            out += [token[:-1], "."] if len(token) > 1 and token.endswith(".") else [token]
+        return out
 
     return [tokens(src[v]) for v in ids], [tokens(trg[v]) for v in ids]
+
+
+def top_n_precision(source, target, gold, sizes, min_count) -> list[dict]:
+    """Precision of the n highest-scoring entries: the two associations at equal size."""
+    rows = []
+    for association in ("dice", "ibm1"):
+        entries = induce_dictionary(source, target, min_count, association)
+        for n in sizes:
+            top = entries[:n]
+            correct = sum(e.target in gold.get(e.source, ()) for e in top)
+            rows.append({"association": association, "min_count": min_count, "n": len(top),
+                         "precision": correct / len(top), "lowest_score": top[-1].score})
+            print(json.dumps(rows[-1]))
+    return rows
 
 
 def sweep(source, target, gold, thresholds, associations) -> list[dict]:
@@ -102,10 +126,16 @@ def main() -> None:
                               prefixed_gold({w for s in english for w in s}),
                               args.thresholds, args.associations)
 
-    basic, web = aligned_verses(args.bible, "3", "4")
-    print(f"# en3-en4: {len(basic)} verses, gold = identical string (a lower bound)")
-    identity = {w: {w} for s in basic for w in s}
-    record["en3_en4_identity"] = sweep(basic, web, identity, args.thresholds, args.associations)
+    for lowercase in (False, True):
+        basic, web = aligned_verses(args.bible, "3", "4", lowercase)
+        name = "en3_en4_identity" + ("_lowercased" if lowercase else "")
+        print(f"# {name}: {len(basic)} verses, gold = identical string (a lower bound)")
+        identity = {w: {w} for s in basic for w in s}
+        record[name] = sweep(basic, web, identity, args.thresholds, args.associations)
+        if not lowercase:
+            record["en3_en4_identity_top_n"] = top_n_precision(
+                basic, web, identity, [250, 500, 750, 1000], args.sample_min_count
+            )
 
     basic, german = aligned_verses(args.bible, "3", "s")
     print(f"# en3-de_s: {len(basic)} verses, no gold")

@@ -7,6 +7,7 @@ import pytest
 
 from multilab.data.dictionary import (
     DictionaryEntry,
+    aligned_occurrences,
     evaluate_dictionary,
     ibm1_translation_table,
     induce_dictionary,
@@ -56,10 +57,19 @@ def test_min_count_trades_coverage_for_reliability():
         assert entry.source_count >= 20 and entry.target_count >= 20
 
 
+def test_min_score_drops_the_weakest_matches_only():
+    source, target, _ = synthetic_parallel(n_segments=150)
+    entries = induce_dictionary(source, target, min_count=1)
+    cut = entries[len(entries) // 2].score
+    kept = induce_dictionary(source, target, min_count=1, min_score=cut)
+    assert kept == [e for e in entries if e.score >= cut]
+    assert 0 < len(kept) < len(entries)
+
+
 def test_dice_scores_and_counts_by_hand():
     source = [["a", "b"], ["a", "c"], ["b", "c", "c"]]
     target = [["x", "y"], ["x", "z"], ["y", "z"]]
-    entries = {e.source: e for e in induce_dictionary(source, target, min_count=1)}
+    entries = {e.source: e for e in induce_dictionary(source, target, 1, "dice")}
     assert set(entries) == {"a", "b", "c"}
     a = entries["a"]
     assert (a.target, a.source_count, a.target_count, a.cooccurrences) == ("x", 2, 2, 2)
@@ -103,6 +113,14 @@ def test_ibm1_table_is_a_distribution_and_explains_away_a_frequent_word():
     # rows are t(target | source) over the real targets (NULL is a source), so each sums to 1
     assert np.allclose(table.sum(axis=1), 1.0)
     assert table[1].argmax() == 1 and table[2].argmax() == 2 and table[0].argmax() == 0
+
+
+def test_aligned_occurrences_need_one_occurrence_on_each_side():
+    entries = [DictionaryEntry("a", "x", 1.0, 1, 1, 1), DictionaryEntry("b", "y", 1.0, 1, 1, 1)]
+    source = [["a", "b", "c"], ["a", "a", "b"], ["b"]]
+    target = [["y", "z", "x"], ["x", "y", "y"], ["q"]]
+    # segment 0: a→x and b→y; segment 1: "a" twice and "y" twice, nothing unambiguous
+    assert aligned_occurrences(source, target, entries) == [(0, 0, 2), (0, 1, 0)]
 
 
 def test_bad_input_is_rejected():
