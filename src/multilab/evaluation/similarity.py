@@ -11,6 +11,11 @@ Conneau et al. (2020) compare independently trained monolingual BERTs layer by l
   sentences (:func:`linear_cka`), no map needed: CKA is invariant to orthogonal transforms and
   isotropic scaling.
 
+The floor is not zero: parallel rows share their lengths and word positions, and an *untrained*
+BERT carries those to every layer. With a randomly initialised 12 × 64 model on 400 English /
+Fake-English sentences, CKA was 0.70 and sentence retrieval P@1 0.64 at every layer, so a curve
+means something only against the untrained model's.
+
 Everything here is pure numpy/scipy on matrices whose rows are items and whose columns are
 features; the caller extracts the hidden states. One value per layer and language pair comes from
 :func:`per_layer`.
