@@ -122,20 +122,24 @@ def ibm1_translation_table(
     matrix drops it. Started uniform over co-occurring pairs, as Brown et al. (1993). Vectorised
     over every (segment, source token, target token) triple, so a New Testament takes seconds.
     """
-    sources, targets, groups = [], [], []
-    group = 0
+    # one key per (segment, source token or NULL, target token) triple: source * |T| + target
+    segments = []
     for s_ids, t_ids in zip(source_ids, target_ids, strict=True):
         if len(t_ids) == 0:
             continue
-        s_with_null = np.append(s_ids, source_size)
-        sources.append(np.tile(s_with_null, len(t_ids)))
-        targets.append(np.repeat(t_ids, len(s_with_null)))
-        groups.append(np.repeat(np.arange(group, group + len(t_ids)), len(s_with_null)))
-        group += len(t_ids)
-    if not sources:
+        s_with_null = np.append(np.asarray(s_ids, np.int64), source_size)
+        keys = np.tile(s_with_null, len(t_ids)) * target_size + np.repeat(t_ids, len(s_with_null))
+        segments.append((keys, len(t_ids), len(s_with_null)))
+    if not segments:
         raise ValueError("no target token to align")
-    src, trg, grp = np.concatenate(sources), np.concatenate(targets), np.concatenate(groups)
-    pair_keys, pair_of_triple = np.unique(src * target_size + trg, return_inverse=True)
+    pair_keys = np.unique(np.concatenate([np.unique(keys) for keys, _, _ in segments]))
+    # int32 pair ids and target-token groups keep the triples at 8 bytes each (NT: ~6.6 M)
+    pair_of_triple = np.concatenate(
+        [np.searchsorted(pair_keys, keys).astype(np.int32) for keys, _, _ in segments]
+    )
+    grp = np.repeat(np.arange(sum(n for _, n, _ in segments), dtype=np.int32),
+                    np.concatenate([np.full(n, m) for _, n, m in segments]))
+    del segments
     pair_source, pair_target = pair_keys // target_size, pair_keys % target_size
     # uniform start: every target co-occurring with a source word equally likely
     per_source = np.bincount(pair_source, minlength=source_size + 1)
