@@ -31,7 +31,8 @@ dv = tok(dev, add_special_tokens=False)["input_ids"]
 L = [len(x) for x in tr]
 Ld = [len(x) for x in dv]
 words = sum(len(s.split()) for s in train)
-print(f"train: {len(train)} sentences, {words} words, {sum(L)} wordpieces ({sum(L) / words:.3f}/word)")
+print(f"train: {len(train)} sentences, {words} words, {sum(L)} wordpieces "
+      f"({sum(L) / words:.3f}/word)")
 print(f"train wordpieces/sentence: median {statistics.median(L)}, mean {statistics.mean(L):.1f}, "
       f"p90 {sorted(L)[int(.9 * len(L))]}, max {max(L)}, > 126: {sum(n > 126 for n in L)}")
 print(f"dev wordpieces/sentence: median {statistics.median(Ld)}, mean {statistics.mean(Ld):.1f}, "
@@ -54,14 +55,16 @@ for _ in range(3):
         widths.append(width)
         real.append(int(n.sum()))
         pads.append(1 - int(n.sum()) / (width * len(rows)))
-print(f"steps/epoch {math.ceil(len(lengths) / 256)}; random batch: width mean {statistics.mean(widths):.1f}, "
+print(f"steps/epoch {math.ceil(len(lengths) / 256)}; "
+      f"random batch: width mean {statistics.mean(widths):.1f}, "
       f"padding {statistics.mean(pads):.3f} of positions, real tokens {statistics.mean(real):.0f} "
       f"(selected for MLM ~{0.15 * (statistics.mean(real) - 2 * 256):.0f})")
 
 
 def stats(sentences):
     lens = [len(s.split()) for s in sentences]
-    return f"{len(sentences)} sentences, median {statistics.median(lens):g} words, {sum(lens)} words"
+    median = statistics.median(lens)
+    return f"{len(sentences)} sentences, median {median:g} words, {sum(lens)} words"
 
 
 print("as built:", stats(train))

@@ -36,7 +36,8 @@ V = len(tok)
 enc = InputEncoder(resolve_recipe("original"), V, 128)
 model = load_model(args.checkpoint).eval()
 train = read_lines(args.corpora / "train.txt")
-counts = collections.Counter(i for x in tok(train, add_special_tokens=False)["input_ids"] for i in x)
+train_ids = tok(train, add_special_tokens=False)["input_ids"]
+counts = collections.Counter(i for x in train_ids for i in x)
 freq = torch.tensor([counts.get(i, 0) for i in range(V)])
 ids = torch.arange(V)
 
@@ -44,7 +45,8 @@ vectors = {}
 with torch.no_grad():
     for lang in (ENGLISH, FAKE):
         batch = enc.batch([torch.tensor([i]) for i in range(V)], [lang] * V)
-        for layer, h in zip((0, 8), hidden_layers(model, batch.model_inputs(), [0, 8]), strict=True):
+        states = hidden_layers(model, batch.model_inputs(), [0, 8])
+        for layer, h in zip((0, 8), states, strict=True):
             vectors[layer, lang] = F.normalize(h[:, 1].float(), dim=-1)
 buckets = [
     ("specials (ids 0-4)", ids < 5),
@@ -55,7 +57,8 @@ buckets = [
     (">= 1000", freq >= 1000),
 ]
 print(f"checkpoint {args.checkpoint}")
-print("| layer | tau (2,048) | tau (seen, no specials) | " + " | ".join(n for n, _ in buckets) + " |")
+header = " | ".join(name for name, _ in buckets)
+print(f"| layer | tau (2,048) | tau (seen, no specials) | {header} |")
 for layer in (0, 8):
     sim = vectors[layer, ENGLISH] @ vectors[layer, FAKE].T
     hit = ((sim.argmax(1) == ids).float() + (sim.argmax(0) == ids).float()) / 2

@@ -21,7 +21,8 @@ for code, split in (("3", True), ("3", False), ("2", False), ("4", False), ("k",
     used = [counts.get(i, 0) for i in range(5, 2048)]
     lengths = [len(e.ids) for e in encoded]
     print(f"| {NAMES[code]} (`{code}`){' + ;/: split' if split else ''} | {st.sentences:,} | "
-          f"{st.words:,} | {st.vocabulary:,} | {st.median_length:g} / {statistics.median(lengths):g} | "
+          f"{st.words:,} | {st.vocabulary:,} | "
+          f"{st.median_length:g} / {statistics.median(lengths):g} | "
           f"{sum(lengths) / st.words:.3f} | {sum(u == 0 for u in used)} | "
           f"{sum(1 <= u <= 9 for u in used)} | {sum(10 <= u <= 99 for u in used)} | "
           f"{sum(100 <= u <= 999 for u in used)} | {sum(u >= 1000 for u in used)} |")
