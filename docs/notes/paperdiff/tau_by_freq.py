@@ -5,7 +5,7 @@ attended, as minimult's evaluate.py does).
 
 Usage (repo root, shared venv, PYTHONPATH=src):
     python docs/notes/paperdiff/tau_by_freq.py CHECKPOINT_DIR [--retrieval]
-        [--corpora artifacts/corpora] [--vocab /tmp/paperdiff-vocab]
+        [--sizes 1000,10000] [--corpora artifacts/corpora] [--vocab /tmp/paperdiff-vocab]
 """
 
 import argparse
@@ -27,6 +27,7 @@ from multilab.vocab import load_tokenizer
 parser = argparse.ArgumentParser()
 parser.add_argument("checkpoint", type=Path)
 parser.add_argument("--retrieval", action="store_true")
+parser.add_argument("--sizes", default="1000,10000", help="dev sentences for --retrieval")
 parser.add_argument("--corpora", type=Path, default=Path("artifacts/corpora"))
 parser.add_argument("--vocab", type=Path, default=Path("/tmp/paperdiff-vocab"))
 args = parser.parse_args()
@@ -68,7 +69,7 @@ for layer in (0, 8):
 
 if args.retrieval:
     dev = read_lines(args.corpora / "dev.txt")
-    for n in (1000, 10000):
+    for n in (int(x) for x in args.sizes.split(",")):
         sentences, _ = tokenize_lines(dev[:n], tok, enc)
         ours = multilinguality(model, enc, sentences, (0, 8), 512)
         examples = [(s, ENGLISH) for s in sentences] + [(s, FAKE) for s in sentences]
