@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from multilab.corpus import read_lines
-from multilab.vocab import build_vocab, load_tokenizer
+from multilab.data.corpus import read_lines
+from multilab.data.vocab import build_vocab, load_tokenizer
 
 corpora = Path(sys.argv[1] if len(sys.argv) > 1 else "artifacts/corpora")
 vocab_dir = Path(sys.argv[2] if len(sys.argv) > 2 else "/tmp/paperdiff-vocab")

