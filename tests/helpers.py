@@ -200,3 +200,17 @@ def fake_run(cfg: Config, experiment: str, mod: str, seed: int, value: float, *,
                 raise RuntimeError("crash")
     except RuntimeError:
         pass
+
+
+def files_of_fresh_processes(script: str, args: list[str], out_of: list[Path]
+                             ) -> list[dict[Path, bytes]]:
+    """Run ``python -c script *args out`` in two fresh processes with different hash seeds
+    (``out`` = ``out_of[i]``, appended to the arguments) and return every file each wrote,
+    by relative path: what must be byte-identical for a build to be reproducible."""
+    written = []
+    for hash_seed, out in zip(("1", "2"), out_of, strict=True):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        subprocess.run([sys.executable, "-c", script, *args, str(out)], env=env, check=True)
+        files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+        written.append({f: (out / f).read_bytes() for f in files})
+    return written

@@ -3,25 +3,21 @@ with AutoTokenizer, byte-identical files across processes, the scaled word vocab
 
 from __future__ import annotations
 
-import importlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from transformers import AutoTokenizer
 
 from multilab.data.tokenizers import (
-    SPECIAL_TOKENS,
     build_char_tokenizer,
     build_word_tokenizer,
     paper_word_vocab_size,
-    save_tokenizer,
     token_coverage,
     word_counts,
     words_for_coverage,
 )
+from multilab.data.vocab import SPECIAL_TOKENS, save_tokenizer
+from tests.helpers import files_of_fresh_processes
 
 CORPUS = [
     "And Jesus said to them , Come after me .",
@@ -38,17 +34,6 @@ def one_line_error(excinfo: pytest.ExceptionInfo[ValueError]) -> str:
     message = str(excinfo.value)
     assert message and "\n" not in message
     return message
-
-
-def test_specials_are_the_labs() -> None:
-    for name in ("multilab.data.vocab", "multilab.vocab"):
-        try:
-            lab = importlib.import_module(name).SPECIAL_TOKENS
-        except (ImportError, AttributeError):
-            continue
-        assert lab == SPECIAL_TOKENS
-        return
-    pytest.skip("the lab's vocabulary module is not importable")
 
 
 def test_word_counts_follow_the_bert_pre_tokenizer() -> None:
@@ -108,20 +93,15 @@ def test_tokenizer_files_are_byte_identical_across_fresh_processes(tmp_path: Pat
     corpus.write_text("\n".join(CORPUS * 3), encoding="utf-8")
     script = (
         "import sys; from pathlib import Path; "
-        "from multilab.data.tokenizers import build_char_tokenizer, build_word_tokenizer, "
-        "save_tokenizer; "
+        "from multilab.data.tokenizers import build_char_tokenizer, build_word_tokenizer; "
+        "from multilab.data.vocab import save_tokenizer; "
         "lines = Path(sys.argv[1]).read_text(encoding='utf-8').splitlines(); "
         "out = Path(sys.argv[2]); "
         "save_tokenizer(build_word_tokenizer(lines, 25), out / 'word'); "
         "save_tokenizer(build_char_tokenizer(lines), out / 'char')"
     )
-    written = []
-    for hash_seed in ("1", "2"):
-        out = tmp_path / f"seed{hash_seed}"
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        subprocess.run([sys.executable, "-c", script, str(corpus), str(out)], env=env, check=True)
-        files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
-        written.append({f: (out / f).read_bytes() for f in files})
+    written = files_of_fresh_processes(script, [str(corpus)],
+                                       [tmp_path / "seed1", tmp_path / "seed2"])
     assert written[0] == written[1]
     assert {str(f) for f in written[0]} >= {"word/tokenizer.json", "char/tokenizer.json"}
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer
 
 from multilab.data.vocab import SPECIAL_TOKENS, to_fake
+from tests.helpers import files_of_fresh_processes
 
 
 def test_english_vocabulary(built_project: Path) -> None:
@@ -56,11 +54,7 @@ def test_vocabulary_is_byte_identical_across_fresh_processes(
         "from multilab.data.vocab import build_vocab; "
         "build_vocab(read_lines(Path(sys.argv[1])), 2048, Path(sys.argv[2]))"
     )
-    written = []
-    for hash_seed in ("1", "2"):
-        out = tmp_path / f"vocab{hash_seed}"
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        subprocess.run([sys.executable, "-c", script, str(train), str(out)], env=env, check=True)
-        written.append((out / "english" / "vocab.txt").read_bytes())
+    written = files_of_fresh_processes(script, [str(train)],
+                                       [tmp_path / "vocab1", tmp_path / "vocab2"])
     assert written[0] == written[1]
-    assert written[0] == (built_project / "artifacts/vocab/english/vocab.txt").read_bytes()
+    assert written[0][Path("english/vocab.txt")] == (built_project / "artifacts/vocab/english/vocab.txt").read_bytes()

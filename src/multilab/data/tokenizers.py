@@ -19,13 +19,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-from transformers import PreTrainedTokenizerFast
+from tokenizers import Tokenizer, decoders, models
 
-#: Must equal ``multilab.vocab.SPECIAL_TOKENS`` (ids 0–4 in every vocabulary; a test checks).
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+from multilab.data.vocab import SPECIAL_TOKENS, bert_pipeline
+
 CONTINUATION_PREFIX = "##"
 #: Seed 002 §3.4.3: "the most frequent 100000 words", beside a 60,000 word-piece vocabulary
 #: (§3.1.2): the word vocabulary is 5/3 the size of the word-piece one.
@@ -33,16 +31,9 @@ PAPER_WORD_VOCAB = 100_000
 PAPER_WORDPIECE_VOCAB = 60_000
 
 
-def _bert_pipeline(tokenizer: Tokenizer) -> Tokenizer:
-    """Cased BERT normalisation and pre-tokenisation, as src/multilab/vocab.py."""
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    return tokenizer
-
-
 def word_counts(sentences: Iterable[str]) -> Counter[str]:
     """How often each word (as the BERT pre-tokenizer cuts it) occurs in ``sentences``."""
-    pipeline = _bert_pipeline(Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")))
+    pipeline = bert_pipeline(Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")))
     counts: Counter[str] = Counter()
     for sentence in sentences:
         normalized = pipeline.normalizer.normalize_str(sentence)
@@ -73,7 +64,7 @@ def build_word_tokenizer(sentences: Iterable[str], size: int) -> Tokenizer:
             f"distinct words; valid sizes: {len(SPECIAL_TOKENS) + 1}–{largest}"
         )
     vocab = _with_specials(_ranked(counts)[: size - len(SPECIAL_TOKENS)])
-    return _bert_pipeline(Tokenizer(models.WordLevel(vocab, unk_token="[UNK]")))
+    return bert_pipeline(Tokenizer(models.WordLevel(vocab, unk_token="[UNK]")))
 
 
 def build_char_tokenizer(sentences: Iterable[str]) -> Tokenizer:
@@ -90,34 +81,9 @@ def build_char_tokenizer(sentences: Iterable[str]) -> Tokenizer:
         raise ValueError("a character vocabulary needs a corpus with at least one word")
     vocab = _with_specials(_ranked(initial) + _ranked(inside))
     model = models.WordPiece(vocab, unk_token="[UNK]", continuing_subword_prefix="##")
-    tokenizer = _bert_pipeline(Tokenizer(model))
+    tokenizer = bert_pipeline(Tokenizer(model))
     tokenizer.decoder = decoders.WordPiece()
     return tokenizer
-
-
-def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:
-    """Save as a Hugging Face tokenizer folder (``AutoTokenizer.from_pretrained`` loads it)
-    with ``[CLS] A [SEP] (B [SEP])`` templates, plus ``vocab.txt`` (one token a line, id =
-    line number) as src/multilab/vocab.py writes."""
-    vocab = tokenizer.get_vocab()
-    tokens = sorted(vocab, key=vocab.__getitem__)
-    if tuple(tokens[: len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
-        raise ValueError(f"special tokens not at ids 0-4: {tokens[: len(SPECIAL_TOKENS)]}")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
-    )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        pad_token="[PAD]",
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-    ).save_pretrained(str(out_dir))
-    (out_dir / "vocab.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
 
 
 def paper_word_vocab_size(wordpiece_size: int) -> int:

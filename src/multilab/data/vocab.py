@@ -31,7 +31,7 @@ ENGLISH_DIR = "english"
 BILINGUAL_DIR = "bilingual"
 
 
-def _bert_pipeline(tokenizer: Tokenizer) -> Tokenizer:
+def bert_pipeline(tokenizer: Tokenizer) -> Tokenizer:
     """Cased BERT normalisation and pre-tokenisation (no lowercasing, no accent stripping)."""
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -58,7 +58,7 @@ def continuation_pieces(sentences: list[str], tokenizer: Tokenizer) -> list[str]
 
 def train_wordpiece(sentences: list[str], size: int) -> Tokenizer:
     """WordPiece trained on the corpus, with the BERT specials at ids 0-4; deterministic."""
-    tokenizer = _bert_pipeline(Tokenizer(models.WordPiece(unk_token="[UNK]")))
+    tokenizer = bert_pipeline(Tokenizer(models.WordPiece(unk_token="[UNK]")))
     pinned = continuation_pieces(sentences, tokenizer)
     trainer = trainers.WordPieceTrainer(
         vocab_size=size, special_tokens=[*SPECIAL_TOKENS, *pinned], show_progress=False
@@ -75,7 +75,17 @@ def train_wordpiece(sentences: list[str], size: int) -> Tokenizer:
 def _save_bert_tokenizer(tokens: list[str], out_dir: Path) -> None:
     """A fast tokenizer over exactly ``tokens`` (ids = positions), saved for AutoTokenizer."""
     vocab = {token: i for i, token in enumerate(tokens)}
-    tokenizer = _bert_pipeline(Tokenizer(models.WordPiece(vocab, unk_token="[UNK]")))
+    save_tokenizer(bert_pipeline(Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))), out_dir)
+
+
+def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:
+    """Save as a Hugging Face tokenizer folder (``AutoTokenizer.from_pretrained`` loads it)
+    with ``[CLS] A [SEP] (B [SEP])`` templates, plus ``vocab.txt`` (one token a line, id =
+    line number). The specials must sit at ids 0–4, as every vocabulary of the lab has them."""
+    vocab = tokenizer.get_vocab()
+    tokens = sorted(vocab, key=vocab.__getitem__)
+    if tuple(tokens[: len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
+        raise ValueError(f"special tokens not at ids 0-4: {tokens[: len(SPECIAL_TOKENS)]}")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
         pair="[CLS] $A [SEP] $B:1 [SEP]:1",
