@@ -57,4 +57,5 @@ def test_vocabulary_is_byte_identical_across_fresh_processes(
     written = files_of_fresh_processes(script, [str(train)],
                                        [tmp_path / "vocab1", tmp_path / "vocab2"])
     assert written[0] == written[1]
-    assert written[0][Path("english/vocab.txt")] == (built_project / "artifacts/vocab/english/vocab.txt").read_bytes()
+    built = built_project / "artifacts/vocab/english/vocab.txt"
+    assert written[0][Path("english/vocab.txt")] == built.read_bytes()
