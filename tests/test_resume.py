@@ -227,7 +227,8 @@ def _stopped_at_two(project: Config, tmp_path: Path) -> tuple[list[str], Path, P
     with pytest.raises(StoppedEarly):
         train_model(cfg.run("original", 0), experiment_id=experiment, stop_after_step=2,
                     progress=False)
-    return settings, cfg.paths.model_dir("original", 0), run_checkpoint_area(cfg.run("original", 0))
+    run = cfg.run("original", 0)
+    return settings, run.model_dir, run_checkpoint_area(run)
 
 
 def test_half_written_checkpoint_is_ignored(project: Config, tmp_path: Path, caplog) -> None:
