@@ -39,6 +39,7 @@ OMP_THREADS = "OMP_NUM_THREADS"
 OMP_WAIT = "OMP_WAIT_POLICY"
 #: Set by DVC for every ``dvc exp run``; a queued (or ``--temp``) one runs outside DVC_ROOT.
 DVC_EXP_NAME, DVC_ROOT = "DVC_EXP_NAME", "DVC_ROOT"
+QUEUE_WORKSPACES = Path(".dvc", "tmp", "exps")  # DVC's temporary copies of the repository
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,12 @@ def _positive(environ: Mapping[str, str], name: str) -> int | None:
 
 
 def in_dvc_queue(environ: Mapping[str, str], cwd: Path) -> bool:
-    """True inside a queued (or ``--temp``) ``dvc exp run``: it runs in a temporary copy of
-    the repository, outside the ``DVC_ROOT`` that DVC sets to the user's repository."""
+    """True inside a queued (or ``--temp``) ``dvc exp run``: DVC sets ``DVC_ROOT`` to the
+    user's repository and runs the stage in a temporary copy under ``.dvc/tmp/exps``."""
     if DVC_EXP_NAME not in environ or DVC_ROOT not in environ:
         return False
-    return not cwd.resolve().is_relative_to(Path(environ[DVC_ROOT]).resolve())
+    root, here = Path(environ[DVC_ROOT]).resolve(), cwd.resolve()
+    return not here.is_relative_to(root) or here.is_relative_to(root / QUEUE_WORKSPACES)
 
 
 def choose_threads(environ: Mapping[str, str], cores: int, cwd: Path) -> ThreadChoice:
