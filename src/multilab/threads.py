@@ -111,5 +111,5 @@ def configure_threads(environ: MutableMapping[str, str] | None = None) -> Thread
         log.info("torch is already imported: keeping its %s", OMP_THREADS)
         return None
     apply_threads(choice, environ)
-    log.info("%d torch threads (%s)", choice.threads, choice.why)
+    log.info("torch threads: %d (%s)", choice.threads, choice.why)
     return choice

@@ -75,8 +75,9 @@ def check_finite_weights(state_dict: dict[str, torch.Tensor], where: Path) -> No
     bad = [name for name, tensor in state_dict.items()
            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
     if bad:
-        raise UserError(f"{where} holds non-finite weights ({bad[0]} and {len(bad) - 1} more "
-                        "tensors); delete it to train again")
+        more = f" and {len(bad) - 1} more tensors" if len(bad) > 1 else ""
+        raise UserError(f"{where} holds non-finite weights ({bad[0]}{more}); delete it to "
+                        "train again")
 
 
 def selected_logits(

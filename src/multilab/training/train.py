@@ -413,6 +413,7 @@ def training_lock(home: Path, model_dir: Path) -> Iterator[None]:
         owner.write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
         yield
     finally:
+        owner.unlink(missing_ok=True)  # a stale name would blame the wrong process
         lock.release()
 
 
