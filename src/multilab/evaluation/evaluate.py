@@ -247,8 +247,8 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
         raise UserError(
             f"{model_dir} is not a finished multilab model (no {DONE_FILE}); train it first"
         )
-    check_weights(model_dir, done)
-    model = load_model(model_dir)
+    model = load_model(model_dir)  # an unreadable file: "corrupted checkpoint"
+    check_weights(model_dir, done)  # a readable one that changed since training
     check_finite_weights(model.state_dict(), model_dir)
     run = cfg.run(done["modification"], done["seed"])
     results = check_finite_metrics(evaluate_model(model.to(evaluation_device()), run), model_dir)
