@@ -528,6 +528,8 @@ def _save_final(run: RunConfig, model: BertForMaskedLM, model_dir: Path, area: P
     replace_dir(staging, model_dir)
     # only now: a kill before this line resumes from the last checkpoint, not from step 0
     remove_checkpoints(area)
+    with contextlib.suppress(OSError):  # the empty folder of this configuration
+        area.rmdir()
     if state.run_id:
         tracking.log_artifact(model_dir / TRAIN_LOG)
 
