@@ -34,7 +34,7 @@ from filelock import FileLock, Timeout
 from tqdm.auto import tqdm
 from transformers import BertForMaskedLM, get_linear_schedule_with_warmup
 
-from multilab import tracking
+from multilab import devices, tracking
 from multilab.config import RunConfig
 from multilab.data.batches import (
     BatchOrder,
@@ -104,7 +104,7 @@ def train_model(
     model_dir = model_dir or run.model_dir
     accelerator = Accelerator(
         gradient_accumulation_steps=1,
-        mixed_precision="bf16" if torch.cuda.is_available() else "no",
+        mixed_precision=devices.mixed_precision(),
     )
     main = accelerator.is_main_process
     tracked = main and experiment_id is not None
