@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from multilab.cli import main
 from multilab.errors import UserError
@@ -25,8 +27,9 @@ from multilab.threads import (
     apply_threads,
     choose_threads,
     in_dvc_queue,
+    usable_cores,
 )
-from tests.helpers import PARAMS, subprocess_env
+from tests.helpers import DVC, LAUNCH_TIMEOUT, PARAMS, subprocess_env
 
 HERE = Path("/repo")
 
@@ -103,3 +106,46 @@ def test_a_fresh_process_runs_with_the_chosen_threads() -> None:
     out = subprocess.run([sys.executable, "-c", FRESH_PROCESS], env=env, text=True,
                          capture_output=True, check=True).stdout.split()
     assert out == ["2", "2", "PASSIVE"]
+
+
+PROBE = """
+import os
+from multilab.threads import configure_threads
+choice = configure_threads()
+print(choice.threads, os.environ["OMP_NUM_THREADS"], choice.why)
+"""
+
+
+def _dvc(repo: Path, *args: str) -> str:
+    env = {k: v for k, v in subprocess_env().items()
+           if k not in (OMP_THREADS, THREADS_VARIABLE, WORKERS_VARIABLE)}
+    done = subprocess.run([DVC, *args], cwd=repo, env=env, text=True, capture_output=True,
+                          timeout=LAUNCH_TIMEOUT, check=True)
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_a_queued_experiment_takes_one_thread(tmp_path: Path) -> None:
+    """A real ``dvc queue start``: its experiment runs in .dvc/tmp/exps and takes one thread;
+    the same stage in a workspace ``dvc exp run`` takes every usable core."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "probe.py").write_text(PROBE)
+    (repo / "params.yaml").write_text("x: 1\n")
+    stage = {"cmd": f"{sys.executable} probe.py > probe.txt", "params": ["x"],
+             "outs": ["probe.txt"]}
+    (repo / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"probe": stage}}))
+    for command in (["git", "init", "-q"], ["git", "config", "user.name", "test"],
+                    ["git", "config", "user.email", "test@example.org"], [DVC, "init", "-q"],
+                    ["git", "add", "-A"], ["git", "commit", "-qm", "probe"]):
+        subprocess.run(command, cwd=repo, check=True, capture_output=True)
+    _dvc(repo, "exp", "run")
+    assert (repo / "probe.txt").read_text().split()[:2] == [str(usable_cores())] * 2
+    _dvc(repo, "exp", "run", "--queue", "-S", "x=2", "--name", "queued")
+    _dvc(repo, "queue", "start", "-j", "1")
+    deadline = time.monotonic() + LAUNCH_TIMEOUT
+    while "Success" not in (status := _dvc(repo, "queue", "status")):
+        assert "Failed" not in status and time.monotonic() < deadline, status
+        time.sleep(2)
+    _dvc(repo, "exp", "apply", "queued")
+    assert (repo / "probe.txt").read_text().startswith("1 1 a dvc queue worker")
