@@ -326,3 +326,23 @@ def test_killed_dvc_exp_run_resumes_from_its_checkpoint(built_project: Path,
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert read_done(run.model_dir)["steps"] == STEPS
     assert run_statuses(cfg) == ["FINISHED"]  # the killed run resumed, not one from step 0
+
+
+def test_checkpoint_inside_the_model_directory_still_resumes(project: Config, tmp_path: Path,
+                                                             caplog) -> None:
+    """A training interrupted under an earlier version left its checkpoint inside the model
+    directory: it is resumed, and the finished model replaces that folder whole."""
+    settings = cli_settings(tmp_path, **SHORT)
+    cfg = config_of(settings)
+    run = cfg.run("original", 0)
+    with pytest.raises(StoppedEarly):
+        train_model(run, experiment_id=tracking.connect(cfg.paths, cfg.experiment),
+                    stop_after_step=2, progress=False)
+    run.model_dir.mkdir(parents=True)
+    legacy = run.model_dir / f"{CHECKPOINT_PREFIX}2"
+    (run_checkpoint_area(run) / legacy.name).rename(legacy)
+    caplog.set_level("INFO", logger="multilab.training.train")
+    assert main(cli_args(settings, "train", "--seed", "0")) == 0
+    assert "from step 2" in caplog.text
+    assert read_done(run.model_dir)["steps"] == 4 and not legacy.exists()
+    assert run_statuses(cfg) == ["FINISHED"]
