@@ -562,39 +562,42 @@ def load_config(
     return config_from_dict(raw, overrides)
 
 
-def _check_study(study: list[Any]) -> tuple[str, ...]:
-    """``study`` entries, spelled as the model folders are named.
+def _check_study(study: list[Any], from_file: bool) -> tuple[str, ...]:
+    """``study`` entries as model-folder names (``+``-joined parts, as written).
 
-    Decision: paper IDs (and other spellings) are rejected here rather than normalised.
-    dvc.yaml builds each train stage's output path from the entry itself
+    Decision: in params.yaml, paper IDs and other spellings (``;``, spaces) are rejected,
+    not normalised. dvc.yaml builds each train stage's output path from the entry itself
     (``models/${item.mod}/…``) and DVC templates cannot translate it, while multilab names
     the folder after the modification (``models/lang-pos/…`` for ID 1): with an ID the
-    stage's declared output would never appear. ``modification`` (the variant) and
-    ``multilab train -m`` take IDs, since multilab builds those paths itself.
+    stage's declared output would never appear. A study given on the command line
+    (``--set 'study=[0,1,3]' report``) is read by multilab alone, so there IDs are normalised
+    to names. ``modification`` (the variant) and ``train -m`` take IDs everywhere.
     """
-    entries = tuple(str(e) if not isinstance(e, bool) else "" for e in study)
+    entries = tuple("" if isinstance(e, bool) else str(e) for e in study)
     seen: dict[frozenset[str], str] = {}
+    names = []
     for entry in entries:
-        if entry in mods.PAPER_IDS:
+        if from_file and entry in mods.PAPER_IDS:
             raise UserError(
                 f"study entry {entry!r} is a paper ID: write {mods.slug(entry)!r} instead "
                 "(dvc.yaml names each model folder after the entry, multilab after the name)"
             )
-        if ";" in entry:
+        if from_file and ";" in entry:
             raise UserError(
                 f"study entry {entry!r}: join parts with '+' in params.yaml "
                 f"(e.g. {entry.replace(';', '+')!r}) so DVC paths stay valid"
             )
-        name = mods.slug(entry)  # unknown or conflicting parts: a UserError
-        mods.resolve_recipe(entry)
-        if name != entry:
+        name = mods.slug(entry)  # unknown parts: a UserError
+        mods.resolve_recipe(entry)  # conflicting parts: a UserError
+        if from_file and name != entry:
             raise UserError(f"study entry {entry!r}: write it {name!r} (the model folder's "
                             "name; DVC paths use the entry as written)")
         parts = frozenset(mods.split_modification(entry))
         if parts in seen:
             raise UserError(f"study lists {seen[parts]!r} and {entry!r}: the same model twice")
         seen[parts] = entry
-    return entries
+        names.append(name)
+    return tuple(names)
 
 
 def _check_seeds(seeds: Any) -> tuple[int, ...]:
@@ -647,7 +650,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
     study = merged.get("study") or []
     if not isinstance(study, list | tuple):
         raise UserError(f"study = {study!r}: must be a list of modification names")
-    study = _check_study(study)
+    study = _check_study(study, from_file="study" not in overrides)
     experiment = merged.get("experiment")
     if experiment is not None and (not isinstance(experiment, str | int) or experiment == ""):
         raise UserError(f"experiment = {experiment!r}: must be a name or null "
