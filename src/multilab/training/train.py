@@ -354,7 +354,7 @@ class TrainingState:
 
 def _already_trained(model_dir: Path, fingerprint: str, experiment_id: str | None) -> bool:
     """A finished model of this fingerprint is there: tidy up after a late kill, skip."""
-    done = read_done(model_dir)
+    done = read_done(model_dir, damaged_ok=True)  # a damaged done file: train it again
     if not (done and done.get("fingerprint") == fingerprint):
         return False
     log.info("%s already trained (fingerprint %s): skipping", model_dir, fingerprint)
@@ -393,13 +393,34 @@ def _load_checkpoint(checkpoint: Path) -> dict:
     checkpoint is kept, so skipping it would silently restart from step 0.
     """
     try:
-        return torch.load(checkpoint / "state.pt", weights_only=False)
+        saved = torch.load(checkpoint / "state.pt", weights_only=False)
     except Exception as err:  # truncated zip, bad pickle, missing file: many types
         reason = (str(err).strip().split(". ")[0].splitlines() or [type(err).__name__])[0]
         raise UserError(
             f"checkpoint {checkpoint} is unreadable ({reason}); delete that folder to "
             "retrain this model from step 0"
         ) from err
+    return _complete_checkpoint(saved, checkpoint)
+
+
+#: what a resume reads from ``state.pt``, and from its ``state`` entry
+CHECKPOINT_KEYS = ("model", "optimizer", "scheduler", "state")
+STATE_KEYS = ("step", "fingerprint", "run_id", "log_rows")
+
+
+def _complete_checkpoint(saved: Any, checkpoint: Path) -> dict:
+    """A loaded ``state.pt`` with every entry a resume reads, or one clear error."""
+    state = saved.get("state") if isinstance(saved, dict) else None
+    missing = [key for key in CHECKPOINT_KEYS if not isinstance(saved, dict) or key not in saved]
+    missing += [f"state.{key}" for key in STATE_KEYS
+                if isinstance(state, dict) and key not in state]
+    if missing or not isinstance(state, dict):
+        raise UserError(
+            f"checkpoint {checkpoint} is incomplete (state.pt lacks "
+            f"{', '.join(missing) or 'a state mapping'}); delete that folder to retrain this "
+            "model from step 0"
+        )
+    return saved
 
 
 def _save_checkpoint(run: RunConfig, model_dir: Path, model, optimizer, scheduler,
