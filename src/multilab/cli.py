@@ -223,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:  # each retry of a dead tracking server: noise before our one line
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     try:
         if args.command in ("train", "evaluate", "variant"):
             claim_gpu()  # several GPUs: one per process, before CUDA starts (devices.py)
