@@ -3,6 +3,12 @@
 ``params.yaml`` holds the paper's values at the top level and, under ``profiles``, what each
 profile (smoke / quick / paper) overrides. :func:`load_config` validates everything before any
 work starts, so a bad value fails in one line naming the valid choices, with nothing written.
+
+Validation is written out here (types from the dataclass annotations, ranges in
+:data:`RULES`) rather than done by pydantic: pydantic is only an indirect dependency (through
+MLflow), its lax mode turns ``100`` into ``100.0`` (the fingerprint hashes values as written,
+so every trained model would be orphaned) and its errors are multi-line; what it would save
+is the 60 lines of :func:`_conform`.
 """
 
 from __future__ import annotations
