@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import math
 import time
 from pathlib import Path
 
@@ -26,10 +27,17 @@ from multilab.evaluation import metrics
 from multilab.files import write_json
 from multilab.lab.metric_table import MU_PARTS, TRAIN_LOSS, layer_key
 from multilab.lab.modifications import Recipe
-from multilab.training.model import CurveHook, hidden_layers, load_model, selected_logits
+from multilab.training.model import (
+    CurveHook,
+    check_finite_weights,
+    hidden_layers,
+    load_model,
+    selected_logits,
+)
 from multilab.training.model_dir import (
     DONE_FILE,
     TRAIN_LOG,
+    check_weights,
     data_fingerprint,
     model_fingerprint,
     read_done,
@@ -232,6 +240,17 @@ def evaluation_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def check_finite_metrics(results: dict[str, float], model_dir: Path) -> dict[str, float]:
+    """``results`` if every metric is a number: a NaN perplexity means broken weights, and
+    must neither reach the evaluation JSON nor the model's MLflow run."""
+    bad = {key: value for key, value in results.items() if not math.isfinite(value)}
+    if bad:
+        listed = ", ".join(f"{key}={value}" for key, value in sorted(bad.items()))
+        raise UserError(f"evaluating {model_dir} gave non-finite metrics ({listed}); its "
+                        "weights are broken: delete it to train again")
+    return results
+
+
 def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -> dict:
     """Evaluate a trained model directory; log metrics to its MLflow run; write JSON.
 
@@ -247,8 +266,10 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
     run = cfg.run(done["modification"], done["seed"])
     run_id = done.get("run_id")
     experiment_id = tracking.connect(cfg.paths, cfg.experiment) if run_id else None
-    model = load_model(model_dir).to(evaluation_device())
-    results = evaluate_model(model, run)
+    model = load_model(model_dir)  # an unreadable file: "corrupted checkpoint"
+    check_weights(model_dir, done)  # a readable one that changed since training
+    check_finite_weights(model.state_dict(), model_dir)
+    results = check_finite_metrics(evaluate_model(model.to(evaluation_device()), run), model_dir)
     if run_id and experiment_id is not None:
         run_id = _model_run(cfg, run, done, Path(model_dir), experiment_id)
         tracking.log_to_run(cfg.paths, run_id, results, step=done.get("steps", 0))
