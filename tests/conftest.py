@@ -100,10 +100,23 @@ def _stop(server: subprocess.Popen) -> None:
 @pytest.fixture(scope="session")
 def tracking_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real ``mlflow server`` (SQLite store, proxied local artefacts) on a loopback port."""
-    root = tmp_path_factory.mktemp("server")
-    uri = f"http://127.0.0.1:{free_port()}"
+    with mlflow_server(tmp_path_factory.mktemp("server")) as uri:
+        yield uri
+
+
+@pytest.fixture
+def start_server():
+    """:func:`mlflow_server`, for a test that stops and restarts its own server."""
+    return mlflow_server
+
+
+@contextlib.contextmanager
+def mlflow_server(root: Path, port: int | None = None) -> Iterator[str]:
+    """``mlflow server`` with its store in ``root``, stopped on exit; started again on the
+    same ``root`` and port it serves the same runs (a server that died and came back)."""
+    uri = f"http://127.0.0.1:{port or free_port()}"
     log = root / "server.log"
-    with log.open("w") as handle:
+    with log.open("a") as handle:
         server = subprocess.Popen(
             [str(BIN / "mlflow"), "server",
              "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import yaml
 
 from multilab.config import load_config, parse_overrides
 from multilab.errors import UserError
@@ -54,7 +57,6 @@ def test_command_line_overrides_win_over_the_profile() -> None:
         ({"profile": "huge"}, "unknown profile 'huge'; valid: paper, quick, smoke"),
         ({"seeds": []}, "seeds = []"),
         ({"modification": "bogus"}, "unknown modification 'bogus'"),
-        ({"study": ["lang-pos;no-random"]}, "join parts with '+'"),
         ({"train": {"replacement_override": [0.5, 0.1, 0.1]}}, "sums to 0.7, not 1"),
         ({"train": {"epochs": 0}}, "train.epochs = 0"),
         ({"train": {"bogus": 1}}, "unknown key train.bogus"),
@@ -81,3 +83,153 @@ def test_fingerprint_ignores_what_does_not_change_the_weights() -> None:
     assert load_config(PARAMS, cadence).run("original", 0).fingerprint("d") == base
     longer = {"profile": "smoke", "train": {"epochs": 3}}
     assert load_config(PARAMS, longer).run("original", 0).fingerprint("d") != base
+
+
+#: issue 23 item 5: each bad value → one line naming the value and what is valid
+STRICT = [
+    ({"trian": {"epochs": 3}}, "unknown key trian (did you mean 'train'?); valid: profile,"),
+    ({"train": {"epochs": "abc"}}, "train.epochs = 'abc': must be a number > 0"),
+    ({"train": {"mask_prob": 1.5}}, "train.mask_prob = 1.5: must be a number between 0 and 1"),
+    ({"train": {"mask_prob": 0}}, "train.mask_prob = 0: must be a number between 0 and 1"),
+    ({"train": {"max_length": 0}}, "train.max_length = 0: must be an integer >= 3 ([CLS]"),
+    ({"models": {"small": {"batch_size": 0}}},
+     "models.small.batch_size = 0: must be an integer >= 1"),
+    ({"train": {"checkpoint_every": 0}}, "train.checkpoint_every = 0: must be an integer >= 1"),
+    ({"vocab": {"size": 0}}, "vocab.size = 0: must be an integer > 5 (the special tokens"),
+    ({"models": {"base": {"lr": -1e-4}}}, "models.base.lr = -0.0001: must be a number > 0"),
+    ({"train": {"warmup_steps": -5}}, "train.warmup_steps = -5: must be an integer >= 0"),
+    ({"train": {"max_train_sentences": -3}},
+     "train.max_train_sentences = -3: must be null or an integer >= 1"),
+    ({"evaluate": {"batch_size": 0}}, "evaluate.batch_size = 0: must be an integer >= 1"),
+    ({"models": {"small": {"num_attention_heads": 3}}},
+     "models.small.num_attention_heads = 3 does not divide models.small.hidden_size = 64; "
+     "valid: 1, 2, 4, 8"),
+    ({"train": {"compile": "yes"}}, "train.compile = 'yes': must be true or false"),
+    ({"train": {"eval_points": [0.5, 1.0]}}, "each strictly between 0 and 1"),
+    ({"corpus": {"train_books": [66, 40]}}, "corpus.train_books = [66, 40]: must be a list of 2"),
+    ({"seeds": [2**70]}, f"seeds: entry {2**70}: must be an integer from 0 to 4294967295"),
+    ({"seeds": [0, 0]}, "seed 0 twice"),
+    ({"seeds": ["7"]}, "seeds: entry '7': must be an integer"),
+    ({"models": {"large": {"lr": 1.0}}}, "unknown key models.large; valid: small, base"),
+    ({"models": {"small": {"heads": 2}}}, "unknown key models.small.heads"),
+    ({"profiles": {"smoke": {"trian": {"epochs": 1}}}, "profile": "smoke"},
+     "unknown key profiles.smoke.trian (did you mean 'train'?)"),
+    ({"train": 5}, "train = 5: must be a mapping with keys among epochs,"),
+    ({"train": {"max_length": 200}},
+     "is too small for 'lang-pos' with train.max_length = 200: language-specific positions"),
+    ({"train": {"max_length": 300}}, "max_position_embeddings = 256 is less than train.max_length"),
+    ({"evaluate": {"layers": [0, 13]}}, "evaluate.layers = [0, 13] but models.small has 12"),
+    ({"evaluate": {"dev_sentences": 20000}}, "evaluate.dev_sentences = 20000 is more than"),
+    ({"experiment": ""}, "experiment = '': must be a name or null"),
+    # check resolves every modification as train does (train rejected this, check did not)
+    ({"modification": "no-random;knn-replace"}, "both set replacement differently"),
+    ({"study": ["no-random+knn-replace"]}, "both set replacement differently"),
+    ({"study": ["lang-pos+no-random", "no-random+lang-pos"]}, "the same model twice"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), STRICT, ids=[m[:40] for _, m in STRICT])
+def test_strict_parameters(overrides: dict, message: str) -> None:
+    with pytest.raises(UserError) as err:
+        load_config(PARAMS, overrides)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [("[1]", "study entry '1' is a paper ID: write 'lang-pos' instead"),
+     ("['3']", "study entry '3' is a paper ID: write 'inv-order' instead"),
+     ("[' lang-pos']", "study entry ' lang-pos': write it 'lang-pos'"),
+     ("['lang-pos;no-random']", "join parts with '+'")],
+)
+def test_study_in_the_file_is_spelled_as_dvc_paths(tmp_path, entries: str, message: str
+                                                   ) -> None:
+    """dvc.yaml builds `models/${item.mod}/…` from the entry as written: an ID there would
+    declare an output that `multilab train` (which names folders after names) never writes."""
+    params = tmp_path / "params.yaml"
+    raw = yaml.safe_load(PARAMS.read_text()) | {"study": yaml.safe_load(entries)}
+    params.write_text(yaml.safe_dump(raw))
+    with pytest.raises(UserError) as err:
+        load_config(params)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_paper_ids_stay_valid_where_multilab_builds_the_path() -> None:
+    """``modification``, ``train -m`` and a study given on the command line (the report of
+    the queued Table 1) take paper IDs: multilab names the folders itself."""
+    cfg = load_config(PARAMS, {"modification": 17, "train": {"epochs": 2},
+                               "study": [0, "1", "lang-pos;no-random", 30]})
+    assert cfg.modification == "17"
+    assert cfg.study == ("original", "lang-pos", "lang-pos+no-random", "knn-replace")
+    assert cfg.run("1", 0).model_dir.parts[-2] == "lang-pos"
+    assert cfg.train.epochs == 2 and isinstance(cfg.train.epochs, int)  # kept as written
+
+
+def test_a_seed_beyond_64_bits_is_refused_by_run() -> None:
+    cfg = load_config(PARAMS)
+    with pytest.raises(UserError, match=r"seed 36893488147419103232: must be an integer from 0"):
+        cfg.run("original", 2**65)
+
+
+def test_special_token_count_matches_the_vocabulary() -> None:
+    from multilab.config import SPECIAL_TOKEN_COUNT
+    from multilab.data.vocab import SPECIAL_TOKENS
+
+    assert len(SPECIAL_TOKENS) == SPECIAL_TOKEN_COUNT
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("profile: smoke\ntrain:\n  epochs: [1\n", "YAML syntax error at line 4, column 1"),
+        ("- 1\n- 2\n", "holds a list, not a mapping of parameters"),
+        ("just words\n", "holds a str, not a mapping of parameters"),
+        ("trian:\n  epochs: 3\n", "unknown key trian (did you mean 'train'?)"),
+    ],
+)
+def test_broken_parameter_files_fail_in_one_line(tmp_path, text: str, message: str) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text(text)
+    with pytest.raises(UserError) as err:
+        load_config(params)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_params_file_that_is_not_utf8(tmp_path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_bytes(b"profile: sm\xffoke\n")
+    with pytest.raises(UserError, match=r"is not UTF-8 text \(byte 11"):
+        load_config(params)
+
+
+def test_empty_section_in_a_profile_changes_nothing(tmp_path) -> None:
+    """``evaluate:`` with nothing under it in a profile keeps the file's values (it used to
+    reset the section to the code's defaults)."""
+    text = PARAMS.read_text().replace("  paper:\n", "  paper:\n    models:\n", 1)
+    params = tmp_path / "params.yaml"
+    params.write_text(text)
+    assert load_config(params, {"profile": "paper"}).models == load_config(
+        PARAMS, {"profile": "paper"}).models
+
+
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [(["train.epochs=[1"], "--set train.epochs=[1: YAML syntax error"),
+     (["train=5", "train.epochs=3"], "train is already set to a value"),
+     (["train..epochs=3"], "empty key part")],
+)
+def test_bad_overrides_fail_in_one_line(pairs: list[str], message: str) -> None:
+    with pytest.raises(UserError, match=re.escape(message)):
+        parse_overrides(pairs)
+
+
+def test_check_rejects_what_train_rejects(capsys) -> None:
+    """One validation path: `check` fails (exit 2, one line) where `train` would."""
+    from multilab.cli import main
+
+    for bad in ("modification=no-random;knn-replace", "trian.epochs=3", "train.epochs=abc"):
+        assert main(["--params", str(PARAMS), "--set", bad, "check"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("multilab: error:"), err
+    assert main(["--params", str(PARAMS), "check"]) == 0

@@ -7,10 +7,25 @@ The server and the two runs are session fixtures of conftest.py (``tracking_serv
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pandas as pd
 import pytest
+from mlflow.tracking import MlflowClient
 
-from tests.helpers import STEPS, evaluated_metrics
+from tests.helpers import (
+    LAUNCH_TIMEOUT,
+    STEPS,
+    cli_settings,
+    config_of,
+    evaluated_metrics,
+    finish,
+    free_port,
+    launch,
+    link_project,
+    subprocess_env,
+)
 
 slow = pytest.mark.slow
 
@@ -50,3 +65,40 @@ def test_report_against_the_server_uses_both_seeds(served) -> None:
     assert row["n_seeds"] == 2 and row["missing_seeds"] == ""
     mean = (served["records"][0]["metrics"]["mu"] + served["records"][1]["metrics"]["mu"]) / 2
     assert float(row["mu_mean"]) == pytest.approx(mean)
+
+
+@slow
+def test_a_server_dying_mid_training_fails_fast_and_the_run_resumes(
+        start_server, built_project: Path, tmp_path: Path) -> None:
+    """Issue 23 item 6: the server dies at a checkpoint; training used to block ≈ 8.5 min in
+    MLflow's retries and end in a traceback. Now: one line within a minute of the death, the
+    checkpoint kept; with the server back, the same command resumes the same run to
+    FINISHED, every step logged."""
+    store, port = tmp_path / "server", free_port()
+    store.mkdir()
+    root = link_project(built_project, tmp_path / "project")
+    settings = cli_settings(root, **{"train.epochs": 25})  # 100 steps: killed long before
+    log = root / "train.log"
+    with start_server(store, port) as uri:
+        process = launch(settings, log, subprocess_env(uri), "train", "--seed", "0")
+        deadline = time.monotonic() + LAUNCH_TIMEOUT
+        while not any(root.rglob("checkpoint-3")) and process.poll() is None:
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+    died = time.monotonic()  # the server is stopped (its process group killed)
+    code = process.wait(timeout=LAUNCH_TIMEOUT)
+    assert time.monotonic() - died < 60, "a lost server must not block for minutes"
+    output = log.read_text()
+    errors = [line for line in output.splitlines() if line.startswith("multilab: error:")]
+    assert code == 2 and len(errors) == 1 and "Traceback" not in output, output[-3000:]
+    assert f"tracking server {uri} stopped answering" in errors[0]
+    assert any(root.rglob("checkpoint-*")), "the checkpoint survives for the resume"
+
+    with start_server(store, port) as uri:
+        finish(launch(settings, log, subprocess_env(uri), "train", "--seed", "0"), log)
+        client = MlflowClient(uri)
+        experiment = client.get_experiment_by_name(config_of(settings).experiment)
+        (run,) = client.search_runs([experiment.experiment_id])
+        steps = {m.step for m in client.get_metric_history(run.info.run_id, "train_loss")}
+    assert run.info.status == "FINISHED"  # the same run, resumed and ended
+    assert steps == set(range(1, 101))

@@ -7,8 +7,10 @@ value and the valid ones, exit code 2, nothing written.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -58,28 +60,23 @@ def cmd_vocab(args: argparse.Namespace) -> None:
 
 
 def cmd_spaces(args: argparse.Namespace) -> None:
+    from multilab import tracking
     from multilab.data.corpus import read_lines
     from multilab.data.vocab import load_tokenizer, vocabulary_words
     from multilab.spaces import fasttext_spaces
 
     cfg = _config(args)
+    experiment_id = tracking.connect(cfg.paths, cfg.experiment)  # a dead server: before work
     tokenizer = load_tokenizer(cfg.paths.vocab)
     lines = read_lines(cfg.paths.corpora / "train.txt")
     words = [tokenizer.tokenize(line) for line in lines]
     vocab_words = vocabulary_words(tokenizer)
     metrics = fasttext_spaces.build_spaces(words, vocab_words, cfg.paths.spaces, cfg.spaces)
-    write_json(cfg.paths.metrics / "spaces.json", metrics)
-    _log_spaces(cfg, metrics)
-    print(json.dumps(metrics, indent=2))
-
-
-def _log_spaces(cfg: Config, metrics: dict) -> None:
-    from multilab import tracking
-
-    experiment_id = tracking.connect(cfg.paths, cfg.experiment)
     with tracking.run(experiment_id, name="spaces", tags={"stage": "spaces"}):
         tracking.log_params({f"spaces.{k}": v for k, v in vars(cfg.spaces).items()})
         tracking.log_metrics({k: v for k, v in metrics.items() if isinstance(v, int | float)})
+    write_json(cfg.paths.metrics / "spaces.json", metrics)
+    print(json.dumps(metrics, indent=2))
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -125,9 +122,11 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_figures(args: argparse.Namespace) -> None:
+    from multilab import tracking
     from multilab.reporting.figures import figures_for
 
     cfg = _config(args)
+    tracking.check_server(cfg.paths)  # a dead server: one line before any figure is drawn
     for path in figures_for(cfg, args.target):
         print(f"wrote {path}")
 
@@ -141,6 +140,39 @@ def cmd_check(args: argparse.Namespace) -> None:
     cfg = _config(args)
     print(f"params OK: profile={cfg.profile} seeds={list(cfg.seeds)} study={list(cfg.study)} "
           f"modification={cfg.modification}")
+
+
+#: errno → what to do; the message of :func:`storage_problem`
+STORAGE_ERRORS = {
+    errno.ENOSPC: "free some space (or point paths.* in params.yaml elsewhere) and run the "
+                  "same command again; complete files and checkpoints are kept",
+    errno.EDQUOT: "free some of your quota and run the same command again",
+    errno.EROFS: "the file system is read-only: point paths.* in params.yaml at a writable "
+                 "folder",
+    errno.EACCES: "make it writable or point paths.* in params.yaml at a writable folder",
+    errno.EPERM: "make it writable or point paths.* in params.yaml at a writable folder",
+}
+_STORAGE_TEXT = {"No space left on device": errno.ENOSPC, "database or disk is full": errno.ENOSPC,
+                 "Read-only file system": errno.EROFS, "readonly database": errno.EROFS,
+                 "Permission denied": errno.EACCES}
+
+
+def storage_problem(err: BaseException) -> str | None:
+    """One line for an exception caused by a full, read-only or forbidden output, wherever
+    in its chain the ``OSError`` is (torch, safetensors, SQLite wrap it); None otherwise."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in STORAGE_ERRORS:
+            where = f"{current.filename}: " if current.filename else ""
+            return (f"{where}{current.strerror or os.strerror(current.errno)}; "
+                    f"{STORAGE_ERRORS[current.errno]}")
+        for text, code in _STORAGE_TEXT.items():
+            if text in str(current):
+                return f"{text}; {STORAGE_ERRORS[code]}"
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -192,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:  # each retry of a dead tracking server: noise before our one line
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     try:
         if args.command in ("train", "evaluate", "variant"):
             claim_gpu()  # several GPUs: one per process, before CUDA starts (devices.py)
@@ -206,6 +240,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"multilab: {how}: stopped; run the same command again to resume from the last "
               "checkpoint", file=sys.stderr)
         return 143 if isinstance(err, Terminated) else 130
+    except Exception as err:  # a full or read-only disk under some library's own error type
+        problem = storage_problem(err)
+        if problem is None:
+            raise
+        print(f"multilab: error: {problem}", file=sys.stderr)
+        return 2
     return 0
 
 

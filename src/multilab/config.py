@@ -3,14 +3,24 @@
 ``params.yaml`` holds the paper's values at the top level and, under ``profiles``, what each
 profile (smoke / quick / paper) overrides. :func:`load_config` validates everything before any
 work starts, so a bad value fails in one line naming the valid choices, with nothing written.
+
+Validation is written out here (types from the dataclass annotations, ranges in
+:data:`RULES`) rather than done by pydantic: pydantic is only an indirect dependency (through
+MLflow), its lax mode turns ``100`` into ``100.0`` (the fingerprint hashes values as written,
+so every trained model would be orphaned) and its errors are multi-line; what it would save
+is the 60 lines of :func:`_conform`.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 import math
+import types
+import typing
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -169,16 +179,20 @@ class Config:
     evaluate: EvalConfig
 
     def run(self, modification: str, seed: int) -> RunConfig:
-        """The fully resolved configuration of one model."""
+        """The fully resolved configuration of one model, validated as a whole (the seed, the
+        modification's parts, its model's sizes)."""
+        check_seed(seed)
         recipe = mods.resolve_recipe(modification)
         if self.train.replacement_override is not None:
             recipe = replace(recipe, replacement=tuple(self.train.replacement_override))
+        model = self.models[recipe.model_size]
+        _check_run(recipe, model, self.train, recipe.model_size, modification)
         return RunConfig(
             study=self,
             modification=mods.canonical_name(modification),
             seed=seed,
             recipe=recipe,
-            model=self.models[recipe.model_size],
+            model=model,
         )
 
 
@@ -241,10 +255,83 @@ PROFILES_KEY = "profiles"
 # what dvc.yaml templates read (matrix, paths): a profile may not change them behind its back
 TOP_LEVEL_ONLY = frozenset({"profile", "seeds", "study", "modification", "paths", "experiment"})
 
+#: The sections of params.yaml and the dataclass each one becomes (``models``: one per size).
+SECTIONS: dict[str, type] = {
+    "paths": Paths, "corpus": CorpusConfig, "vocab": VocabConfig, "spaces": SpacesConfig,
+    "train": TrainConfig, "models": ModelConfig, "evaluate": EvalConfig,
+}
+MODEL_SIZES = ("small", "base")  # what Recipe.model_size names
+TOP_LEVEL_KEYS = ("profile", "seeds", "modification", "study", "experiment", *SECTIONS,
+                  PROFILES_KEY)
+
+#: Seeds reach torch, NumPy and ``random``; NumPy's legacy seeding stops at 32 bits, and a
+#: larger number would fail deep inside a run (torch: "Overflow when unpacking long").
+SEED_MAX = 2**32 - 1
+#: [PAD], [UNK], [CLS], [SEP], [MASK] (``data.vocab.SPECIAL_TOKENS``, not imported: this
+#: module stays free of heavy imports so a bad value fails before seconds of loading).
+SPECIAL_TOKEN_COUNT = 5
+#: [CLS] + one wordpiece + [SEP]: inputs keep ``max_length - 2`` wordpieces, so below 3 every
+#: sentence would lose all its words (0 used to drop the last two of each sentence instead).
+MIN_MAX_LENGTH = 3
+
+
+def _at_least(low: int) -> tuple[Callable[[Any], bool], str]:
+    return (lambda value: value >= low), f">= {low}"
+
+
+_POSITIVE = (lambda value: value > 0), "> 0"
+_SEED = (lambda value: 0 <= value <= SEED_MAX), f"from 0 to {SEED_MAX}"
+_BOOKS = ((lambda books: 1 <= books[0] <= books[1] <= 66),
+          "from 1 to 66, the first <= the second")
+
+#: The valid range of each numeric field: (test, text completing "must be <type> …").
+RULES: dict[tuple[type, str], tuple[Callable[[Any], bool], str]] = {
+    (CorpusConfig, "train_books"): _BOOKS,
+    (CorpusConfig, "dev_books"): _BOOKS,
+    (CorpusConfig, "dev_sentences"): _at_least(1),
+    (CorpusConfig, "export_editions"): ((lambda codes: len(codes) > 0), "(at least one)"),
+    (VocabConfig, "size"): (
+        (lambda size: size > SPECIAL_TOKEN_COUNT),
+        f"> {SPECIAL_TOKEN_COUNT} (the special tokens [PAD] [UNK] [CLS] [SEP] [MASK] take the "
+        f"first {SPECIAL_TOKEN_COUNT} ids)"),
+    **{(SpacesConfig, key): _at_least(1) for key in (
+        "dim", "epochs", "min_count", "window", "threads", "knn_k", "vecmap_max_iterations")},
+    (SpacesConfig, "fake_shuffle_seed"): _SEED,
+    (SpacesConfig, "vecmap_seed"): _SEED,
+    (TrainConfig, "epochs"): _POSITIVE,
+    (TrainConfig, "warmup_steps"): _at_least(0),
+    (TrainConfig, "weight_decay"): _at_least(0),
+    (TrainConfig, "adam_eps"): _POSITIVE,
+    (TrainConfig, "max_length"): (
+        (lambda length: length >= MIN_MAX_LENGTH),
+        f">= {MIN_MAX_LENGTH} ([CLS], at least one wordpiece, [SEP])"),
+    (TrainConfig, "mask_prob"): (
+        (lambda p: 0 < p < 1), "between 0 and 1, both excluded (the share of tokens predicted)"),
+    (TrainConfig, "checkpoint_every"): _at_least(1),
+    (TrainConfig, "log_every"): _at_least(1),
+    (TrainConfig, "max_train_sentences"): (
+        (lambda n: n is None or n >= 1), ">= 1 (null: every sentence)"),
+    (TrainConfig, "eval_points"): (
+        (lambda points: all(0 < p < 1 for p in points)),
+        "each strictly between 0 and 1 (fractions of the training), e.g. [0.5]"),
+    (TrainConfig, "bucket_chunk"): _at_least(1),
+    (TrainConfig, "length_pieces"): _at_least(1),
+    **{(ModelConfig, key): _at_least(1) for key in (
+        "hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers",
+        "max_position_embeddings", "batch_size", "grad_accum")},
+    (ModelConfig, "lr"): _POSITIVE,
+    (EvalConfig, "dev_sentences"): _at_least(1),
+    (EvalConfig, "curve_sentences"): _at_least(1),
+    (EvalConfig, "batch_size"): _at_least(1),
+    (EvalConfig, "mask_seed"): _SEED,
+}
+
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     merged = copy.deepcopy(base)
     for key, value in (override or {}).items():
+        if value is None and isinstance(merged.get(key), dict):
+            continue  # an empty section (`evaluate:` with nothing under it) changes nothing
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = _deep_merge(merged[key], value)
         else:
@@ -252,19 +339,159 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
     return merged
 
 
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+def _reject_unknown(keys: Iterable[Any], valid: tuple[str, ...], where: str) -> None:
+    """A key that is not one of ``valid`` (a typo such as ``trian``) is an error, never
+    ignored: an ignored section silently trains with the code's defaults."""
+    unknown = [key for key in keys if key not in valid]
+    if not unknown:
+        return
+    key = str(unknown[0])
+    close = difflib.get_close_matches(key, valid, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise UserError(f"unknown key {where}{'.' if where else ''}{key}{hint}; valid: "
+                    f"{', '.join(valid)}")
+
+
+def _mapping(value: Any, where: str, valid: tuple[str, ...]) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(f"{where} = {value!r}: must be a mapping with keys among "
+                        f"{', '.join(valid)}")
+    return value
+
+
+def _check_keys(tree: dict[str, Any], where: str) -> None:
+    """Every key of a parameter tree (the file's top level, a profile, the overrides)."""
+    _reject_unknown(tree, TOP_LEVEL_KEYS, where)
+    prefix = f"{where}." if where else ""
+    for name, cls in SECTIONS.items():
+        if name not in tree:
+            continue
+        valid = MODEL_SIZES if name == "models" else _field_names(cls)
+        section = _mapping(tree[name], prefix + name, valid)
+        _reject_unknown(section, valid, prefix + name)
+        if name == "models":
+            for size, values in section.items():
+                where_size = f"{prefix}models.{size}"
+                _reject_unknown(_mapping(values, where_size, _field_names(cls)),
+                                _field_names(cls), where_size)
+
+
+def _describe(hint: Any) -> str:
+    """What a type annotation accepts, in words ("a list of 2 integers")."""
+    plural = {int: "integers", float: "numbers", str: "strings", bool: "true/false values"}
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        ordered = sorted(args, key=lambda a: a is not type(None))  # "null or …" first
+        return " or ".join("null" if a is type(None) else _describe(a) for a in ordered)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"a list of {plural.get(args[0], args[0])}"
+        return f"a list of {len(args)} {plural.get(args[0], args[0])}"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+            Path: "a path"}.get(hint, str(hint))
+
+
+_INVALID = object()
+
+
+def _conform(value: Any, hint: Any) -> Any:
+    """``value`` as the annotated type (lists become tuples), or ``_INVALID``.
+
+    Numbers keep their Python type (an int stays an int in a float field): the fingerprint
+    hashes the values as written, and ``100`` and ``100.0`` dump differently.
+    """
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        if value is None:
+            return None if type(None) in args else _INVALID
+        for option in (a for a in args if a is not type(None)):
+            converted = _conform(value, option)
+            if converted is not _INVALID:
+                return converted
+        return _INVALID
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            return _INVALID
+        kinds = [args[0]] * len(value) if args[-1] is Ellipsis else list(args)
+        if len(kinds) != len(value):
+            return _INVALID
+        items = tuple(_conform(v, kind) for v, kind in zip(value, kinds, strict=True))
+        return _INVALID if any(item is _INVALID for item in items) else items
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if hint is bool:
+        return value if isinstance(value, bool) else _INVALID
+    if hint is int:
+        return value if is_int else _INVALID
+    if hint is float:
+        number = is_int or isinstance(value, float)
+        return value if number and math.isfinite(value) else _INVALID
+    if hint is str:  # YAML reads `train_edition: 3` and `modification: 17` as numbers
+        return str(value) if is_int else value if isinstance(value, str) else _INVALID
+    if hint is Path:
+        return Path(value) if isinstance(value, str | Path) and str(value) else _INVALID
+    return value
+
+
+def _typed(cls: type, key: str, value: Any, where: str) -> Any:
+    """One field: the right type and in range, or one line naming value and valid ones."""
+    hint = typing.get_type_hints(cls)[key]
+    test, valid = RULES.get((cls, key), ((lambda v: True), ""))
+    converted = _conform(value, hint)
+    if converted is _INVALID or not test(converted):
+        raise UserError(f"{where} = {value!r}: must be {_describe(hint)}"
+                        + (f" {valid}" if valid else ""))
+    return converted
+
+
 def _build(cls: type, values: dict[str, Any] | None, section: str) -> Any:
-    """Dataclass from a dict, rejecting unknown keys with the valid ones named."""
-    values = dict(values or {})
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise UserError(f"unknown key {section}.{unknown[0]}; valid: {', '.join(known)}")
-    for key, value in values.items():
-        if isinstance(value, list):
-            values[key] = tuple(value)
-        if cls is Paths:
-            values[key] = Path(value)
-    return cls(**values)
+    """The dataclass of a section: every key known (checked before), typed and in range."""
+    values = _mapping(values, section, _field_names(cls))
+    _reject_unknown(values, _field_names(cls), section)
+    return cls(**{key: _typed(cls, key, value, f"{section}.{key}")
+                  for key, value in values.items()})
+
+
+def check_seed(seed: Any, where: str = "seed") -> int:
+    """A seed as an integer in the range every random generator we seed accepts."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise UserError(f"{where} {seed!r}: must be an integer {_SEED[1]}")
+    return seed
+
+
+def _check_model(size: str, model: ModelConfig, train: TrainConfig) -> None:
+    where = f"models.{size}"
+    if model.hidden_size % model.num_attention_heads:
+        divisors = [d for d in range(1, model.hidden_size + 1) if model.hidden_size % d == 0]
+        raise UserError(
+            f"{where}.num_attention_heads = {model.num_attention_heads} does not divide "
+            f"{where}.hidden_size = {model.hidden_size}; valid: "
+            f"{', '.join(map(str, divisors[:12]))}{' …' if len(divisors) > 12 else ''}"
+        )
+    if model.max_position_embeddings < train.max_length:
+        raise UserError(
+            f"{where}.max_position_embeddings = {model.max_position_embeddings} is less than "
+            f"train.max_length = {train.max_length}: every position needs an embedding; valid: "
+            f">= {train.max_length}"
+        )
+
+
+def _check_run(recipe: mods.Recipe, model: ModelConfig, train: TrainConfig, size: str,
+               modification: str) -> None:
+    """What only a (modification, model) pair can get wrong: lang-pos gives Fake-English
+    positions ``max_length … 2·max_length - 1``, so the model needs twice the embeddings."""
+    needed = 2 * train.max_length if recipe.language_positions else train.max_length
+    if model.max_position_embeddings < needed:
+        raise UserError(
+            f"models.{size}.max_position_embeddings = {model.max_position_embeddings} is too "
+            f"small for {modification!r} with train.max_length = {train.max_length}: "
+            f"language-specific positions need >= {needed} (2 x max_length)"
+        )
 
 
 ALL_LAYERS = "all"
@@ -304,6 +531,17 @@ def _check_replacement(probs: tuple[float, ...], where: str) -> None:
         raise UserError(f"{where} = {list(probs)} sums to {sum(probs):g}, not 1")
 
 
+def _yaml(text: str, source: str) -> Any:
+    """YAML → Python, a syntax error as one line with its position."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise UserError(f"{source}: YAML syntax error{where}: {problem}") from err
+
+
 def load_config(
     params_path: Path | str = "params.yaml",
     overrides: dict[str, Any] | None = None,
@@ -312,80 +550,167 @@ def load_config(
     params_path = Path(params_path)
     if not params_path.exists():
         raise UserError(f"parameter file {params_path} not found")
-    raw = yaml.safe_load(params_path.read_text()) or {}
+    try:
+        text = params_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{params_path} is not UTF-8 text (byte {err.start}: {err.reason})"
+                        ) from err
+    except OSError as err:
+        raise UserError(f"cannot read {params_path}: {err.strerror or err}") from err
+    raw = _yaml(text, str(params_path))
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise UserError(
+            f"{params_path} holds a {type(raw).__name__}, not a mapping of parameters "
+            f"(`key: value` lines; valid keys: {', '.join(TOP_LEVEL_KEYS)})"
+        )
     return config_from_dict(raw, overrides)
 
 
-def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = None) -> Config:
-    """Merge base values, the chosen profile, then explicit overrides (which win)."""
-    overrides = overrides or {}
-    profiles = _deep_merge(raw.get(PROFILES_KEY) or {}, overrides.get(PROFILES_KEY) or {})
-    profile = str(overrides.get("profile", raw.get("profile", "quick")))
-    if profile not in profiles:
-        raise UserError(f"unknown profile {profile!r}; valid: {', '.join(profiles) or '(none)'}")
-    pinned = sorted(set(profiles[profile]) & TOP_LEVEL_ONLY)
-    if pinned:
-        raise UserError(
-            f"profile {profile!r} sets {', '.join(pinned)}: these are read by dvc.yaml from the "
-            "top of params.yaml, so set them there (or with `dvc exp run -S`)"
-        )
-    base = {k: v for k, v in raw.items() if k != PROFILES_KEY}
-    merged = _deep_merge(_deep_merge(base, profiles[profile]), overrides)
-    merged.pop(PROFILES_KEY, None)
+def _check_study(study: list[Any], from_file: bool) -> tuple[str, ...]:
+    """``study`` entries as model-folder names (``+``-joined parts, as written).
 
-    seeds = merged.get("seeds")
-    if not seeds or not isinstance(seeds, list | tuple):
-        raise UserError(f"seeds = {seeds!r}: need a non-empty list of integers, e.g. [0, 42]")
-    try:
-        seeds = tuple(int(s) for s in seeds)
-    except (TypeError, ValueError) as err:
-        raise UserError(f"seeds = {seeds!r}: need integers") from err
-
-    modification = str(merged.get("modification", "original"))
-    study = tuple(str(s) for s in (merged.get("study") or []))
-    mods.split_modification(modification)  # unknown or conflicting parts: a UserError
-    for entry in study:
-        if ";" in entry:
+    Decision: in params.yaml, paper IDs and other spellings (``;``, spaces) are rejected,
+    not normalised. dvc.yaml builds each train stage's output path from the entry itself
+    (``models/${item.mod}/…``) and DVC templates cannot translate it, while multilab names
+    the folder after the modification (``models/lang-pos/…`` for ID 1): with an ID the
+    stage's declared output would never appear. A study given on the command line
+    (``--set 'study=[0,1,3]' report``) is read by multilab alone, so there IDs are normalised
+    to names. ``modification`` (the variant) and ``train -m`` take IDs everywhere.
+    """
+    entries = tuple("" if isinstance(e, bool) else str(e) for e in study)
+    seen: dict[frozenset[str], str] = {}
+    names = []
+    for entry in entries:
+        if from_file and entry in mods.PAPER_IDS:
+            raise UserError(
+                f"study entry {entry!r} is a paper ID: write {mods.slug(entry)!r} instead "
+                "(dvc.yaml names each model folder after the entry, multilab after the name)"
+            )
+        if from_file and ";" in entry:
             raise UserError(
                 f"study entry {entry!r}: join parts with '+' in params.yaml "
                 f"(e.g. {entry.replace(';', '+')!r}) so DVC paths stay valid"
             )
-        mods.split_modification(entry)
+        name = mods.slug(entry)  # unknown parts: a UserError
+        mods.resolve_recipe(entry)  # conflicting parts: a UserError
+        if from_file and name != entry:
+            raise UserError(f"study entry {entry!r}: write it {name!r} (the model folder's "
+                            "name; DVC paths use the entry as written)")
+        parts = frozenset(mods.split_modification(entry))
+        if parts in seen:
+            raise UserError(f"study lists {seen[parts]!r} and {entry!r}: the same model twice")
+        seen[parts] = entry
+        names.append(name)
+    return tuple(names)
 
-    model_sections = merged.get("models") or {}
-    models = {name: _build(ModelConfig, v, f"models.{name}") for name, v in model_sections.items()}
-    for needed in ("small", "base"):
+
+def _check_seeds(seeds: Any) -> tuple[int, ...]:
+    if not seeds or not isinstance(seeds, list | tuple):
+        raise UserError(f"seeds = {seeds!r}: need a non-empty list of integers, e.g. [0, 42]")
+    checked = tuple(check_seed(s, "seeds: entry") for s in seeds)
+    repeated = sorted({s for s in checked if checked.count(s) > 1})
+    if repeated:
+        raise UserError(f"seeds = {list(seeds)!r}: seed {repeated[0]} twice")
+    return checked
+
+
+def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = None) -> Config:
+    """Merge base values, the chosen profile, then explicit overrides (which win).
+
+    The one validation path of every command (``check`` included): unknown keys at every
+    level, types, ranges, and every modification the config names (study entries and
+    ``modification``) resolved as training will resolve it.
+    """
+    overrides = overrides or {}
+    _check_keys(raw, "")
+    _check_keys(overrides, "")
+    profiles = _deep_merge(
+        _mapping(raw.get(PROFILES_KEY), PROFILES_KEY, ("<profile name>",)),
+        _mapping(overrides.get(PROFILES_KEY), PROFILES_KEY, ("<profile name>",)),
+    )
+    profile = overrides.get("profile", raw.get("profile", "quick"))
+    if not isinstance(profile, str) or profile not in profiles:
+        raise UserError(f"unknown profile {profile!r}; valid: {', '.join(profiles) or '(none)'}")
+    for name, values in profiles.items():
+        values = _mapping(values, f"{PROFILES_KEY}.{name}", tuple(SECTIONS))
+        pinned = sorted(set(values) & TOP_LEVEL_ONLY)
+        if pinned:
+            raise UserError(
+                f"profile {name!r} sets {', '.join(pinned)}: these are read by dvc.yaml from "
+                "the top of params.yaml, so set them there (or with `dvc exp run -S`)"
+            )
+        _reject_unknown(values, tuple(SECTIONS), f"{PROFILES_KEY}.{name}")
+        _check_keys(values, f"{PROFILES_KEY}.{name}")
+    base = {k: v for k, v in raw.items() if k != PROFILES_KEY}
+    merged = _deep_merge(_deep_merge(base, profiles[profile] or {}), overrides)
+    merged.pop(PROFILES_KEY, None)
+
+    seeds = _check_seeds(merged.get("seeds"))
+    modification = merged.get("modification", "original")
+    if isinstance(modification, bool) or not isinstance(modification, str | int):
+        raise UserError(f"modification = {modification!r}: must be a name, '+'-joined names "
+                        "or a paper ID")
+    modification = str(modification)
+    study = merged.get("study") or []
+    if not isinstance(study, list | tuple):
+        raise UserError(f"study = {study!r}: must be a list of modification names")
+    study = _check_study(study, from_file="study" not in overrides)
+    experiment = merged.get("experiment")
+    if experiment is not None and (not isinstance(experiment, str | int) or experiment == ""):
+        raise UserError(f"experiment = {experiment!r}: must be a name or null "
+                        f"(null: multilab-{profile})")
+
+    models_raw = _mapping(merged.get("models"), "models", MODEL_SIZES)
+    models = {name: _build(ModelConfig, v, f"models.{name}") for name, v in models_raw.items()}
+    for needed in MODEL_SIZES:
         if needed not in models:
-            raise UserError(f"models.{needed} missing; valid sizes: small, base")
+            raise UserError(f"models.{needed} missing; valid sizes: {', '.join(MODEL_SIZES)}")
 
     train = _build(TrainConfig, merged.get("train"), "train")
     if train.replacement_override is not None:
         _check_replacement(train.replacement_override, "train.replacement_override")
     for name, mod in mods.REGISTRY.items():
         _check_replacement(mod.changes.get("replacement", mods.BERT_REPLACEMENT), name)
-    if train.epochs <= 0:
-        raise UserError(f"train.epochs = {train.epochs}: must be > 0")
-    for key in ("bucket_chunk", "length_pieces"):
-        value = getattr(train, key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise UserError(f"train.{key} = {value!r}: must be an integer >= 1")
+    for size, model in models.items():
+        _check_model(size, model, train)
 
+    corpus = _build(CorpusConfig, merged.get("corpus"), "corpus")
     evaluate = _build(EvalConfig, merged.get("evaluate"), "evaluate")
     evaluate = replace(evaluate, layers=parse_layers(evaluate.layers))
-    return Config(
+    for key in ("dev_sentences", "curve_sentences"):
+        if getattr(evaluate, key) > corpus.dev_sentences:
+            raise UserError(
+                f"evaluate.{key} = {getattr(evaluate, key)} is more than corpus.dev_sentences "
+                f"= {corpus.dev_sentences} (the dev corpus is cut to that); valid: <= "
+                f"{corpus.dev_sentences}"
+            )
+    if evaluate.layers != ALL_LAYERS:
+        for size, model in models.items():
+            if max(evaluate.layers) > model.num_hidden_layers:
+                raise UserError(
+                    f"evaluate.layers = {list(evaluate.layers)} but models.{size} has "
+                    f"{model.num_hidden_layers} layers; valid: 0-{model.num_hidden_layers} "
+                    f"or {ALL_LAYERS!r}"
+                )
+    cfg = Config(
         profile=profile,
         seeds=seeds,
         modification=modification,
         study=study,
-        experiment=str(merged.get("experiment") or f"multilab-{profile}"),
+        experiment=str(experiment or f"multilab-{profile}"),
         paths=_build(Paths, merged.get("paths"), "paths"),
-        corpus=_build(CorpusConfig, merged.get("corpus"), "corpus"),
+        corpus=corpus,
         vocab=_build(VocabConfig, merged.get("vocab"), "vocab"),
         spaces=_build(SpacesConfig, merged.get("spaces"), "spaces"),
         train=train,
         models=models,
         evaluate=evaluate,
     )
+    for entry in (modification, *study):  # as `train` will resolve them: one path for both
+        cfg.run(entry, seeds[0])
+    return cfg
 
 
 def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
@@ -396,9 +721,14 @@ def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
         if "=" not in pair:
             raise UserError(f"--set {pair!r}: expected key=value, e.g. train.epochs=3")
         key, value = pair.split("=", 1)
-        node = tree
         *parents, leaf = key.split(".")
-        for part in parents:
+        if not all([*parents, leaf]):
+            raise UserError(f"--set {pair!r}: empty key part; expected e.g. train.epochs=3")
+        node = tree
+        for depth, part in enumerate(parents):
             node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(value)
+            if not isinstance(node, dict):
+                raise UserError(f"--set {pair!r}: {'.'.join(parents[: depth + 1])} is "
+                                "already set to a value, not a section")
+        node[leaf] = _yaml(value, f"--set {pair}")
     return tree

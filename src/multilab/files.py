@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from multilab.errors import UserError
+
 
 def _temporary(path: Path) -> Path:
     """A sibling name of our own: a concurrent writer of the same file has another (pid)."""
@@ -71,3 +73,17 @@ def replace_dir(staging: Path, target: Path) -> None:
     target.rename(retired)
     staging.rename(target)
     shutil.rmtree(retired, ignore_errors=True)
+
+
+def read_utf8(path: Path, fix: str) -> str:
+    """The text of ``path``; bytes that are not UTF-8 are one line naming the file, the line
+    and the byte, and ``fix`` (what rebuilds the file)."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise UserError(
+            f"{path} is not valid UTF-8 (line {line}, byte {err.start}: "
+            f"{data[err.start:err.end]!r}, {err.reason}); {fix}"
+        ) from err

@@ -11,16 +11,19 @@ that trains the same fingerprint (:func:`end_orphaned_runs`).
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import os
+import re
 import signal
 import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import mlflow
 import pandas as pd
@@ -31,8 +34,25 @@ from multilab.config import Paths
 from multilab.errors import StoppedEarly, Terminated, UserError
 from multilab.lab.modifications import same_modification
 
+log = logging.getLogger(__name__)
+
 URI_VARIABLE = "MLFLOW_TRACKING_URI"
 FINISHED, FAILED, KILLED, RUNNING = "FINISHED", "FAILED", "KILLED", "RUNNING"
+
+#: MLflow's HTTP client (``mlflow.environment_variables``) by default retries a failed request
+#: 7 times with backoff factor 2 and waits 120 s for each answer: about 4.5 minutes before a
+#: dead server becomes an error, and as long again for ending the run. That suits a
+#: rate-limited hosted service, not a lab server that is up or down. We fail in seconds
+#: instead: 2 retries (about 3 s in all for a refused connection) and 10 s per request (about
+#: half a minute for a host that swallows packets). Set the variables to override; a value
+#: already in the environment is never changed.
+HTTP_SETTINGS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+}
+#: a run re-created from a model's multilab.json names the lost run it replaces
+RESTORED_TAG = "multilab.restored_from"
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -61,7 +81,11 @@ def _use(uri: str) -> None:
 
     ``mlflow.set_tracking_uri`` also exports the variable; we read it as the user's choice,
     so leaving ours there would pin every later config (another project, a test) to it.
+    A server gets :data:`HTTP_SETTINGS` (fail in seconds, not minutes).
     """
+    if uri.startswith("http"):
+        for key, value in HTTP_SETTINGS.items():
+            os.environ.setdefault(key, value)
     previous = os.environ.get(URI_VARIABLE)
     mlflow.set_tracking_uri(uri)
     if previous is None:
@@ -80,6 +104,43 @@ def _is_local(uri: str) -> bool:
     return uri.startswith("sqlite:") or uri.startswith("file:") or "://" not in uri
 
 
+_Result = TypeVar("_Result")
+
+
+def _lost_server(err: BaseException) -> UserError | None:
+    """The one-line error for an MLflow call that failed because the server did not answer
+    (refused, timed out, too many 5xx); None for any other MLflow error."""
+    message = str(err)
+    if not message.startswith("API request to"):
+        return None
+    uri = os.environ.get(URI_VARIABLE) or mlflow.get_tracking_uri()
+    found = re.search(r"\[Errno -?\d+\] [^'\\\")]+|timed? ?out|too many \d+ error responses",
+                      message)
+    reason = found.group(0) if found else message[:160]
+    return UserError(
+        f"tracking server {uri} stopped answering ({reason}); start it again (or unset "
+        f"{URI_VARIABLE} to use the local mlruns/ store) and run the same command again: a "
+        "training resumes from its last checkpoint"
+    )
+
+
+def _server_call(func: Callable[..., _Result]) -> Callable[..., _Result]:
+    """A tracking function whose lost server is one line (:func:`_lost_server`)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> _Result:
+        try:
+            return func(*args, **kwargs)
+        except mlflow.exceptions.MlflowException as err:
+            lost = _lost_server(err)
+            if lost is None:
+                raise
+            raise lost from err
+
+    return wrapper
+
+
+@_server_call
 def connect(paths: Paths, experiment: str) -> str:
     """Point MLflow at the store, check it answers, and return the experiment id."""
     uri = tracking_uri(paths)
@@ -100,6 +161,14 @@ def connect(paths: Paths, experiment: str) -> str:
         if found is None:
             raise
         return found.experiment_id
+
+
+def check_server(paths: Paths) -> None:
+    """A tracking server that does not answer is one line, in seconds (the local store
+    always answers)."""
+    uri = tracking_uri(paths)
+    if uri.startswith("http"):
+        _check_server(uri)
 
 
 def _check_server(uri: str) -> None:
@@ -136,25 +205,59 @@ def run(
     def on_term(signum: int, frame: Any) -> None:
         raise Terminated(f"signal {signum}")
 
+    tags = {k: str(v) for k, v in (tags or {}).items()}
+    if run_id and not _run_exists(run_id):  # the store was lost or replaced (mlruns/ deleted)
+        log.warning("run %s is not in the tracking store %s: continuing in a new run",
+                    run_id, mlflow.get_tracking_uri())
+        run_id, tags = None, tags | {RESTORED_TAG: run_id}
     with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
         signal.signal(signal.SIGTERM, on_term)
-    active = mlflow.start_run(
-        run_id=run_id,
-        experiment_id=None if run_id else experiment_id,
-        run_name=name,
-        tags={k: str(v) for k, v in (tags or {}).items()},
-    )
     status = FAILED
+    try:
+        active = _server_call(mlflow.start_run)(
+            run_id=run_id, experiment_id=None if run_id else experiment_id, run_name=name,
+            tags=tags,
+        )
+    except BaseException:
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, previous)
+        raise
     try:
         yield active.info.run_id
         status = FINISHED
     except (KeyboardInterrupt, Terminated, StoppedEarly):
         status = KILLED
         raise
+    except mlflow.exceptions.MlflowException as err:
+        lost = _lost_server(err)
+        if lost is None:
+            raise
+        raise lost from err
     finally:
-        mlflow.end_run(status=status)
+        _end_run(active.info.run_id, status)
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGTERM, previous)
+
+
+def _run_exists(run_id: str) -> bool:
+    try:
+        _server_call(MlflowClient().get_run)(run_id)
+    except mlflow.exceptions.MlflowException as err:
+        if err.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return False
+        raise
+    return True
+
+
+def _end_run(run_id: str, status: str) -> None:
+    """End the active run; if the store cannot be written (server gone, disk full), say so
+    once and let the first error be the one reported: the run stays RUNNING there until the
+    next ``train`` of it (or ``report``) ends it as an orphan, or its resume reopens it."""
+    try:
+        mlflow.end_run(status=status)
+    except Exception as err:  # any store failure; the error of the body wins
+        log.warning("could not mark run %s %s (%s); the next train or report of it will",
+                    run_id, status, " ".join(str(err).split())[:200])
 
 
 HOST_TAG, PID_TAG, PROCESS_START_TAG = "multilab.host", "multilab.pid", "multilab.process_start"
@@ -200,6 +303,7 @@ def _is_orphan(tags: dict[str, str]) -> bool:
     return bool(started and recorded) and started != recorded  # the pid was recycled
 
 
+@_server_call
 def end_orphaned_runs(
     experiment_id: str, fingerprint: str | None, *, keep: str | None = None,
     completed: str | None = None,
@@ -258,6 +362,50 @@ def log_artifact(path: Path, folder: str | None = None) -> None:
     mlflow.log_artifact(str(path), artifact_path=folder)
 
 
+@_server_call
+def run_exists(paths: Paths, run_id: str) -> bool:
+    """Whether the store holds ``run_id`` (False after mlruns/ was deleted or replaced)."""
+    _use(tracking_uri(paths))
+    return _run_exists(run_id)
+
+
+@_server_call
+def restore_run(
+    experiment_id: str, lost_run_id: str, *, name: str, tags: dict[str, Any],
+    params: dict[str, Any], metrics: dict[str, float], step_rows: list[dict[str, float]],
+    step_keys: dict[str, str], artifact: Path | None = None,
+) -> str:
+    """A FINISHED run standing in for ``lost_run_id`` (its store was lost): the same tags,
+    params and training curve, tagged :data:`RESTORED_TAG`. Created once: a later call finds
+    it by that tag. Returns its id."""
+    client = MlflowClient()
+    found = client.search_runs(
+        [experiment_id], filter_string=f"tags.`{RESTORED_TAG}` = '{lost_run_id}'", max_results=1
+    )
+    if found:
+        return found[0].info.run_id
+    created = client.create_run(
+        experiment_id, run_name=name,
+        tags={k: str(v) for k, v in tags.items()} | {RESTORED_TAG: lost_run_id},
+    )
+    run_id = created.info.run_id
+    try:
+        for key, value in params.items():
+            client.log_param(run_id, key, str(value)[:6000])
+        for key, value in metrics.items():
+            client.log_metric(run_id, key, float(value))
+        if step_rows:
+            log_step_rows(run_id, step_rows, step_keys)
+        if artifact is not None and artifact.exists():
+            client.log_artifact(run_id, str(artifact))
+    except BaseException:
+        client.set_terminated(run_id, status=FAILED)  # never a half-restored FINISHED run
+        raise
+    client.set_terminated(run_id, status=FINISHED)
+    return run_id
+
+
+@_server_call
 def log_to_run(
     paths: Paths, run_id: str, metrics: dict[str, float], step: int | None = None
 ) -> None:
@@ -268,11 +416,13 @@ def log_to_run(
         client.log_metric(run_id, key, float(value), step=step or 0)
 
 
+@_server_call
 def log_artifact_to_run(paths: Paths, run_id: str, path: Path, folder: str | None = None) -> None:
     _use(tracking_uri(paths))
     MlflowClient().log_artifact(run_id, str(path), artifact_path=folder)
 
 
+@_server_call
 def set_tags(paths: Paths, run_id: str, tags: dict[str, Any]) -> None:
     _use(tracking_uri(paths))
     client = MlflowClient()
@@ -280,6 +430,7 @@ def set_tags(paths: Paths, run_id: str, tags: dict[str, Any]) -> None:
         client.set_tag(run_id, key, str(value))
 
 
+@_server_call
 def search_runs(paths: Paths, experiment: str) -> pd.DataFrame:
     """All runs of an experiment as a DataFrame (params., metrics., tags. columns)."""
     experiment_id = connect(paths, experiment)
@@ -295,6 +446,7 @@ def runs_of(runs: pd.DataFrame, modification: str, seeds: Iterable[int]) -> pd.D
     return mine[mine["tags.seed"].astype(int).isin(list(seeds))]
 
 
+@_server_call
 def metric_history(paths: Paths, run_id: str, key: str) -> list[tuple[int, float]]:
     _use(tracking_uri(paths))
     history = MlflowClient().get_metric_history(run_id, key)

@@ -13,7 +13,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from multilab.errors import UserError
-from multilab.files import write_text
+from multilab.files import read_utf8, write_text
 
 _SPACES = re.compile(r"\s+")
 
@@ -94,10 +94,15 @@ def load_export(data_dir: Path, code: str, books: tuple[int, int]) -> list[str]:
         raise UserError(
             f"corpus file {path} is missing or empty; run `multilab corpus export` first"
         )
+    fix = f"export it again with `multilab corpus export --edition {code}`"
     texts = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(read_utf8(path, fix).splitlines(), 1):
         vid, _, text = line.partition("\t")
-        if books[0] <= int(vid.split(".")[0]) <= books[1] and text.strip():
+        book = vid.split(".")[0]
+        if not book.isdigit():
+            raise UserError(f"{path} line {number}: {line[:40]!r} is not `BB.CCC.VVV<TAB>text`"
+                            f"; {fix}")
+        if books[0] <= int(book) <= books[1] and text.strip():
             texts.append(text)
     return texts
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from multilab.config import Config, CorpusConfig
 from multilab.data.bible import load_export, squeeze_spaces
 from multilab.errors import UserError
-from multilab.files import write_text
+from multilab.files import read_utf8, write_text
 
 #: The paper's corpus statistics (seed 000 §2.1) for comparison.
 PAPER_STATS = {
@@ -122,7 +122,8 @@ def read_lines(path: Path) -> list[str]:
     """Non-empty lines of a corpus file; a clear error if it is missing or empty."""
     if not path.exists():
         raise UserError(f"corpus file {path} not found; run `dvc repro corpus` first")
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    text = read_utf8(path, "rebuild it with `dvc repro corpus` (or `multilab corpus build`)")
+    lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise UserError(f"corpus file {path} is empty")
     return lines

@@ -7,6 +7,8 @@ training, and every metric is computed on whole tensors (see :mod:`multilab.eval
 
 from __future__ import annotations
 
+import csv
+import logging
 import math
 import time
 from pathlib import Path
@@ -23,7 +25,7 @@ from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation import metrics
 from multilab.files import write_json
-from multilab.lab.metric_table import MU_PARTS, layer_key
+from multilab.lab.metric_table import MU_PARTS, TRAIN_LOSS, layer_key
 from multilab.lab.modifications import Recipe
 from multilab.training.model import (
     CurveHook,
@@ -32,7 +34,16 @@ from multilab.training.model import (
     load_model,
     selected_logits,
 )
-from multilab.training.model_dir import DONE_FILE, check_weights, read_done
+from multilab.training.model_dir import (
+    DONE_FILE,
+    TRAIN_LOG,
+    check_weights,
+    data_fingerprint,
+    model_fingerprint,
+    read_done,
+)
+
+log = logging.getLogger(__name__)
 
 PERPLEXITY_REPLACEMENT = (1.0, 0.0, 0.0, 0.0)  # every selected token becomes [MASK]
 
@@ -241,30 +252,71 @@ def check_finite_metrics(results: dict[str, float], model_dir: Path) -> dict[str
 
 
 def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -> dict:
-    """Evaluate a trained model directory; write JSON; log metrics to its MLflow run."""
+    """Evaluate a trained model directory; log metrics to its MLflow run; write JSON.
+
+    The tracking store is reached first, so a dead server fails in seconds before any
+    work; the JSON is written last, so a failure leaves the previous results untouched. A
+    run the store no longer holds (mlruns/ deleted) is re-created from ``multilab.json``.
+    """
     done = read_done(model_dir)
     if done is None:
         raise UserError(
             f"{model_dir} is not a finished multilab model (no {DONE_FILE}); train it first"
         )
+    run = cfg.run(done["modification"], done["seed"])
+    run_id = done.get("run_id")
+    experiment_id = tracking.connect(cfg.paths, cfg.experiment) if run_id else None
     model = load_model(model_dir)  # an unreadable file: "corrupted checkpoint"
     check_weights(model_dir, done)  # a readable one that changed since training
     check_finite_weights(model.state_dict(), model_dir)
-    run = cfg.run(done["modification"], done["seed"])
     results = check_finite_metrics(evaluate_model(model.to(evaluation_device()), run), model_dir)
+    if run_id and experiment_id is not None:
+        run_id = _model_run(cfg, run, done, Path(model_dir), experiment_id)
+        tracking.log_to_run(cfg.paths, run_id, results, step=done.get("steps", 0))
+        tracking.set_tags(cfg.paths, run_id, {"evaluated": "true"})
     record = {
         "modification": run.modification,
         "paper_id": run.paper_id,
         "seed": run.seed,
         "profile": cfg.profile,
-        "run_id": done.get("run_id"),
+        "run_id": run_id,
         "fingerprint": done["fingerprint"],
         "metrics": results,
     }
     out = out or cfg.paths.eval_file(run.modification, run.seed)
     write_json(out, record)
-    if done.get("run_id"):
-        tracking.log_to_run(cfg.paths, done["run_id"], results, step=done.get("steps", 0))
-        tracking.set_tags(cfg.paths, done["run_id"], {"evaluated": "true"})
     return record
 
+
+def _model_run(cfg: Config, run: RunConfig, done: dict, model_dir: Path,
+               experiment_id: str) -> str:
+    """The MLflow run of a finished model: its own, or (when the store lost it) one
+    re-created from ``multilab.json`` and ``train_log.csv`` with the same tags, params (when
+    the current configuration still gives the model's fingerprint) and loss curve. Curve
+    points measured during training are not in the model directory and stay lost."""
+    if tracking.run_exists(cfg.paths, done["run_id"]):
+        return done["run_id"]
+    same = model_fingerprint(run) == done["fingerprint"]
+    rows = []
+    log_file = model_dir / TRAIN_LOG
+    if log_file.exists():
+        with log_file.open(encoding="utf-8") as handle:
+            rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+    tags = {"modification": run.modification, "seed": run.seed, "paper_id": run.paper_id or "",
+            "profile": done.get("profile", cfg.profile), "fingerprint": done["fingerprint"],
+            "study": cfg.experiment}
+    if same:
+        tags["data_hash"] = data_fingerprint(run)
+    metrics = {key: done[key] for key in ("train_examples", "truncated_sentences", "world_size")
+               if isinstance(done.get(key), int | float)}
+    if isinstance(done.get("steps"), int):
+        metrics["total_steps"] = done["steps"]
+    restored = tracking.restore_run(
+        experiment_id, done["run_id"], name=f"{run.modification} s{run.seed}", tags=tags,
+        params=run.as_params() if same else {}, metrics=metrics,
+        step_rows=[row for row in rows if "step" in row], step_keys={TRAIN_LOSS: "loss"},
+        artifact=log_file,
+    )
+    log.warning("run %s of %s was not in the tracking store: re-created as %s from %s",
+                done["run_id"], model_dir, restored, DONE_FILE)
+    return restored

@@ -227,6 +227,13 @@ def build_report(cfg: Config) -> list[Path]:
     """Write reports/table1.{md,csv,tex}, table2.{md,csv,tex} (when runs of the
     non-parallel rows exist), figures, plot data and metrics/study.json."""
     runs = finished_runs(cfg)
+    if runs.empty:
+        raise UserError(
+            f"no finished, evaluated runs of profile {cfg.profile!r} in MLflow experiment "
+            f"{cfg.experiment!r} ({tracking.tracking_uri(cfg.paths)}): train and evaluate "
+            "first (`dvc repro`); if mlruns/ was lost, `multilab evaluate <model dir>` "
+            "re-creates each model's run from its multilab.json"
+        )
     study = list(cfg.study)
     rows = table_rows(cfg, runs, study)
     table2_mods = list(TABLE2_IDS)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from multilab.config import Paths, RunConfig
 from multilab.errors import UserError
 from multilab.files import write_json
 from multilab.spaces.fasttext_spaces import KNN_TABLE
+
+log = logging.getLogger(__name__)
 
 DONE_FILE = "multilab.json"
 TRAIN_LOG = "train_log.csv"
@@ -59,10 +62,35 @@ def model_fingerprint(run: RunConfig) -> str:
     return run.fingerprint(data_fingerprint(run))
 
 
-def read_done(model_dir: Path) -> dict[str, Any] | None:
-    """The done file of a finished model, or None while (or if) it is not finished."""
+#: what every reader of a done file uses
+DONE_KEYS = ("fingerprint", "modification", "seed")
+
+
+def read_done(model_dir: Path, *, damaged_ok: bool = False) -> dict[str, Any] | None:
+    """The done file of a finished model, or None while (or if) it is not finished.
+
+    A done file is written atomically, so an empty, truncated or incomplete one was damaged
+    afterwards (disk, copy, hand): one clear error, or with ``damaged_ok`` (training) None
+    after a warning, so that ``train`` retrains the model instead of staying blocked: nothing
+    then says which configuration the weights beside it belong to.
+    """
     path = Path(model_dir) / DONE_FILE
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        done = json.loads(path.read_bytes().decode("utf-8"))
+        problem = "" if isinstance(done, dict) else f"holds a {type(done).__name__}"
+        missing = [key for key in DONE_KEYS if not problem and key not in done]
+        problem = problem or (f"lacks {', '.join(missing)}" if missing else "")
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        problem = f"is not valid JSON ({' '.join(str(err).split())})"
+    if not problem:
+        return done
+    if damaged_ok:
+        log.warning("%s %s: treating %s as unfinished", path, problem, model_dir)
+        return None
+    raise UserError(f"{path} {problem}: the model is damaged; run `multilab train` for it "
+                    "again (it retrains a model whose done file is damaged), or restore the file")
 
 
 def write_done(model_dir: Path, record: dict[str, Any]) -> None:

@@ -377,7 +377,7 @@ def _already_trained(model_dir: Path, area: Path, fingerprint: str,
 
     Weights that no longer match the done file are an error, not a finished model.
     """
-    done = read_done(model_dir)
+    done = read_done(model_dir, damaged_ok=True)  # a damaged done file: train it again
     if not (done and done.get("fingerprint") == fingerprint):
         return False
     check_weights(model_dir, done)
@@ -467,13 +467,34 @@ def _load_checkpoint(checkpoint: Path) -> dict:
         raise UserError(f"checkpoint {checkpoint} is damaged (state.pt does not match "
                         f"{STATE_HASH}); delete that folder to retrain this model from step 0")
     try:
-        return torch.load(state, weights_only=False)
+        saved = torch.load(state, weights_only=False)
     except Exception as err:  # truncated zip, bad pickle, missing file: many types
         reason = (str(err).strip().split(". ")[0].splitlines() or [type(err).__name__])[0]
         raise UserError(
             f"checkpoint {checkpoint} is unreadable ({reason}); delete that folder to "
             "retrain this model from step 0"
         ) from err
+    return _complete_checkpoint(saved, checkpoint)
+
+
+#: what a resume reads from ``state.pt``, and from its ``state`` entry
+CHECKPOINT_KEYS = ("model", "optimizer", "scheduler", "state")
+STATE_KEYS = ("step", "fingerprint", "run_id", "log_rows")
+
+
+def _complete_checkpoint(saved: Any, checkpoint: Path) -> dict:
+    """A loaded ``state.pt`` with every entry a resume reads, or one clear error."""
+    state = saved.get("state") if isinstance(saved, dict) else None
+    missing = [key for key in CHECKPOINT_KEYS if not isinstance(saved, dict) or key not in saved]
+    missing += [f"state.{key}" for key in STATE_KEYS
+                if isinstance(state, dict) and key not in state]
+    if missing or not isinstance(state, dict):
+        raise UserError(
+            f"checkpoint {checkpoint} is incomplete (state.pt lacks "
+            f"{', '.join(missing) or 'a state mapping'}); delete that folder to retrain this "
+            "model from step 0"
+        )
+    return saved
 
 
 def _save_checkpoint(run: RunConfig, area: Path, model, optimizer, scheduler,

@@ -1,0 +1,154 @@
+"""The tracking store failing (issue 23 item 6), without a real server: a dead server is one
+line in seconds (MLflow's own retries bounded), a store that lost a model's run gets it back
+from the model directory. The real ``mlflow server`` tests are in test_tracking_server.py.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import mlflow
+import pytest
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from multilab import tracking
+from multilab.cli import main
+from multilab.config import Config
+from multilab.errors import StoppedEarly, UserError
+from multilab.evaluation.evaluate import evaluate_and_record
+from multilab.training.train import train_model
+from tests.helpers import PARAMS, free_port, link_project, smoke_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+REFUSED = ("API request to http://127.0.0.1:1/api/2.0/mlflow/runs/log-batch failed with "
+           "exception HTTPConnectionPool(host='127.0.0.1', port=1): Max retries exceeded "
+           "(Caused by NewConnectionError(\"Failed to establish a new connection: [Errno 111] "
+           "Connection refused\"))")
+
+
+@pytest.fixture
+def dead_server(monkeypatch) -> str:
+    """MLFLOW_TRACKING_URI at a closed port, MLflow's HTTP settings as a user's shell has them
+    (unset), and the fluent API pointed back at the default afterwards."""
+    uri = f"http://127.0.0.1:{free_port()}"
+    for key in tracking.HTTP_SETTINGS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv(tracking.URI_VARIABLE, uri)
+    previous = mlflow.get_tracking_uri()
+    yield uri
+    mlflow.set_tracking_uri(previous)
+
+
+def test_http_retries_are_bounded_but_a_users_setting_wins(dead_server: str, monkeypatch
+                                                           ) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "33")
+    tracking._use(dead_server)
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2"
+    assert os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] == "1"
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "33"
+
+
+def test_a_server_lost_after_connecting_is_one_line_in_seconds(dead_server: str,
+                                                                tmp_path: Path) -> None:
+    """Past the /health check (a server that died mid-run): MLflow's client used to retry
+    for about 4.5 minutes; now a few seconds, then one line that says what to do."""
+    paths = smoke_config(tmp_path).paths
+    started = time.monotonic()
+    with pytest.raises(UserError) as err:
+        tracking.set_tags(paths, "0" * 32, {"evaluated": "true"})
+    assert time.monotonic() - started < 20
+    message = str(err.value)
+    assert message.startswith(f"tracking server {dead_server} stopped answering (")
+    assert "Connection refused" in message and "run the same command again" in message
+    assert "\n" not in message
+
+
+def test_a_server_lost_inside_a_run_ends_it_and_is_one_line(project: Config, monkeypatch
+                                                           ) -> None:
+    """The body's lost-server error becomes one line; the run is ended (here FAILED, as the
+    store still answers; with a dead store it stays RUNNING until the next train or report
+    ends it as an orphan, or a resume reopens it)."""
+    experiment = tracking.connect(project.paths, project.experiment)
+    lost = r"stopped answering \(\[Errno 111\] Connection refused"
+    with pytest.raises(UserError, match=lost), tracking.run(experiment, tags={"fingerprint": "f"}):
+        raise MlflowException(REFUSED)
+    assert tracking.search_runs(project.paths, project.experiment)["status"].tolist() == [
+        "FAILED"]
+
+
+def test_a_failing_end_of_run_does_not_hide_the_first_error(project: Config, monkeypatch
+                                                            ) -> None:
+    """Disk full or server gone: ending the run fails too; the body's error is the one
+    reported (it used to be a second traceback)."""
+    experiment = tracking.connect(project.paths, project.experiment)
+
+    def unwritable(*args, **kwargs):
+        raise MlflowException("(sqlite3.OperationalError) database or disk is full")
+
+    with pytest.raises(RuntimeError, match="first"), tracking.run(experiment):
+        monkeypatch.setattr(MlflowClient, "set_terminated", unwritable)
+        raise RuntimeError("first")
+    assert mlflow.active_run() is None
+
+
+def _short_project(built_project: Path, root: Path) -> Config:
+    """Two optimizer steps of the original model, no curve points."""
+    return smoke_config(link_project(built_project, root), seeds=[0],
+                        study=["original"],
+                        train={"epochs": 1, "max_train_sentences": 64, "eval_points": [],
+                               "checkpoint_every": 1})
+
+
+def test_a_model_whose_run_the_store_lost_gets_it_back(built_project: Path, tmp_path: Path,
+                                                       capsys) -> None:
+    """mlruns/ lost after training (here: a fresh store): train still skips the finished
+    model, report says what to do in one line, evaluate re-creates the run from
+    multilab.json and train_log.csv (once), and report works again."""
+    cfg = _short_project(built_project, tmp_path / "project")
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    model_dir = train_model(cfg.run("original", 0), experiment_id=experiment, progress=False)
+    lost = evaluate_and_record(cfg, model_dir)["run_id"]
+
+    cfg = replace(cfg, paths=replace(cfg.paths, mlruns=tmp_path / "new-mlruns"))
+    settings = [f"--set=paths.{name}={getattr(cfg.paths, name)}" for name in
+                ("data", "artifacts", "reports", "metrics", "mlruns")]
+    common = ["--params", str(PARAMS), "--set=profile=smoke", "--set=seeds=[0]",
+              "--set=study=[original]", "--set=train.epochs=1",
+              "--set=train.max_train_sentences=64", "--set=train.eval_points=[]", *settings]
+    assert main([*common, "report"]) == 2
+    assert "no finished, evaluated runs" in capsys.readouterr().err
+    assert main([*common, "train", "--seed", "0"]) == 0  # already trained: skipped
+
+    first = evaluate_and_record(cfg, model_dir)["run_id"]
+    again = evaluate_and_record(cfg, model_dir)["run_id"]
+    assert first == again != lost
+    client = MlflowClient(tracking.tracking_uri(cfg.paths))
+    restored = client.get_run(first)
+    assert restored.info.status == "FINISHED"
+    assert restored.data.tags[tracking.RESTORED_TAG] == lost
+    assert restored.data.tags["evaluated"] == "true"
+    assert restored.data.params["train.max_train_sentences"] == "64"
+    assert [m.step for m in client.get_metric_history(first, "train_loss")] == [1, 2]
+    assert main([*common, "report"]) == 0
+    assert "original" in (cfg.paths.reports / "table1.csv").read_text()
+
+
+def test_a_resume_whose_run_the_store_lost_continues_in_a_new_run(built_project: Path,
+                                                                   tmp_path: Path) -> None:
+    cfg = _short_project(built_project, tmp_path / "project")
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    with pytest.raises(StoppedEarly):
+        train_model(cfg.run("original", 0), experiment_id=experiment, stop_after_step=1,
+                    progress=False)
+    (lost,) = tracking.search_runs(cfg.paths, cfg.experiment)["run_id"]
+    cfg = replace(cfg, paths=replace(cfg.paths, mlruns=tmp_path / "new-mlruns"))
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    train_model(cfg.run("original", 0), experiment_id=experiment, progress=False)
+    runs = tracking.search_runs(cfg.paths, cfg.experiment)
+    assert runs["status"].tolist() == ["FINISHED"]
+    assert runs.iloc[0][f"tags.{tracking.RESTORED_TAG}"] == lost
