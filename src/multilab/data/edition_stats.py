@@ -9,6 +9,8 @@ Testament's words (the train corpus of a real-language study) and the scripts of
 Regenerate docs/CORPORA.md's table (it replaces only the text between the markers)::
 
     flock /tmp/multilab-heavy.lock python -m multilab.data.edition_stats --out docs/CORPORA.md
+
+``multilab corpus editions [--edition CODE ...]`` prints the same table.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from multilab.data.bible import EDITIONS
+from multilab.data.bible import EDITIONS, check_edition
 from multilab.data.parallel import NEW_TESTAMENT, Verse, book_of, has_text, read_edition
 from multilab.errors import UserError
 from multilab.files import write_text
@@ -119,37 +121,42 @@ def replace_table(document: str, table: str) -> str:
     return f"{document[: start + len(BEGIN)]}\n{table}\n{document[end:]}"
 
 
-def _fail(message: str) -> None:
-    """Bad input: one line, exit 2 (as the ``multilab`` command line does)."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+def editions_table(codes: Sequence[str], data_dir: Path | None = None) -> str:
+    """The statistics table of ``codes`` (every edition when empty); UserError for a bad code."""
+    codes = list(codes) or list(EDITIONS)
+    for code in codes:
+        check_edition(code)
+    return stats_table([edition_stats(code, read_edition(code, data_dir)) for code in codes])
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def _document(out: Path) -> str:
+    """The markdown file to put the table in (checked before the minutes of counting)."""
+    document = out.read_text(encoding="utf-8") if out.exists() else f"{BEGIN}\n{END}\n"
+    try:
+        replace_table(document, "")
+    except UserError as err:
+        raise UserError(f"{out}: {err}") from err
+    return document
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out", type=Path, help="markdown file whose marked table to replace")
     parser.add_argument("--data", type=Path, default=Path("data"), help="export directory")
     parser.add_argument("editions", nargs="*", help="edition codes (default: all)")
     args = parser.parse_args(argv)
-    codes = args.editions or list(EDITIONS)
-    for code in codes:
-        if code not in EDITIONS:
-            _fail(f"unknown Bible edition {code!r}; valid: {', '.join(EDITIONS)}")
-    document = ""
-    if args.out is not None:
-        document = (
-            args.out.read_text(encoding="utf-8") if args.out.exists() else f"{BEGIN}\n{END}\n"
-        )
-        try:
-            replace_table(document, "")
-        except UserError as err:
-            _fail(f"{args.out}: {err}")
-    table = stats_table([edition_stats(code, read_edition(code, args.data)) for code in codes])
+    try:
+        document = _document(args.out) if args.out else ""
+        table = editions_table(args.editions, args.data)
+    except UserError as err:  # one line, exit 2, nothing written (as `multilab` does)
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.out is None:
         print(table)
-        return
-    write_text(args.out, replace_table(document, table))
+    else:
+        write_text(args.out, replace_table(document, table))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
