@@ -83,3 +83,13 @@ def test_bad_edition_and_markerless_file_are_one_line_exit_2(tmp_path: Path) -> 
         )  # fmt: skip
         assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1
     assert bad.read_text() == "no markers\n"
+
+
+def test_multilab_corpus_editions(capsys: pytest.CaptureFixture) -> None:
+    from multilab.cli import main as multilab
+
+    assert multilab(["corpus", "editions", "--edition", "t", "--edition", "h"]) == 0
+    out = capsys.readouterr().out
+    assert "| `t` | tr | Turkish" in out and "| `h` | sw | Swahili" in out
+    assert multilab(["corpus", "editions", "--edition", "K"]) == 2
+    assert "unknown Bible edition 'K'" in capsys.readouterr().err
