@@ -56,6 +56,12 @@ def test_parallel_train_has_the_same_ids_in_every_language() -> None:
     assert train[langs[4]][0][1] != "Buch" and "B" not in train[langs[4]][0][1]
 
 
+def test_a_transform_that_cannot_apply_is_a_one_line_error() -> None:
+    verses = {"3": TOY["3"], "c": [("40.001.001", "神爱世人"), ("41.001.001", "起初")]}
+    with pytest.raises(UserError, match=r"enfake of Chinese.*cannot be made of verse 40\.001\.001"):
+        train_corpora(parse_languages(["3", "c", "enfake:c"]), verses)
+
+
 def test_disjoint_shares_partition_the_ids_by_seed() -> None:
     ids = [f"40.001.{v:03d}" for v in range(1, 102)]
     shares = disjoint_shares(ids, 3, seed=7)

@@ -119,7 +119,15 @@ def _texts(
     language: Language, ids: Sequence[str], verses_by_edition: Mapping[str, Sequence[Verse]]
 ) -> list[Verse]:
     text_of = dict(verses_by_edition[language.edition])
-    return [(vid, language.text(text_of[vid])) for vid in ids]
+    out = []
+    for vid in ids:
+        try:
+            out.append((vid, language.text(text_of[vid])))
+        except ValueError as err:  # e.g. enfake of a script outside its source range
+            raise UserError(
+                f"language {language.name!r} cannot be made of verse {vid}: {err}"
+            ) from err
+    return out
 
 
 def _check_editions(
