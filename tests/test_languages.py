@@ -84,3 +84,12 @@ def test_unknown_code_names_the_valid_ones() -> None:
         parse_languages(["3", "K"])
     assert all(code in str(err.value) for code in EDITIONS)
     assert "fake" in str(err.value) and "enfake" in str(err.value)
+
+
+def test_a_yaml_list_as_params_yaml_or_dvc_exp_run_writes_it() -> None:
+    import yaml
+
+    langs = parse_languages(yaml.safe_load("[3, y, n, i, fake, 'enfake:i']"))
+    assert [lang.iso for lang in langs] == ["en", "ar", "ko", "hi", "en-fake", "hi-enfake"]
+    with pytest.raises(LanguageError, match="booleans"):
+        parse_languages(yaml.safe_load("[3, on]"))  # YAML 1.1: on is True

@@ -34,7 +34,7 @@ TOY = {
 
 
 def test_placeholders_are_not_text() -> None:
-    assert not any(has_text(t) for t in ["-", "...", "***", "(*)", ":", " "])
+    assert not any(has_text(t) for t in ["-", "[]", "...", "***", "(*)", ":", " "])
     assert all(has_text(t) for t in ["a", "神", "상동", "7"])
 
 

@@ -54,9 +54,10 @@ _WORD_CHARACTER = re.compile(r"\w")
 def has_text(text: str) -> bool:
     """True when a verse has at least one letter or digit.
 
-    Every edition holds all 31,102 ids, but some mark a verse merged into its neighbour with
-    a placeholder: ``-`` (800 in Bengali ``b``, 13 in Persian ``p``, 8 in Tagalog ``g``),
-    ``...``/``***`` (35 in ``3``), ``(*)`` (``e``), ``:`` (``y``). Such a verse is absent.
+    Every edition holds all 31,102 ids, but some mark a verse merged into its neighbour or
+    left out with a placeholder: ``-`` (800 in Bengali ``b``, 13 in Persian ``p``, 8 in
+    Tagalog ``g``), ``[]``, ``...`` or ``***`` (35 in ``3``; ``[]`` is a verse modern texts
+    omit, e.g. Matthew 17:21), ``(*)`` (``e``), ``:`` (``y``). Such a verse is absent.
     """
     return _WORD_CHARACTER.search(text) is not None
 
