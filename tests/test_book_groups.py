@@ -14,6 +14,7 @@ from multilab.data.book_groups import (
     LABELS,
     SPLITS,
     chapter_of,
+    classification_scores,
     group_of_book,
     label_of,
     majority_baseline,
@@ -83,3 +84,15 @@ def test_majority_baseline() -> None:
     assert base.label == 1 and base.accuracy == 0.5
     assert base.macro_f1 == pytest.approx((2 * 0.5 / 1.5) / 5)
     assert majority_baseline([0, 1], [1]).label == 0  # ties: the lower label
+
+
+def test_classification_scores() -> None:
+    gold = [0, 0, 1, 2, 4]
+    perfect = classification_scores(gold, gold)
+    assert perfect.accuracy == 1.0 and perfect.macro_f1 == pytest.approx(0.8)  # 3: never gold
+    scores = classification_scores([0, 1, 1, 2, 3], gold)
+    assert scores.accuracy == pytest.approx(0.6)
+    # F1 per label: 0: 2/3, 1: 2/3, 2: 1, 3: 0, 4: 0
+    assert scores.macro_f1 == pytest.approx((2 / 3 + 2 / 3 + 1) / 5)
+    with pytest.raises(ValueError, match="as many predictions"):
+        classification_scores([0], [0, 1])

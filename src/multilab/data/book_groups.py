@@ -129,6 +129,33 @@ def task_examples(
 
 
 @dataclass(frozen=True)
+class Scores:
+    """Accuracy and macro-F1 over all five labels (a label never predicted nor gold counts
+    as F1 0, so a model that ignores a group pays for it)."""
+
+    accuracy: float
+    macro_f1: float
+
+
+def classification_scores(predicted: Sequence[int], gold: Sequence[int]) -> Scores:
+    """The scores the task reports, for any predictions (a fine-tuned model, a baseline)."""
+    if len(predicted) != len(gold) or not gold:
+        raise ValueError(
+            f"need as many predictions as gold labels (at least one), got {len(predicted)} "
+            f"and {len(gold)}"
+        )
+    pairs = list(zip(predicted, gold, strict=True))
+    f1s = []
+    for label in range(len(LABELS)):
+        tp = sum(1 for p, g in pairs if p == label and g == label)
+        fp = sum(1 for p, g in pairs if p == label and g != label)
+        fn = sum(1 for p, g in pairs if p != label and g == label)
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    accuracy = sum(1 for p, g in pairs if p == g) / len(pairs)
+    return Scores(accuracy=accuracy, macro_f1=sum(f1s) / len(f1s))
+
+
+@dataclass(frozen=True)
 class Baseline:
     """The majority-class baseline: always the most frequent train label."""
 
@@ -144,7 +171,5 @@ def majority_baseline(train_labels: Iterable[int], test_labels: Sequence[int]) -
     if not counts or not test_labels:
         raise ValueError("the majority baseline needs train and test labels")
     label = min(counts, key=lambda lab: (-counts[lab], lab))
-    share = sum(1 for lab in test_labels if lab == label) / len(test_labels)
-    # the constant predictor: precision = share, recall = 1 for its label, F1 = 0 elsewhere
-    f1 = 2 * share / (1 + share) if share else 0.0
-    return Baseline(label=label, accuracy=share, macro_f1=f1 / len(LABELS))
+    scores = classification_scores([label] * len(test_labels), test_labels)
+    return Baseline(label=label, accuracy=scores.accuracy, macro_f1=scores.macro_f1)
