@@ -10,6 +10,7 @@ from multilab.data.languages import (
     TRANSFORMS,
     Language,
     LanguageError,
+    check_modification,
     editions_of,
     language_keys,
     parse_languages,
@@ -93,3 +94,37 @@ def test_a_yaml_list_as_params_yaml_or_dvc_exp_run_writes_it() -> None:
     assert [lang.iso for lang in langs] == ["en", "ar", "ko", "hi", "en-fake", "hi-enfake"]
     with pytest.raises(LanguageError, match="booleans"):
         parse_languages(yaml.safe_load("[3, on]"))  # YAML 1.1: on is True
+
+
+@pytest.mark.parametrize(
+    ("modification", "languages", "says"),
+    [
+        ("lang-pos", ["3"], "acts between languages; \\[3\\] has one"),
+        ("no-parallel", ["s"], "acts between languages"),
+        ("inv-order", ["3", "s", "i"], "inverts Fake-English, and \\[3, s, i\\] has no fake"),
+        ("3", ["3", "s"], "inverts Fake-English"),  # paper ID 3 is inv-order
+        ("knn-replace", ["3", "s", "i"], "knn table; valid only for \\[<edition>, fake\\]"),
+        ("knn-replace", ["3", "s", "fake"], "not \\[3, s, fake\\]"),
+    ],
+)
+def test_modifications_that_cannot_apply(modification: str, languages: list, says: str) -> None:
+    from multilab.lab.modifications import ModificationError
+
+    with pytest.raises(ModificationError, match=says) as err:
+        check_modification(modification, parse_languages(languages))
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("modification", "languages"),
+    [
+        ("original", ["3"]),
+        ("8", ["3", "s", "i"]),  # lang-pos;shift-special;no-random
+        ("no-parallel", ["3", "s"]),
+        ("inv-order", ["3", "s", "fake"]),
+        ("knn-replace", ["3", "fake"]),
+        ("overparam;lang-pos", ["k", "fake"]),
+    ],
+)
+def test_modifications_that_apply(modification: str, languages: list) -> None:
+    check_modification(modification, parse_languages(languages))
