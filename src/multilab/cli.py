@@ -32,6 +32,11 @@ def cmd_corpus(args: argparse.Namespace) -> None:
     from multilab.data import bible, corpus
 
     cfg = _config(args)
+    if args.action == "editions":  # every edition of the DB (docs/CORPORA.md)
+        from multilab.data.edition_stats import editions_table
+
+        print(editions_table(args.edition or [], cfg.paths.data))
+        return
     if args.action == "export":
         editions = args.edition or list(cfg.corpus.export_editions)
         for code in editions:
@@ -186,8 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("corpus", help="export Bible editions / build corpora / print stats")
-    p.add_argument("action", choices=["export", "build", "stats"])
-    p.add_argument("--edition", action="append", help="edition code (repeatable), for export")
+    p.add_argument("action", choices=["export", "build", "stats", "editions"])
+    p.add_argument("--edition", action="append", help="edition code (repeatable): export, editions")
     p.set_defaults(func=cmd_corpus)
 
     sub.add_parser("vocab", help="train the WordPiece vocabulary").set_defaults(func=cmd_vocab)

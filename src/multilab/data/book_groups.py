@@ -1,0 +1,175 @@
+"""The zero-shot downstream task (issue 16 item 5, the lab's XNLI analogue): which group of
+books an Old Testament verse comes from.
+
+Labels come from the verse id alone (``BB.CCC.VVV``), so every edition carries exactly the
+same gold labels: fine-tune on English, test on every language, and the only thing that
+changes is the language. The five groups of the Protestant canon's Old Testament:
+
+====  ===============  ======  ======== ========
+ id    group            books   chapters  verses
+====  ===============  ======  ======== ========
+ 0     law              1–5       187     5,852
+ 1     history          6–17      249     7,018
+ 2     wisdom           18–22     243     4,785
+ 3     major-prophets   23–27     183     4,440
+ 4     minor-prophets   28–39      67     1,050
+====  ===============  ======  ======== ========
+
+The split is **by chapter** (verses of one chapter share names and topic: a verse split would
+leak them from train to test), stratified by group so that every group is in every split:
+in each group the chapters are shuffled by ``random.Random(seed)`` and cut 80 / 10 / 10 %
+(train / dev / test, rounded, at least one chapter each for dev and test). The chapter list is
+the canon's (:data:`OT_CHAPTERS`, checked against the DB by the tests), so the split depends
+on the seed only: the same chapters for any choice of editions, in any process. Seed 0:
+743 / 93 / 93 chapters, 18,528 / 2,240 / 2,377 verses (KJV); the majority baseline (always
+``history``) scores accuracy .288 and macro-F1 .089 on its test split.
+
+The pretraining corpora never see these verses as training data: train is the New Testament;
+the dev corpus (the first 10,000 OT verses) is only scored for perplexity.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from multilab.data.languages import Language, editions_of
+from multilab.data.parallel import OLD_TESTAMENT, Verse, aligned_ids, book_of
+
+#: (name, first book, last book), in label order.
+BOOK_GROUPS: tuple[tuple[str, int, int], ...] = (
+    ("law", 1, 5),
+    ("history", 6, 17),
+    ("wisdom", 18, 22),
+    ("major-prophets", 23, 27),
+    ("minor-prophets", 28, 39),
+)
+LABELS: tuple[str, ...] = tuple(name for name, _, _ in BOOK_GROUPS)
+#: Chapters of each OT book, Genesis (1) to Malachi (39), as in every edition of the DB.
+OT_CHAPTERS: tuple[int, ...] = (
+    50, 40, 27, 36, 34, 24, 21, 4, 31, 24, 22, 25, 29, 36, 10, 13, 10, 42, 150, 31,
+    12, 8, 66, 52, 5, 48, 12, 14, 3, 9, 1, 4, 7, 3, 3, 3, 2, 14, 4,
+)  # fmt: skip
+SPLITS = ("train", "dev", "test")
+#: Shares of each group's chapters in train / dev / test.
+PROPORTIONS = (0.8, 0.1, 0.1)
+
+Chapter = tuple[int, int]  # (book, chapter)
+
+
+def group_of_book(book: int) -> int:
+    """The label (index into :data:`LABELS`) of an OT book; ValueError outside books 1–39."""
+    for label, (_, first, last) in enumerate(BOOK_GROUPS):
+        if first <= book <= last:
+            return label
+    raise ValueError(f"book {book} is not in the Old Testament; valid: 1–39")
+
+
+def label_of(verse_id: str) -> int:
+    """The label of a verse id ``BB.CCC.VVV``."""
+    return group_of_book(book_of(verse_id))
+
+
+def chapter_of(verse_id: str) -> Chapter:
+    book, chapter, _ = verse_id.split(".")
+    return int(book), int(chapter)
+
+
+def ot_chapters() -> list[Chapter]:
+    """Every OT chapter in canonical order."""
+    return [(b, c) for b, n in enumerate(OT_CHAPTERS, start=1) for c in range(1, n + 1)]
+
+
+def split_chapters(seed: int = 0) -> dict[Chapter, str]:
+    """Every OT chapter → ``train``, ``dev`` or ``test``; stratified by group, seeded."""
+    rng = random.Random(seed)
+    chapters = ot_chapters()
+    assignment: dict[Chapter, str] = {}
+    for label in range(len(BOOK_GROUPS)):
+        group = [ch for ch in chapters if group_of_book(ch[0]) == label]
+        rng.shuffle(group)
+        dev = max(1, round(PROPORTIONS[1] * len(group)))
+        test = max(1, round(PROPORTIONS[2] * len(group)))
+        for i, chapter in enumerate(group):
+            assignment[chapter] = "dev" if i < dev else "test" if i < dev + test else "train"
+    return assignment
+
+
+@dataclass(frozen=True)
+class Example:
+    """One labelled verse of the task."""
+
+    verse_id: str
+    text: str
+    label: int
+
+
+def task_examples(
+    languages: Sequence[Language],
+    verses_by_edition: Mapping[str, Sequence[Verse]],
+    seed: int = 0,
+) -> dict[str, dict[Language, list[Example]]]:
+    """``split → language → examples``: the OT verses present in every chosen edition, by the
+    split of their chapter; the same verse ids and labels in every language."""
+    needed = {code: verses_by_edition[code] for code in editions_of(languages)}
+    ids = aligned_ids(needed, OLD_TESTAMENT)
+    assignment = split_chapters(seed)
+    text_of = {code: dict(verses) for code, verses in needed.items()}
+    out: dict[str, dict[Language, list[Example]]] = {s: {} for s in SPLITS}
+    for split in SPLITS:
+        split_ids = [vid for vid in ids if assignment[chapter_of(vid)] == split]
+        for lang in languages:
+            out[split][lang] = [
+                Example(vid, lang.text(text_of[lang.edition][vid]), label_of(vid))
+                for vid in split_ids
+            ]
+    return out
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Accuracy and macro-F1 over all five labels (a label never predicted nor gold counts
+    as F1 0, so a model that ignores a group pays for it)."""
+
+    accuracy: float
+    macro_f1: float
+
+
+def classification_scores(predicted: Sequence[int], gold: Sequence[int]) -> Scores:
+    """The scores the task reports, for any predictions (a fine-tuned model, a baseline)."""
+    if len(predicted) != len(gold) or not gold:
+        raise ValueError(
+            f"need as many predictions as gold labels (at least one), got {len(predicted)} "
+            f"and {len(gold)}"
+        )
+    pairs = list(zip(predicted, gold, strict=True))
+    f1s = []
+    for label in range(len(LABELS)):
+        tp = sum(1 for p, g in pairs if p == label and g == label)
+        fp = sum(1 for p, g in pairs if p == label and g != label)
+        fn = sum(1 for p, g in pairs if p != label and g == label)
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    accuracy = sum(1 for p, g in pairs if p == g) / len(pairs)
+    return Scores(accuracy=accuracy, macro_f1=sum(f1s) / len(f1s))
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The majority-class baseline: always the most frequent train label."""
+
+    label: int
+    accuracy: float
+    macro_f1: float
+
+
+def majority_baseline(train_labels: Iterable[int], test_labels: Sequence[int]) -> Baseline:
+    """Accuracy and macro-F1 (over all five labels) on ``test_labels`` of always predicting
+    the most frequent train label (ties: the lower label)."""
+    counts = Counter(train_labels)
+    if not counts or not test_labels:
+        raise ValueError("the majority baseline needs train and test labels")
+    label = min(counts, key=lambda lab: (-counts[lab], lab))
+    scores = classification_scores([label] * len(test_labels), test_labels)
+    return Baseline(label=label, accuracy=scores.accuracy, macro_f1=scores.macro_f1)

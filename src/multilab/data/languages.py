@@ -1,0 +1,220 @@
+"""The languages of a study, as data: Bible editions and transforms of them.
+
+A study lists its languages, e.g. ``[3, fake]`` (today's English + Fake-English) or
+``[3, s, i]`` (English, German, Hindi: seed 000 §5's trio). Each entry is
+
+- an **edition** code of the Bible DB (:data:`multilab.data.bible.EDITIONS`), or
+- a **transform** of a listed edition: ``<transform>`` alone transforms the *first* language
+  (``fake`` = seed 000's id-shifted copy of it), ``<transform>:<code>`` a named one
+  (``enfake:s`` = seed 002's unicode-shifted copy of the German edition).
+
+Why data and not code paths: Fake-English is then one transform among several (the registry
+:data:`TRANSFORMS`), and a study on N languages is the same objects as one on two. Adding a
+transform (seed 002's word-order permutation, for instance) is one registry entry and a test.
+Wiring into ``params.yaml`` and the pipeline is not done here: :func:`parse_languages` is the
+entry point the config calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from multilab.data.bible import EDITIONS
+from multilab.errors import UserError
+
+#: Today's study: English (Bible in Basic English) and its id-shifted Fake-English.
+DEFAULT_LANGUAGES = ("3", "fake")
+_BASE_SEPARATOR = ":"
+
+
+class LanguageError(UserError):
+    """An unknown, repeated or dangling entry of a study's language list."""
+
+
+@dataclass(frozen=True)
+class Transform:
+    """A way to make a new language out of a listed edition.
+
+    ``acts_on`` says where the pipeline applies it: ``ids`` (the copy has the base's text and
+    tokenization, and its token ids are shifted into a block of its own: seed 000's
+    Fake-English) or ``text`` (``text`` maps each verse before tokenization: seed 002's
+    ``enfake``, which then gets a vocabulary of its own like any edition).
+    """
+
+    name: str
+    description: str
+    acts_on: Literal["ids", "text"]
+    text: Callable[[str], str] | None = None
+
+
+def _unicode_fake(text: str) -> str:
+    # imported here: transforms imports torch, which the config (our caller) should not pay
+    from multilab.data.transforms import unicode_fake
+
+    return unicode_fake(text)
+
+
+#: The registry of transforms. Room is left for seed 002's word-order permutation (acts on
+#: word-piece ids, with a parameter p) once a study needs it.
+TRANSFORMS: dict[str, Transform] = {
+    t.name: t
+    for t in [
+        Transform(
+            "fake",
+            "seed 000's Fake-English: the same text, every token id shifted by the vocabulary "
+            "size (a disjoint copy of the vocabulary)",
+            "ids",
+        ),
+        Transform(
+            "enfake",
+            "seed 002's unicode Fake-English: every character moved into the Tangut block "
+            "(transforms.unicode_fake), so no character is shared with any edition",
+            "text",
+            _unicode_fake,
+        ),
+    ]
+}
+
+
+@dataclass(frozen=True)
+class Language:
+    """One language of a study: an edition, or a transform of an edition.
+
+    ``edition`` is always the DB code whose verses the language is made of (the base's code
+    for a transform), so the corpora of any language are read the same way.
+    """
+
+    edition: str
+    transform: str | None = None
+
+    @property
+    def is_edition(self) -> bool:
+        return self.transform is None
+
+    @property
+    def iso(self) -> str:
+        """ISO 639-1 code of the edition's language; a transform is marked ``xx-<name>``."""
+        iso = EDITIONS[self.edition][0]
+        return iso if self.transform is None else f"{iso}-{self.transform}"
+
+    @property
+    def name(self) -> str:
+        """Human-readable name, from the edition table."""
+        name = EDITIONS[self.edition][1]
+        return name if self.transform is None else f"{self.transform} of {name}"
+
+    def key(self, first: str) -> str:
+        """How this language is written in a list whose first language is edition ``first``."""
+        if self.transform is None:
+            return self.edition
+        if self.edition == first:
+            return self.transform
+        return f"{self.transform}{_BASE_SEPARATOR}{self.edition}"
+
+    def text(self, verse: str) -> str:
+        """The verse as this language writes it (a text transform applied, else unchanged)."""
+        if self.transform is None:
+            return verse
+        fn = TRANSFORMS[self.transform].text
+        return fn(verse) if fn is not None else verse
+
+
+def valid_entries() -> str:
+    """The valid spellings, for error messages."""
+    transforms = ", ".join(f"{t} or {t}{_BASE_SEPARATOR}<code>" for t in TRANSFORMS)
+    return f"an edition code ({', '.join(EDITIONS)}) or a transform ({transforms})"
+
+
+def _entry(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise LanguageError(
+            f"language {value!r} is not {valid_entries()} (YAML reads yes/no/on/off as "
+            f"booleans: quote such codes)"
+        )
+    return str(value).strip()
+
+
+def parse_languages(values: Iterable[object] | str) -> tuple[Language, ...]:
+    """The languages of a list such as ``[3, fake]``, ``[3, s, i]`` or ``"3,s,enfake:s"``.
+
+    One-line :class:`LanguageError` for an empty list, an unknown edition or transform, a
+    language listed twice, a first language that is a transform, and a transform whose base
+    is not a listed edition (transforms of transforms are not supported).
+    """
+    entries = [_entry(v) for v in (values.split(",") if isinstance(values, str) else values)]
+    entries = [e for e in entries if e]
+    if not entries:
+        raise LanguageError(f"the language list is empty; list at least one: {valid_entries()}")
+    first = entries[0]
+    if first not in EDITIONS:
+        if first.split(_BASE_SEPARATOR)[0] in TRANSFORMS:
+            raise LanguageError(
+                f"the first language {first!r} is a transform; the first language must be an "
+                f"edition code ({', '.join(EDITIONS)})"
+            )
+        raise LanguageError(f"unknown language {first!r}; valid: {valid_entries()}")
+    listed = {e for e in entries if e in EDITIONS}
+    languages: list[Language] = []
+    for entry in entries:
+        if entry in EDITIONS:
+            language = Language(entry)
+        else:
+            name, sep, base = entry.partition(_BASE_SEPARATOR)
+            if name not in TRANSFORMS:
+                raise LanguageError(f"unknown language {entry!r}; valid: {valid_entries()}")
+            base = base.strip() if sep else first
+            if base not in listed:
+                raise LanguageError(
+                    f"{entry!r} transforms {base!r}, which is not a listed edition; "
+                    f"listed editions: {', '.join(sorted(listed))}"
+                )
+            language = Language(base, name)
+        if language in languages:
+            raise LanguageError(
+                f"language {entry!r} ({language.name}) is listed twice in [{', '.join(entries)}]"
+            )
+        languages.append(language)
+    return tuple(languages)
+
+
+def language_keys(languages: tuple[Language, ...]) -> list[str]:
+    """The canonical list spelling (``parse_languages(language_keys(x)) == x``)."""
+    return [lang.key(languages[0].edition) for lang in languages]
+
+
+def editions_of(languages: Iterable[Language]) -> tuple[str, ...]:
+    """The distinct edition codes whose verses the languages need, in listed order."""
+    return tuple(dict.fromkeys(lang.edition for lang in languages))
+
+
+def check_modification(text: str, languages: tuple[Language, ...]) -> None:
+    """A one-line :class:`ModificationError` when a modification cannot apply to ``languages``
+    *as the pipeline stands*; what it can do for N languages is issue 16's wiring.
+
+    - lang-pos, shift-special and no-parallel act between languages: at least two;
+    - inv-order inverts Fake-English's word order: a ``fake`` language must be listed
+      (inverting a chosen real language, seed 000 Table 3 row 3, is not wired yet);
+    - knn-replace reads the English ↔ Fake-English knn table of the spaces stage: exactly an
+      edition and its ``fake`` (real languages' neighbours, k = 5, are not wired yet).
+    """
+    from multilab.lab.modifications import ModificationError, canonical_name, resolve_recipe
+
+    recipe = resolve_recipe(text)
+    listed = ", ".join(language_keys(languages))
+    name = canonical_name(text)
+    between = recipe.language_positions or recipe.shift_special or not recipe.parallel
+    if between and len(languages) < 2:
+        raise ModificationError(f"modification {name!r} acts between languages; [{listed}] has one")
+    has_fake = any(lang.transform == "fake" for lang in languages)
+    if recipe.invert_fake and not has_fake:
+        raise ModificationError(
+            f"modification {name!r} inverts Fake-English, and [{listed}] has no fake; "
+            f"valid: a list with fake, e.g. [{languages[0].edition}, fake]"
+        )
+    if recipe.needs_knn and language_keys(languages) != [languages[0].edition, "fake"]:
+        raise ModificationError(
+            f"modification {name!r} needs the English ↔ Fake-English knn table; valid only "
+            f"for [<edition>, fake], not [{listed}]"
+        )

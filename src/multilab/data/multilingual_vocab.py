@@ -1,0 +1,136 @@
+"""Vocabularies of N languages (issue 16 item 3): one id block per language, or one joint block.
+
+Seed 000 §5: "each language has its own vocabulary". Generalising today's English +
+Fake-English layout (``vocab.to_fake``: the fake block is the English block shifted by its
+size) to N languages:
+
+- **separate** (the default): every edition, and every text-transformed language, gets its
+  own WordPiece trained on its own train verses; ``fake`` (an id transform) gets a copy of its
+  base's block. The blocks are concatenated in the listed order, each starting with the five
+  specials, so language k's id is its own tokenizer's id + ``offset_k``; specials stay shared
+  (ids 0–4) unless shift-special gives each language its own. With ``[3, fake]`` this is
+  exactly today's bilingual vocabulary: English at 0, Fake-English at ``vocab.size``.
+- **joint** (seeds 002/003, mBERT-style): one WordPiece over the train verses of every
+  language, every language at offset 0, so words the languages spell alike share ids. The
+  ``fake`` transform still gets its own shifted block: sharing nothing is its point.
+
+Size: every language block must at least hold the specials and every character of its corpus
+(a WordPiece without a character cannot spell words with it): :func:`minimum_size`. On the
+New Testament that is 2,421 for Chinese, 1,750 for Japanese, 1,554 for Korean, against 114 for
+English and 96 for Arabic: today's 2,048 cannot hold Chinese at all, and leaves Japanese and
+Korean few merges. Sizing the blocks (one size for all, or ``max(size, c · minimum_size)``) is
+the wiring's decision; docs/CORPORA.md has each edition's characters and types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from multilab.data.languages import TRANSFORMS, Language
+from multilab.data.vocab import FAKE_PREFIX, SPECIAL_TOKENS, train_wordpiece
+
+SEPARATE = "separate"
+JOINT = "joint"
+
+
+def minimum_size(words: Sequence[str]) -> int:
+    """The smallest WordPiece vocabulary that spells every word of a corpus: the specials,
+    every word-initial character and every word-internal one (as ``##c``)."""
+    initial = {w[0] for w in words if w}
+    inside = {ch for w in words for ch in w[1:]}
+    return len(SPECIAL_TOKENS) + len(initial) + len(inside)
+
+
+@dataclass(frozen=True)
+class Block:
+    """Where one language's ids live in the concatenated vocabulary.
+
+    ``tokens`` are the block's own tokens (specials at 0–4); language ``i`` of the study has
+    ids ``offset`` … ``offset + len(tokens) - 1``. ``tokenizer_of`` names the language whose
+    trained WordPiece tokenizes this language's text (itself for an edition, the base for
+    ``fake``, the first language for every language of a joint vocabulary).
+    """
+
+    language: Language
+    offset: int
+    tokens: tuple[str, ...]
+    tokenizer_of: Language
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+
+def to_block(ids: torch.Tensor, offset: int, shift_special: bool = False) -> torch.Tensor:
+    """A language's tokenizer ids → its ids in the concatenated vocabulary (``vocab.to_fake``
+    for any block: the specials stay shared unless ``shift_special``)."""
+    if offset == 0:
+        return ids.clone()
+    shifted = ids + offset
+    if shift_special:
+        return shifted
+    return torch.where(ids < len(SPECIAL_TOKENS), ids, shifted)
+
+
+def build_blocks(
+    languages: Sequence[Language],
+    train_texts: Mapping[Language, Sequence[str]],
+    size: int,
+    mode: str = SEPARATE,
+) -> tuple[Block, ...]:
+    """Train the WordPiece vocabularies of a study and lay out their id blocks.
+
+    ``train_texts`` holds each language's train verses as it writes them (a text transform
+    already applied); an id-transformed language (``fake``) needs none. Each trained block has
+    ``size`` tokens (``vocab.train_wordpiece``: deterministic, a UserError when the corpus is
+    too small), a ``fake`` block the size of its base.
+    """
+    if mode not in (SEPARATE, JOINT):
+        raise ValueError(f"unknown vocabulary mode {mode!r}; valid: {SEPARATE}, {JOINT}")
+    trained: dict[Language, tuple[str, ...]] = {}
+
+    def tokens_of(texts: list[str]) -> tuple[str, ...]:
+        tokenizer = train_wordpiece(texts, size)
+        return tuple(tokenizer.id_to_token(i) for i in range(size))
+
+    own = [lang for lang in languages if not _is_id_copy(lang)]
+    if mode == JOINT:
+        joint = tokens_of([t for lang in own for t in train_texts[lang]])
+        trained = dict.fromkeys(own, joint)
+    else:
+        trained = {lang: tokens_of(list(train_texts[lang])) for lang in own}
+
+    blocks: list[Block] = []
+    offset = 0
+    for lang in languages:
+        if _is_id_copy(lang):
+            owner = own[0] if mode == JOINT else Language(lang.edition)
+            prefix = FAKE_PREFIX if lang.transform == "fake" else f"{lang.transform}{FAKE_PREFIX}"
+            tokens = tuple(prefix + t for t in trained[owner])
+            blocks.append(Block(lang, offset, tokens, owner))
+            offset += len(tokens)
+        elif mode == JOINT:
+            blocks.append(Block(lang, 0, trained[lang], own[0]))
+            offset = max(offset, len(trained[lang]))
+        else:
+            blocks.append(Block(lang, offset, trained[lang], lang))
+            offset += len(trained[lang])
+    return tuple(blocks)
+
+
+def vocabulary(blocks: Sequence[Block]) -> list[str]:
+    """Every token of the concatenated vocabulary in id order (a joint block counted once)."""
+    tokens: list[str] = []
+    for block in blocks:
+        if block.offset == len(tokens):
+            tokens.extend(block.tokens)
+        elif tuple(tokens[block.offset : block.offset + block.size]) != block.tokens:
+            raise ValueError(f"block of {block.language.name} overlaps another block")
+    return tokens
+
+
+def _is_id_copy(language: Language) -> bool:
+    return language.transform is not None and TRANSFORMS[language.transform].acts_on == "ids"

@@ -1,0 +1,130 @@
+"""Languages as data: parsing a study's language list, its errors, the transform registry."""
+
+from __future__ import annotations
+
+import pytest
+
+from multilab.data.bible import EDITIONS
+from multilab.data.languages import (
+    DEFAULT_LANGUAGES,
+    TRANSFORMS,
+    Language,
+    LanguageError,
+    check_modification,
+    editions_of,
+    language_keys,
+    parse_languages,
+)
+from multilab.errors import UserError
+
+
+def test_default_is_english_and_its_id_shifted_fake() -> None:
+    langs = parse_languages(DEFAULT_LANGUAGES)
+    assert langs == (Language("3"), Language("3", "fake"))
+    assert TRANSFORMS["fake"].acts_on == "ids"
+    assert langs[1].text("In the beginning") == "In the beginning"  # ids shift, text same
+    assert [lang.iso for lang in langs] == ["en", "en-fake"]
+    assert editions_of(langs) == ("3",)
+
+
+def test_yaml_integers_and_comma_strings() -> None:
+    assert parse_languages([3, "s", "i"]) == parse_languages("3, s, i")
+    langs = parse_languages([3, "s", "i"])
+    assert [lang.iso for lang in langs] == ["en", "de", "hi"]
+    assert langs[1].name == EDITIONS["s"][1]
+    assert editions_of(langs) == ("3", "s", "i")
+
+
+def test_transform_of_another_listed_language() -> None:
+    langs = parse_languages(["3", "s", "enfake:s", "fake"])
+    assert langs[2] == Language("s", "enfake") and langs[3] == Language("3", "fake")
+    assert langs[2].iso == "de-enfake"
+    shifted = langs[2].text("Im Anfang")
+    assert shifted != "Im Anfang" and not set(shifted) & set("ImAnfang")
+    assert editions_of(langs) == ("3", "s")
+
+
+def test_canonical_keys_round_trip() -> None:
+    langs = parse_languages(["3", "s", "fake:3", "enfake:s"])
+    assert language_keys(langs) == ["3", "s", "fake", "enfake:s"]
+    assert parse_languages(language_keys(langs)) == langs
+
+
+def test_languages_are_immutable_and_hashable() -> None:
+    lang = Language("3")
+    with pytest.raises(AttributeError):
+        lang.edition = "k"  # type: ignore[misc]
+    assert len({Language("3"), Language("3"), Language("3", "fake")}) == 2
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ([], "empty"),
+        (["3", "q"], "unknown language 'q'"),
+        (["x"], "unknown language 'x'"),
+        (["3", "s", "3"], "listed twice"),
+        (["3", "fake", "fake:3"], "listed twice"),
+        (["3", "fake:s"], "not a listed edition"),
+        (["3", "enfake", "fake:enfake"], "not a listed edition"),
+        (["fake", "3"], "first language 'fake' is a transform"),
+        (["3", "shuffle:3"], "unknown language 'shuffle:3'"),
+        ([3, True], "booleans"),
+        ([3.0], "is not an edition code"),
+    ],
+)
+def test_bad_lists_are_one_line_errors(values: list[object], says: str) -> None:
+    with pytest.raises(LanguageError, match=says) as err:
+        parse_languages(values)
+    message = str(err.value)
+    assert "\n" not in message and isinstance(err.value, UserError)
+
+
+def test_unknown_code_names_the_valid_ones() -> None:
+    with pytest.raises(LanguageError) as err:
+        parse_languages(["3", "K"])
+    assert all(code in str(err.value) for code in EDITIONS)
+    assert "fake" in str(err.value) and "enfake" in str(err.value)
+
+
+def test_a_yaml_list_as_params_yaml_or_dvc_exp_run_writes_it() -> None:
+    import yaml
+
+    langs = parse_languages(yaml.safe_load("[3, y, n, i, fake, 'enfake:i']"))
+    assert [lang.iso for lang in langs] == ["en", "ar", "ko", "hi", "en-fake", "hi-enfake"]
+    with pytest.raises(LanguageError, match="booleans"):
+        parse_languages(yaml.safe_load("[3, on]"))  # YAML 1.1: on is True
+
+
+@pytest.mark.parametrize(
+    ("modification", "languages", "says"),
+    [
+        ("lang-pos", ["3"], "acts between languages; \\[3\\] has one"),
+        ("no-parallel", ["s"], "acts between languages"),
+        ("inv-order", ["3", "s", "i"], "inverts Fake-English, and \\[3, s, i\\] has no fake"),
+        ("3", ["3", "s"], "inverts Fake-English"),  # paper ID 3 is inv-order
+        ("knn-replace", ["3", "s", "i"], "knn table; valid only for \\[<edition>, fake\\]"),
+        ("knn-replace", ["3", "s", "fake"], "not \\[3, s, fake\\]"),
+    ],
+)
+def test_modifications_that_cannot_apply(modification: str, languages: list, says: str) -> None:
+    from multilab.lab.modifications import ModificationError
+
+    with pytest.raises(ModificationError, match=says) as err:
+        check_modification(modification, parse_languages(languages))
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("modification", "languages"),
+    [
+        ("original", ["3"]),
+        ("8", ["3", "s", "i"]),  # lang-pos;shift-special;no-random
+        ("no-parallel", ["3", "s"]),
+        ("inv-order", ["3", "s", "fake"]),
+        ("knn-replace", ["3", "fake"]),
+        ("overparam;lang-pos", ["k", "fake"]),
+    ],
+)
+def test_modifications_that_apply(modification: str, languages: list) -> None:
+    check_modification(modification, parse_languages(languages))
