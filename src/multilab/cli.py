@@ -7,8 +7,8 @@ value and the valid ones, exit code 2, nothing written.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -69,14 +69,18 @@ def cmd_spaces(args: argparse.Namespace) -> None:
     metrics = fasttext_spaces.build_spaces(words, vocab_words, cfg.paths.spaces, cfg.spaces)
     write_json(cfg.paths.metrics / "spaces.json", metrics)
     _log_spaces(cfg, metrics)
-    print(json.dumps(metrics, indent=2))
+    shown = {k: v for k, v in metrics.items() if isinstance(v, int | float | str)}
+    print("spaces: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                 for k, v in shown.items()))
+    print(f"all: {cfg.paths.metrics / 'spaces.json'}")
 
 
 def _log_spaces(cfg: Config, metrics: dict) -> None:
     from multilab import tracking
 
-    experiment_id = tracking.connect(cfg.paths, cfg.experiment)
-    with tracking.run(experiment_id, name="spaces", tags={"stage": "spaces"}):
+    experiment_id = tracking.connect(cfg.paths, tracking.spaces_experiment(cfg.experiment))
+    with tracking.run(experiment_id, name="spaces",
+                      tags={"stage": "spaces", **tracking.source_tags()}):
         tracking.log_params({f"spaces.{k}": v for k, v in vars(cfg.spaces).items()})
         tracking.log_metrics({k: v for k, v in metrics.items() if isinstance(v, int | float)})
 
@@ -103,16 +107,25 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         from multilab.config import parse_layers
 
         cfg = replace(cfg, evaluate=replace(cfg.evaluate, layers=parse_layers(args.layers)))
-    results = evaluate_and_record(cfg, Path(args.model_dir), args.out and Path(args.out))
-    print(json.dumps(results, indent=2, sort_keys=True))
+    out = args.out and Path(args.out)
+    record = evaluate_and_record(cfg, Path(args.model_dir), out)
+    from multilab.lab.metric_table import short_table
+
+    name = f"{record['modification']} s{record['seed']}"
+    print(short_table({name: record["metrics"]}))
+    print(f"all metrics: {out or cfg.paths.eval_file(record['modification'], record['seed'])}")
 
 
 def cmd_variant(args: argparse.Namespace) -> None:
+    from multilab.lab.metric_table import short_table
     from multilab.lab.variant import run_variant
 
     cfg = _config(args)
     summary = run_variant(cfg)
-    print(json.dumps(summary, indent=2, sort_keys=True))
+    name = f"{summary['modification']} (mean of {summary['n_seeds']} seeds)"
+    print(short_table({name: summary}))
+    print(f"all metrics: {cfg.paths.metrics / 'variant.json'}, "
+          f"{cfg.paths.variant / 'summary.json'} (std, per seed)")
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -185,8 +198,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_libraries() -> None:
+    """No per-file bars of Hugging Face libraries ("Writing model shards" at every checkpoint,
+    "Loading weights" at every load): multilab's own training bar says what happens."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when they are imported
+    if "transformers" in sys.modules:  # imported already (in-process callers, tests)
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    quiet_libraries()
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

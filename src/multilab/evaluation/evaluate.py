@@ -244,7 +244,20 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
     out = out or cfg.paths.eval_file(run.modification, run.seed)
     write_json(out, record)
     if done.get("run_id"):
-        tracking.log_to_run(cfg.paths, done["run_id"], results, step=done.get("steps", 0))
-        tracking.set_tags(cfg.paths, done["run_id"], {"evaluated": "true"})
+        record_in_mlflow(cfg, done["run_id"], model_dir, results, done.get("steps", 0))
     return record
+
+
+#: Measurements of the evaluation itself, not of the model: kept from the first evaluation.
+EVALUATION_TIMINGS = ("eval_seconds",)
+
+
+def record_in_mlflow(cfg: Config, run_id: str, model_dir: Path, results: dict[str, float],
+                     step: int) -> None:
+    """The final metrics on the model's run, once (a re-evaluation adds no duplicate point);
+    the model itself as an MLflow transformers model, once; then the ``evaluated`` tag."""
+    if tracking.logged_model(cfg.paths, run_id) is None:
+        tracking.log_model(cfg.paths, run_id, model_dir, step)
+    tracking.log_final_metrics(cfg.paths, run_id, results, step, once=EVALUATION_TIMINGS)
+    tracking.set_tags(cfg.paths, run_id, {"evaluated": "true"})
 
