@@ -65,7 +65,8 @@ async def _run_page(uri: str, experiment_id: str, run_id: str, shot: Path) -> tu
     async with browser(2000, 1400) as page:
         await page.open(f"{uri}/#/experiments/{experiment_id}/runs/{run_id}"
                         "?workflowType=machine_learning")
-        await page.wait_for("document.body.innerText.includes('retrieval_p1.l8')")
+        await page.wait_for("document.body.innerText.includes('retrieval_p1.l8') && "
+                            "!document.body.innerText.includes('name loading')")  # parent's
         overview = await page.text()
         await page.screenshot(shot)
         await page.open(f"{uri}/#/experiments/{experiment_id}/runs/{run_id}/artifacts")
