@@ -244,3 +244,18 @@ def test_the_queue_script_queues_one_experiment_per_id(tmp_path: Path) -> None:
     assert {p["profile"] for p in params} == {"smoke"}
     subprocess.run([DVC, "queue", "remove", "--all"], cwd=project, env=env,
                    capture_output=True, check=True)
+
+
+def test_mixed_precision_defaults_to_bf16_on_cuda_and_none_on_cpu(monkeypatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert devices.mixed_precision({}) == "bf16"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert devices.mixed_precision({}) == "no"
+
+
+def test_mixed_precision_override_for_the_fp32_arm_and_bad_values() -> None:
+    assert devices.mixed_precision({devices.PRECISION_VARIABLE: "no"}) == "no"
+    with pytest.raises(UserError, match="'fp8' is not one of bf16, fp16, no"):
+        devices.mixed_precision({devices.PRECISION_VARIABLE: "fp8"})

@@ -36,6 +36,7 @@ from multilab.training.model_dir import (
     latest_checkpoint,
     model_fingerprint,
     read_done,
+    run_checkpoint_area,
 )
 from multilab.training.train import train_model
 from tests.helpers import (
@@ -62,12 +63,12 @@ slow = pytest.mark.slow
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _written_steps(model_dir: Path) -> list[int]:
+def _written_steps(area: Path) -> list[int]:
     """Steps of checkpoints written or being written."""
-    return [*checkpoint_steps(model_dir), *checkpoint_steps(model_dir, partial=True)]
+    return [*checkpoint_steps(area), *checkpoint_steps(area, partial=True)]
 
 
-def _kill_at(process: subprocess.Popen, model_dir: Path, step: int, log: Path) -> int:
+def _kill_at(process: subprocess.Popen, area: Path, step: int, log: Path) -> int:
     """SIGKILL as soon as checkpoint ``step`` (or a later one) starts being written.
 
     Watching the ``.tmp-`` folder as well lands many kills in the middle of a checkpoint
@@ -75,7 +76,7 @@ def _kill_at(process: subprocess.Popen, model_dir: Path, step: int, log: Path) -
     """
     deadline = time.monotonic() + LAUNCH_TIMEOUT
     while True:
-        if max(_written_steps(model_dir), default=0) >= step:
+        if max(_written_steps(area), default=0) >= step:
             break
         if process.poll() is not None:
             pytest.fail(f"training ended (exit {process.returncode}) before step {step}:\n"
@@ -86,7 +87,7 @@ def _kill_at(process: subprocess.Popen, model_dir: Path, step: int, log: Path) -
         time.sleep(0.005)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=60)  # reaped: the pid is gone, as after a real kill
-    return max(checkpoint_steps(model_dir), default=0)
+    return max(checkpoint_steps(area), default=0)
 
 
 #: A process that starts an MLflow run of a fingerprint as `multilab train` does (same tags)
@@ -134,7 +135,7 @@ def killed_and_resumed(built_project: Path, tmp_path_factory: pytest.TempPathFac
     settings = cli_settings(root)
     cfg = config_of(settings)
     run = cfg.run("original", 0)
-    model_dir = run.model_dir
+    model_dir, area = run.model_dir, run_checkpoint_area(run)
     orphan_id, orphan_pid = _sigkilled_run(settings, model_fingerprint(run))
     rng = random.Random(KILL_SEED)
     # from step 2, so that even a kill during the first write leaves checkpoint 1 to resume;
@@ -145,9 +146,9 @@ def killed_and_resumed(built_project: Path, tmp_path_factory: pytest.TempPathFac
     left_at, resumed_from = [], []
     for log, target in zip(logs, kill_steps, strict=False):
         # past every folder already there, complete or not: a stale one must not trigger
-        beyond = max(_written_steps(model_dir), default=0) + 1
+        beyond = max(_written_steps(area), default=0) + 1
         process = launch(settings, log, subprocess_env(), "train", "--seed", "0")
-        left_at.append(_kill_at(process, model_dir, min(max(target, beyond), STEPS - 1), log))
+        left_at.append(_kill_at(process, area, min(max(target, beyond), STEPS - 1), log))
     finish(launch(settings, logs[-1], subprocess_env(), "train", "--seed", "0"), logs[-1])
     for log in logs[1:]:
         found = re.findall(r"resuming \S+ from step (\d+)", log.read_text())
@@ -160,7 +161,7 @@ def killed_and_resumed(built_project: Path, tmp_path_factory: pytest.TempPathFac
         client = MlflowClient(tracking.tracking_uri(cfg.paths))
         history = {run_id: client.get_metric_history(run_id, "train_loss")
                    for run_id in runs["run_id"]}
-    return {"cfg": cfg, "model_dir": model_dir, "record": record, "runs": runs,
+    return {"cfg": cfg, "model_dir": model_dir, "area": area, "record": record, "runs": runs,
             "history": history, "orphan_id": orphan_id, "orphan_pid": orphan_pid,
             "left_at": left_at,
             "resumed_from": resumed_from, "kill_steps": kill_steps, "logs": logs}
@@ -179,9 +180,9 @@ def test_sigkill_at_random_steps_resumes_to_identical_weights(killed_and_resumed
     assert ours.keys() == theirs.keys()
     assert all(torch.equal(ours[name], theirs[name]) for name in ours)
     assert read_done(killed["model_dir"])["steps"] == STEPS
-    model_dir = killed["model_dir"]
-    assert not list(model_dir.glob(f"{CHECKPOINT_PREFIX}*"))
-    assert not list(model_dir.glob(f"{TMP_PREFIX}*"))  # leftovers of mid-write kills removed
+    for folder in (killed["model_dir"], killed["area"]):
+        assert not list(folder.glob(f"{CHECKPOINT_PREFIX}*"))
+        assert not list(folder.glob(f"{TMP_PREFIX}*"))  # leftovers of mid-write kills removed
 
 
 @slow
@@ -217,29 +218,31 @@ def test_resumed_run_logs_every_step_with_one_value(killed_and_resumed) -> None:
     assert all(len(seen) == 1 for seen in values.values())
 
 
-def _stopped_at_two(project: Config, tmp_path: Path) -> tuple[list[str], Path]:
-    """A 4-step run stopped (resumably) after step 2, tracked in the local store."""
+def _stopped_at_two(project: Config, tmp_path: Path) -> tuple[list[str], Path, Path]:
+    """A 4-step run stopped (resumably) after step 2, tracked in the local store; the
+    settings, the model directory and its checkpoint folder."""
     settings = cli_settings(tmp_path, **{"train.max_train_sentences": 64})
     cfg = config_of(settings)
     experiment = tracking.connect(cfg.paths, cfg.experiment)
     with pytest.raises(StoppedEarly):
         train_model(cfg.run("original", 0), experiment_id=experiment, stop_after_step=2,
                     progress=False)
-    return settings, cfg.paths.model_dir("original", 0)
+    run = cfg.run("original", 0)
+    return settings, run.model_dir, run_checkpoint_area(run)
 
 
 def test_half_written_checkpoint_is_ignored(project: Config, tmp_path: Path, caplog) -> None:
     """A ``.tmp-checkpoint-N`` (a write the kill cut short) is never picked up, only removed."""
-    settings, model_dir = _stopped_at_two(project, tmp_path)
-    half = model_dir / f"{TMP_PREFIX}{CHECKPOINT_PREFIX}3"
+    settings, model_dir, area = _stopped_at_two(project, tmp_path)
+    half = area / f"{TMP_PREFIX}{CHECKPOINT_PREFIX}3"
     half.mkdir()
-    complete = (model_dir / f"{CHECKPOINT_PREFIX}2" / "state.pt").read_bytes()
+    complete = (area / f"{CHECKPOINT_PREFIX}2" / "state.pt").read_bytes()
     (half / "state.pt").write_bytes(complete[: len(complete) // 2])
-    assert latest_checkpoint(model_dir) == model_dir / f"{CHECKPOINT_PREFIX}2"
+    assert latest_checkpoint(area) == area / f"{CHECKPOINT_PREFIX}2"
     caplog.set_level("INFO", logger="multilab.training.train")
     assert main(cli_args(settings, "train", "--seed", "0")) == 0
     assert "from step 2" in caplog.text
-    assert read_done(model_dir)["steps"] == 4 and not list(model_dir.glob(f"{TMP_PREFIX}*"))
+    assert read_done(model_dir)["steps"] == 4 and not list(area.glob(f"{TMP_PREFIX}*"))
     assert run_statuses(config_of(settings)) == ["FINISHED"]
 
 
@@ -247,8 +250,8 @@ def test_damaged_checkpoint_is_one_clear_error(project: Config, tmp_path: Path, 
                                                ) -> None:
     """A complete checkpoint that cannot be read stops the run: skipping it would silently
     retrain from step 0 (only the latest checkpoint is kept)."""
-    settings, model_dir = _stopped_at_two(project, tmp_path)
-    state = model_dir / f"{CHECKPOINT_PREFIX}2" / "state.pt"
+    settings, model_dir, area = _stopped_at_two(project, tmp_path)
+    state = area / f"{CHECKPOINT_PREFIX}2" / "state.pt"
     state.write_bytes(state.read_bytes()[:1000])
     capsys.readouterr()
     assert main(cli_args(settings, "train", "--seed", "0")) == 2
@@ -342,8 +345,9 @@ def test_truncated_sentences_are_counted_logged_and_kill_after_save_is_healed(
     client = MlflowClient(tracking.tracking_uri(cfg.paths))  # forge the kill's aftermath
     client.update_run(done["run_id"], status="RUNNING")
     client.set_tag(done["run_id"], tracking.PID_TAG, str(dead_pid()))
-    (model_dir / f"{CHECKPOINT_PREFIX}3").mkdir()
+    area = run_checkpoint_area(cfg.run("original", 0))
+    (area / f"{CHECKPOINT_PREFIX}3").mkdir(parents=True)
     train_model(cfg.run("original", 0), experiment_id=experiment, progress=False)
     healed = client.get_run(done["run_id"])
     assert healed.info.status == "FINISHED" and tracking.ORPHAN_TAG in healed.data.tags
-    assert not list(model_dir.glob(f"{CHECKPOINT_PREFIX}*"))
+    assert not list(area.glob(f"{CHECKPOINT_PREFIX}*"))

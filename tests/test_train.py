@@ -15,7 +15,7 @@ from multilab.data.inputs import InputEncoder
 from multilab.errors import StoppedEarly
 from multilab.lab.modifications import resolve_recipe
 from multilab.training.model import MaskedLMObjective, build_model
-from multilab.training.model_dir import read_done
+from multilab.training.model_dir import read_done, run_checkpoint_area
 from multilab.training.train import prepare_data, train_model
 from tests import reference
 
@@ -81,7 +81,8 @@ def test_resume_gives_identical_weights(project: Config, tmp_path, stop_at: int)
     logged = tracking.metric_history(project.paths, runs.iloc[0]["run_id"], "train_loss")
     assert [step for step, _ in logged] == list(range(1, stop_at + 1))
     # the checkpoint is a model directory: loadable by transformers as it stands
-    (checkpoint,) = interrupted.glob("checkpoint-*")
+    area = run_checkpoint_area(run, interrupted)  # outside the model directory (a DVC out)
+    (checkpoint,) = area.glob("checkpoint-*")
     partial = AutoModelForMaskedLM.from_pretrained(str(checkpoint))
     state = torch.load(checkpoint / "state.pt", weights_only=False)["model"]
     assert all(torch.equal(state[k], v) for k, v in partial.state_dict().items() if k in state)
@@ -90,7 +91,7 @@ def test_resume_gives_identical_weights(project: Config, tmp_path, stop_at: int)
     assert all(torch.equal(a[k], b[k]) for k in a)
     runs = tracking.search_runs(project.paths, project.experiment)
     assert len(runs) == 1 and runs.iloc[0]["status"] == "FINISHED"  # the same run continued
-    assert not list(interrupted.glob("checkpoint-*"))
+    assert not list(area.glob("checkpoint-*")) and not list(interrupted.glob("checkpoint-*"))
 
 
 def test_different_seeds_give_different_models(project: Config, tmp_path) -> None:

@@ -17,6 +17,7 @@ from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
 from multilab.files import write_json
 from multilab.lab.modifications import PAPER_IDS, describe
+from multilab.threads import configure_threads
 
 log = logging.getLogger("multilab")
 
@@ -216,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in ("train", "evaluate", "variant"):
             claim_gpu()  # several GPUs: one per process, before CUDA starts (devices.py)
+            configure_threads()  # cores shared by parallel workers, before torch starts
         args.func(args)
     except UserError as err:  # ModificationError is one
         message = " ".join(str(err).split())  # always one line, whatever the cause says

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 LOCK_DIR_VARIABLE = "MULTILAB_GPU_LOCKS"
 PER_GPU_VARIABLE = "MULTILAB_WORKERS_PER_GPU"
+PRECISION_VARIABLE = "MULTILAB_MIXED_PRECISION"
+PRECISIONS = ("bf16", "fp16", "no")
 DEFAULT_LOCK_DIR = Path("/tmp/multilab-gpus")
 #: Set by accelerate launch / torchrun in each rank; the launcher assigns the GPUs then.
 LAUNCHER_VARIABLES = ("LOCAL_RANK",)
@@ -122,6 +124,22 @@ def _workers_per_gpu(environ: MutableMapping[str, str], per_gpu: int | None) -> 
     if value < 1:
         raise UserError(f"{PER_GPU_VARIABLE} must be a whole number >= 1, not {raw!r}")
     return value
+
+
+def mixed_precision(environ: MutableMapping[str, str] = os.environ) -> str:
+    """Accelerate's ``mixed_precision``: bf16 on CUDA, none on the CPU, or the override.
+
+    The override exists to measure bf16 against float32 on a GPU (docs/GPU.md); it is not part
+    of a model's fingerprint, so train the two arms into different artefact directories.
+    """
+    chosen = environ.get(PRECISION_VARIABLE, "").strip()
+    if not chosen:
+        import torch  # here, not at the top: claim_gpu must run before anything touches CUDA
+
+        return "bf16" if torch.cuda.is_available() else "no"
+    if chosen not in PRECISIONS:
+        raise UserError(f"{PRECISION_VARIABLE}={chosen!r} is not one of {', '.join(PRECISIONS)}")
+    return chosen
 
 
 def _lock(path: Path) -> int | None:

@@ -7,6 +7,7 @@ training, and every metric is computed on whole tensors (see :mod:`multilab.eval
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -24,8 +25,14 @@ from multilab.evaluation import metrics
 from multilab.files import write_json
 from multilab.lab.metric_table import MU_PARTS, layer_key
 from multilab.lab.modifications import Recipe
-from multilab.training.model import CurveHook, hidden_layers, load_model, selected_logits
-from multilab.training.model_dir import DONE_FILE, read_done
+from multilab.training.model import (
+    CurveHook,
+    check_finite_weights,
+    hidden_layers,
+    load_model,
+    selected_logits,
+)
+from multilab.training.model_dir import DONE_FILE, check_weights, read_done
 
 PERPLEXITY_REPLACEMENT = (1.0, 0.0, 0.0, 0.0)  # every selected token becomes [MASK]
 
@@ -222,6 +229,17 @@ def evaluation_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def check_finite_metrics(results: dict[str, float], model_dir: Path) -> dict[str, float]:
+    """``results`` if every metric is a number: a NaN perplexity means broken weights, and
+    must neither reach the evaluation JSON nor the model's MLflow run."""
+    bad = {key: value for key, value in results.items() if not math.isfinite(value)}
+    if bad:
+        listed = ", ".join(f"{key}={value}" for key, value in sorted(bad.items()))
+        raise UserError(f"evaluating {model_dir} gave non-finite metrics ({listed}); its "
+                        "weights are broken: delete it to train again")
+    return results
+
+
 def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -> dict:
     """Evaluate a trained model directory; write JSON; log metrics to its MLflow run."""
     done = read_done(model_dir)
@@ -229,9 +247,11 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
         raise UserError(
             f"{model_dir} is not a finished multilab model (no {DONE_FILE}); train it first"
         )
-    model = load_model(model_dir).to(evaluation_device())
+    model = load_model(model_dir)  # an unreadable file: "corrupted checkpoint"
+    check_weights(model_dir, done)  # a readable one that changed since training
+    check_finite_weights(model.state_dict(), model_dir)
     run = cfg.run(done["modification"], done["seed"])
-    results = evaluate_model(model, run)
+    results = check_finite_metrics(evaluate_model(model.to(evaluation_device()), run), model_dir)
     record = {
         "modification": run.modification,
         "paper_id": run.paper_id,

@@ -69,6 +69,17 @@ def load_model(model_dir: Path) -> BertForMaskedLM:
         raise UserError(f"{model_dir} holds a corrupted checkpoint: {err}") from err
 
 
+def check_finite_weights(state_dict: dict[str, torch.Tensor], where: Path) -> None:
+    """Refuse NaN or infinite weights: training on from them, finishing them or evaluating
+    them gives NaN losses and metrics."""
+    bad = [name for name, tensor in state_dict.items()
+           if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
+    if bad:
+        more = f" and {len(bad) - 1} more tensors" if len(bad) > 1 else ""
+        raise UserError(f"{where} holds non-finite weights ({bad[0]}{more}); delete it to "
+                        "train again")
+
+
 def selected_logits(
     model: BertForMaskedLM, inputs: dict[str, torch.Tensor], selected: torch.Tensor
 ) -> torch.Tensor:

@@ -1,10 +1,16 @@
 """What a trained model directory holds, for everyone who reads one without training.
 
 A model directory is a ``save_pretrained`` folder (``AutoModelForMaskedLM.from_pretrained``
-loads it) plus ``multilab.json``, the *done file*, written last: its presence means the
-training finished, and its fingerprint says which configuration and data it finished for.
-While training runs, the directory holds the latest ``checkpoint-N`` instead, and a
-``.tmp-checkpoint-N`` while one is being written.
+loads it) plus ``multilab.json``, the *done file*: its fingerprint says which configuration
+and data it finished for, and its ``weights_sha256`` which weights. The whole folder is
+written beside the model directory and renamed into place, so the done file always describes
+the weights next to it.
+
+Checkpoints live outside the model directory, in ``<artifacts>/checkpoints/<the model
+directory's path under artifacts>/<fingerprint>/checkpoint-N`` (and ``.tmp-checkpoint-N``
+while one is written): the model directory is a DVC out, and ``dvc exp run`` empties an out
+it has no hash for, ``persist: true`` or not. That folder also holds ``train.lock``, taken
+by the one process allowed to train the model.
 
 Evaluation, figures, the variant runner and the report read model directories through this
 module, not through the training loop.
@@ -18,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from multilab.config import RunConfig
+from multilab.config import Paths, RunConfig
 from multilab.errors import UserError
 from multilab.files import write_json
 from multilab.spaces.fasttext_spaces import KNN_TABLE
@@ -27,6 +33,9 @@ DONE_FILE = "multilab.json"
 TRAIN_LOG = "train_log.csv"
 CHECKPOINT_PREFIX = "checkpoint-"
 TMP_PREFIX = ".tmp-"  # a checkpoint being written; never read
+CHECKPOINTS = "checkpoints"  # under paths.artifacts, never a DVC out
+WEIGHTS = "model.safetensors"
+WEIGHTS_HASH = "weights_sha256"  # in the done file
 
 
 def data_fingerprint(run: RunConfig) -> str:
@@ -66,35 +75,91 @@ def looks_like_model_dir(path: Path) -> bool:
     return path.is_dir() and any((path / name).exists() for name in (DONE_FILE, "config.json"))
 
 
-def checkpoint_dir(model_dir: Path, step: int) -> Path:
-    return model_dir / f"{CHECKPOINT_PREFIX}{step}"
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, read in 1 MiB blocks (BERT-base weights are 0.4 GB)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
-def partial_checkpoint_dir(model_dir: Path, step: int) -> Path:
+def check_weights(model_dir: Path, done: dict[str, Any]) -> None:
+    """Refuse weights that are not the ones the done file recorded (damaged after training).
+
+    safetensors has no checksum: a flipped bit loads fine and evaluates to NaN or to quietly
+    wrong numbers. Models finished before the hash was recorded are not checked.
+    """
+    expected = done.get(WEIGHTS_HASH)
+    weights = Path(model_dir) / WEIGHTS
+    if expected and weights.exists() and file_sha256(weights) != expected:
+        raise UserError(
+            f"{weights} is damaged: it does not match the {WEIGHTS_HASH} of {DONE_FILE}; "
+            f"delete {model_dir} to train it again"
+        )
+
+
+def checkpoint_home(paths: Paths, model_dir: Path) -> Path:
+    """The folder of ``model_dir``'s checkpoints (all configurations) and its training lock.
+
+    It mirrors the model directory's path under ``paths.artifacts`` (a model directory
+    elsewhere gets a folder named by its path's hash): outside every DVC out, git-ignored
+    with the rest of the artefacts.
+    """
+    artifacts, target = Path(paths.artifacts).resolve(), Path(model_dir).resolve()
+    try:
+        relative = target.relative_to(artifacts)
+    except ValueError:
+        relative = Path("elsewhere") / hashlib.sha256(str(target).encode()).hexdigest()[:16]
+    return artifacts / CHECKPOINTS / relative
+
+
+def checkpoint_area(paths: Paths, model_dir: Path, fingerprint: str) -> Path:
+    """The checkpoints of one configuration of ``model_dir``: switching configurations back
+    and forth never deletes another configuration's training."""
+    return checkpoint_home(paths, model_dir) / fingerprint
+
+
+def run_checkpoint_area(run: RunConfig, model_dir: Path | None = None) -> Path:
+    """:func:`checkpoint_area` of the model ``run`` trains (into ``model_dir``)."""
+    return checkpoint_area(run.study.paths, model_dir or run.model_dir, model_fingerprint(run))
+
+
+def checkpoint_dir(area: Path, step: int) -> Path:
+    return area / f"{CHECKPOINT_PREFIX}{step}"
+
+
+def partial_checkpoint_dir(area: Path, step: int) -> Path:
     """Where checkpoint ``step`` is written before it is renamed into place."""
-    return model_dir / f"{TMP_PREFIX}{CHECKPOINT_PREFIX}{step}"
+    return area / f"{TMP_PREFIX}{CHECKPOINT_PREFIX}{step}"
 
 
-def checkpoint_steps(model_dir: Path, partial: bool = False) -> dict[int, Path]:
+def checkpoint_steps(area: Path, partial: bool = False) -> dict[int, Path]:
     """Step → folder of the complete checkpoints (or of the partial ones, being written)."""
     prefix = TMP_PREFIX + CHECKPOINT_PREFIX if partial else CHECKPOINT_PREFIX
     found = {}
-    for path in model_dir.glob(f"{prefix}*"):
+    for path in area.glob(f"{prefix}*"):
         number = path.name[len(prefix) :]
         if path.is_dir() and number.isdigit():
             found[int(number)] = path
     return found
 
 
-def latest_checkpoint(model_dir: Path) -> Path | None:
+def latest_checkpoint(area: Path) -> Path | None:
     """The highest complete ``checkpoint-N``; ``.tmp-…`` folders (writes cut short) never count."""
-    complete = checkpoint_steps(model_dir)
+    complete = checkpoint_steps(area)
     return complete[max(complete)] if complete else None
 
 
-def remove_checkpoints(model_dir: Path, keep: Path | None = None) -> None:
+def remove_checkpoints(area: Path, keep: Path | None = None) -> None:
     """Delete checkpoints and leftover temp folders of killed writes (all but ``keep``)."""
     for pattern in (f"{CHECKPOINT_PREFIX}*", f"{TMP_PREFIX}{CHECKPOINT_PREFIX}*"):
-        for old in model_dir.glob(pattern):
+        for old in area.glob(pattern):
             if old != keep:
                 shutil.rmtree(old, ignore_errors=True)
+
+
+def staging_dir(model_dir: Path) -> Path:
+    """Where a finished model is written before it replaces ``model_dir``: a sibling (one file
+    system, so the rename is atomic) outside the DVC out."""
+    return model_dir.with_name(f".{model_dir.name}.staging")

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import shutil
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,10 +30,11 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
+from filelock import FileLock, Timeout
 from tqdm.auto import tqdm
 from transformers import BertForMaskedLM, get_linear_schedule_with_warmup
 
-from multilab import tracking
+from multilab import devices, tracking
 from multilab.config import RunConfig
 from multilab.data.batches import (
     BatchOrder,
@@ -51,15 +54,26 @@ from multilab.errors import StoppedEarly, UserError
 from multilab.files import replace_dir, write_text
 from multilab.lab.metric_table import TRAIN_LOSS, curve_key
 from multilab.spaces import fasttext_spaces
-from multilab.training.model import CurveHook, MaskedLMObjective, build_model
+from multilab.training.model import (
+    CurveHook,
+    MaskedLMObjective,
+    build_model,
+    check_finite_weights,
+)
 from multilab.training.model_dir import (
     TRAIN_LOG,
+    WEIGHTS,
+    WEIGHTS_HASH,
+    check_weights,
+    checkpoint_area,
     checkpoint_dir,
     data_fingerprint,
+    file_sha256,
     latest_checkpoint,
     partial_checkpoint_dir,
     read_done,
     remove_checkpoints,
+    staging_dir,
     write_done,
 )
 
@@ -69,6 +83,8 @@ log = logging.getLogger(__name__)
 #: metrics: ``train_loss``, ``lr``, ``tokens_per_s``).
 LOG_COLUMNS = ("step", "epoch", "loss", "lr", "tokens_per_s")
 STEP_METRICS = {TRAIN_LOSS: "loss", "lr": "lr", "tokens_per_s": "tokens_per_s"}
+STATE_HASH = "state.sha256"  # beside a checkpoint's state.pt
+TRAIN_LOCK = "train.lock"  # in the model's checkpoint folder
 
 
 def train_model(
@@ -88,13 +104,14 @@ def train_model(
     model_dir = model_dir or run.model_dir
     accelerator = Accelerator(
         gradient_accumulation_steps=1,
-        mixed_precision="bf16" if torch.cuda.is_available() else "no",
+        mixed_precision=devices.mixed_precision(),
     )
     main = accelerator.is_main_process
     tracked = main and experiment_id is not None
     data_hash = data_fingerprint(run)
     fingerprint = run.fingerprint(data_hash)
-    if _already_trained(model_dir, fingerprint, experiment_id if tracked else None):
+    area = checkpoint_area(run.study.paths, model_dir, fingerprint)
+    if _already_trained(model_dir, area, fingerprint, experiment_id if tracked else None):
         return model_dir
 
     data, encoder = prepare_data(run)
@@ -104,37 +121,39 @@ def train_model(
     plan = Plan.of(run, batches.steps_per_epoch)
     model = build_model(run.model, 2 * encoder.vocab_size, run.seed)
     optimizer, scheduler = _optimizer_and_schedule(model, run, plan.total_steps)
-    state = _resume(model_dir, fingerprint, model, optimizer, scheduler)
-    one_step = _Step(run, data.examples, batches, encoder, knn_table, model,
-                     optimizer, scheduler, accelerator)
-    if tracked:
-        tracking.end_orphaned_runs(experiment_id, fingerprint, keep=state.run_id)
-    tags = _run_tags(run, data_hash, fingerprint)
-    with _tracked_run(tracked, experiment_id, state.run_id, tags, run) as run_id:
-        state.run_id = run_id
-        if run_id and state.step == 0:
-            _log_start(run, data, plan, accelerator.num_processes)
-        steps = _StepLog(run_id, _progress_bar(run, plan, state.step, progress and main))
-        for number in range(state.step, plan.total_steps):
-            state.record(one_step(number))
-            stopping = stop_after_step is not None and state.step >= stop_after_step
-            save = main and (stopping or plan.checkpoint_due(state.step))
-            steps.add(state.log_rows[-1], send=save or stopping or plan.log_due(state.step))
-            if main and curve_hook and state.step in plan.curve_at:
-                steps.say(f"step {state.step}: evaluating the curve point on "
-                          f"{run.study.evaluate.curve_sentences:,} dev sentences…")
-                _log_curve_point(curve_hook, one_step.objective, model, state.step, run_id)
-                steps.say(None)
-            if save:
-                _save_checkpoint(run, model_dir, model, one_step.optimizer, scheduler, state)
+    with training_lock(area.parent, model_dir) if main else contextlib.nullcontext():
+        state = _resume(area, model_dir, fingerprint, model, optimizer, scheduler)
+        one_step = _Step(run, data.examples, batches, encoder, knn_table, model,
+                         optimizer, scheduler, accelerator)
+        if tracked:
+            tracking.end_orphaned_runs(experiment_id, fingerprint, keep=state.run_id)
+        tags = _run_tags(run, data_hash, fingerprint)
+        with _tracked_run(tracked, experiment_id, state.run_id, tags, run) as run_id:
+            state.run_id = run_id
+            if run_id and state.step == 0:
+                _log_start(run, data, plan, accelerator.num_processes)
+            steps = _StepLog(run_id, _progress_bar(run, plan, state.step, progress and main))
+            for number in range(state.step, plan.total_steps):
+                state.record(check_finite_loss(one_step(number), model_dir))
+                stopping = stop_after_step is not None and state.step >= stop_after_step
+                save = main and (stopping or plan.checkpoint_due(state.step))
+                steps.add(state.log_rows[-1], send=save or stopping or plan.log_due(state.step))
+                if main and curve_hook and state.step in plan.curve_at:
+                    steps.say(f"step {state.step}: evaluating the curve point on "
+                              f"{run.study.evaluate.curve_sentences:,} dev sentences…")
+                    _log_curve_point(curve_hook, one_step.objective, model, state.step, run_id)
+                    steps.say(None)
+                if save:
+                    _save_checkpoint(run, area, model, one_step.optimizer, scheduler, state)
+                accelerator.wait_for_everyone()
+                if stopping:
+                    steps.close()
+                    raise StoppedEarly(state.step)
+            steps.close()
+            if main:
+                _save_final(run, model, model_dir, area, state, plan, data,
+                            accelerator.num_processes)
             accelerator.wait_for_everyone()
-            if stopping:
-                steps.close()
-                raise StoppedEarly(state.step)
-        steps.close()
-        if main:
-            _save_final(run, model, model_dir, state, plan, data, accelerator.num_processes)
-        accelerator.wait_for_everyone()
     return model_dir
 
 
@@ -355,30 +374,78 @@ class TrainingState:
                 "log_rows": self.log_rows}
 
 
-def _already_trained(model_dir: Path, fingerprint: str, experiment_id: str | None) -> bool:
-    """A finished model of this fingerprint is there: tidy up after a late kill, skip."""
+def _already_trained(model_dir: Path, area: Path, fingerprint: str,
+                     experiment_id: str | None) -> bool:
+    """A finished model of this fingerprint is there: tidy up after a late kill, skip.
+
+    Weights that no longer match the done file are an error, not a finished model.
+    """
     done = read_done(model_dir)
     if not (done and done.get("fingerprint") == fingerprint):
         return False
+    check_weights(model_dir, done)
     log.info("%s already trained (fingerprint %s): skipping", model_dir, fingerprint)
-    remove_checkpoints(model_dir)  # left if a kill landed right after multilab.json
+    remove_checkpoints(area)  # left if a kill landed right after the final rename
+    remove_checkpoints(model_dir)  # left there by versions that checkpointed inside it
     if experiment_id is not None:
-        # killed between multilab.json and the end of its run: the training did finish
+        # killed between the final rename and the end of its run: the training did finish
         tracking.end_orphaned_runs(experiment_id, fingerprint, completed=done.get("run_id"))
     return True
 
 
-def _resume(model_dir: Path, fingerprint: str, model, optimizer, scheduler) -> TrainingState:
+@contextlib.contextmanager
+def training_lock(home: Path, model_dir: Path) -> Iterator[None]:
+    """Hold ``home/train.lock`` while training ``model_dir``; refuse a second trainer at once.
+
+    Two processes training one model would overwrite each other's checkpoints and final
+    rename. The lock is a ``flock`` (``filelock``): the kernel drops it when its process
+    ends, however it ends, so a killed training never leaves the model locked.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(home / TRAIN_LOCK, timeout=0)
+    owner = home / f"{TRAIN_LOCK}.owner"
+    try:
+        lock.acquire()
+    except Timeout:
+        holder = owner.read_text().strip() if owner.exists() else "another process"
+        raise UserError(
+            f"{model_dir} is already being trained ({holder} holds {lock.lock_file}); wait "
+            "for it to finish or stop it, then run the same command again to resume"
+        ) from None
+    try:
+        owner.write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        yield
+    finally:
+        owner.unlink(missing_ok=True)  # a stale name would blame the wrong process
+        lock.release()
+
+
+def check_finite_loss(row: dict[str, float], model_dir: Path) -> dict[str, float]:
+    """``row`` if its loss is a number; else stop: a NaN or infinite loss never recovers, and
+    training on would end in a "finished" model of NaN weights."""
+    if not math.isfinite(row["loss"]):
+        raise UserError(
+            f"training loss is {row['loss']} at step {int(row['step'])} of {model_dir}; "
+            "stopped, nothing marked finished (a damaged checkpoint or a learning rate too "
+            "high)"
+        )
+    return row
+
+
+def _resume(area: Path, model_dir: Path, fingerprint: str, model, optimizer, scheduler
+            ) -> TrainingState:
     """Load the latest checkpoint of this fingerprint into the model, optimizer and scheduler;
-    a fresh state when there is none."""
-    model_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = latest_checkpoint(model_dir)
+    a fresh state when there is none (a checkpoint left inside ``model_dir`` by an earlier
+    version counts too)."""
+    area.mkdir(parents=True, exist_ok=True)
+    checkpoint = latest_checkpoint(area) or latest_checkpoint(model_dir)
     if checkpoint is None:
         return TrainingState(fingerprint)
     saved = _load_checkpoint(checkpoint)
     if saved["state"]["fingerprint"] != fingerprint:
         log.warning("ignoring %s: it belongs to another configuration", checkpoint)
         return TrainingState(fingerprint)
+    check_finite_weights(saved["model"], checkpoint)
     model.load_state_dict(saved["model"])
     optimizer.load_state_dict(saved["optimizer"])
     scheduler.load_state_dict(saved["scheduler"])
@@ -393,10 +460,17 @@ def _load_checkpoint(checkpoint: Path) -> dict:
 
     Writes are atomic (temp folder + rename), so a kill cannot leave a corrupted checkpoint;
     one that is unreadable was damaged afterwards (disk, copy, hand). Only the latest
-    checkpoint is kept, so skipping it would silently restart from step 0.
+    checkpoint is kept, so skipping it would silently restart from step 0. ``state.pt`` is
+    a zip of stored tensors without checksums: overwritten bytes load fine as garbage
+    numbers, so its SHA-256, written beside it, is checked first.
     """
+    state = checkpoint / "state.pt"
+    checksum = checkpoint / STATE_HASH
+    if state.exists() and checksum.exists() and file_sha256(state) != checksum.read_text().strip():
+        raise UserError(f"checkpoint {checkpoint} is damaged (state.pt does not match "
+                        f"{STATE_HASH}); delete that folder to retrain this model from step 0")
     try:
-        return torch.load(checkpoint / "state.pt", weights_only=False)
+        return torch.load(state, weights_only=False)
     except Exception as err:  # truncated zip, bad pickle, missing file: many types
         reason = (str(err).strip().split(". ")[0].splitlines() or [type(err).__name__])[0]
         raise UserError(
@@ -405,16 +479,17 @@ def _load_checkpoint(checkpoint: Path) -> dict:
         ) from err
 
 
-def _save_checkpoint(run: RunConfig, model_dir: Path, model, optimizer, scheduler,
+def _save_checkpoint(run: RunConfig, area: Path, model, optimizer, scheduler,
                      state: TrainingState) -> None:
     """Write to ``.tmp-checkpoint-N``, flush it to disk, rename: all or nothing is visible.
 
     A checkpoint is a model directory of its own (``save_pretrained`` + tokenizer: any
     intermediate model loads with ``AutoModelForMaskedLM.from_pretrained``) plus ``state.pt``
-    with the weights, optimizer, scheduler and :class:`TrainingState` for an exact resume.
+    with the weights, optimizer, scheduler and :class:`TrainingState` for an exact resume,
+    and ``state.sha256`` to recognise a damaged ``state.pt``.
     """
-    final = checkpoint_dir(model_dir, state.step)
-    tmp = partial_checkpoint_dir(model_dir, state.step)
+    final = checkpoint_dir(area, state.step)
+    tmp = partial_checkpoint_dir(area, state.step)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.save_pretrained(str(tmp))
@@ -431,20 +506,47 @@ def _save_checkpoint(run: RunConfig, model_dir: Path, model, optimizer, schedule
         )
         handle.flush()
         os.fsync(handle.fileno())  # the rename must not outrun the data (power loss)
+    write_text(tmp / STATE_HASH, file_sha256(tmp / "state.pt") + "\n")
     replace_dir(tmp, final)
-    remove_checkpoints(model_dir, keep=final)
+    remove_checkpoints(area, keep=final)
 
 
-def _save_final(run: RunConfig, model: BertForMaskedLM, model_dir: Path, state: TrainingState,
-                plan: Plan, data: TrainingData, world_size: int) -> None:
-    """save_pretrained + tokenizer + train log; ``multilab.json`` last marks completion."""
-    model.save_pretrained(str(model_dir))
-    load_tokenizer(run.study.paths.vocab, BILINGUAL_DIR).save_pretrained(str(model_dir))
+def _save_final(run: RunConfig, model: BertForMaskedLM, model_dir: Path, area: Path,
+                state: TrainingState, plan: Plan, data: TrainingData, world_size: int) -> None:
+    """The finished model, written whole beside ``model_dir`` and renamed over it.
+
+    The staging folder gets the weights, tokenizer, train log and last ``multilab.json``
+    (with the weights' SHA-256); one rename then replaces the previous model. A kill before
+    it leaves the previous model, labelled as before, and the checkpoints to resume from.
+    """
+    check_finite_weights(model.state_dict(), model_dir)
+    staging = staging_dir(model_dir)
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    model.save_pretrained(str(staging))
+    load_tokenizer(run.study.paths.vocab, BILINGUAL_DIR).save_pretrained(str(staging))
+    write_text(staging / TRAIN_LOG, _train_log_csv(state.log_rows))
+    write_done(staging, _done_record(run, state, plan, data, world_size)
+               | {WEIGHTS_HASH: file_sha256(staging / WEIGHTS)})
+    replace_dir(staging, model_dir)
+    # only now: a kill before this line resumes from the last checkpoint, not from step 0
+    remove_checkpoints(area)
+    with contextlib.suppress(OSError):  # the empty folder of this configuration
+        area.rmdir()
+    if state.run_id:
+        tracking.log_artifact(model_dir / TRAIN_LOG)
+
+
+def _train_log_csv(rows: list[dict[str, float]]) -> str:
     lines = [",".join(LOG_COLUMNS)] + [
-        ",".join(f"{row[column]:.6g}" for column in LOG_COLUMNS) for row in state.log_rows
+        ",".join(f"{row[column]:.6g}" for column in LOG_COLUMNS) for row in rows
     ]
-    write_text(model_dir / TRAIN_LOG, "\n".join(lines) + "\n")
-    write_done(model_dir, {
+    return "\n".join(lines) + "\n"
+
+
+def _done_record(run: RunConfig, state: TrainingState, plan: Plan, data: TrainingData,
+                 world_size: int) -> dict[str, Any]:
+    return {
         "fingerprint": state.fingerprint,
         "modification": run.modification,
         "paper_id": run.paper_id,
@@ -456,11 +558,7 @@ def _save_final(run: RunConfig, model: BertForMaskedLM, model_dir: Path, state: 
         "train_examples": len(data.examples),
         "truncated_sentences": data.truncated,
         "world_size": world_size,
-    })
-    # only now: a kill before this line resumes from the last checkpoint, not from step 0
-    remove_checkpoints(model_dir)
-    if state.run_id:
-        tracking.log_artifact(model_dir / TRAIN_LOG)
+    }
 
 
 # --------------------------------------------------------------------------- tracking
@@ -478,6 +576,8 @@ def _run_tags(run: RunConfig, data_hash: str, fingerprint: str) -> dict[str, Any
         "fingerprint": fingerprint,
         "study": run.study.experiment,
         **tracking.source_tags(),
+        # bookkeeping: bit-identical runs need the same thread count; the owner process
+        tracking.SYS + "threads": torch.get_num_threads(),
         **tracking.process_tags(),
     }
 
