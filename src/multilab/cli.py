@@ -207,6 +207,16 @@ def quiet_libraries() -> None:
         sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
+def _close_progress_bars() -> None:
+    """End a bar the failed command left open, so the message starts a line of its own
+    (it used to follow the training bar on its line, or a library bar's newline)."""
+    if "tqdm" in sys.modules:
+        from tqdm import tqdm
+
+        for bar in list(getattr(tqdm, "_instances", ())):
+            bar.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     quiet_libraries()
@@ -221,10 +231,12 @@ def main(argv: list[str] | None = None) -> int:
         args.func(args)
     except UserError as err:  # ModificationError is one
         message = " ".join(str(err).split())  # always one line, whatever the cause says
+        _close_progress_bars()
         print(f"multilab: error: {message}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Terminated) as err:  # the MLflow run is already ended KILLED
         how = "SIGTERM" if isinstance(err, Terminated) else "interrupted"
+        _close_progress_bars()
         print(f"multilab: {how}: stopped; run the same command again to resume from the last "
               "checkpoint", file=sys.stderr)
         return 143 if isinstance(err, Terminated) else 130
