@@ -123,7 +123,8 @@ def cmd_variant(args: argparse.Namespace) -> None:
 
     cfg = _config(args)
     summary = run_variant(cfg)
-    name = f"{summary['modification']} (mean of {summary['n_seeds']} seeds)"
+    n = summary["n_seeds"]
+    name = f"{summary['modification']} ({'1 seed' if n == 1 else f'mean of {n} seeds'})"
     print(short_table({name: summary}))
     print(f"all metrics: {cfg.paths.metrics / 'variant.json'}, "
           f"{cfg.paths.variant / 'summary.json'} (std, per seed)")
