@@ -341,6 +341,7 @@ def test_disk_full_during_training_is_one_line_and_keeps_the_checkpoint(
     assert main(cli_args(settings, "train", "--seed", "0")) == 2
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("multilab")]
+    assert lines, err
     assert lines == [lines[0]] and "No space left on device; free some space" in lines[0], err
     assert run_statuses(config_of(settings)) == ["FAILED"]
     complete = [p.parent.name for p in root.rglob("state.pt")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import matplotlib.colors
 import matplotlib.image
 import pandas as pd
 import pytest
@@ -14,10 +15,13 @@ from mlflow.tracking import MlflowClient
 from multilab import tracking
 from multilab.config import Config
 from multilab.errors import UserError
-from multilab.lab.metric_table import CURVE_KEYS
+from multilab.lab.metric_table import CURVE_KEYS, curve_key
 from multilab.reporting.figures import (
+    CurveGroup,
     curve_stats,
     figures_for,
+    final_values,
+    plot_curves,
     position_similarity,
     run_curves,
     study_figures,
@@ -107,22 +111,24 @@ def test_figures_for_model_dir_and_run_id(trained: Trained) -> None:
 
 
 def test_curve_points_equal_the_logged_metrics(trained: Trained) -> None:
+    """Curve points live under ``curve/<key>`` (curve_sentences); the final evaluation under
+    ``<key>`` (dev_sentences) is another measurement and never joins the curve."""
     cfg, run_id = trained.cfg, trained.run_id
     done = read_done(trained.model_dir)
-    # the final evaluation adds its point at the last step (curve points come before it)
-    tracking.log_to_run(cfg.paths, run_id, {"mu": 0.5}, step=done["steps"])
+    tracking.log_final_metrics(cfg.paths, run_id, {"mu": 0.5}, step=done["steps"])
     frame = run_curves(cfg.paths, run_id)
     assert set(CURVE_KEYS) <= set(frame.columns)
     for key in CURVE_KEYS:
-        history = pd.DataFrame(tracking.metric_history(cfg.paths, run_id, key),
+        history = pd.DataFrame(tracking.metric_history(cfg.paths, run_id, curve_key(key)),
                                columns=["step", "value"])
         expected = history.groupby("step")["value"].mean()
         stats = curve_stats([frame], key).set_index("step")
         assert list(stats.index) == list(expected.index)
-        final = {done["steps"]} if key == "mu" else set()
-        assert set(stats.index) == curve_steps(done["steps"], cfg.train.eval_points) | final
+        assert set(stats.index) == curve_steps(done["steps"], cfg.train.eval_points)
         assert stats["mean"].tolist() == pytest.approx(expected.tolist())
         assert (stats["std"] == 0).all() and (stats["seeds"] == 1).all()
+    assert tracking.metric_history(cfg.paths, run_id, "mu") == [(done["steps"], 0.5)]
+    assert final_values(cfg.paths, run_id, ("mu", "ppl_dev")) == {"mu": (done["steps"], 0.5)}
 
 
 def test_curve_stats_over_seeds_aligns_steps() -> None:
@@ -155,3 +161,24 @@ def test_bad_target_is_one_clear_error(trained: Trained, target: str, tmp_path: 
         figures_for(trained.cfg, target)
     with pytest.raises(UserError, match="neither a model directory"):
         figures_for(trained.cfg, str(tmp_path))  # an existing but empty directory
+
+
+def test_equal_curves_stay_visible_and_the_paper_is_a_reference_line(tmp_path: Path) -> None:
+    """Issue 22: two models with the same curve (untrained and inv-order both at 0) are both
+    seen, and the paper's final value is drawn as a line in the model's colour."""
+    frame = pd.DataFrame({"step": [1, 2, 3], "mu": [0.0, 0.0, 0.0]})
+    groups = {"a": CurveGroup([frame]), "b": CurveGroup([frame])}
+    path = plot_curves(groups, ("mu",), tmp_path / "equal.png", "equal")
+    pixels = matplotlib.image.imread(path)[..., :3]
+    for colour in ("tab:blue", "tab:orange"):
+        rgb = matplotlib.colors.to_rgb(colour)
+        assert (abs(pixels - rgb).sum(axis=2) < 0.05).sum() > 50, colour
+    final = [{"mu": (4, 0.1)}]
+    plain, with_paper = (matplotlib.image.imread(plot_curves(
+        {"a": CurveGroup([frame], final, paper), "b": CurveGroup([frame])},
+        ("mu",), tmp_path / f"{name}.png", "equal")) for name, paper in (
+            ("plain", None), ("paper", {"mu": 0.7})))
+    assert plain.shape == with_paper.shape
+    changed = (plain != with_paper).any(axis=2)
+    rows = changed.sum(axis=1)
+    assert rows.max() > 150 and (rows > 0).sum() < 8  # one thin line across the panel

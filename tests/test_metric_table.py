@@ -28,14 +28,23 @@ def test_curves_and_mu_are_table_metrics() -> None:
 
 
 def test_dvc_plots_draw_the_table_keys() -> None:
-    """dvc.yaml's plot definitions name the columns the report writes into each folder."""
+    """dvc.yaml draws one chart per quantity the report writes, every study entry overlaid."""
     plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
     declared = {}
     for entry in plots:
         ((path, spec),) = entry.items()
-        y = spec["y"]
-        declared[path.rsplit("/", 1)[-1]] = tuple(y) if isinstance(y, list) else (y,)
-    assert declared == PLOTS
+        declared[path.rsplit("/", 1)[-1].removesuffix(".csv")] = spec["y"]
+    assert declared == dict.fromkeys(PLOTS, "${study}")
+    assert PLOTS["mu"] == "curve/mu" and PLOTS["train_loss"] == "train_loss"
+
+
+def test_short_table_is_a_few_aligned_lines() -> None:
+    text = metric_table.short_table({"original s42": {"mu": 0.0312, "ppl_dev": 217.4},
+                                     "untrained s42": {}})
+    lines = text.splitlines()
+    assert len(lines) == 3 and len({len(line) for line in lines}) == 1
+    assert "0.031" in lines[1] and "217" in lines[1] and "–" in lines[2]
+    assert max(map(len, lines)) <= 100
 
 
 def test_summary_over_seeds_keeps_only_metrics_every_seed_has() -> None:

@@ -21,8 +21,16 @@ from tests.helpers import BIN, DVC, ROOT
 pytestmark = pytest.mark.slow
 
 
-def _run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+#: The README's `dvc exp show` that fits a 120-column terminal.
+EXP_SHOW = ["--drop", ".*", "--keep",
+            "Experiment|params.yaml:modification|metrics/variant.json:(mu|ppl_dev)"]
+
+
+def _run(args: list[str], cwd: Path, check: bool = True, columns: int | None = None
+         ) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
+    if columns:
+        env["COLUMNS"] = str(columns)
     env.pop("MLFLOW_TRACKING_URI", None)
     done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     if check and done.returncode != 0:
@@ -65,8 +73,31 @@ def test_repro_builds_the_report_from_mlflow(pipeline: Path) -> None:
         assert table.loc[mod, "n_seeds"] == 1
     assert table.loc["original", "ppl_train_mean"] < table.loc["untrained", "ppl_train_mean"]
     assert (pipeline / "artifacts/models/original/seed0/model.safetensors").exists()
-    assert json.loads((pipeline / "metrics/study.json").read_text())["original"]["n_seeds"] == 1
-    assert list((pipeline / "reports/plots/loss").glob("original-seed0.csv"))
+    assert json.loads((pipeline / "metrics/study/original.json").read_text())["n_seeds"] == 1
+    loss = pd.read_csv(pipeline / "reports/plots/train_loss.csv")
+    assert list(loss.columns) == ["step", "original", "untrained"]
+
+
+def test_dvc_views_compare_models_and_fit_a_terminal(pipeline: Path) -> None:
+    """Issue 22: `dvc plots show` overlays every study model in one chart per quantity;
+    `dvc metrics show` is a row per model in a terminal's width, one key per metric; corpus
+    statistics and the spaces run stay out of the comparison views."""
+    shown = json.loads(_run([DVC, "plots", "show", "--json"], pipeline).stdout)
+    assert not shown.get("errors"), shown.get("errors")
+    loss = shown["data"]["reports/plots/train_loss.csv"][0]["content"]["data"]["values"]
+    assert {row["field"] for row in loss} == {"original", "untrained"}  # overlaid, labelled
+    metrics = _run([DVC, "metrics", "show"], pipeline).stdout.splitlines()
+    assert [line.split()[0] for line in metrics[1:]] == [
+        "metrics/study/original.json", "metrics/study/untrained.json", "metrics/variant.json"]
+    # 9 metrics with their full keys: about 190 characters (a wide terminal), 3 rows
+    assert "corpus" not in "\n".join(metrics) and max(map(len, metrics)) <= 210
+    header = metrics[0].split()
+    assert "mu" in header and "retrieval_p1.l8" in header and len(header) == len(set(header))
+    cfg = load_config(pipeline / "params.yaml")
+    cfg = cfg.__class__(**{**cfg.__dict__, "paths": cfg.paths.rebased(pipeline)})
+    runs = tracking.search_runs(cfg.paths, cfg.experiment)
+    assert "metrics.iterations" not in runs  # the spaces run logs elsewhere
+    assert len(tracking.search_runs(cfg.paths, tracking.spaces_experiment(cfg.experiment))) == 1
 
 
 def test_second_repro_runs_nothing(pipeline: Path) -> None:
@@ -76,21 +107,41 @@ def test_second_repro_runs_nothing(pipeline: Path) -> None:
     assert "Running stage" not in out, out
 
 
+def test_forced_reevaluation_leaves_no_duplicate_metric_points(pipeline: Path) -> None:
+    """Issue 22: `dvc repro` re-running evaluate (here forced) appends nothing to the
+    histories: every metric of every model run has one point per step."""
+    from mlflow.tracking import MlflowClient
+
+    _run([DVC, "repro", "--force", "--single-item", "evaluate@original-0"], pipeline)
+    cfg = load_config(pipeline / "params.yaml")
+    cfg = cfg.__class__(**{**cfg.__dict__, "paths": cfg.paths.rebased(pipeline)})
+    client = MlflowClient(tracking.tracking_uri(cfg.paths))
+    for run_id in tracking.search_runs(cfg.paths, cfg.experiment, groups=True)["run_id"]:
+        for key in client.get_run(run_id).data.metrics:
+            steps = [m.step for m in client.get_metric_history(run_id, key)]
+            assert len(steps) == len(set(steps)), (run_id, key, steps)
+
+
 def test_exp_run_trains_a_variant_and_writes_metrics(pipeline: Path) -> None:
     _run([DVC, "exp", "run", "-S", "modification=inv-order+lang-pos"], pipeline)
     variant = json.loads((pipeline / "metrics" / "variant.json").read_text())
-    assert variant["modification"] == "inv-order;lang-pos" and variant["seeds"] == [0]
-    assert 0 <= variant["mu"]["mean"] <= 1 and variant["mu"]["std"] == 0
+    assert variant["modification"] == "inv-order;lang-pos" and variant["n_seeds"] == 1
+    assert 0 <= variant["mu"] <= 1
     shown = json.loads(_run([DVC, "exp", "show", "--json"], pipeline).stdout)
     assert "inv-order+lang-pos" in json.dumps(shown)
+    # the README's command: after the committed baseline, a table that fits a terminal
+    table = _run([DVC, "exp", "show", "--no-pager", *EXP_SHOW], pipeline,
+                 columns=120).stdout
+    assert "inv-order+lang-pos" in table and "metrics/variant.json:mu" in table, table
+    assert "…" not in table and max(map(len, table.splitlines())) <= 120, table
 
 
 def test_exp_run_knn_replace_end_to_end(pipeline: Path) -> None:
     """Issue 10: the knn variant trains from the pipeline's own VecMap table and is reported."""
     _run([DVC, "exp", "run", "-S", "modification=knn-replace"], pipeline)
     variant = json.loads((pipeline / "metrics" / "variant.json").read_text())
-    assert variant["modification"] == "knn-replace" and variant["paper_id"] == "30"
-    assert 0 <= variant["mu"]["mean"] <= 1
+    assert variant["modification"] == "knn-replace" and variant["n_seeds"] == 1
+    assert 0 <= variant["mu"] <= 1
 
 
 def test_bad_parameter_is_one_clear_line(pipeline: Path) -> None:

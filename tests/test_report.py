@@ -56,25 +56,62 @@ def test_missing_rows_and_seeds_are_said(reported) -> None:
     cfg, frame, markdown = reported
     assert frame.loc["lang-pos"]["n_seeds"] == 0
     assert "2 (missing 2)" in markdown and "0 (missing 0, 1, 2)" in markdown
-    assert "0.50 ± 0.36 (paper 0.70, Δ -0.20)" in markdown
     tex = (cfg.paths.reports / "table1.tex").read_text()
     assert r"\begin{tabular}" in tex and tex.rstrip().endswith(r"\end{tabular}")
-    assert "0.50$_{0.36}$" in tex and "[0.70]" in tex  # ours with std, the paper's below
+    assert "0.500$_{0.361}$" in tex and "[0.700]" in tex  # ours with std, the paper's below
     assert "## Modifications" in markdown and "`inv-order`: Fake-English word order" in markdown
-    plot = pd.read_csv(cfg.paths.reports / "plots" / "loss" / "original-seed2.csv")
-    assert plot["train_loss"].tolist() == pytest.approx([8.0 - 0.9])
+
+
+def test_table_is_compact_with_the_paper_in_its_own_table(reported) -> None:
+    """Issue 22: a cell is "mean ± std" alone (no "(paper …, Δ …)" wrapping onto four lines);
+    the paper's values are a table of their own with the same columns."""
+    _, _, markdown = reported
+    ours, paper = markdown.split("### Table 1 of the paper")
+    original = next(line for line in ours.splitlines() if line.startswith("| 0 | original |"))
+    assert "| 0.500 ± 0.361 |" in original and "paper" not in original and "Δ" not in original
+    metric_cells = original.split("|")[3 : 3 + len(METRICS)]
+    assert max(map(len, metric_cells)) <= len(" 0.500 ± 0.361 ")
+    paper_row = next(line for line in paper.splitlines() if line.startswith("| 0 | original |"))
+    assert paper_row.split("|")[3].strip() == "0.70" and "| 217 |" in paper_row
+    assert "| 3 | inv-order |" in paper  # every row with a paper ID, in the study's order
+
+
+def test_small_values_never_read_as_zero() -> None:
+    """τ of 0.0027 rounded to two places read 0.00: values keep 3 places, and a non-zero value
+    below that keeps two significant digits."""
+    from multilab.reporting.report import _fmt
+
+    assert _fmt(0.0027, 3) == "0.003" and _fmt(0.00043, 3) == "0.00043"
+    assert _fmt(0.0, 3) == "0.000" and _fmt(4128.4, 0) == "4,128"
+
+
+def test_plot_data_overlays_every_model_per_quantity(reported) -> None:
+    """One CSV per quantity, a column per study entry (dvc.yaml's `y: ${study}`), the mean
+    over seeds at each step; an entry without runs still has its (empty) column."""
+    cfg, _, _ = reported
+    loss = pd.read_csv(cfg.paths.reports / "plots" / "train_loss.csv")
+    assert list(loss.columns) == ["step", "original", "inv-order", "lang-pos"]
+    assert loss["original"].tolist() == pytest.approx([8.0 - statistics.fmean([0.2, 0.4, 0.9])])
+    assert loss["inv-order"].tolist() == pytest.approx([8.0 - statistics.fmean([0.01, 0.03])])
+    assert loss["lang-pos"].isna().all()
+    assert not list((cfg.paths.reports / "plots").glob("*/*.csv"))  # no per-model folders
 
 
 
 def test_dvc_metrics_of_the_study_are_the_table_metrics(reported) -> None:
-    """metrics/study.json (a `metrics:` file of dvc.yaml) holds the table's keys, no others."""
+    """metrics/study/<row>.json (dvc.yaml's `metrics:` folder): one file per row, so `dvc
+    metrics show` prints a row per model; each table metric under its one key, flat."""
     cfg, _, _ = reported
-    study = json.loads((cfg.paths.metrics / "study.json").read_text())
+    folder = cfg.paths.metrics / "study"
+    study = {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")}
     assert set(study) == {"original", "inv-order", "lang-pos"}
     assert set(study["original"]) == {*METRICS, "n_seeds"}
-    assert study["original"]["mu"] == pytest.approx(
-        {"mean": statistics.fmean([0.2, 0.4, 0.9]), "std": statistics.stdev([0.2, 0.4, 0.9])})
+    assert study["original"]["mu"] == pytest.approx(statistics.fmean([0.2, 0.4, 0.9]))
     assert study["lang-pos"] == {"n_seeds": 0}
+    stale = folder / "no-longer-studied.json"
+    stale.write_text("{}")
+    build_report(cfg)
+    assert not stale.exists()
 
 
 def test_runs_of_other_parameters_are_ignored_and_counted(project: Config) -> None:
@@ -106,8 +143,9 @@ def test_table_2_is_written_when_non_parallel_runs_exist(tmp_path) -> None:
     build_report(cfg)
     table2 = (cfg.paths.reports / "table2.md").read_text()
     assert "| 21 | no-parallel |" in table2 and "| 0 | original |" in table2
-    # μ of ID 21 in the paper's Table 2; one seed: the value alone, no "± 0.00"
-    assert "| 0.20 (paper 0.25, Δ -0.05) |" in table2
+    # one seed: the value alone, no "± 0.000"; μ of ID 21 in the paper's Table 2 below it
+    assert "| 21 | no-parallel | 0.200 |" in table2
+    assert "| 21 | no-parallel | 0.25 |" in table2.split("Table 2 of the paper")[1]
     frame = pd.read_csv(cfg.paths.reports / "table2.csv")
     assert list(frame["modification"]) == ["original", "no-parallel"]
     assert (cfg.paths.reports / "table2.tex").exists()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import logging
 import os
 import sys
@@ -71,17 +70,32 @@ def cmd_spaces(args: argparse.Namespace) -> None:
     from multilab.spaces import fasttext_spaces
 
     cfg = _config(args)
-    experiment_id = tracking.connect(cfg.paths, cfg.experiment)  # a dead server: before work
+    # a dead server fails before any work; the VecMap objective is no model's metric, so the
+    # spaces run lives in an experiment of its own
+    experiment_id = tracking.connect(cfg.paths, tracking.spaces_experiment(cfg.experiment))
     tokenizer = load_tokenizer(cfg.paths.vocab)
     lines = read_lines(cfg.paths.corpora / "train.txt")
     words = [tokenizer.tokenize(line) for line in lines]
     vocab_words = vocabulary_words(tokenizer)
     metrics = fasttext_spaces.build_spaces(words, vocab_words, cfg.paths.spaces, cfg.spaces)
-    with tracking.run(experiment_id, name="spaces", tags={"stage": "spaces"}):
+    _log_spaces(cfg, metrics, experiment_id)
+    write_json(cfg.paths.metrics / "spaces.json", metrics)
+    shown = {k: v for k, v in metrics.items() if isinstance(v, int | float | str)}
+    print("spaces: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                 for k, v in shown.items()))
+    print(f"all: {cfg.paths.metrics / 'spaces.json'}")
+
+
+def _log_spaces(cfg: Config, metrics: dict, experiment_id: str | None = None) -> None:
+    """The spaces run, in the study's spaces experiment (connected already when given)."""
+    from multilab import tracking
+
+    if experiment_id is None:
+        experiment_id = tracking.connect(cfg.paths, tracking.spaces_experiment(cfg.experiment))
+    with tracking.run(experiment_id, name="spaces",
+                      tags={"stage": "spaces", **tracking.source_tags()}):
         tracking.log_params({f"spaces.{k}": v for k, v in vars(cfg.spaces).items()})
         tracking.log_metrics({k: v for k, v in metrics.items() if isinstance(v, int | float)})
-    write_json(cfg.paths.metrics / "spaces.json", metrics)
-    print(json.dumps(metrics, indent=2))
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -106,16 +120,26 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         from multilab.config import parse_layers
 
         cfg = replace(cfg, evaluate=replace(cfg.evaluate, layers=parse_layers(args.layers)))
-    results = evaluate_and_record(cfg, Path(args.model_dir), args.out and Path(args.out))
-    print(json.dumps(results, indent=2, sort_keys=True))
+    out = args.out and Path(args.out)
+    record = evaluate_and_record(cfg, Path(args.model_dir), out)
+    from multilab.lab.metric_table import short_table
+
+    name = f"{record['modification']} s{record['seed']}"
+    print(short_table({name: record["metrics"]}))
+    print(f"all metrics: {out or cfg.paths.eval_file(record['modification'], record['seed'])}")
 
 
 def cmd_variant(args: argparse.Namespace) -> None:
+    from multilab.lab.metric_table import short_table
     from multilab.lab.variant import run_variant
 
     cfg = _config(args)
     summary = run_variant(cfg)
-    print(json.dumps(summary, indent=2, sort_keys=True))
+    n = summary["n_seeds"]
+    name = f"{summary['modification']} ({'1 seed' if n == 1 else f'mean of {n} seeds'})"
+    print(short_table({name: summary}))
+    print(f"all metrics: {cfg.paths.metrics / 'variant.json'}, "
+          f"{cfg.paths.variant / 'summary.json'} (std, per seed)")
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -223,8 +247,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_libraries() -> None:
+    """No per-file bars of Hugging Face libraries ("Writing model shards" at every checkpoint,
+    "Loading weights" at every load): multilab's own training bar says what happens."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when they are imported
+    if "transformers" in sys.modules:  # imported already (in-process callers, tests)
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
+
+
+def _close_progress_bars() -> None:
+    """End a bar the failed command left open, so the message starts a line of its own
+    (it used to follow the training bar on its line, or a library bar's newline)."""
+    if "tqdm" in sys.modules:
+        from tqdm import tqdm
+
+        for bar in list(getattr(tqdm, "_instances", ())):
+            bar.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    quiet_libraries()
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -238,10 +281,12 @@ def main(argv: list[str] | None = None) -> int:
         args.func(args)
     except UserError as err:  # ModificationError is one
         message = " ".join(str(err).split())  # always one line, whatever the cause says
+        _close_progress_bars()
         print(f"multilab: error: {message}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Terminated) as err:  # the MLflow run is already ended KILLED
         how = "SIGTERM" if isinstance(err, Terminated) else "interrupted"
+        _close_progress_bars()
         print(f"multilab: {how}: stopped; run the same command again to resume from the last "
               "checkpoint", file=sys.stderr)
         return 143 if isinstance(err, Terminated) else 130
@@ -249,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = storage_problem(err)
         if problem is None:
             raise
+        _close_progress_bars()
         print(f"multilab: error: {problem}", file=sys.stderr)
         return 2
     return 0

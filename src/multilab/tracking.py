@@ -6,13 +6,22 @@ A run that raises ends FAILED; Ctrl-C / SIGTERM (and a deliberate early stop) en
 never left RUNNING.
 SIGKILL cannot be caught: the run of a killed process is ended KILLED by the next process
 that trains the same fingerprint (:func:`end_orphaned_runs`).
+
+What a run carries, as MLflow's UI expects it: the experiment is tagged a model-training
+experiment (``mlflow.experimentKind``), runs carry MLflow's standard source tags, each model
+run is nested under one parent run per modification (:func:`group_run`), process bookkeeping
+lives under ``multilab.sys.`` and the ``spaces`` stage logs to an experiment of its own
+(:func:`spaces_experiment`). Metrics that describe the final model are logged once
+(:func:`log_final_metrics`): a re-evaluation never appends a duplicate point.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import logging
+import math
 import os
 import re
 import signal
@@ -21,6 +30,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,6 +49,16 @@ log = logging.getLogger(__name__)
 URI_VARIABLE = "MLFLOW_TRACKING_URI"
 FINISHED, FAILED, KILLED, RUNNING = "FINISHED", "FAILED", "KILLED", "RUNNING"
 
+#: The experiment tag the MLflow UI reads to open an experiment on its training runs (without
+#: it, MLflow 3 infers a GenAI experiment and lands on traces).
+EXPERIMENT_KIND_TAG, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
+#: MLflow's standard run tags (shown in the UI's run header and "Source" column).
+GIT_COMMIT_TAG, PARENT_TAG = "mlflow.source.git.commit", "mlflow.parentRunId"
+#: Bookkeeping, not research: every tag multilab sets for itself starts with this.
+SYS = "multilab.sys."
+#: ``multilab.sys.role`` of a parent run (one per modification; its seed runs are nested).
+ROLE_TAG, GROUP = SYS + "role", "group"
+
 #: MLflow's HTTP client (``mlflow.environment_variables``) by default retries a failed request
 #: 7 times with backoff factor 2 and waits 120 s for each answer: about 4.5 minutes before a
 #: dead server becomes an error, and as long again for ending the run. That suits a
@@ -52,7 +72,7 @@ HTTP_SETTINGS = {
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
 }
 #: a run re-created from a model's multilab.json names the lost run it replaces
-RESTORED_TAG = "multilab.restored_from"
+RESTORED_TAG = SYS + "restored_from"
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -142,7 +162,10 @@ def _server_call(func: Callable[..., _Result]) -> Callable[..., _Result]:
 
 @_server_call
 def connect(paths: Paths, experiment: str) -> str:
-    """Point MLflow at the store, check it answers, and return the experiment id."""
+    """Point MLflow at the store, check it answers, and return the experiment id.
+
+    The experiment is tagged a model-training experiment (also an older one without the tag).
+    """
     uri = tracking_uri(paths)
     if uri.startswith("http"):
         _check_server(uri)
@@ -150,12 +173,15 @@ def connect(paths: Paths, experiment: str) -> str:
     client = MlflowClient(uri)
     found = client.get_experiment_by_name(experiment)
     if found is not None:
+        if found.tags.get(EXPERIMENT_KIND_TAG) != MODEL_TRAINING:
+            client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
         return found.experiment_id
     location = None
     if _is_local(uri):
         location = (_local_store(paths) / "artifacts").as_uri()
     try:
-        return client.create_experiment(experiment, artifact_location=location)
+        return client.create_experiment(experiment, artifact_location=location,
+                                        tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING})
     except mlflow.exceptions.MlflowException:  # created concurrently by another process
         found = client.get_experiment_by_name(experiment)
         if found is None:
@@ -171,6 +197,12 @@ def check_server(paths: Paths) -> None:
         _check_server(uri)
 
 
+def spaces_experiment(experiment: str) -> str:
+    """Where the ``spaces`` stage logs: its VecMap iterations and objective are no model's
+    metrics, so they stay out of the study experiment's charts."""
+    return f"{experiment}-spaces"
+
+
 def _check_server(uri: str) -> None:
     try:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as response:
@@ -180,6 +212,12 @@ def _check_server(uri: str) -> None:
             f"MLFLOW_TRACKING_URI={uri} does not answer ({err}); start the server or unset "
             "the variable to use the local mlruns/ store"
         ) from err
+
+
+def source_tags() -> dict[str, str]:
+    """MLflow's standard source tags: the git commit (MLflow finds none itself, because the
+    ``multilab`` entry point lives in the virtualenv, outside the repository)."""
+    return {GIT_COMMIT_TAG: git_commit()}
 
 
 def git_commit() -> str:
@@ -260,8 +298,16 @@ def _end_run(run_id: str, status: str) -> None:
                     run_id, status, " ".join(str(err).split())[:200])
 
 
-HOST_TAG, PID_TAG, PROCESS_START_TAG = "multilab.host", "multilab.pid", "multilab.process_start"
-ORPHAN_TAG = "multilab.orphaned"
+HOST_TAG, PID_TAG, PROCESS_START_TAG = SYS + "host", SYS + "pid", SYS + "process_start"
+ORPHAN_TAG = SYS + "orphaned"
+#: The names of these tags before they moved under ``multilab.sys.`` (read, never written):
+#: orphans of runs logged before the rename are still found.
+_LEGACY = {HOST_TAG: "multilab.host", PID_TAG: "multilab.pid",
+           PROCESS_START_TAG: "multilab.process_start"}
+
+
+def _tag(tags: dict[str, str], key: str) -> str:
+    return tags.get(key) or tags.get(_LEGACY.get(key, key), "")
 
 
 def _process_start(pid: int) -> str | None:
@@ -294,12 +340,12 @@ def process_tags() -> dict[str, str]:
 
 def _is_orphan(tags: dict[str, str]) -> bool:
     """RUNNING but its process is gone. Only decidable for runs started on this host."""
-    if tags.get(HOST_TAG) != socket.gethostname() or not tags.get(PID_TAG, "").isdigit():
+    if _tag(tags, HOST_TAG) != socket.gethostname() or not _tag(tags, PID_TAG).isdigit():
         return False  # another machine (or an old run without the tags): cannot know
-    started = _process_start(int(tags[PID_TAG]))
+    started = _process_start(int(_tag(tags, PID_TAG)))
     if started is None:
         return True
-    recorded = tags.get(PROCESS_START_TAG, "")
+    recorded = _tag(tags, PROCESS_START_TAG)
     return bool(started and recorded) and started != recorded  # the pid was recycled
 
 
@@ -315,7 +361,7 @@ def end_orphaned_runs(
     live processes (another worker training the same fingerprint) and of other hosts are left
     alone. ``keep`` (the run being resumed) is never touched; ``completed`` (a run whose model
     was finished before the kill) ends FINISHED, every other orphan KILLED, tagged
-    ``multilab.orphaned``.
+    ``multilab.sys.orphaned``.
     """
     client = MlflowClient()
     wanted = f"attributes.status = '{RUNNING}'"
@@ -328,7 +374,7 @@ def end_orphaned_runs(
         if run_id == keep or not _is_orphan(orphan.data.tags):
             continue
         status = FINISHED if run_id == completed else KILLED
-        owner = f"{orphan.data.tags[HOST_TAG]}:{orphan.data.tags[PID_TAG]}"
+        owner = f"{_tag(orphan.data.tags, HOST_TAG)}:{_tag(orphan.data.tags, PID_TAG)}"
         client.set_tag(run_id, ORPHAN_TAG, f"process {owner} died without ending this run; "
                        f"ended {status} by process {socket.gethostname()}:{os.getpid()}")
         client.set_terminated(run_id, status=status)
@@ -417,6 +463,37 @@ def log_to_run(
 
 
 @_server_call
+def log_final_metrics(
+    paths: Paths, run_id: str, metrics: dict[str, float], step: int,
+    once: Iterable[str] = (),
+) -> dict[str, float]:
+    """Log the metrics of a finished model at ``step`` unless that point is already there.
+
+    Evaluating the same model again (``dvc repro`` after a code change that leaves the
+    evaluation as it was, ``multilab variant`` reusing a study model) gives the same values:
+    they are not logged a second time, so every metric history has one point per step. A
+    value that did change (the evaluation itself changed) is logged, and MLflow shows the
+    latest. Keys in ``once`` (timings) are logged only if the step has no point yet.
+    Returns what was logged.
+    """
+    _use(tracking_uri(paths))
+    client = MlflowClient()
+    once = set(once)
+    fresh = {}
+    for key, value in metrics.items():
+        here = [m.value for m in client.get_metric_history(run_id, key) if m.step == step]
+        if here and (key in once or math.isclose(here[-1], float(value), rel_tol=1e-9,
+                                                 abs_tol=1e-12)):
+            continue
+        fresh[key] = float(value)
+    now = int(time.time() * 1000)
+    values = [Metric(key, value, now, step) for key, value in fresh.items()]
+    for start in range(0, len(values), 1000):
+        client.log_batch(run_id, metrics=values[start : start + 1000], synchronous=True)
+    return fresh
+
+
+@_server_call
 def log_artifact_to_run(paths: Paths, run_id: str, path: Path, folder: str | None = None) -> None:
     _use(tracking_uri(paths))
     MlflowClient().log_artifact(run_id, str(path), artifact_path=folder)
@@ -431,10 +508,15 @@ def set_tags(paths: Paths, run_id: str, tags: dict[str, Any]) -> None:
 
 
 @_server_call
-def search_runs(paths: Paths, experiment: str) -> pd.DataFrame:
-    """All runs of an experiment as a DataFrame (params., metrics., tags. columns)."""
+def search_runs(paths: Paths, experiment: str, *, groups: bool = False) -> pd.DataFrame:
+    """The model runs of an experiment as a DataFrame (params., metrics., tags. columns);
+    with ``groups``, their parent runs (:func:`group_run`) too."""
     experiment_id = connect(paths, experiment)
-    return mlflow.search_runs(experiment_ids=[experiment_id], max_results=50000)
+    runs = mlflow.search_runs(experiment_ids=[experiment_id], max_results=50000)
+    column = f"tags.{ROLE_TAG}"
+    if groups or runs.empty or column not in runs:
+        return runs
+    return runs[runs[column] != GROUP].reset_index(drop=True)
 
 
 def runs_of(runs: pd.DataFrame, modification: str, seeds: Iterable[int]) -> pd.DataFrame:
@@ -443,7 +525,152 @@ def runs_of(runs: pd.DataFrame, modification: str, seeds: Iterable[int]) -> pd.D
     if runs.empty:
         return runs
     mine = runs[runs["tags.modification"].map(lambda m: same_modification(m, modification))]
+    mine = mine[mine["tags.seed"].notna()]  # a parent run has no seed
     return mine[mine["tags.seed"].astype(int).isin(list(seeds))]
+
+
+# --------------------------------------------------------------------------- parent runs
+
+
+@_server_call
+def group_run(experiment_id: str, modification: str, tags: dict[str, Any]) -> str:
+    """The parent run of ``modification`` in the experiment: found, or created FINISHED.
+
+    One parent per modification (a Table 1 row, or a variant of ``dvc exp run``) holds its
+    seed runs, so the UI shows a row per modification that unfolds into its seeds. Two
+    processes may create one at once (seeds trained in parallel): both then keep the oldest
+    and the other one is deleted, so every seed lands under the same parent.
+    """
+    client = MlflowClient()
+
+    def existing() -> list:
+        found = client.search_runs(
+            [experiment_id], filter_string=f"tags.`{ROLE_TAG}` = '{GROUP}'", max_results=5000)
+        mine = [r for r in found
+                if same_modification(r.data.tags.get("modification", ""), modification)]
+        return sorted(mine, key=lambda r: (r.info.start_time, r.info.run_id))
+
+    found = existing()
+    if found:
+        return found[0].info.run_id
+    created = client.create_run(
+        experiment_id, run_name=modification,
+        tags={**{k: str(v) for k, v in tags.items()}, "modification": modification,
+              ROLE_TAG: GROUP, **source_tags()},
+    ).info.run_id
+    client.set_terminated(created, status=FINISHED)
+    winner = existing()[0].info.run_id
+    if winner != created:
+        client.delete_run(created)
+    return winner
+
+
+def parent_tags(parent_run_id: str) -> dict[str, str]:
+    """Tags that nest a run under ``parent_run_id`` in the UI."""
+    return {PARENT_TAG: parent_run_id}
+
+
+# --------------------------------------------------------------------------- inputs, models
+
+
+def log_datasets(files: dict[str, tuple[Path, str]], digests: dict[str, str]) -> None:
+    """Log corpora as MLflow datasets of the active run: ``files`` maps a dataset name to
+    (path, context), ``digests`` the name to its hash (the hash that enters the fingerprint).
+
+    Only metadata is logged (source path, name, digest), not the sentences: the corpora live
+    in the DVC cache, and the digest says which version a model saw.
+    """
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+
+    for name, (path, context) in files.items():
+        with warnings.catch_warnings():  # "" and "file" schemes both name the local source
+            warnings.simplefilter("ignore", UserWarning)
+            source = resolve_dataset_source(str(Path(path).resolve()))
+        mlflow.log_input(MetaDataset(source, name=name, digest=digests[name]), context=context)
+
+
+def file_digest(path: Path) -> str:
+    """The first 16 hex digits of a file's SHA-256 (as the data fingerprint writes them)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+@_server_call
+def logged_model(paths: Paths, run_id: str) -> str | None:
+    """The id of the model logged to a run (:func:`log_model`), or None."""
+    _use(tracking_uri(paths))
+    outputs = MlflowClient().get_run(run_id).outputs
+    models = outputs.model_outputs if outputs else []
+    return models[0].model_id if models else None
+
+
+@_server_call
+def log_model(paths: Paths, run_id: str, model_dir: Path, step: int) -> str:
+    """Log a saved model directory to a (finished) run with MLflow's transformers flavour
+    (model + tokenizer, task fill-mask), as the run's output at ``step``; returns its id.
+
+    The model is created outside any active run and then attached to the run: MLflow's own
+    ``log_model`` in a run copies every metric of that step into new points linked to the
+    model, which would double each final metric's history. Offline by construction: the
+    model's ``name_or_path`` is its absolute directory, which is no Hub repository id, so
+    MLflow's model-card and licence look-ups stop before any request; the model card is ours,
+    and the requirements are given (MLflow would otherwise infer them in a subprocess that
+    imports the model: seconds).
+    """
+    import huggingface_hub
+    import mlflow.transformers
+    import transformers
+    from mlflow.entities import LoggedModelOutput
+
+    _use(tracking_uri(paths))
+    client = MlflowClient()
+    run = client.get_run(run_id)
+    directory = Path(model_dir).resolve()
+    created = mlflow.initialize_logged_model(
+        name="model", source_run_id=run_id, experiment_id=run.info.experiment_id,
+        params=dict(run.data.params),
+    )
+    with _quiet_transformers():
+        model = transformers.AutoModelForMaskedLM.from_pretrained(str(directory))
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
+        model.name_or_path = str(directory)
+        card = huggingface_hub.ModelCard(
+            "---\nlicense: other\nlibrary_name: transformers\npipeline_tag: fill-mask\n---\n"
+            "A small BERT trained by multilab (English + Fake-English, masked LM). The "
+            "training data are Bible editions; see the project's README for their terms.\n")
+        mlflow.transformers.log_model(
+            {"model": model, "tokenizer": tokenizer}, name="model", task="fill-mask",
+            model_card=card, pip_requirements=_requirements(), model_id=created.model_id,
+        )
+    client.log_outputs(run_id, models=[LoggedModelOutput(created.model_id, step=step)])
+    return created.model_id
+
+
+def _requirements() -> list[str]:
+    from importlib.metadata import version
+
+    return [f"{package}=={version(package)}" for package in ("mlflow", "transformers", "torch")]
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """No "Loading weights" / "Writing model shards" bars and no licence warning."""
+    import transformers
+
+    previous = transformers.utils.logging.get_verbosity()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    logger = logging.getLogger("mlflow.transformers")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        transformers.utils.logging.set_verbosity(previous)
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+        logger.setLevel(level)
 
 
 @_server_call

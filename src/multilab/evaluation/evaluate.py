@@ -272,8 +272,7 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
     results = check_finite_metrics(evaluate_model(model.to(evaluation_device()), run), model_dir)
     if run_id and experiment_id is not None:
         run_id = _model_run(cfg, run, done, Path(model_dir), experiment_id)
-        tracking.log_to_run(cfg.paths, run_id, results, step=done.get("steps", 0))
-        tracking.set_tags(cfg.paths, run_id, {"evaluated": "true"})
+        record_in_mlflow(cfg, run_id, model_dir, results, done.get("steps", 0))
     record = {
         "modification": run.modification,
         "paper_id": run.paper_id,
@@ -307,6 +306,9 @@ def _model_run(cfg: Config, run: RunConfig, done: dict, model_dir: Path,
             "study": cfg.experiment}
     if same:
         tags["data_hash"] = data_fingerprint(run)
+    parent = tracking.group_run(experiment_id, run.modification,
+                                {"paper_id": run.paper_id or "", "profile": tags["profile"]})
+    tags |= tracking.parent_tags(parent)  # nested under its modification, as train nests it
     metrics = {key: done[key] for key in ("train_examples", "truncated_sentences", "world_size")
                if isinstance(done.get(key), int | float)}
     if isinstance(done.get("steps"), int):
@@ -320,3 +322,18 @@ def _model_run(cfg: Config, run: RunConfig, done: dict, model_dir: Path,
     log.warning("run %s of %s was not in the tracking store: re-created as %s from %s",
                 done["run_id"], model_dir, restored, DONE_FILE)
     return restored
+
+
+#: Measurements of the evaluation itself, not of the model: kept from the first evaluation.
+EVALUATION_TIMINGS = ("eval_seconds",)
+
+
+def record_in_mlflow(cfg: Config, run_id: str, model_dir: Path, results: dict[str, float],
+                     step: int) -> None:
+    """The final metrics on the model's run, once (a re-evaluation adds no duplicate point);
+    the model itself as an MLflow transformers model, once; then the ``evaluated`` tag."""
+    if tracking.logged_model(cfg.paths, run_id) is None:
+        tracking.log_model(cfg.paths, run_id, model_dir, step)
+    tracking.log_final_metrics(cfg.paths, run_id, results, step, once=EVALUATION_TIMINGS)
+    tracking.set_tags(cfg.paths, run_id, {"evaluated": "true"})
+

@@ -18,7 +18,7 @@ class Metric:
     key: str  # MLflow metric, evaluation JSON and metrics/*.json key
     column: str  # Table 1 column header
     label: str  # figure panel title
-    decimals: int  # shown in the tables
+    decimals: int  # shown in the tables (3: τ of 0.0027 must not read 0.00)
     perplexity: bool = False  # a perplexity (log axis, lower is better), not a 0–1 score
 
 
@@ -26,13 +26,13 @@ class Metric:
 METRICS: dict[str, Metric] = {
     m.key: m
     for m in (
-        Metric("mu", "μ", "μ (multilinguality score)", 2),
-        Metric("align_f1.l0", "L0 F1", "word alignment F1, layer 0", 2),
-        Metric("retrieval_p1.l0", "L0 ρ", "sentence retrieval ρ, layer 0", 2),
-        Metric("translation_p1.l0", "L0 τ", "word translation τ, layer 0", 2),
-        Metric("align_f1.l8", "L8 F1", "word alignment F1, layer 8", 2),
-        Metric("retrieval_p1.l8", "L8 ρ", "sentence retrieval ρ, layer 8", 2),
-        Metric("translation_p1.l8", "L8 τ", "word translation τ, layer 8", 2),
+        Metric("mu", "μ", "μ (multilinguality score)", 3),
+        Metric("align_f1.l0", "L0 F1", "word alignment F1, layer 0", 3),
+        Metric("retrieval_p1.l0", "L0 ρ", "sentence retrieval ρ, layer 0", 3),
+        Metric("translation_p1.l0", "L0 τ", "word translation τ, layer 0", 3),
+        Metric("align_f1.l8", "L8 F1", "word alignment F1, layer 8", 3),
+        Metric("retrieval_p1.l8", "L8 ρ", "sentence retrieval ρ, layer 8", 3),
+        Metric("translation_p1.l8", "L8 τ", "word translation τ, layer 8", 3),
         Metric("ppl_train", "ppl train", "MLM perplexity, train", 0, perplexity=True),
         Metric("ppl_dev", "ppl dev", "MLM perplexity, dev", 0, perplexity=True),
     )
@@ -45,14 +45,26 @@ MULTILINGUALITY_CURVES = ("mu", *MU_PARTS)
 PERPLEXITY_KEYS = tuple(key for key, metric in METRICS.items() if metric.perplexity)
 #: What the training curve points log and the figures draw.
 CURVE_KEYS = MULTILINGUALITY_CURVES + PERPLEXITY_KEYS
+#: Curve points during training are evaluated on ``evaluate.curve_sentences`` dev sentences
+#: (1,000), the final evaluation on ``evaluate.dev_sentences`` (10,000): retrieval P@1 among
+#: 1,000 candidates and among 10,000 are different numbers, so the curve points are logged
+#: under their own names (``curve/mu``, ``curve/ppl_dev``, ...) and never share a history with
+#: the final values (``mu``, ``ppl_dev``, ...).
+CURVE_PREFIX = "curve/"
+
+
+def curve_key(key: str) -> str:
+    """The MLflow name of ``key`` at a curve point: ``mu`` → ``curve/mu``."""
+    return CURVE_PREFIX + key
+
+
 #: The per-step training loss (``multilab train`` logs it, ``dvc plots`` draws it).
 TRAIN_LOSS = "train_loss"
-#: ``dvc plots``: folder under ``reports/plots`` → the keys its CSVs hold (dvc.yaml's ``y``).
-PLOTS: dict[str, tuple[str, ...]] = {
-    "loss": (TRAIN_LOSS,),
-    "curves": MULTILINGUALITY_CURVES,
-    "perplexity": PERPLEXITY_KEYS,
-}
+#: ``dvc plots``: one chart per quantity, every model of the study overlaid. The report writes
+#: ``reports/plots/<quantity>.csv`` with a ``step`` column and one column per study entry
+#: (mean over seeds); dvc.yaml draws each file with ``y: ${study}``. Quantity → its MLflow
+#: metric: the loss of every step, the others at the curve points.
+PLOTS: dict[str, str] = {TRAIN_LOSS: TRAIN_LOSS} | {key: curve_key(key) for key in CURVE_KEYS}
 
 
 def label(key: str) -> str:
@@ -108,6 +120,27 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (0 for a single seed)."""
     mean = statistics.fmean(values)
     return mean, statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+#: The columns of the short table ``multilab evaluate`` and ``variant`` print.
+SHORT_TABLE = ("mu", "align_f1.l8", "retrieval_p1.l0", "retrieval_p1.l8", "translation_p1.l0",
+               "translation_p1.l8", "ppl_dev")
+
+
+def short_table(rows: dict[str, dict[str, float]]) -> str:
+    """A few headline metrics of some models, one line each (the terminal's view; the full
+    results are in the JSON files)."""
+    width = max([len("model"), *map(len, rows)])
+    head = f"{'model':<{width}}" + "".join(f"{METRICS[k].column:>10}" for k in SHORT_TABLE)
+    lines = [head]
+    for name, values in rows.items():
+        cells = []
+        for key in SHORT_TABLE:
+            value = values.get(key)
+            digits = METRICS[key].decimals
+            cells.append(f"{'–':>10}" if value is None else f"{value:>10,.{digits}f}")
+        lines.append(f"{name:<{width}}" + "".join(cells))
+    return "\n".join(lines)
 
 
 def summarise(per_seed: list[dict[str, float]]) -> dict[str, tuple[float, float]]:

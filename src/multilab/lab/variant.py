@@ -34,13 +34,17 @@ def run_variant(cfg: Config) -> dict:
         record = evaluate_and_record(cfg, model_dir,
                                      cfg.paths.variant_eval_file(cfg.modification, seed))
         per_seed.append(record["metrics"])
-    summary = {
-        "modification": run.modification,
-        "paper_id": run.paper_id,
-        "seeds": list(cfg.seeds),
-        "profile": cfg.profile,
-        **{key.replace(".", "_"): {"mean": mean, "std": std}
-           for key, (mean, std) in summarise(per_seed).items()},
-    }
+    stats = summarise(per_seed)
+    # the DVC metrics file: each metric under its one key (as in MLflow and metrics/study/),
+    # the mean over seeds; the standard deviations go beside the models
+    summary = {"modification": run.modification,
+               **{key: mean for key, (mean, _) in stats.items()}, "n_seeds": len(per_seed)}
     write_json(cfg.paths.metrics / "variant.json", summary)
+    write_json(cfg.paths.variant / "summary.json", {
+        "modification": run.modification, "paper_id": run.paper_id,
+        "seeds": list(cfg.seeds), "profile": cfg.profile,
+        "mean": {key: mean for key, (mean, _) in stats.items()},
+        "std": {key: std for key, (_, std) in stats.items()},
+        "per_seed": dict(zip(map(str, cfg.seeds), per_seed, strict=True)),
+    })
     return summary

@@ -33,7 +33,13 @@ from multilab.config import Config, Paths
 from multilab.data.vocab import FAKE_PREFIX, load_tokenizer, vocabulary_words
 from multilab.errors import UserError
 from multilab.files import atomic_open
-from multilab.lab.metric_table import CURVE_KEYS, PERPLEXITY_KEYS, label
+from multilab.lab.metric_table import (
+    CURVE_KEYS,
+    PAPER_VALUES,
+    PERPLEXITY_KEYS,
+    curve_key,
+    label,
+)
 from multilab.lab.modifications import (
     canonical_name,
     file_stem,
@@ -212,20 +218,46 @@ def _label_pca_axes(axes, pca: TokenPCA) -> None:
 
 
 def run_curves(paths: Paths, run_id: str, keys: tuple[str, ...] = CURVE_KEYS) -> pd.DataFrame:
-    """A run's step metrics from MLflow: a ``step`` column and one column per logged key.
+    """A run's curve points from MLflow: a ``step`` column and one column per key.
 
-    The final evaluation is logged under the same keys at the last training step, next to
-    the last curve point; values sharing a step are averaged so each step is one point.
+    Curve points are logged as ``curve/<key>`` (measured on ``curve_sentences``); the final
+    evaluation's value of ``<key>`` is another measurement (:func:`final_values`). Runs logged
+    before the split carry both under ``<key>``: their final step is left out here.
     """
+    names = {key: curve_key(key) for key in keys}
+    frame = metric_frame(paths, run_id, names)
+    if len(frame.columns) > 1:
+        return frame
+    legacy = metric_frame(paths, run_id, {key: key for key in keys})
+    total = tracking.metric_history(paths, run_id, "total_steps")
+    if total and not legacy.empty:
+        legacy = legacy[legacy["step"] != int(total[-1][1])].reset_index(drop=True)
+    return legacy if len(legacy) else pd.DataFrame(columns=["step"])
+
+
+def metric_frame(paths: Paths, run_id: str, names: dict[str, str]) -> pd.DataFrame:
+    """Histories of MLflow metrics (``names``: column → metric) joined on ``step``; a step
+    logged twice (a resumed run replaying steps) counts once, as the mean of its values."""
     columns = {}
-    for key in keys:
-        history = tracking.metric_history(paths, run_id, key)
+    for column, metric in names.items():
+        history = tracking.metric_history(paths, run_id, metric)
         if history:
-            frame = pd.DataFrame(history, columns=["step", key])
-            columns[key] = frame.groupby("step")[key].mean()
+            frame = pd.DataFrame(history, columns=["step", column])
+            columns[column] = frame.groupby("step")[column].mean()
     if not columns:
         return pd.DataFrame(columns=["step"])
     return pd.DataFrame(columns).rename_axis("step").reset_index()
+
+
+def final_values(paths: Paths, run_id: str, keys: tuple[str, ...] = CURVE_KEYS
+                 ) -> dict[str, tuple[int, float]]:
+    """The final evaluation of a run: key → (step, value), the latest point of each key."""
+    found = {}
+    for key in keys:
+        history = tracking.metric_history(paths, run_id, key)
+        if history:
+            found[key] = history[-1]
+    return found
 
 
 def curve_stats(frames: list[pd.DataFrame], key: str) -> pd.DataFrame:
@@ -253,40 +285,80 @@ def curve_stats(frames: list[pd.DataFrame], key: str) -> pd.DataFrame:
     return stats.rename_axis("step").reset_index()
 
 
+#: Line styles and markers cycled with the colours. Groups with equal values (untrained and
+#: inv-order both at 0) lie on one another: each later group is drawn above the earlier ones
+#: with a thinner, dashed line, so the wider line below still shows on both sides.
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+@dataclass(frozen=True)
+class CurveGroup:
+    """One line of a curve figure: curve points per seed, final evaluations per seed, the
+    paper's final values (key → value) where the paper reports them."""
+
+    frames: list[pd.DataFrame]
+    finals: list[dict[str, tuple[int, float]]] = ()
+    paper: dict[str, float] | None = None
+
+
 def plot_curves(
-    groups: dict[str, list[pd.DataFrame]],
+    groups: dict[str, list[pd.DataFrame] | CurveGroup],
     keys: tuple[str, ...],
     path: Path,
     title: str,
     legend_title: str | None = "mean ± std over seeds",
+    note: str | None = None,
 ) -> Path:
-    """One panel per metric, one colour per group: mean line and ±std band over seeds."""
+    """One panel per metric, one colour, line style and marker per group: mean line and ±std
+    band over seeds; the final evaluation as a large hollow marker at the last step; the
+    paper's final value as a thin dotted horizontal line in the group's colour."""
+    groups = {name: g if isinstance(g, CurveGroup) else CurveGroup(g)
+              for name, g in groups.items()}
     present = [
         key for key in keys
-        if any(key in frame.columns for frames in groups.values() for frame in frames)
+        if any(key in frame.columns for g in groups.values() for frame in g.frames)
+        or any(key in final for g in groups.values() for final in g.finals)
     ]
     if not present:
         raise UserError(f"no curve metric ({', '.join(keys)}) to plot for {path.name}")
     columns = 3 if len(present) <= 6 else 4
     rows = math.ceil(len(present) / columns)
-    figure = Figure(figsize=(4.4 * columns, 3.4 * rows + 0.6), layout="constrained")
+    figure = Figure(figsize=(4.4 * columns, 3.4 * rows + 0.9), layout="constrained")
     panels = figure.subplots(rows, columns, squeeze=False).ravel()
     palette = matplotlib.colormaps["tab10" if len(groups) <= 10 else "tab20"]
     handles: dict[str, object] = {}
     means: dict[str, list[float]] = {key: [] for key in present}
-    for index, (name, frames) in enumerate(groups.items()):
+    count = len(groups)
+    for index, (name, group) in enumerate(groups.items()):
         colour = palette(index % palette.N)
+        style = {"color": colour, "linestyle": LINE_STYLES[index % len(LINE_STYLES)],
+                 "marker": MARKERS[index % len(MARKERS)],
+                 "markersize": 3 + 2 * (count - 1 - index) ** 0.5,
+                 "linewidth": 1.2 + 1.2 * (count - 1 - index), "zorder": 3 + index}
         for panel, key in zip(panels, present, strict=False):
-            stats = curve_stats(frames, key)
-            if stats.empty:
-                continue
-            steps = stats["step"].to_numpy(dtype=float)
-            mean, std = stats["mean"].to_numpy(), stats["std"].to_numpy()
-            (handles[name],) = panel.plot(steps, mean, color=colour, marker="o", markersize=3,
-                                          linewidth=1.4, label=name)
-            panel.fill_between(steps, mean - std, mean + std, color=colour, alpha=0.2,
-                               linewidth=0)
-            means[key] += mean.tolist()
+            stats = curve_stats(group.frames, key)
+            if not stats.empty:
+                steps = stats["step"].to_numpy(dtype=float)
+                mean, std = stats["mean"].to_numpy(), stats["std"].to_numpy()
+                (handles[name],) = panel.plot(steps, mean, label=name, **style)
+                panel.fill_between(steps, mean - std, mean + std, color=colour, alpha=0.15,
+                                   linewidth=0)
+                means[key] += mean.tolist()
+            finals = [final[key] for final in group.finals if key in final]
+            if finals:
+                step = max(s for s, _ in finals)
+                value = sum(v for _, v in finals) / len(finals)
+                (marker,) = panel.plot([step], [value], linestyle="none",
+                                       marker=style["marker"], markersize=9,
+                                       markerfacecolor="none", markeredgecolor=colour,
+                                       markeredgewidth=1.8, zorder=style["zorder"] + count)
+                handles.setdefault(name, marker)
+                means[key].append(value)
+            if group.paper and key in group.paper:
+                panel.axhline(group.paper[key], color=colour, linestyle=":", linewidth=1.1,
+                              alpha=0.9, zorder=1)
+                means[key].append(float(group.paper[key]))
     for panel, key in zip(panels, present, strict=False):
         _style_curve_panel(panel, key, means[key])
     spare = panels[len(present) :]
@@ -298,7 +370,7 @@ def plot_curves(
     else:
         figure.legend(handles.values(), handles.keys(), loc="outside lower center",
                       ncols=min(len(handles), 3), fontsize=9, title=legend_title)
-    figure.suptitle(title, fontsize=12)
+    figure.suptitle(title + (f"\n{note}" if note else ""), fontsize=11)
     return _save(figure, path)
 
 
@@ -390,9 +462,15 @@ def model_figures(
     if target.run_id is not None and "curves" in kinds:
         frame = run_curves(cfg.paths, target.run_id)
         if len(frame.columns) > 1:
+            final = final_values(cfg.paths, target.run_id)
+            pid = paper_id(target.modification) if target.modification else None
+            paper = {k: float(v) for k, v in PAPER_VALUES.get(pid or "", {}).items()}
             written.append(plot_curves(
-                {target.title: [frame]}, CURVE_KEYS, out / f"{target.stem}-curves.png",
+                {target.title: CurveGroup([frame], [final] if final else [], paper or None)},
+                CURVE_KEYS, out / f"{target.stem}-curves.png",
                 f"Training curves: {target.title}", legend_title=None,
+                note=f"curve points on {cfg.evaluate.curve_sentences:,} dev sentences; hollow "
+                     f"marker: final evaluation on {cfg.evaluate.dev_sentences:,}",
             ))
     if target.run_id is not None:
         for path in written:
@@ -442,7 +520,7 @@ def study_figures(cfg: Config, runs: pd.DataFrame) -> list[Path]:
     """
     if runs.empty or "tags.modification" not in runs:
         return []
-    groups: dict[str, list[pd.DataFrame]] = {}
+    groups: dict[str, CurveGroup] = {}
     representatives: list[ModelTarget] = []
     for modification in dict.fromkeys(canonical_name(m) for m in cfg.study):
         mine = tracking.runs_of(runs, modification, cfg.seeds)
@@ -451,9 +529,13 @@ def study_figures(cfg: Config, runs: pd.DataFrame) -> list[Path]:
             continue
         frames = [run_curves(cfg.paths, run_id) for run_id in mine["run_id"]]
         frames = [frame for frame in frames if len(frame.columns) > 1]
-        if frames:
+        finals = [final_values(cfg.paths, run_id) for run_id in mine["run_id"]]
+        finals = [final for final in finals if final]
+        if frames or finals:
             pid = paper_id(modification)
-            groups[f"{pid}: {modification}" if pid else modification] = frames
+            paper = {k: float(v) for k, v in PAPER_VALUES.get(pid or "", {}).items()}
+            groups[f"{pid}: {modification}" if pid else modification] = CurveGroup(
+                frames, finals, paper or None)
         seeds = set(mine["tags.seed"].astype(int))
         for seed in (s for s in cfg.seeds if s in seeds):
             model_dir = cfg.paths.model_dir(modification, seed)
@@ -464,10 +546,14 @@ def study_figures(cfg: Config, runs: pd.DataFrame) -> list[Path]:
     for target in representatives:
         written += model_figures(cfg, target, kinds=("positions", "pca"))
     if groups:
+        ev = cfg.evaluate
         comparison = plot_curves(
             groups, CURVE_KEYS, cfg.paths.figures / STUDY_CURVES,
             f"Multilinguality during training (profile {cfg.profile}, "
             f"mean ± std over seeds {list(cfg.seeds)})",
+            note=f"lines: curve points on {ev.curve_sentences:,} dev sentences; hollow "
+                 f"marker: final evaluation on {ev.dev_sentences:,}; dotted: the paper's "
+                 "final value",
         )
         for target in representatives:
             if target.run_id is not None:

@@ -22,11 +22,12 @@ from multilab.lab.metric_table import METRICS, PAPER_VALUES, PLOTS, TABLE2_IDS, 
 from multilab.lab.modifications import (
     canonical_name,
     describe,
-    file_stem,
     paper_id,
+    same_modification,
+    slug,
     split_modification,
 )
-from multilab.reporting.figures import run_curves, study_figures
+from multilab.reporting.figures import curve_stats, metric_frame, study_figures
 from multilab.training.model_dir import model_fingerprint
 
 log = logging.getLogger(__name__)
@@ -114,41 +115,70 @@ def _table_metrics(run: pd.Series) -> dict[str, float]:
 
 
 def _fmt(value: float, decimals: int) -> str:
+    """``decimals`` places; a non-zero value that would round to zero keeps two significant
+    digits (0.00043), so a small effect never reads as none."""
     if math.isnan(value):
         return "–"
-    return f"{value:.{decimals}f}" if decimals else f"{value:,.0f}"
+    if not decimals:
+        return f"{value:,.0f}"
+    if value != 0 and round(value, decimals) == 0:
+        return f"{value:.2g}"
+    return f"{value:.{decimals}f}"
+
+
+def _seeds_cell(row: Row) -> str:
+    seeds = f"{len(row.seeds_found)}"
+    if row.seeds_missing:
+        seeds += f" (missing {', '.join(map(str, row.seeds_missing))})"
+    if row.other_configurations:
+        seeds += f"; {row.other_configurations} run(s) of other parameters ignored"
+    if row.unverified:
+        seeds += "; configuration not verified (no corpus/vocab here)"
+    return seeds
 
 
 def markdown_table(rows: list[Row], title: str) -> str:
-    head = ["ID", "description", *[metric.column for metric in METRICS.values()], "seeds"]
+    """Our values, one cell per metric: ``mean ± std`` (one seed: the value alone)."""
+    head = ["ID", "modification", *[metric.column for metric in METRICS.values()], "seeds"]
     lines = [f"### {title}", "", "| " + " | ".join(head) + " |",
-             "|" + "---|" * len(head)]
+             "|---|---|" + "--:|" * len(METRICS) + "---|"]
     for row in rows:
         cells = [row.paper_id or "–", row.modification]
-        paper = PAPER_VALUES.get(row.paper_id or "")
         for key, metric in METRICS.items():
-            decimals = metric.decimals
             if key not in row.stats:
                 cells.append("–")
                 continue
             mean, std = row.stats[key]
-            # one seed has no spread: "± 0.00" would claim a measured std of zero
-            cell = (f"{_fmt(mean, decimals)} ± {_fmt(std, decimals)}"
-                    if len(row.seeds_found) > 1 else _fmt(mean, decimals))
-            if paper:
-                diff = mean - paper[key]
-                cell += f" (paper {_fmt(paper[key], decimals)}, Δ {diff:+.{decimals}f})"
-            cells.append(cell)
-        seeds = f"{len(row.seeds_found)}"
-        if row.seeds_missing:
-            seeds += f" (missing {', '.join(map(str, row.seeds_missing))})"
-        if row.other_configurations:
-            seeds += f"; {row.other_configurations} run(s) of other parameters ignored"
-        if row.unverified:
-            seeds += "; configuration not verified (no corpus/vocab here)"
-        cells.append(seeds)
+            # one seed has no spread: "± 0.000" would claim a measured std of zero
+            cells.append(f"{_fmt(mean, metric.decimals)} ± {_fmt(std, metric.decimals)}"
+                         if len(row.seeds_found) > 1 else _fmt(mean, metric.decimals))
+        cells.append(_seeds_cell(row))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def paper_table(rows: list[Row], title: str) -> str:
+    """The paper's means of the same rows, in the same columns (its own decimals); empty when
+    none of the rows is a paper model."""
+    known = [(row, PAPER_VALUES[row.paper_id]) for row in rows
+             if row.paper_id in PAPER_VALUES]
+    if not known:
+        return ""
+    head = ["ID", "modification", *[metric.column for metric in METRICS.values()]]
+    lines = [f"### {title}", "", "| " + " | ".join(head) + " |",
+             "|---|---|" + "--:|" * len(METRICS)]
+    for row, paper in known:
+        cells = [row.paper_id or "–", row.modification]
+        cells += [_paper_value(paper, key) for key in METRICS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _paper_value(paper: dict[str, float | int], key: str) -> str:
+    value = paper.get(key)
+    if value is None:
+        return "–"
+    return f"{value:,}" if isinstance(value, int) else f"{value:.2f}"
 
 
 def rows_frame(rows: list[Row]) -> pd.DataFrame:
@@ -200,18 +230,50 @@ def legend(rows: list[Row]) -> str:
 
 
 def write_plot_data(cfg: Config, runs: pd.DataFrame) -> list[Path]:
-    """One CSV per model for `dvc plots`: training loss and multilinguality curves."""
+    """One CSV per quantity for `dvc plots` (``reports/plots/<quantity>.csv``): a ``step``
+    column and one column per study entry, spelt as in params.yaml (dvc.yaml draws them with
+    ``y: ${study}``), each the mean over the seeds. Every entry has its column, empty where
+    it has no value (``untrained`` never trains: no curve), so DVC always finds the fields."""
+    folder = cfg.paths.reports / "plots"
+    for stale in folder.glob("*/*.csv") if folder.exists() else []:
+        stale.unlink()  # the per-model layout of earlier versions: DVC would not read it
     written = []
-    for _, run in runs.iterrows():
-        name = file_stem(run["tags.modification"], int(run["tags.seed"])) + ".csv"
-        for folder, keys in PLOTS.items():
-            frame = run_curves(cfg.paths, run["run_id"], keys)
-            if frame.empty:
-                continue
-            written.append(
-                write_text(cfg.paths.reports / "plots" / folder / name, frame.to_csv(index=False))
-            )
+    for quantity, metric in PLOTS.items():
+        columns = {}
+        for entry in cfg.study:
+            mine = tracking.runs_of(runs, canonical_name(entry), cfg.seeds)
+            frames = [metric_frame(cfg.paths, run_id, {quantity: metric})
+                      for run_id in mine["run_id"]] if len(mine) else []
+            stats = curve_stats(frames, quantity)
+            columns[entry] = stats.set_index("step")["mean"] if len(stats) else pd.Series(
+                dtype=float)
+        table = pd.DataFrame(columns).rename_axis("step").reset_index()
+        if table.empty:
+            continue
+        written.append(write_text(folder / f"{quantity}.csv",
+                                  table.to_csv(index=False, float_format="%.6g")))
     return written
+
+
+def write_metrics(cfg: Config, rows: list[Row]) -> list[Path]:
+    """``metrics/study/<modification>.json`` per study row: the mean over seeds of each
+    table metric under its one key (as in MLflow and ``metrics/variant.json``) and the
+    number of seeds. One file per row, so ``dvc metrics show`` prints a row per model."""
+    folder = cfg.paths.metrics / "study"
+    wanted = {folder / f"{slug(row.modification)}.json": metric_summary(row.stats, row)
+              for row in rows}
+    for stale in folder.glob("*.json") if folder.exists() else []:
+        if stale not in wanted:
+            stale.unlink()  # a row the study no longer has
+    return [write_json(path, summary) for path, summary in wanted.items()]
+
+
+def metric_summary(stats: dict[str, tuple[float, float]], row: Row | None = None) -> dict:
+    """Means of the table metrics, one flat key each, and the number of seeds."""
+    summary = {key: mean for key, (mean, _) in stats.items()}
+    if row is not None:
+        summary["n_seeds"] = len(row.seeds_found)
+    return summary
 
 
 def _write_table(stem: Path, markdown: str, frame: pd.DataFrame) -> list[Path]:
@@ -225,7 +287,7 @@ def _write_table(stem: Path, markdown: str, frame: pd.DataFrame) -> list[Path]:
 
 def build_report(cfg: Config) -> list[Path]:
     """Write reports/table1.{md,csv,tex}, table2.{md,csv,tex} (when runs of the
-    non-parallel rows exist), figures, plot data and metrics/study.json."""
+    non-parallel rows exist), figures, plot data and metrics/study/<row>.json."""
     runs = finished_runs(cfg)
     if runs.empty:
         raise UserError(
@@ -245,16 +307,19 @@ def build_report(cfg: Config) -> list[Path]:
     intro = (
         f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
         f"Mean ± std over seeds {list(cfg.seeds)} of finished MLflow runs (a row of one "
-        "seed shows its value alone: one seed has no spread); beside each value "
-        "the paper's mean and our difference. ρ = sentence retrieval P@1, τ = word translation "
+        "seed shows its value alone: one seed has no spread); the paper's means of the same "
+        "rows follow in a table of their own. ρ = sentence retrieval P@1, τ = word translation "
         "P@1, F1 = word alignment, μ = (ρ0 + ρ8 + τ0 + τ8) / 4. "
         + ("" if cfg.profile == "paper" else f"Profile `{cfg.profile}` trains far fewer steps "
            "than the paper: see docs/REPRODUCTION.md.")
         + "\n\n"
     )
-    body = markdown_table(rows, "Table 1")
+    body = _with_paper(markdown_table(rows, "Table 1"),
+                       paper_table(rows, "Table 1 of the paper (seed 000), same rows"))
     if rows2:
-        table2 = markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)")
+        table2 = _with_paper(
+            markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)"),
+            paper_table(rows2, "Table 2 of the paper, same rows"))
         body += "\n\n" + table2
         written += _write_table(reports / "table2", intro.replace("Table 1", "Table 2", 1)
                                 + table2 + "\n", rows_frame(rows2))
@@ -270,12 +335,35 @@ def build_report(cfg: Config) -> list[Path]:
             f"![{p.stem}](figures/{p.name})" for p in figures
         )
     written += _write_table(reports / "table1", intro + body + "\n", rows_frame(rows))
-    summary = {
-        row.modification: {k: {"mean": m, "std": s} for k, (m, s) in row.stats.items()}
-        | {"n_seeds": len(row.seeds_found)}
-        for row in rows
-    }
-    written.append(write_json(cfg.paths.metrics / "study.json", summary))
+    written += write_metrics(cfg, rows)
+    legacy = cfg.paths.metrics / "study.json"
+    legacy.unlink(missing_ok=True)  # the one-file layout of earlier versions
     if not used.empty:
         written += write_plot_data(cfg, used)
+    record_groups(cfg, rows)
     return written
+
+
+def _with_paper(ours: str, paper: str) -> str:
+    return ours + ("\n\n" + paper if paper else "")
+
+
+def record_groups(cfg: Config, rows: list[Row]) -> None:
+    """Each row's mean over seeds on its parent run (the MLflow UI's row of the
+    modification), logged at step = the number of seeds, only when it changed."""
+    if not any(row.run_ids for row in rows):
+        return
+    groups = tracking.search_runs(cfg.paths, cfg.experiment, groups=True)
+    column = f"tags.{tracking.ROLE_TAG}"
+    if groups.empty or column not in groups:
+        return
+    groups = groups[groups[column] == tracking.GROUP]
+    for row in rows:
+        parent = groups[groups["tags.modification"].map(
+            lambda m, name=row.modification: same_modification(m, name))]
+        if parent.empty or not row.stats:
+            continue
+        tracking.log_final_metrics(cfg.paths, parent["run_id"].iloc[0],
+                                   metric_summary(row.stats), step=len(row.seeds_found))
+        tracking.set_tags(cfg.paths, parent["run_id"].iloc[0],
+                          {"seeds": " ".join(map(str, row.seeds_found))})

@@ -52,7 +52,7 @@ from multilab.data.inputs import InputEncoder
 from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer, vocabulary_words
 from multilab.errors import StoppedEarly, UserError
 from multilab.files import replace_dir, write_text
-from multilab.lab.metric_table import TRAIN_LOSS
+from multilab.lab.metric_table import TRAIN_LOSS, curve_key
 from multilab.spaces import fasttext_spaces
 from multilab.training.model import (
     CurveHook,
@@ -139,7 +139,10 @@ def train_model(
                 save = main and (stopping or plan.checkpoint_due(state.step))
                 steps.add(state.log_rows[-1], send=save or stopping or plan.log_due(state.step))
                 if main and curve_hook and state.step in plan.curve_at:
+                    steps.say(f"step {state.step}: evaluating the curve point on "
+                              f"{run.study.evaluate.curve_sentences:,} dev sentences…")
                     _log_curve_point(curve_hook, one_step.objective, model, state.step, run_id)
+                    steps.say(None)
                 if save:
                     _save_checkpoint(run, area, model, one_step.optimizer, scheduler, state)
                 accelerator.wait_for_everyone()
@@ -219,8 +222,8 @@ class Plan:
 def curve_steps(total_steps: int, fractions: tuple[float, ...]) -> set[int]:
     """Optimizer steps at which curve metrics are taken during training.
 
-    The final step is not one of them: the evaluate stage logs the final point (on the full
-    dev set) at ``total_steps``, and two values at one step would be ambiguous in MLflow.
+    The final step is not one of them: the evaluate stage measures the final model (on the
+    full dev set, under the metrics' own names, at ``total_steps``).
     """
     return {max(1, round(f * total_steps)) for f in fractions if 0 < f < 1} - {total_steps}
 
@@ -583,17 +586,20 @@ def _done_record(run: RunConfig, state: TrainingState, plan: Plan, data: Trainin
 
 
 def _run_tags(run: RunConfig, data_hash: str, fingerprint: str) -> dict[str, Any]:
+    """Research tags (what the model is), MLflow's source tags, and process bookkeeping
+    under ``multilab.sys.`` (lets a later process tell a live run from an orphan)."""
     return {
         "paper_id": run.paper_id or "",
         "modification": run.modification,
         "seed": run.seed,
         "profile": run.study.profile,
-        "git_commit": tracking.git_commit(),
         "data_hash": data_hash,
         "fingerprint": fingerprint,
         "study": run.study.experiment,
-        "multilab.threads": torch.get_num_threads(),  # bit-identical runs need the same count
-        **tracking.process_tags(),  # lets a later process tell a live run from an orphan
+        **tracking.source_tags(),
+        # bookkeeping: bit-identical runs need the same thread count; the owner process
+        tracking.SYS + "threads": torch.get_num_threads(),
+        **tracking.process_tags(),
     }
 
 
@@ -605,25 +611,38 @@ def _tracked_run(tracked: bool, experiment_id: str | None, run_id: str | None,
     if not tracked:
         yield None
         return
+    if run_id is None:  # a new run: nested under its modification's parent run
+        parent = tracking.group_run(experiment_id, run.modification,
+                                    {"paper_id": run.paper_id or "", "profile": run.study.profile})
+        tags = {**tags, **tracking.parent_tags(parent)}
     with tracking.run(experiment_id, run_id=run_id, tags=tags,
                       name=f"{run.modification} s{run.seed}") as opened:
         yield opened  # the resumed run, or a new one
 
 
 def _log_start(run: RunConfig, data: TrainingData, plan: Plan, world_size: int) -> None:
+    """Parameters, the run's sizes, and the corpora as MLflow datasets with their hashes."""
     tracking.log_params(run.as_params())
     tracking.log_metrics({"train_examples": len(data.examples),
                           "truncated_sentences": data.truncated,
                           "total_steps": plan.total_steps, "world_size": world_size})
+    corpora = run.study.paths.corpora
+    files = {"train": (corpora / "train.txt", "training"), "dev": (corpora / "dev.txt", "eval")}
+    files = {name: spec for name, spec in files.items() if spec[0].exists()}
+    tracking.log_datasets(files, {name: tracking.file_digest(path)
+                                  for name, (path, _) in files.items()})
 
 
 def _log_curve_point(curve_hook: CurveHook, objective, model: BertForMaskedLM, step: int,
                      run_id: str | None) -> None:
+    """The curve metrics under their own names (``curve/mu``, …): they are measured on
+    ``curve_sentences`` dev sentences, the final evaluation on ``dev_sentences``."""
     objective.eval()
     metrics = curve_hook(step, model)
     objective.train()
     if run_id:
-        tracking.log_metrics(metrics, step=step)
+        tracking.log_metrics({curve_key(key): value for key, value in metrics.items()},
+                             step=step)
 
 
 def _progress_bar(run: RunConfig, plan: Plan, start: int, show: bool) -> tqdm:
@@ -637,6 +656,7 @@ class _StepLog:
 
     def __init__(self, run_id: str | None, bar: tqdm) -> None:
         self.run_id, self.bar = run_id, bar
+        self.name = getattr(bar, "desc", "")  # a disabled bar has none
         self.pending: list[dict[str, float]] = []
 
     def add(self, row: dict[str, float], send: bool) -> None:
@@ -649,6 +669,10 @@ class _StepLog:
         if self.run_id:
             tracking.log_step_rows(self.run_id, self.pending, STEP_METRICS)
         self.pending = []
+
+    def say(self, message: str | None) -> None:
+        """Show what the run does while no step advances (None: back to the run's name)."""
+        self.bar.set_description_str(message or self.name, refresh=True)
 
     def close(self) -> None:
         self.bar.close()
