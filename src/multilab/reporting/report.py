@@ -27,6 +27,7 @@ from multilab.lab.modifications import (
     slug,
     split_modification,
 )
+from multilab.reporting.downstream_table import downstream_frame, downstream_markdown
 from multilab.reporting.figures import curve_stats, metric_frame, study_figures
 from multilab.training.model_dir import model_fingerprint
 
@@ -287,7 +288,8 @@ def _write_table(stem: Path, markdown: str, frame: pd.DataFrame) -> list[Path]:
 
 def build_report(cfg: Config) -> list[Path]:
     """Write reports/table1.{md,csv,tex}, table2.{md,csv,tex} (when runs of the
-    non-parallel rows exist), figures, plot data and metrics/study/<row>.json."""
+    non-parallel rows exist), downstream.{md,csv} (when downstream results exist), figures,
+    plot data and metrics/study/<row>.json."""
     runs = finished_runs(cfg)
     if runs.empty:
         raise UserError(
@@ -323,6 +325,16 @@ def build_report(cfg: Config) -> list[Path]:
         body += "\n\n" + table2
         written += _write_table(reports / "table2", intro.replace("Table 1", "Table 2", 1)
                                 + table2 + "\n", rows_frame(rows2))
+    downstream = downstream_frame(runs, {row.modification: list(row.run_ids) for row in rows},
+                                  {row.modification: row.paper_id for row in rows})
+    if not downstream.empty:  # `multilab downstream` has run for some of the study's models
+        table = downstream_markdown(downstream)
+        body += "\n\n" + table
+        written += [write_text(reports / "downstream.md", table + "\n"),
+                    write_text(reports / "downstream.csv", downstream.to_csv(index=False))]
+    else:  # none (any more): no table of an earlier study left behind
+        for stale in (reports / "downstream.md", reports / "downstream.csv"):
+            stale.unlink(missing_ok=True)
     body += "\n\n## Modifications\n\n" + legend(rows + rows2)
     # figures and plot data from exactly the runs behind the table's numbers
     behind = {run_id for row in rows for run_id in row.run_ids}
