@@ -331,7 +331,7 @@ def test_truncated_sentences_are_counted_logged_and_kill_after_save_is_healed(
     ``multilab.json`` and the end of the run leaves a RUNNING run that the next launch ends
     FINISHED (the model is complete) and checkpoints it removes."""
     settings = cli_settings(tmp_path, **{"train.max_train_sentences": 64,
-                                      "train.max_length": 16})
+                                      "train.max_length": 16, "downstream.max_length": 16})
     cfg = config_of(settings)
     experiment = tracking.connect(cfg.paths, cfg.experiment)
     caplog.set_level("WARNING", logger="multilab.data.batches")
