@@ -145,6 +145,19 @@ def build_verse_corpora(cfg: Config) -> dict[str, dict[str, float]]:
     return stats
 
 
+def verse_stats(cfg: Config) -> dict[str, dict[str, float]]:
+    """The statistics :func:`build_verse_corpora` returned, from the built tables."""
+    from multilab.data.corpus import CorpusStats
+
+    stats = {}
+    for split in ("train", "dev"):
+        _, texts = read_verse_table(cfg.paths.corpora / f"{split}.txt")
+        for key, lines in texts.items():
+            words = [" ".join(bert_words(text)) for text in lines]
+            stats[f"{split}.{metric_name(key)}"] = CorpusStats.of(words).as_dict()
+    return stats
+
+
 def read_verse_table(path: Path) -> tuple[list[str], dict[str, list[str]]]:
     """(verse ids, column → texts) of a verse table written by :func:`build_verse_corpora`."""
     from multilab.data.corpus import read_lines
@@ -201,10 +214,25 @@ def build_verse_vocab(cfg: Config) -> dict[str, int]:
         if block.tokenizer_of == block.language:
             _save_bert_tokenizer(list(block.tokens), cfg.paths.vocab / language_dir(
                 index[block.language]))
-    _save_bert_tokenizer(vocabulary(blocks), cfg.paths.vocab / MULTILINGUAL_DIR)
+    _save_bert_tokenizer(saved_tokens(blocks, languages), cfg.paths.vocab / MULTILINGUAL_DIR)
     entries = [_entry(block, index, languages) for block in blocks]
     write_json(cfg.paths.vocab / BLOCKS_FILE, {"blocks": entries})
     return {e["language"]: e["size"] for e in entries} | {"total": len(vocabulary(blocks))}
+
+
+def saved_tokens(blocks: Sequence[Block], languages: Sequence[Language]) -> list[str]:
+    """The whole vocabulary in id order, each token spelled once: a block after the first
+    has its tokens prefixed ``<key>::`` (``s::Abraham``, ``s::[CLS]``), as Fake-English's are
+    ``::``; the languages' own tokenizers (``language-<i>/``) are what cut text."""
+    first = languages[0].edition
+    tokens: list[str] = []
+    for index, block in enumerate(blocks):
+        own = index == 0 or (block.language == Language(first, "fake"))
+        prefix = "" if own else metric_name(block.language.key(first)) + "::"
+        tokens.extend(prefix + t for t in block.tokens)
+    if len(set(tokens)) != len(tokens):  # e.g. two blocks of one joint vocabulary
+        raise UserError("the languages' vocabularies overlap; list each language once")
+    return tokens
 
 
 def _entry(block: Block, index: dict[Language, int], languages: Sequence[Language]) -> dict:
