@@ -199,7 +199,7 @@ def cmd_ids(args: argparse.Namespace) -> None:
 def cmd_check(args: argparse.Namespace) -> None:
     cfg = _config(args)
     print(f"params OK: profile={cfg.profile} seeds={list(cfg.seeds)} study={list(cfg.study)} "
-          f"modification={cfg.modification}")
+          f"modification={cfg.modification} languages=[{', '.join(cfg.languages)}]")
 
 
 #: errno → what to do; the message of :func:`storage_problem`

@@ -657,6 +657,14 @@ def _check_seeds(seeds: Any) -> tuple[int, ...]:
     return checked
 
 
+def default_experiment(profile: str, languages: tuple[str, ...]) -> str:
+    """``multilab-<profile>``; a study of other languages gets its own experiment
+    (``multilab-smoke-3-s``): its models, parent runs and report never mix with the default's."""
+    if languages == langs.DEFAULT_LANGUAGES:
+        return f"multilab-{profile}"
+    return "-".join(["multilab", profile, *(k.replace(":", "_") for k in languages)])
+
+
 def _check_languages(value: Any) -> tuple[str, ...]:
     """``languages``: a list of edition codes and transforms (``data/languages.py``), in its
     canonical spelling; ``"3,s,i"`` is accepted too (``--set languages=3,s,i``)."""
@@ -750,7 +758,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         seeds=seeds,
         modification=modification,
         study=study,
-        experiment=str(experiment or f"multilab-{profile}"),
+        experiment=str(experiment or default_experiment(profile, languages)),
         paths=_build(Paths, merged.get("paths"), "paths"),
         corpus=corpus,
         vocab=_build(VocabConfig, merged.get("vocab"), "vocab"),

@@ -16,9 +16,18 @@ import pandas as pd
 
 from multilab import tracking
 from multilab.config import Config
+from multilab.data.layout import metric_name
 from multilab.errors import UserError
+from multilab.evaluation import verse_retrieval
 from multilab.files import write_json, write_text
-from multilab.lab.metric_table import METRICS, PAPER_VALUES, PLOTS, TABLE2_IDS, summarise
+from multilab.lab.metric_table import (
+    METRICS,
+    PAPER_VALUES,
+    PLOTS,
+    TABLE2_IDS,
+    mean_std,
+    summarise,
+)
 from multilab.lab.modifications import (
     canonical_name,
     describe,
@@ -285,6 +294,53 @@ def _write_table(stem: Path, markdown: str, frame: pd.DataFrame) -> list[Path]:
     ]
 
 
+#: What the report says of the metrics a real-language study does not have.
+OMITTED_FOR_VERSES = (
+    "Real languages have no word-level gold alignment: word alignment (F1), word translation "
+    "(τ) and μ, which averages τ, are not computed for them (– in Table 1); the paper's Table 1 "
+    "(English + Fake-English) is not shown beside them. ρ is verse retrieval P@1 (gold: the "
+    "verse id) averaged over every ordered pair of languages; the pairs are in the retrieval "
+    "tables below. Perplexities are over all languages' verses (per language in MLflow: "
+    "`ppl_dev.<code>`)."
+)
+
+
+def retrieval_frame(cfg: Config, rows: list[Row], runs: pd.DataFrame) -> pd.DataFrame:
+    """Verse retrieval P@1 of every ordered pair of languages at each evaluated layer, mean
+    and std over the seeds behind each row (MLflow ``retrieval_p1.l<n>.<query>-<key>``)."""
+    names = [metric_name(key) for key in cfg.languages]
+    records = []
+    for row in rows:
+        mine = runs[runs["run_id"].isin(row.run_ids)]
+        for column in sorted(c for c in runs.columns if c.startswith("metrics.retrieval_p1.l")):
+            parts = column.removeprefix("metrics.retrieval_p1.").split(".", 1)
+            if len(parts) != 2 or parts[1].count("-") != 1:
+                continue
+            query, key = parts[1].split("-")
+            values = [float(v) for v in mine[column] if pd.notna(v)]
+            if values and query in names and key in names:
+                mean, std = mean_std(values)
+                records.append({"modification": row.modification, "layer": int(parts[0][1:]),
+                                "query": query, "key": key, "p1_mean": mean, "p1_std": std,
+                                "n_seeds": len(values)})
+    return pd.DataFrame.from_records(
+        records, columns=["modification", "layer", "query", "key", "p1_mean", "p1_std",
+                          "n_seeds"])
+
+
+def retrieval_markdown(cfg: Config, frame: pd.DataFrame) -> str:
+    """One matrix per (row, layer): query languages as rows, keys as columns, mean column."""
+    names = [metric_name(key) for key in cfg.languages]
+    parts = ["## Verse retrieval P@1 between the languages (mean over seeds)"]
+    for (modification, layer), group in frame.groupby(["modification", "layer"], sort=False):
+        matrix = {(r.query, r.key): r.p1_mean for r in group.itertuples()}
+        if len(matrix) != len(names) * (len(names) - 1):
+            continue
+        parts.append(f"### {modification}, layer {layer}\n\n"
+                     + verse_retrieval.matrix_table(matrix, names))
+    return "\n\n".join(parts)
+
+
 def build_report(cfg: Config) -> list[Path]:
     """Write reports/table1.{md,csv,tex}, table2.{md,csv,tex} (when runs of the
     non-parallel rows exist), figures, plot data and metrics/study/<row>.json."""
@@ -314,8 +370,13 @@ def build_report(cfg: Config) -> list[Path]:
            "than the paper: see docs/REPRODUCTION.md.")
         + "\n\n"
     )
-    body = _with_paper(markdown_table(rows, "Table 1"),
-                       paper_table(rows, "Table 1 of the paper (seed 000), same rows"))
+    if cfg.verses:  # the paper's Table 1 is English + Fake-English: nothing to compare
+        intro += (f"Languages: {', '.join(cfg.languages)} (verses of each edition). "
+                  + OMITTED_FOR_VERSES + "\n\n")
+        body = markdown_table(rows, "Table 1")
+    else:
+        body = _with_paper(markdown_table(rows, "Table 1"),
+                           paper_table(rows, "Table 1 of the paper (seed 000), same rows"))
     if rows2:
         table2 = _with_paper(
             markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)"),
@@ -323,6 +384,12 @@ def build_report(cfg: Config) -> list[Path]:
         body += "\n\n" + table2
         written += _write_table(reports / "table2", intro.replace("Table 1", "Table 2", 1)
                                 + table2 + "\n", rows_frame(rows2))
+    if cfg.verses:
+        frame = retrieval_frame(cfg, rows, runs)
+        retrieval = retrieval_markdown(cfg, frame)
+        body += "\n\n" + retrieval
+        written += [write_text(reports / "retrieval.md", retrieval + "\n"),
+                    write_text(reports / "retrieval.csv", frame.to_csv(index=False))]
     body += "\n\n## Modifications\n\n" + legend(rows + rows2)
     # figures and plot data from exactly the runs behind the table's numbers
     behind = {run_id for row in rows for run_id in row.run_ids}
