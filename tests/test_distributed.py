@@ -164,6 +164,7 @@ def test_two_processes_write_one_loadable_model(launched) -> None:
 @slow
 def test_one_finished_mlflow_run(launched) -> None:
     from multilab import tracking
+    from multilab.lab.metric_table import curve_key
 
     cfg = launched["cfg"]
     runs = tracking.search_runs(cfg.paths, cfg.experiment)
@@ -174,7 +175,7 @@ def test_one_finished_mlflow_run(launched) -> None:
     assert row["metrics.world_size"] == PROCESSES
     history = tracking.metric_history(cfg.paths, row["run_id"], "train_loss")
     assert [step for step, _ in history] == list(range(1, STEPS + 1))  # each step once
-    curve = tracking.metric_history(cfg.paths, row["run_id"], "ppl_dev")
+    curve = tracking.metric_history(cfg.paths, row["run_id"], curve_key("ppl_dev"))
     # eval_points [0.5]; the final point belongs to the evaluate stage (full dev set), so
     # training never logs a second value at the last step
     assert [step for step, _ in curve] == [STEPS // 2]

@@ -53,6 +53,41 @@ def test_http_retries_are_bounded_but_a_users_setting_wins(dead_server: str, mon
     assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "33"
 
 
+def test_a_dataset_inserted_by_a_concurrent_run_is_linked_not_fatal(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """Two seeds started at once against a server can both miss the corpus in the store; the
+    second insert then fails on the unique key (CI saw it). The retry links the row instead;
+    any other store error still ends the run."""
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("in the beginning\n")
+    real_log_input = mlflow.log_input
+    calls = []
+
+    def first_insert_loses_the_race(dataset, context=None):
+        calls.append(dataset.name)
+        if len(calls) == 1:
+            raise MlflowException("BAD_REQUEST: (sqlite3.IntegrityError) UNIQUE constraint "
+                                  "failed: datasets.experiment_id, datasets.name, datasets.digest")
+        return real_log_input(dataset, context=context)
+
+    monkeypatch.setattr(mlflow, "log_input", first_insert_loses_the_race)
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"  # set so that teardown restores the user's
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    monkeypatch.setattr(mlflow.tracking._tracking_service.utils, "_tracking_uri", store)
+    with mlflow.start_run() as run:
+        tracking.log_datasets({"train": (corpus, "training")}, {"train": "abc"})
+    inputs = MlflowClient().get_run(run.info.run_id).inputs.dataset_inputs
+    assert calls == ["train", "train"]
+    assert [(d.dataset.name, d.dataset.digest) for d in inputs] == [("train", "abc")]
+
+    def store_is_broken(dataset, context=None):
+        raise MlflowException("BAD_REQUEST: no such table: datasets")
+
+    monkeypatch.setattr(mlflow, "log_input", store_is_broken)
+    with mlflow.start_run(), pytest.raises(MlflowException, match="no such table"):
+        tracking.log_datasets({"train": (corpus, "training")}, {"train": "abc"})
+
+
 def test_a_server_lost_after_connecting_is_one_line_in_seconds(dead_server: str,
                                                                 tmp_path: Path) -> None:
     """Past the /health check (a server that died mid-run): MLflow's client used to retry

@@ -160,6 +160,23 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     print(f"all metrics: {out or cfg.paths.eval_file(record['modification'], record['seed'])}")
 
 
+def cmd_downstream(args: argparse.Namespace) -> None:
+    from multilab.data.languages import parse_languages
+    from multilab.evaluation.downstream import downstream_and_record
+
+    cfg = _config(args)
+    languages = parse_languages(args.languages) if args.languages else None
+    out = args.out and Path(args.out)
+    record = downstream_and_record(cfg, Path(args.model_dir), languages, out)
+    scores = ", ".join(f"{label} {record['test'][label]['accuracy']:.3f}"
+                       for label in record["labels"])
+    majority = record["majority"]
+    print(f"{record['modification']} s{record['seed']}: accuracy {scores} (majority "
+          f"{majority['accuracy']:.3f}, epoch {record['epochs']['selected']})")
+    where = out or cfg.paths.downstream_file(record["modification"], record["seed"])
+    print(f"all results: {where}")
+
+
 def cmd_variant(args: argparse.Namespace) -> None:
     from multilab.lab.metric_table import short_table
     from multilab.lab.variant import run_variant
@@ -266,6 +283,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: evaluate.layers of params.yaml)")
     p.set_defaults(func=cmd_evaluate)
 
+    p = sub.add_parser("downstream", help="zero-shot book-group classification of a model "
+                       "directory: fine-tune on the first language, test on every language")
+    p.add_argument("model_dir")
+    p.add_argument("--languages", help="the study's languages, e.g. 3,fake (default: the "
+                   "study's)")
+    p.add_argument("--out", help="JSON file for the results (default: artifacts/downstream/...)")
+    p.set_defaults(func=cmd_downstream)
+
     sub.add_parser("variant", help="train + evaluate params.modification over the seeds"
                    ).set_defaults(func=cmd_variant)
     sub.add_parser("report", help="tables (and figures) from the MLflow runs"
@@ -306,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:  # each retry of a dead tracking server: noise before our one line
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     try:
-        if args.command in ("train", "evaluate", "variant"):
+        if args.command in ("train", "evaluate", "variant", "downstream"):
             claim_gpu()  # several GPUs: one per process, before CUDA starts (devices.py)
             configure_threads()  # cores shared by parallel workers, before torch starts
         args.func(args)

@@ -76,6 +76,14 @@ class Paths:
         """A study model's evaluation (an ``evaluate`` stage of dvc.yaml writes it)."""
         return self.evaluations / mods.slug(modification) / f"seed{seed}.json"
 
+    @property
+    def downstream(self) -> Path:
+        return self.artifacts / "downstream"
+
+    def downstream_file(self, modification: str, seed: int) -> Path:
+        """A study model's downstream results (a ``downstream`` stage of dvc.yaml writes it)."""
+        return self.downstream / mods.slug(modification) / f"seed{seed}.json"
+
     def variant_model_dir(self, modification: str, seed: int) -> Path:
         """A model trained by ``multilab variant`` because the study has none like it."""
         return self.variant / mods.slug(modification) / f"seed{seed}"
@@ -163,6 +171,23 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class DownstreamConfig:
+    """The zero-shot book-group task (``evaluation.downstream``): seed 000 §5's fine-tuning
+    recipe (3 epochs, batch 32, lr 2e-5, after Devlin et al.: 10 % warm-up, decay .01)."""
+
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 2e-5
+    warmup: float = 0.1  # share of the fine-tuning steps
+    weight_decay: float = 0.01
+    max_length: int = 128  # wordpieces with [CLS] and [SEP]; <= train.max_length
+    split_seed: int = 0  # the chapter split (book_groups.split_chapters): one for all models
+    seed: int | None = None  # classifier init, dropout, batch order; null: the model's seed
+    max_train_verses: int | None = None  # a seeded sample of the train split; null: all
+    max_test_verses: int | None = None  # the same for dev and for test; null: all
+
+
+@dataclass(frozen=True)
 class Config:
     """The study-level configuration (what ``params.yaml`` + profile say)."""
 
@@ -178,6 +203,7 @@ class Config:
     train: TrainConfig
     models: dict[str, ModelConfig]
     evaluate: EvalConfig
+    downstream: DownstreamConfig = DownstreamConfig()
     #: the study's languages in their canonical spelling (``languages.language_keys``)
     languages: tuple[str, ...] = langs.DEFAULT_LANGUAGES
 
@@ -299,6 +325,7 @@ TOP_LEVEL_ONLY = frozenset({"profile", "seeds", "study", "modification", "paths"
 SECTIONS: dict[str, type] = {
     "paths": Paths, "corpus": CorpusConfig, "vocab": VocabConfig, "spaces": SpacesConfig,
     "train": TrainConfig, "models": ModelConfig, "evaluate": EvalConfig,
+    "downstream": DownstreamConfig,
 }
 MODEL_SIZES = ("small", "base")  # what Recipe.model_size names
 TOP_LEVEL_KEYS = ("profile", "seeds", "modification", "study", "languages", "experiment",
@@ -364,6 +391,22 @@ RULES: dict[tuple[type, str], tuple[Callable[[Any], bool], str]] = {
     (EvalConfig, "curve_sentences"): _at_least(1),
     (EvalConfig, "batch_size"): _at_least(1),
     (EvalConfig, "mask_seed"): _SEED,
+    (DownstreamConfig, "epochs"): _at_least(1),
+    (DownstreamConfig, "batch_size"): _at_least(1),
+    (DownstreamConfig, "lr"): _POSITIVE,
+    (DownstreamConfig, "warmup"): ((lambda share: 0 <= share < 1),
+                                   "from 0 (included) to 1 (excluded): a share of the steps"),
+    (DownstreamConfig, "weight_decay"): _at_least(0),
+    (DownstreamConfig, "max_length"): (
+        (lambda length: length >= MIN_MAX_LENGTH),
+        f">= {MIN_MAX_LENGTH} ([CLS], at least one wordpiece, [SEP])"),
+    (DownstreamConfig, "split_seed"): _SEED,
+    (DownstreamConfig, "seed"): ((lambda s: s is None or _SEED[0](s)),
+                                 f"{_SEED[1]} (null: the pretrained model's seed)"),
+    (DownstreamConfig, "max_train_verses"): (
+        (lambda n: n is None or n >= 1), ">= 1 (null: the whole train split)"),
+    (DownstreamConfig, "max_test_verses"): (
+        (lambda n: n is None or n >= 1), ">= 1 (null: the whole dev and test splits)"),
 }
 
 
@@ -753,6 +796,13 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
                     f"{model.num_hidden_layers} layers; valid: 0-{model.num_hidden_layers} "
                     f"or {ALL_LAYERS!r}"
                 )
+    downstream = _build(DownstreamConfig, merged.get("downstream"), "downstream")
+    if downstream.max_length > train.max_length:
+        raise UserError(
+            f"downstream.max_length = {downstream.max_length} is more than train.max_length = "
+            f"{train.max_length} (positions the model never saw; lang-pos shifts by "
+            f"train.max_length); valid: <= {train.max_length}"
+        )
     cfg = Config(
         profile=profile,
         seeds=seeds,
@@ -766,6 +816,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         train=train,
         models=models,
         evaluate=evaluate,
+        downstream=downstream,
         languages=languages,
     )
     for entry in (modification, *study):  # as `train` will resolve them: one path for both

@@ -587,7 +587,25 @@ def log_datasets(files: dict[str, tuple[Path, str]], digests: dict[str, str]) ->
         with warnings.catch_warnings():  # "" and "file" schemes both name the local source
             warnings.simplefilter("ignore", UserWarning)
             source = resolve_dataset_source(str(Path(path).resolve()))
-        mlflow.log_input(MetaDataset(source, name=name, digest=digests[name]), context=context)
+        _log_input_once(MetaDataset(source, name=name, digest=digests[name]), context)
+
+
+def _log_input_once(dataset: object, context: str, attempts: int = 3) -> None:
+    """``mlflow.log_input``, retried when a concurrent run inserted the same dataset first.
+
+    The tracking store looks a dataset up and inserts it if missing; two runs of one
+    experiment that log one corpus at the same moment (seeds trained at once against a
+    server) can both miss it, and the second insert fails on the store's unique key. The
+    row exists by then, so the retry finds it and only links it to this run.
+    """
+    for attempt in range(attempts):
+        try:
+            mlflow.log_input(dataset, context=context)
+            return
+        except mlflow.exceptions.MlflowException as error:
+            if "UNIQUE constraint" not in str(error) or attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 def file_digest(path: Path) -> str:

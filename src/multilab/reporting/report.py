@@ -36,6 +36,7 @@ from multilab.lab.modifications import (
     slug,
     split_modification,
 )
+from multilab.reporting.downstream_table import downstream_frame, downstream_markdown
 from multilab.reporting.figures import curve_stats, metric_frame, study_figures
 from multilab.training.model_dir import model_fingerprint
 
@@ -300,8 +301,8 @@ OMITTED_FOR_VERSES = (
     "(τ) and μ, which averages τ, are not computed for them (– in Table 1); the paper's Table 1 "
     "(English + Fake-English) is not shown beside them. ρ is verse retrieval P@1 (gold: the "
     "verse id) averaged over every ordered pair of languages; the pairs are in the retrieval "
-    "tables below. Perplexities are over all languages' verses (per language in MLflow: "
-    "`ppl_dev.<code>`)."
+    "tables below. Perplexities in Table 1 are over all languages' verses; per language "
+    "below (MLflow: `ppl_dev.<code>`)."
 )
 
 
@@ -341,9 +342,40 @@ def retrieval_markdown(cfg: Config, frame: pd.DataFrame) -> str:
     return "\n\n".join(parts)
 
 
+def perplexity_frame(cfg: Config, rows: list[Row], runs: pd.DataFrame) -> pd.DataFrame:
+    """Train and dev perplexity of each language, mean and std over the seeds behind each
+    row (MLflow ``ppl_train.<code>``, ``ppl_dev.<code>``)."""
+    records = []
+    for row in rows:
+        mine = runs[runs["run_id"].isin(row.run_ids)]
+        for name in (metric_name(key) for key in cfg.languages):
+            record: dict[str, object] = {"modification": row.modification, "language": name}
+            for split in ("train", "dev"):
+                column = f"metrics.ppl_{split}.{name}"
+                values = [float(v) for v in mine.get(column, pd.Series(dtype=float))
+                          if pd.notna(v)]
+                mean, std = mean_std(values) if values else (float("nan"), float("nan"))
+                record |= {f"ppl_{split}_mean": mean, f"ppl_{split}_std": std}
+            records.append(record)
+    return pd.DataFrame.from_records(
+        records, columns=["modification", "language", "ppl_train_mean", "ppl_train_std",
+                          "ppl_dev_mean", "ppl_dev_std"])
+
+
+def perplexity_markdown(frame: pd.DataFrame) -> str:
+    """One row per (row of the study, language): its train and dev perplexity."""
+    lines = ["## Perplexity per language (mean over seeds)", "",
+             "| modification | language | ppl train | ppl dev |", "|---|---|--:|--:|"]
+    for r in frame.itertuples():
+        lines.append(f"| {r.modification} | {r.language} | {r.ppl_train_mean:,.0f} | "
+                     f"{r.ppl_dev_mean:,.0f} |")
+    return "\n".join(lines)
+
+
 def build_report(cfg: Config) -> list[Path]:
     """Write reports/table1.{md,csv,tex}, table2.{md,csv,tex} (when runs of the
-    non-parallel rows exist), figures, plot data and metrics/study/<row>.json."""
+    non-parallel rows exist), downstream.{md,csv} (when downstream results exist), figures,
+    plot data and metrics/study/<row>.json."""
     runs = finished_runs(cfg)
     if runs.empty:
         raise UserError(
@@ -360,36 +392,55 @@ def build_report(cfg: Config) -> list[Path]:
         rows2 = []  # no non-parallel run: the original row alone compares nothing
     reports = cfg.paths.reports
     written = []
-    intro = (
-        f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
-        f"Mean ± std over seeds {list(cfg.seeds)} of finished MLflow runs (a row of one "
-        "seed shows its value alone: one seed has no spread); the paper's means of the same "
-        "rows follow in a table of their own. ρ = sentence retrieval P@1, τ = word translation "
-        "P@1, F1 = word alignment, μ = (ρ0 + ρ8 + τ0 + τ8) / 4. "
-        + ("" if cfg.profile == "paper" else f"Profile `{cfg.profile}` trains far fewer steps "
-           "than the paper: see docs/REPRODUCTION.md.")
-        + "\n\n"
-    )
-    if cfg.verses:  # the paper's Table 1 is English + Fake-English: nothing to compare
-        intro += (f"Languages: {', '.join(cfg.languages)} (verses of each edition). "
-                  + OMITTED_FOR_VERSES + "\n\n")
+    steps = ("" if cfg.profile == "paper" else f"Profile `{cfg.profile}` trains far fewer "
+             "steps than the paper: see docs/REPRODUCTION.md.")
+    if cfg.verses:  # the paper's tables are English + Fake-English: nothing to compare
+        intro = (
+            f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
+            f"Languages: {', '.join(cfg.languages)} (verses of each edition). Mean ± std over "
+            f"seeds {list(cfg.seeds)} of finished MLflow runs (a row of one seed shows its "
+            "value alone). " + OMITTED_FOR_VERSES + " " + steps + "\n\n"
+        )
         body = markdown_table(rows, "Table 1")
     else:
+        intro = (
+            f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
+            f"Mean ± std over seeds {list(cfg.seeds)} of finished MLflow runs (a row of one "
+            "seed shows its value alone: one seed has no spread); the paper's means of the "
+            "same rows follow in a table of their own. ρ = sentence retrieval P@1, τ = word "
+            "translation P@1, F1 = word alignment, μ = (ρ0 + ρ8 + τ0 + τ8) / 4. " + steps
+            + "\n\n"
+        )
         body = _with_paper(markdown_table(rows, "Table 1"),
                            paper_table(rows, "Table 1 of the paper (seed 000), same rows"))
     if rows2:
-        table2 = _with_paper(
-            markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)"),
-            paper_table(rows2, "Table 2 of the paper, same rows"))
+        table2 = markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)")
+        if not cfg.verses:
+            table2 = _with_paper(table2, paper_table(rows2, "Table 2 of the paper, same rows"))
         body += "\n\n" + table2
         written += _write_table(reports / "table2", intro.replace("Table 1", "Table 2", 1)
                                 + table2 + "\n", rows_frame(rows2))
     if cfg.verses:
         frame = retrieval_frame(cfg, rows, runs)
-        retrieval = retrieval_markdown(cfg, frame)
+        ppl = perplexity_frame(cfg, rows, runs)
+        retrieval = retrieval_markdown(cfg, frame) + "\n\n" + perplexity_markdown(ppl)
         body += "\n\n" + retrieval
         written += [write_text(reports / "retrieval.md", retrieval + "\n"),
-                    write_text(reports / "retrieval.csv", frame.to_csv(index=False))]
+                    write_text(reports / "retrieval.csv", frame.to_csv(index=False)),
+                    write_text(reports / "perplexity.csv", ppl.to_csv(index=False))]
+    else:  # English + Fake-English: no language tables of an earlier real-language study
+        for name in ("retrieval.md", "retrieval.csv", "perplexity.csv"):
+            (reports / name).unlink(missing_ok=True)
+    downstream = downstream_frame(runs, {row.modification: list(row.run_ids) for row in rows},
+                                  {row.modification: row.paper_id for row in rows})
+    if not downstream.empty:  # `multilab downstream` has run for some of the study's models
+        table = downstream_markdown(downstream)
+        body += "\n\n" + table
+        written += [write_text(reports / "downstream.md", table + "\n"),
+                    write_text(reports / "downstream.csv", downstream.to_csv(index=False))]
+    else:  # none (any more): no table of an earlier study left behind
+        for stale in (reports / "downstream.md", reports / "downstream.csv"):
+            stale.unlink(missing_ok=True)
     body += "\n\n## Modifications\n\n" + legend(rows + rows2)
     # figures and plot data from exactly the runs behind the table's numbers
     behind = {run_id for row in rows for run_id in row.run_ids}

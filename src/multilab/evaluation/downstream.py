@@ -1,0 +1,432 @@
+"""The zero-shot downstream task (issue 16 item 5): the lab's stand-in for seed 000 §5's XNLI.
+
+A finished pretrained model is loaded as ``AutoModelForSequenceClassification`` (5 labels:
+the book groups of :mod:`multilab.data.book_groups`; the encoder's weights are the
+pretrained ones, the pooler and the classifier are new, initialised from the seed),
+fine-tuned on the *first* language's train split with seed 000 §5's recipe (3 epochs,
+batch 32, lr 2e-5; ``downstream`` in params.yaml), the epoch with the best first-language
+dev accuracy is kept, and that model classifies the test split in **every** language of the
+study: the first language is the in-language score, every other one is zero-shot. Beside
+them, the majority baseline (always the most frequent train label).
+
+Inputs are built as in pretraining (:class:`~multilab.data.inputs.InputEncoder`): a
+language's verse is tokenized by its vocabulary and encoded as the study's language number
+``k``, so a modification (lang-pos, shift-special, inv-order) applies exactly as the model
+was trained, and Fake-English is the ``fake`` transform's id-shifted input ids of the
+English verse, not a text of its own. Which languages a model can read is decided in one
+place, :func:`language_inputs`.
+
+What a number means, compared with XNLI: docs in the README ("Downstream task").
+
+Cost on a CPU: dynamic padding, and batches of similar length (each epoch's shuffled order
+is cut into chunks of 50 batches sorted by length, as Hugging Face's ``group_by_length``);
+evaluation in length-sorted batches. Deterministic given the seed on a fixed thread count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import random
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+from transformers import (
+    AutoModelForSequenceClassification,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    get_linear_schedule_with_warmup,
+)
+
+from multilab import tracking
+from multilab.config import Config, DownstreamConfig, RunConfig
+from multilab.data.book_groups import (
+    LABELS,
+    SPLITS,
+    Example,
+    classification_scores,
+    majority_baseline,
+    task_examples,
+)
+from multilab.data.inputs import InputEncoder, collate
+from multilab.data.languages import Language, editions_of, language_keys
+from multilab.data.layout import layout
+from multilab.data.parallel import read_edition
+from multilab.data.vocab import load_tokenizer
+from multilab.errors import UserError
+from multilab.evaluation.evaluate import _model_run, evaluation_device
+from multilab.files import write_json
+from multilab.training.model import check_finite_weights
+from multilab.training.model_dir import DONE_FILE, check_weights, read_done
+
+log = logging.getLogger(__name__)
+
+PREFIX = "downstream/"
+#: Batches per length-sorted chunk of a fine-tuning epoch (Hugging Face's mega-batch).
+CHUNK_BATCHES = 50
+#: Measurements of the run itself, not of the model: logged once (tracking.log_final_metrics).
+TIMINGS = (f"{PREFIX}seconds",)
+LANGUAGES_TAG = "downstream.languages"
+
+
+# --------------------------------------------------------------------------- languages
+
+
+def study_languages(cfg: Config) -> tuple[Language, ...]:
+    """The languages of the study (``languages`` of params.yaml): the first is fine-tuned
+    on and tested in-language, every other one is tested zero-shot."""
+    return cfg.language_list
+
+
+def language_label(language: Language, languages: Sequence[Language]) -> str:
+    """The name of a language in metric keys and tables: its ISO code (``en``, ``en-fake``,
+    ``de``), with the edition code where two languages of the study share it (``en-3``)."""
+    same = [lang for lang in languages if lang.iso == language.iso]
+    return language.iso if len(same) == 1 else f"{language.iso}-{language.edition}"
+
+
+@dataclass(frozen=True)
+class LanguageInput:
+    """How the verses of one language become model inputs: the tokenizer that cuts them and
+    the study's language number the encoder gives them (block of ids, positions)."""
+
+    language: Language
+    tokenizer: PreTrainedTokenizerBase
+    number: int
+
+
+def language_inputs(cfg: Config, languages: Sequence[Language]) -> list[LanguageInput]:
+    """What the study's models can read, per language, or one line saying why not.
+
+    A language gets the tokenizer and language number (block of ids, positions) it was
+    pretrained with (:func:`multilab.data.layout.layout`): any of the study's languages, in
+    any order, so ``--languages s,3`` fine-tunes on German and tests English zero-shot. In
+    the English + Fake-English setup that is ``[3]`` or ``[3, fake]`` (one vocabulary; fake is
+    its id-shifted copy).
+    """
+    study = cfg.language_list
+    lay = layout(cfg)
+    listed = ", ".join(language_keys(tuple(languages)))
+    numbers = {lang: number for number, lang in enumerate(study)}
+    first = cfg.corpus.train_edition
+    readable = (f"[{first}] or [{first}, fake]" if not cfg.verses
+                else f"the study's [{', '.join(cfg.languages)}], in any order")
+    tokenizers = {name: load_tokenizer(cfg.paths.vocab, name) for name in set(lay.tokenizers)}
+    inputs = []
+    for place, lang in enumerate(languages):
+        number = numbers.get(lang)
+        if not cfg.verses and number is not None and number != place:
+            number = None  # one vocabulary: English must come first, its fake copy second
+        if number is None:
+            raise UserError(
+                f"language {lang.key(languages[0].edition)!r} ({lang.name}) at place "
+                f"{place + 1} of [{listed}] has no vocabulary block in this study's models "
+                f"(languages [{', '.join(cfg.languages)}]); valid: {readable}"
+            )
+        inputs.append(LanguageInput(lang, tokenizers[lay.tokenizers[number]], number))
+    return inputs
+
+
+def input_encoder(cfg: Config, run: RunConfig) -> InputEncoder:
+    """The encoder of pretraining: every language's block at its offset."""
+    lay = layout(cfg)
+    return InputEncoder(run.recipe, lay.sizes[0], cfg.train.max_length, lay.offsets,
+                        lay.total)
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass
+class Encoded:
+    """One split of one language as model inputs: encoded verses and their labels."""
+
+    encoded: list[tuple[torch.Tensor, ...]]
+    labels: torch.Tensor
+    languages: list[int]
+    truncated: int
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return torch.tensor([len(e[0]) for e in self.encoded])
+
+    def __len__(self) -> int:
+        return len(self.encoded)
+
+    def batch(self, rows: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        idx = rows.tolist()
+        batch = collate([self.encoded[i] for i in idx], [self.languages[i] for i in idx])
+        return batch.model_inputs(), self.labels[rows]
+
+
+def encode_examples(examples: Sequence[Example], how: LanguageInput, encoder: InputEncoder,
+                    max_length: int) -> Encoded:
+    """Verses → ``[CLS] … [SEP]`` inputs of the language, cut to ``max_length``."""
+    ids = how.tokenizer([e.text for e in examples], add_special_tokens=False)["input_ids"]
+    limit = max_length - 2
+    encoded = [encoder.encode(torch.tensor(row[:limit], dtype=torch.long), how.number)
+               for row in ids]
+    return Encoded(encoded, torch.tensor([e.label for e in examples], dtype=torch.long),
+                   [how.number] * len(examples), sum(len(row) > limit for row in ids))
+
+
+def sample(examples: dict[Language, list[Example]], limit: int | None, seed: int
+           ) -> dict[Language, list[Example]]:
+    """At most ``limit`` verses, drawn by ``random.Random(seed)``, the same ids in every
+    language, kept in canonical order (all of them when ``limit`` is None or not smaller)."""
+    first = next(iter(examples.values()))
+    if limit is None or limit >= len(first):
+        return examples
+    keep = sorted(random.Random(seed).sample(range(len(first)), limit))
+    return {lang: [rows[i] for i in keep] for lang, rows in examples.items()}
+
+
+def task_data(cfg: Config, languages: Sequence[Language]
+              ) -> dict[str, dict[Language, list[Example]]]:
+    """The split of the task for ``languages``, capped as ``downstream`` says."""
+    settings = cfg.downstream
+    verses = {code: read_edition(code, cfg.paths.data) for code in editions_of(languages)}
+    examples = task_examples(languages, verses, seed=settings.split_seed)
+    caps = {"train": settings.max_train_verses, "dev": settings.max_test_verses,
+            "test": settings.max_test_verses}
+    return {split: sample(examples[split], caps[split], settings.split_seed + number)
+            for number, split in enumerate(SPLITS)}
+
+
+# --------------------------------------------------------------------------- fine-tuning
+
+
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """No load report (the MLM head "unexpected", pooler and classifier "missing": exactly
+    what a classifier made of a masked-LM checkpoint is) and no per-file bar."""
+    import transformers
+
+    previous = transformers.utils.logging.get_verbosity()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers.utils.logging.set_verbosity(previous)
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+
+
+def load_classifier(model_dir: Path, seed: int) -> PreTrainedModel:
+    """The pretrained checkpoint with a new 5-way head, initialised from ``seed``."""
+    torch.manual_seed(seed)
+    try:
+        with _quiet_loading():
+            return AutoModelForSequenceClassification.from_pretrained(
+                str(model_dir), num_labels=len(LABELS), local_files_only=True)
+    except Exception as err:  # corrupt files surface as many different exception types
+        raise UserError(f"{model_dir} holds a corrupted checkpoint: {err}") from err
+
+
+def epoch_batches(lengths: torch.Tensor, batch_size: int, generator: torch.Generator
+                  ) -> list[torch.Tensor]:
+    """One epoch's batches: a seeded shuffle, cut into chunks of :data:`CHUNK_BATCHES`
+    batches, each chunk sorted by length (little padding), the batches in seeded order."""
+    order = torch.randperm(len(lengths), generator=generator)
+    batches: list[torch.Tensor] = []
+    for chunk in order.split(batch_size * CHUNK_BATCHES):
+        by_length = chunk[torch.argsort(lengths[chunk], stable=True)]
+        batches.extend(by_length.split(batch_size))
+    shuffled = torch.randperm(len(batches), generator=generator).tolist()
+    return [batches[i] for i in shuffled]
+
+
+def _optimizer(model: torch.nn.Module, settings: DownstreamConfig) -> torch.optim.AdamW:
+    """AdamW without decay on biases and LayerNorm weights (as BERT's fine-tuning)."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(param)
+    groups = [{"params": decay, "weight_decay": settings.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=settings.lr)
+
+
+@torch.no_grad()
+def predict(model: PreTrainedModel, data: Encoded, batch_size: int,
+            bar: tqdm | None = None) -> list[int]:
+    """The predicted label of every verse, in the data's order (length-sorted batches)."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    predicted = torch.empty(len(data), dtype=torch.long)
+    for rows in torch.argsort(data.lengths, stable=True).split(batch_size):
+        inputs, _ = data.batch(rows)
+        logits = model(**{k: v.to(device) for k, v in inputs.items()}).logits
+        predicted[rows] = logits.argmax(dim=-1).cpu()
+        if bar is not None:
+            bar.update(len(rows))
+    model.train(was_training)
+    return predicted.tolist()
+
+
+@dataclass
+class FineTuned:
+    """What fine-tuning chose: the epoch (1-based) with the best dev accuracy (ties: the
+    earlier) and the dev scores of every epoch."""
+
+    epoch: int
+    dev_accuracy: list[float]
+    dev_macro_f1: list[float]
+    train_loss: list[float]
+
+
+def fine_tune(model: PreTrainedModel, train: Encoded, dev: Encoded,
+              settings: DownstreamConfig, seed: int, bar: tqdm) -> FineTuned:
+    """Fine-tune ``model`` in place and leave it at the selected epoch's weights."""
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(seed)
+    steps_per_epoch = math.ceil(len(train) / settings.batch_size)
+    total = steps_per_epoch * settings.epochs
+    optimizer = _optimizer(model, settings)
+    scheduler = get_linear_schedule_with_warmup(optimizer, round(settings.warmup * total),
+                                                total)
+    lengths = train.lengths
+    best: dict[str, torch.Tensor] | None = None
+    result = FineTuned(0, [], [], [])
+    for epoch in range(1, settings.epochs + 1):
+        model.train()
+        losses = []
+        for rows in epoch_batches(lengths, settings.batch_size, generator):
+            inputs, labels = train.batch(rows)
+            logits = model(**{k: v.to(device) for k, v in inputs.items()}).logits
+            loss = F.cross_entropy(logits.float(), labels.to(device))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(float(loss.detach()))
+            bar.update(len(rows))
+            bar.set_postfix(epoch=epoch, loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+        scores = classification_scores(predict(model, dev, settings.batch_size * 4, bar),
+                                       dev.labels.tolist())
+        result.train_loss.append(sum(losses) / len(losses))
+        result.dev_accuracy.append(scores.accuracy)
+        result.dev_macro_f1.append(scores.macro_f1)
+        if best is None or scores.accuracy > max(result.dev_accuracy[:-1]):
+            result.epoch = epoch
+            best = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if best is not None and result.epoch != settings.epochs:
+        model.load_state_dict(best)
+    return result
+
+
+# --------------------------------------------------------------------------- the task
+
+
+def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
+                     languages: Sequence[Language], progress: bool = True) -> dict[str, Any]:
+    """Fine-tune a finished model on the first language and test it in every language.
+
+    Returns the record the JSON holds: per-language test scores, the majority baseline, the
+    selected epoch and the flat ``metrics`` logged to MLflow.
+    """
+    settings = cfg.downstream
+    seed = run.seed if settings.seed is None else settings.seed
+    started = time.perf_counter()
+    inputs = language_inputs(cfg, languages)
+    data = task_data(cfg, languages)
+    encoder = input_encoder(cfg, run)
+    first = inputs[0]
+    train = encode_examples(data["train"][first.language], first, encoder, settings.max_length)
+    dev = encode_examples(data["dev"][first.language], first, encoder, settings.max_length)
+    tests = {how.language: encode_examples(data["test"][how.language], how, encoder,
+                                           settings.max_length) for how in inputs}
+    model = load_classifier(model_dir, seed)
+    check_finite_weights(model.state_dict(), model_dir)  # NaN weights: NaN scores
+    model = model.to(evaluation_device())
+    if model.config.vocab_size < encoder.total_size:
+        raise UserError(f"{model_dir} has {model.config.vocab_size} token ids, fewer than the "
+                        f"{encoder.total_size} of languages [{', '.join(cfg.languages)}]")
+    name = f"downstream {run.modification} s{run.seed}"
+    work = settings.epochs * (len(train) + len(dev)) + sum(len(t) for t in tests.values())
+    with tqdm(total=work, desc=name, unit="verse", disable=not progress) as bar:
+        tuned = fine_tune(model, train, dev, settings, seed, bar)
+        bar.set_postfix(epoch=tuned.epoch, testing=len(tests))
+        scores = {lang: classification_scores(predict(model, test, settings.batch_size * 4,
+                                                      bar), test.labels.tolist())
+                  for lang, test in tests.items()}
+    baseline = majority_baseline(train.labels.tolist(), tests[first.language].labels.tolist())
+    labels = {lang: language_label(lang, languages) for lang in languages}
+    metrics: dict[str, float] = {}
+    for lang, score in scores.items():
+        metrics[f"{PREFIX}acc.{labels[lang]}"] = score.accuracy
+        metrics[f"{PREFIX}f1.{labels[lang]}"] = score.macro_f1
+    metrics |= {
+        f"{PREFIX}majority_acc": baseline.accuracy,
+        f"{PREFIX}majority_f1": baseline.macro_f1,
+        f"{PREFIX}dev_acc": tuned.dev_accuracy[tuned.epoch - 1],
+        f"{PREFIX}epoch": tuned.epoch,
+        f"{PREFIX}seconds": time.perf_counter() - started,
+    }
+    bad = {k: v for k, v in metrics.items() if not math.isfinite(v)}
+    if bad:
+        raise UserError(f"fine-tuning {model_dir} gave non-finite metrics {bad}; lower "
+                        "downstream.lr or check the model")
+    return {
+        "languages": language_keys(tuple(languages)),
+        "labels": [labels[lang] for lang in languages],
+        "settings": asdict(settings) | {"seed": seed},
+        "verses": {"train": len(train), "dev": len(dev), "test": len(tests[first.language])},
+        "truncated": {"train": train.truncated, "dev": dev.truncated,
+                      "test": tests[first.language].truncated},
+        "majority": {"label": LABELS[baseline.label], "accuracy": baseline.accuracy,
+                     "macro_f1": baseline.macro_f1},
+        "test": {labels[lang]: asdict(score) for lang, score in scores.items()},
+        "epochs": {"selected": tuned.epoch, "dev_accuracy": tuned.dev_accuracy,
+                   "dev_macro_f1": tuned.dev_macro_f1, "train_loss": tuned.train_loss},
+        "metrics": metrics,
+    }
+
+
+def downstream_and_record(cfg: Config, model_dir: Path, languages: Sequence[Language] | None
+                          = None, out: Path | None = None, progress: bool = True) -> dict:
+    """Run the task on a finished model directory; log to its MLflow run; write the JSON.
+
+    Everything that can be refused is checked before the fine-tune (the languages, the model
+    directory and its weights, the tracking store); the JSON is written last, so a failure
+    leaves the previous results untouched. No run is started: the metrics are added to the
+    model's own (finished) run, whose status stays as it was.
+    """
+    model_dir = Path(model_dir)
+    languages = tuple(languages) if languages is not None else study_languages(cfg)
+    language_inputs(cfg, languages)  # an unreadable language: one line, before any work
+    done = read_done(model_dir)
+    if done is None:
+        raise UserError(
+            f"{model_dir} is not a finished multilab model (no {DONE_FILE}); train it first"
+        )
+    run = cfg.run(done["modification"], done["seed"])
+    check_weights(model_dir, done)
+    run_id = done.get("run_id")
+    experiment_id = tracking.connect(cfg.paths, cfg.experiment) if run_id else None
+    record = downstream_model(cfg, model_dir, run, languages, progress)
+    if run_id and experiment_id is not None:
+        run_id = _model_run(cfg, run, done, model_dir, experiment_id)
+        tracking.log_final_metrics(cfg.paths, run_id, record["metrics"], done.get("steps", 0),
+                                   once=TIMINGS)
+        tracking.set_tags(cfg.paths, run_id, {LANGUAGES_TAG: ",".join(record["labels"])})
+    record = {
+        "modification": run.modification,
+        "paper_id": run.paper_id,
+        "seed": run.seed,
+        "profile": cfg.profile,
+        "run_id": run_id,
+        "fingerprint": done["fingerprint"],
+    } | record
+    write_json(out or cfg.paths.downstream_file(run.modification, run.seed), record)
+    return record

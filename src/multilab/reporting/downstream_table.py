@@ -1,0 +1,90 @@
+"""The report's downstream table: zero-shot book-group accuracy per modification and language.
+
+Read from the same MLflow runs as Table 1 (one per modification and seed, the ones behind its
+numbers): ``multilab downstream`` adds ``downstream/acc.<language>``,
+``downstream/f1.<language>`` and the majority baseline to each model's run, and tags the
+run with its languages in study order (:data:`~multilab.evaluation.downstream.LANGUAGES_TAG`).
+A seed whose model has no downstream result yet is counted out, and said.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from multilab.lab.metric_table import mean_std
+
+PREFIX = "metrics.downstream/"  # evaluation.downstream.PREFIX as an MLflow column
+LANGUAGES_COLUMN = "tags.downstream.languages"  # evaluation.downstream.LANGUAGES_TAG
+BASELINE = ("majority_acc", "majority_f1")
+
+
+def languages_of(runs: pd.DataFrame) -> list[str]:
+    """The languages the runs were tested in, in study order (the first is the fine-tuning
+    language); from the runs' tag, else from the metric columns."""
+    if LANGUAGES_COLUMN in runs:
+        for value in runs[LANGUAGES_COLUMN].dropna():
+            return [label for label in str(value).split(",") if label]
+    return sorted(c[len(PREFIX + "acc."):] for c in runs if c.startswith(PREFIX + "acc."))
+
+
+def downstream_frame(runs: pd.DataFrame, groups: dict[str, list[str]],
+                     paper_ids: dict[str, str | None]) -> pd.DataFrame:
+    """One row per modification: mean and std over the seeds with a result, per language
+    (accuracy, macro-F1) and of the majority baseline; empty when no run has a result."""
+    if runs.empty or not any(str(c).startswith(PREFIX + "acc.") for c in runs):
+        return pd.DataFrame()
+    labels = languages_of(runs)
+    keys = [f"{kind}.{label}" for label in labels for kind in ("acc", "f1")] + list(BASELINE)
+    records = []
+    for modification, run_ids in groups.items():
+        mine = runs[runs["run_id"].isin(run_ids)]
+        mine = mine[mine[PREFIX + "acc." + labels[0]].notna()] if len(mine) else mine
+        record: dict[str, object] = {"paper_id": paper_ids.get(modification),
+                                     "modification": modification, "n_seeds": len(mine),
+                                     "seeds_without": len(run_ids) - len(mine)}
+        for key in keys:
+            values = [float(v) for v in mine.get(PREFIX + key, pd.Series(dtype=float)).dropna()]
+            mean, std = mean_std(values) if values else (float("nan"), float("nan"))
+            record[f"{key}_mean"], record[f"{key}_std"] = mean, std
+        records.append(record)
+    frame = pd.DataFrame.from_records(records)
+    frame.attrs["languages"] = labels
+    return frame
+
+
+def _cell(mean: float, std: float, seeds: int) -> str:
+    if pd.isna(mean):
+        return "–"
+    return f"{mean:.3f} ± {std:.3f}" if seeds > 1 else f"{mean:.3f}"
+
+
+def downstream_markdown(frame: pd.DataFrame) -> str:
+    """The table: accuracy and macro-F1 per language, the majority baseline beside."""
+    labels = frame.attrs["languages"]
+    first, others = labels[0], labels[1:]
+    head = ["ID", "modification"]
+    for label in labels:
+        head += [f"{label} acc", f"{label} F1"]
+    head += ["majority acc", "majority F1", "seeds"]
+    zero_shot = f"; zero-shot: {', '.join(others)}" if others else ""
+    lines = [
+        "### Downstream: book-group classification (the XNLI analogue)", "",
+        f"Fine-tuned on {first} (in-language){zero_shot}. Test accuracy and macro-F1 over "
+        "the five book groups, mean ± std over seeds (one seed: its value); the majority "
+        "baseline always predicts the most frequent train group. What the numbers mean, and "
+        "what they do not: README, \"Downstream task\".", "",
+        "| " + " | ".join(head) + " |", "|---|---|" + "--:|" * (2 * len(labels) + 2) + "---|",
+    ]
+    for _, row in frame.iterrows():
+        seeds = int(row["n_seeds"])
+        cells = ["–" if pd.isna(row["paper_id"]) else str(row["paper_id"]), row["modification"]]
+        for label in labels:
+            for kind in ("acc", "f1"):
+                cells.append(_cell(row[f"{kind}.{label}_mean"], row[f"{kind}.{label}_std"],
+                                   seeds))
+        for key in BASELINE:
+            cells.append(_cell(row[f"{key}_mean"], row[f"{key}_std"], seeds))
+        without = int(row["seeds_without"])
+        cells.append(f"{seeds}" + (f" ({without} without a result)" if without else ""))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
