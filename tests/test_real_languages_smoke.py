@@ -1,17 +1,27 @@
-"""The real-language library pieces composed at smoke size (two real languages + fake, a few
-hundred verses): languages → aligned corpora → id blocks → model ids; the downstream task."""
+"""Real languages at smoke size: the library pieces composed (two real languages + fake, a few
+hundred verses: aligned corpora → id blocks → model ids; the downstream task), the commands
+of the pipeline on ``languages: [3, s]``, and bad language lists refused before any work."""
 
 from __future__ import annotations
 
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
 import torch
 
+from multilab.cli import main
 from multilab.data import bible
 from multilab.data.book_groups import SPLITS, task_examples
 from multilab.data.languages import parse_languages
+from multilab.data.layout import read_verse_table
 from multilab.data.multilingual_vocab import build_blocks, to_block, vocabulary
 from multilab.data.parallel import dev_corpora, train_corpora
 from multilab.data.vocab import bert_pipeline
 from multilab.evaluation.verse_retrieval import retrieval_matrix
+from tests.helpers import cli_args, config_of
 
 SIZE = 300
 
@@ -49,3 +59,90 @@ def test_two_real_languages_and_fake_end_to_end() -> None:
         ids = {tuple(e.verse_id for e in task[split][lang]) for lang in langs}
         assert len(ids) == 1 and next(iter(ids))
         assert {e.label for e in task[split][langs[0]]} == {0}  # Genesis: law
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+def _settings(root: Path, languages: str, **extra: object) -> list[str]:
+    """A real-language smoke study: 200 dev verses, 128 train verses (4 steps), 100 verses
+    evaluated, a one-epoch downstream fine-tune of 64 verses."""
+    values: dict[str, object] = {
+        "profile": "smoke", "languages": languages, "study": "[original]", "seeds": "[0]",
+        **{f"paths.{name}": root / name
+           for name in ("data", "artifacts", "reports", "metrics", "mlruns")},
+        "corpus.dev_sentences": 200, "train.max_train_sentences": 128,
+        "train.eval_points": "[]", "evaluate.dev_sentences": 100,
+        "downstream.epochs": 1, "downstream.max_train_verses": 64,
+        "downstream.max_test_verses": 64, **extra,
+    }
+    return [f"{key}={value}" for key, value in values.items()]
+
+
+@pytest.mark.slow  # ≈ 19 s on one thread of the loaded 2-core machine (+ the shared built_project)
+def test_two_real_languages_through_the_pipeline(built_project: Path, tmp_path: Path,
+                                                 one_thread: None, capsys) -> None:
+    """`languages: [3, s]`: corpus → vocab → spaces → train → evaluate → downstream → report,
+    the commands DVC runs, on real outputs."""
+    (tmp_path / "data").symlink_to(built_project / "data")
+    settings = _settings(tmp_path, "[3,s]")
+    cfg = config_of(settings)
+    assert cfg.verses and cfg.languages == ("3", "s")
+    assert cfg.experiment == "multilab-smoke-3-s"  # never mixed with the default's runs
+    model_dir = str(cfg.paths.model_dir("original", 0))
+    for command in (["corpus", "build"], ["vocab"], ["spaces"],
+                    ["train", "--modification", "original", "--seed", "0"],
+                    ["evaluate", model_dir], ["downstream", model_dir], ["report"]):
+        assert main(cli_args(settings, *command)) == 0, (command, capsys.readouterr().err)
+
+    ids, texts = read_verse_table(cfg.paths.corpora / "dev.txt")
+    assert list(texts) == ["3", "s"] and len(ids) == 200 and ids[0] == "01.001.001"
+    blocks = json.loads((cfg.paths.vocab / "blocks.json").read_text())["blocks"]
+    assert [(b["language"], b["offset"], b["size"]) for b in blocks] == [
+        ("3", 0, 2048), ("s", 2048, 2048)]
+
+    metrics = json.loads(cfg.paths.eval_file("original", 0).read_text())["metrics"]
+    for layer in cfg.evaluate.layers:
+        pairs = {k for k in metrics if k.startswith(f"retrieval_p1.l{layer}.") and "-" in k}
+        assert pairs == {f"retrieval_p1.l{layer}.3-s", f"retrieval_p1.l{layer}.s-3"}
+        assert all(0.0 <= metrics[k] <= 1.0 for k in pairs)
+        assert metrics[f"retrieval_p1.l{layer}"] == pytest.approx(
+            sum(metrics[k] for k in pairs) / 2)
+    for split in ("train", "dev"):
+        per_language = [metrics[f"ppl_{split}.{code}"] for code in ("3", "s")]
+        assert all(math.isfinite(p) and 1 < p < 2 * 4096 for p in per_language)
+    assert not any(k.startswith(("f1", "tau", "mu")) for k in metrics)  # no word-level gold
+    assert metrics["eval_sentences"] == 100
+
+    record = json.loads(cfg.paths.downstream_file("original", 0).read_text())
+    assert record["labels"] == ["en", "de"] and record["verses"]["test"] == 64
+    assert all(0.0 <= record["test"][label]["accuracy"] <= 1.0 for label in ("en", "de"))
+
+    table = pd.read_csv(cfg.paths.reports / "retrieval.csv")
+    assert sorted(zip(table["layer"], table["query"].astype(str), table["key"].astype(str),
+                      strict=True)) == [(0, "3", "s"), (0, "s", "3"), (8, "3", "s"),
+                                        (8, "s", "3")]
+    ppl = pd.read_csv(cfg.paths.reports / "perplexity.csv")
+    assert ppl["language"].astype(str).tolist() == ["3", "s"]
+    assert ppl["ppl_dev_mean"].tolist() == pytest.approx(
+        [metrics["ppl_dev.3"], metrics["ppl_dev.s"]])
+    report = (cfg.paths.reports / "table1.md").read_text()
+    assert "no word-level gold alignment" in report and "| 0 | original |" in report
+    assert "### original, layer 8" in report and "Fine-tuned on en" in report
+    assert "Table 1 of the paper" not in report and "pca" not in report
+
+
+@pytest.mark.parametrize(("languages", "extra", "says"), [
+    ("[3,xx]", {}, "unknown language 'xx'; valid: an edition code (1, 2, 3, "),
+    ("[3,s,3]", {}, "language '3' (English, Bible in Basic English 1949) is listed twice"),
+    ("[3,fake:s]", {}, "'fake:s' transforms 's', which is not a listed edition"),
+    ("[3,s]", {"modification": "knn-replace"}, "'knn-replace' needs the English"),
+    ("[s]", {"modification": "lang-pos"}, "'lang-pos' acts between languages; [s] has one"),
+])
+def test_bad_languages_are_one_line_exit_2_nothing_written(
+        tmp_path: Path, capsys, languages: str, extra: dict, says: str) -> None:
+    settings = _settings(tmp_path, languages, **extra)
+    assert main(cli_args(settings, "corpus", "build")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("multilab: error: ") and "\n" not in err and says in err, err
+    assert list(tmp_path.iterdir()) == []
