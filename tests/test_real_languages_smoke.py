@@ -15,12 +15,14 @@ import torch
 from multilab.cli import main
 from multilab.data import bible
 from multilab.data.book_groups import SPLITS, task_examples
+from multilab.data.inputs import InputEncoder
 from multilab.data.languages import parse_languages
-from multilab.data.layout import read_verse_table
+from multilab.data.layout import layout, read_verse_table, tokenized_verses
 from multilab.data.multilingual_vocab import build_blocks, to_block, vocabulary
 from multilab.data.parallel import dev_corpora, train_corpora
-from multilab.data.vocab import bert_pipeline
+from multilab.data.vocab import bert_pipeline, load_tokenizer
 from multilab.evaluation.verse_retrieval import retrieval_matrix
+from multilab.lab.modifications import ModificationError
 from tests.helpers import cli_args, config_of
 
 SIZE = 300
@@ -146,3 +148,31 @@ def test_bad_languages_are_one_line_exit_2_nothing_written(
     err = capsys.readouterr().err.strip()
     assert err.startswith("multilab: error: ") and "\n" not in err and says in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path: Path,
+                                                   capsys) -> None:
+    """``vocab.mode: joint`` (mBERT-style, seeds 002/003): one WordPiece over every language,
+    as many ids as the separate blocks, shared ids; fake keeps a block of its own."""
+    (tmp_path / "data").symlink_to(built_project / "data")
+    settings = _settings(tmp_path, "[3,s,fake]", **{"vocab.mode": "joint"})
+    for command in (["corpus", "build"], ["vocab"]):
+        assert main(cli_args(settings, *command)) == 0, capsys.readouterr().err
+    cfg = config_of(settings)
+    lay = layout(cfg)
+    assert lay.offsets == (0, 0, 4096) and lay.sizes == (4096,) * 3 and lay.total == 8192
+    assert set(lay.tokenizers) == {"language-0"}
+    encoder = InputEncoder(cfg.run("original", 0).recipe, lay.sizes[0], 128, lay.offsets,
+                           lay.total)
+    english, german = tokenized_verses(cfg, lay, "dev", 20, 128)[0][:2]
+    ids = [encoder.encode(verse, number)[0] for number, verses in ((0, english), (1, german))
+           for verse in verses]
+    assert all(int(row.max()) < 4096 for row in ids)  # one shared block
+    shared = set(torch.cat(ids[:20]).tolist()) & set(torch.cat(ids[20:]).tolist())
+    assert len(shared - set(range(5))) >= 5  # punctuation, names: spelled alike, one id
+    assert len(load_tokenizer(cfg.paths.vocab, "multilingual")) == 8192
+    with pytest.raises(ModificationError, match="joint' has one block"):
+        cfg.run("shift-special", 0)
+    assert main(cli_args(_settings(tmp_path, "[3,fake]", **{"vocab.mode": "joint"}),
+                         "check")) == 2
+    assert "vocab.mode = 'joint' needs real languages" in capsys.readouterr().err

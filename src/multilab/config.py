@@ -110,6 +110,9 @@ class CorpusConfig:
 @dataclass(frozen=True)
 class VocabConfig:
     size: int = 2048
+    #: real languages: ``separate`` (a WordPiece per language, disjoint ids: seed 000 §5) or
+    #: ``joint`` (one WordPiece over all of them, shared ids: mBERT-style, seeds 002/003)
+    mode: str = "separate"
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,12 @@ class Config:
                 f"[{self.corpus.train_edition}, fake], not [{', '.join(self.languages)}] "
                 "(real languages' neighbours are not wired yet)"
             )
+        if recipe.shift_special and self.vocab.mode == VOCAB_JOINT:
+            raise mods.ModificationError(
+                f"modification {mods.canonical_name(modification)!r} gives each language's "
+                "block its own specials; vocab.mode = 'joint' has one block for all languages "
+                "(valid with it: any modification without shift-special)"
+            )
         model = self.models[recipe.model_size]
         count = len(self.languages)
         if recipe.language_positions and count > 2:
@@ -307,6 +316,8 @@ class RunConfig:
         }
         if self.study.languages == langs.DEFAULT_LANGUAGES:
             del relevant["languages"]
+        if self.study.vocab.mode == VOCAB_MODES[0]:  # the default: as before it existed
+            del relevant["vocab.mode"]
         relevant["data"] = data_hash
         blob = json.dumps(relevant, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -314,6 +325,9 @@ class RunConfig:
 
 #: Parameters that never change the trained weights: every step's randomness is seeded from
 #: (seed, step), so when curves are measured, logged or checkpointed does not matter.
+#: ``vocab.mode``: the first is the default (multilingual_vocab.SEPARATE, JOINT)
+VOCAB_MODES = ("separate", "joint")
+VOCAB_JOINT = "joint"
 NOT_IN_FINGERPRINT = frozenset({"train.eval_points", "train.checkpoint_every", "train.log_every"})
 
 PROFILES_KEY = "profiles"
@@ -796,6 +810,14 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
                     f"{model.num_hidden_layers} layers; valid: 0-{model.num_hidden_layers} "
                     f"or {ALL_LAYERS!r}"
                 )
+    vocab = _build(VocabConfig, merged.get("vocab"), "vocab")
+    if vocab.mode not in VOCAB_MODES:
+        raise UserError(f"vocab.mode = {vocab.mode!r}; valid: {', '.join(VOCAB_MODES)}")
+    if vocab.mode == VOCAB_JOINT and languages == (corpus.train_edition, "fake"):
+        raise UserError(
+            f"vocab.mode = 'joint' needs real languages; [{', '.join(languages)}] has one "
+            "vocabulary and its id-shifted copy (valid: separate, or e.g. languages [3, s, i])"
+        )
     downstream = _build(DownstreamConfig, merged.get("downstream"), "downstream")
     if downstream.max_length > train.max_length:
         raise UserError(
@@ -811,7 +833,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         experiment=str(experiment or default_experiment(profile, languages)),
         paths=_build(Paths, merged.get("paths"), "paths"),
         corpus=corpus,
-        vocab=_build(VocabConfig, merged.get("vocab"), "vocab"),
+        vocab=vocab,
         spaces=_build(SpacesConfig, merged.get("spaces"), "spaces"),
         train=train,
         models=models,

@@ -31,7 +31,13 @@ import torch
 from multilab.config import Config
 from multilab.data import parallel
 from multilab.data.languages import Language
-from multilab.data.multilingual_vocab import Block, build_blocks, minimum_size, vocabulary
+from multilab.data.multilingual_vocab import (
+    JOINT,
+    Block,
+    build_blocks,
+    minimum_size,
+    vocabulary,
+)
 from multilab.data.transforms import bert_words
 from multilab.data.vocab import (
     BILINGUAL_DIR,
@@ -208,7 +214,10 @@ def build_verse_vocab(cfg: Config) -> dict[str, int]:
     train = {lang: texts[column] for lang, column in columns.items()}
     sizes = {lang: block_size([w for t in train[lang] for w in bert_words(t)], cfg.vocab.size)
              for lang in columns}
-    blocks = build_blocks(languages, train, cfg.vocab.size, sizes=sizes)
+    if cfg.vocab.mode == JOINT:  # as many ids as the separate blocks: the same model size
+        blocks = build_blocks(languages, train, sum(sizes.values()), mode=JOINT)
+    else:
+        blocks = build_blocks(languages, train, cfg.vocab.size, sizes=sizes)
     index = {lang: i for i, lang in enumerate(languages)}
     for block in blocks:
         if block.tokenizer_of == block.language:
@@ -227,6 +236,8 @@ def saved_tokens(blocks: Sequence[Block], languages: Sequence[Language]) -> list
     first = languages[0].edition
     tokens: list[str] = []
     for index, block in enumerate(blocks):
+        if block.offset < len(tokens):  # a joint vocabulary: the first block's ids again
+            continue
         own = index == 0 or (block.language == Language(first, "fake"))
         prefix = "" if own else metric_name(block.language.key(first)) + "::"
         tokens.extend(prefix + t for t in block.tokens)
