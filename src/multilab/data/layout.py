@@ -13,6 +13,8 @@ Two setups share every stage after this module:
   own WordPiece (``vocab/language-<i>/``), the blocks are concatenated with disjoint ids
   (``vocab/multilingual/``, saved with every model; ``vocab/blocks.json`` says where each
   language's block starts), and an id transform (``fake``) reuses its base's tokenizer.
+  ``vocab.mode: joint`` trains one WordPiece over every language instead, every language's
+  block at offset 0 (mBERT-style shared ids; :mod:`multilab.data.multilingual_vocab`).
 
 Either way a study is N languages, each a block of ids at an offset
 (:class:`Layout`): what inputs, batches, training and evaluation read.
