@@ -14,8 +14,9 @@ import torch
 
 from multilab.cli import main
 from multilab.data import bible
+from multilab.data.batches import training_examples
 from multilab.data.book_groups import SPLITS, task_examples
-from multilab.data.inputs import InputEncoder
+from multilab.data.inputs import CLS_ID, SEP_ID, InputEncoder
 from multilab.data.languages import parse_languages
 from multilab.data.layout import layout, read_verse_table, tokenized_verses
 from multilab.data.multilingual_vocab import build_blocks, to_block, vocabulary
@@ -176,3 +177,32 @@ def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path
     assert main(cli_args(_settings(tmp_path, "[3,fake]", **{"vocab.mode": "joint"}),
                          "check")) == 2
     assert "vocab.mode = 'joint' needs real languages" in capsys.readouterr().err
+
+
+def test_modifications_act_per_language_on_three_blocks(tmp_path: Path) -> None:
+    """lang-pos, shift-special, inv-order and no-parallel on [3, s, i], as training and
+    evaluation encode them (three blocks at offsets 0, 100, 200)."""
+    cfg = config_of(_settings(tmp_path, "[3,s,i]"))
+    words = torch.arange(10, 16)
+
+    def encoder(modification: str) -> InputEncoder:
+        return InputEncoder(cfg.run(modification, 0).recipe, 100, 16, (0, 100, 200), 300)
+
+    ids, positions, segments, _ = encoder("lang-pos;shift-special").encode(words, 2)
+    assert ids.tolist() == [CLS_ID + 200, *(words + 200).tolist(), SEP_ID + 200]
+    assert positions.tolist() == list(range(32, 40)) and set(segments.tolist()) == {2}
+    assert cfg.run("lang-pos", 0).model.max_position_embeddings >= 3 * cfg.train.max_length
+    plain = encoder("original").encode(words, 2)[0]
+    assert plain[0] == CLS_ID and plain[1:-1].tolist() == (words + 200).tolist()
+    inverted = encoder("inv-order")  # the second listed language: German
+    assert inverted.encode(words, 1)[0][1:-1].tolist() == (words + 100).flip(0).tolist()
+    assert inverted.encode(words, 2)[0][1:-1].tolist() == (words + 200).tolist()
+
+    verses = [[torch.tensor([10 + i]) for i in range(9)] for _ in range(3)]  # verse i: id 10+i
+    shares = training_examples([], cfg.run("no-parallel", 0).recipe, encoder("no-parallel"),
+                               verses)
+    by_language = [[int(e[0][1]) % 100 for e, lang in zip(shares.encoded, shares.languages,
+                                                            strict=True) if lang == k]
+                   for k in range(3)]
+    assert [len(v) for v in by_language] == [3, 3, 3]
+    assert sorted(v for share in by_language for v in share) == list(range(10, 19))
