@@ -101,8 +101,8 @@ def test_a_yaml_list_as_params_yaml_or_dvc_exp_run_writes_it() -> None:
     [
         ("lang-pos", ["3"], "acts between languages; \\[3\\] has one"),
         ("no-parallel", ["s"], "acts between languages"),
-        ("inv-order", ["3", "s", "i"], "inverts Fake-English, and \\[3, s, i\\] has no fake"),
-        ("3", ["3", "s"], "inverts Fake-English"),  # paper ID 3 is inv-order
+        ("inv-order", ["3"], "acts between languages; \\[3\\] has one"),
+        ("3", ["s"], "'inv-order' acts between languages"),  # paper ID 3 is inv-order
         ("knn-replace", ["3", "s", "i"], "knn table; valid only for \\[<edition>, fake\\]"),
         ("knn-replace", ["3", "s", "fake"], "not \\[3, s, fake\\]"),
     ],
@@ -122,6 +122,7 @@ def test_modifications_that_cannot_apply(modification: str, languages: list, say
         ("8", ["3", "s", "i"]),  # lang-pos;shift-special;no-random
         ("no-parallel", ["3", "s"]),
         ("inv-order", ["3", "s", "fake"]),
+        ("inv-order", ["3", "s", "i"]),  # German inverted: seed 000 Table 3 row 3
         ("knn-replace", ["3", "fake"]),
         ("overparam;lang-pos", ["k", "fake"]),
     ],

@@ -1,17 +1,30 @@
-"""The real-language library pieces composed at smoke size (two real languages + fake, a few
-hundred verses): languages → aligned corpora → id blocks → model ids; the downstream task."""
+"""Real languages at smoke size: the library pieces composed (two real languages + fake, a few
+hundred verses: aligned corpora → id blocks → model ids; the downstream task), the commands
+of the pipeline on ``languages: [3, s]``, and bad language lists refused before any work."""
 
 from __future__ import annotations
 
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
 import torch
 
+from multilab.cli import main
 from multilab.data import bible
+from multilab.data.batches import training_examples
 from multilab.data.book_groups import SPLITS, task_examples
+from multilab.data.inputs import CLS_ID, SEP_ID, InputEncoder
 from multilab.data.languages import parse_languages
+from multilab.data.layout import layout, read_verse_table, tokenized_verses
 from multilab.data.multilingual_vocab import build_blocks, to_block, vocabulary
 from multilab.data.parallel import dev_corpora, train_corpora
-from multilab.data.vocab import bert_pipeline
+from multilab.data.vocab import bert_pipeline, load_tokenizer
 from multilab.evaluation.verse_retrieval import retrieval_matrix
+from multilab.lab.modifications import ModificationError
+from tests.helpers import cli_args, config_of
 
 SIZE = 300
 
@@ -49,3 +62,147 @@ def test_two_real_languages_and_fake_end_to_end() -> None:
         ids = {tuple(e.verse_id for e in task[split][lang]) for lang in langs}
         assert len(ids) == 1 and next(iter(ids))
         assert {e.label for e in task[split][langs[0]]} == {0}  # Genesis: law
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+def _settings(root: Path, languages: str, **extra: object) -> list[str]:
+    """A real-language smoke study: 200 dev verses, 128 train verses (4 steps), 100 verses
+    evaluated, a one-epoch downstream fine-tune of 64 verses."""
+    values: dict[str, object] = {
+        "profile": "smoke", "languages": languages, "study": "[original]", "seeds": "[0]",
+        **{f"paths.{name}": root / name
+           for name in ("data", "artifacts", "reports", "metrics", "mlruns")},
+        "corpus.dev_sentences": 200, "train.max_train_sentences": 128,
+        "train.eval_points": "[]", "evaluate.dev_sentences": 100,
+        "downstream.epochs": 1, "downstream.max_train_verses": 64,
+        "downstream.max_test_verses": 64, **extra,
+    }
+    return [f"{key}={value}" for key, value in values.items()]
+
+
+@pytest.mark.slow  # 10–21 s measured on one thread of the shared 2-core machine (+ built_project)
+def test_two_real_languages_through_the_pipeline(built_project: Path, tmp_path: Path,
+                                                 one_thread: None, capsys) -> None:
+    """`languages: [3, s]`: corpus → vocab → spaces → train → evaluate → downstream → report,
+    the commands DVC runs, on real outputs."""
+    (tmp_path / "data").symlink_to(built_project / "data")
+    settings = _settings(tmp_path, "[3,s]")
+    cfg = config_of(settings)
+    assert cfg.verses and cfg.languages == ("3", "s")
+    assert cfg.experiment == "multilab-smoke-3-s"  # never mixed with the default's runs
+    model_dir = str(cfg.paths.model_dir("original", 0))
+    for command in (["corpus", "build"], ["vocab"], ["spaces"],
+                    ["train", "--modification", "original", "--seed", "0"],
+                    ["evaluate", model_dir], ["downstream", model_dir], ["report"]):
+        assert main(cli_args(settings, *command)) == 0, (command, capsys.readouterr().err)
+
+    ids, texts = read_verse_table(cfg.paths.corpora / "dev.txt")
+    assert list(texts) == ["3", "s"] and len(ids) == 200 and ids[0] == "01.001.001"
+    blocks = json.loads((cfg.paths.vocab / "blocks.json").read_text())["blocks"]
+    assert [(b["language"], b["offset"], b["size"]) for b in blocks] == [
+        ("3", 0, 2048), ("s", 2048, 2048)]
+
+    metrics = json.loads(cfg.paths.eval_file("original", 0).read_text())["metrics"]
+    for layer in cfg.evaluate.layers:
+        pairs = {k for k in metrics if k.startswith(f"retrieval_p1.l{layer}.") and "-" in k}
+        assert pairs == {f"retrieval_p1.l{layer}.3-s", f"retrieval_p1.l{layer}.s-3"}
+        assert all(0.0 <= metrics[k] <= 1.0 for k in pairs)
+        assert metrics[f"retrieval_p1.l{layer}"] == pytest.approx(
+            sum(metrics[k] for k in pairs) / 2)
+    for split in ("train", "dev"):
+        per_language = [metrics[f"ppl_{split}.{code}"] for code in ("3", "s")]
+        assert all(math.isfinite(p) and 1 < p < 2 * 4096 for p in per_language)
+    assert not any(k.startswith(("f1", "tau", "mu")) for k in metrics)  # no word-level gold
+    assert metrics["eval_sentences"] == 100
+
+    record = json.loads(cfg.paths.downstream_file("original", 0).read_text())
+    assert record["labels"] == ["en", "de"] and record["verses"]["test"] == 64
+    assert all(0.0 <= record["test"][label]["accuracy"] <= 1.0 for label in ("en", "de"))
+
+    table = pd.read_csv(cfg.paths.reports / "retrieval.csv")
+    assert sorted(zip(table["layer"], table["query"].astype(str), table["key"].astype(str),
+                      strict=True)) == [(0, "3", "s"), (0, "s", "3"), (8, "3", "s"),
+                                        (8, "s", "3")]
+    ppl = pd.read_csv(cfg.paths.reports / "perplexity.csv")
+    assert ppl["language"].astype(str).tolist() == ["3", "s"]
+    assert ppl["ppl_dev_mean"].tolist() == pytest.approx(
+        [metrics["ppl_dev.3"], metrics["ppl_dev.s"]])
+    report = (cfg.paths.reports / "table1.md").read_text()
+    assert "no word-level gold alignment" in report and "| 0 | original |" in report
+    assert "### original, layer 8" in report and "Fine-tuned on en" in report
+    assert "Table 1 of the paper" not in report and "pca" not in report
+
+
+@pytest.mark.parametrize(("languages", "extra", "says"), [
+    ("[3,xx]", {}, "unknown language 'xx'; valid: an edition code (1, 2, 3, "),
+    ("[3,s,3]", {}, "language '3' (English, Bible in Basic English 1949) is listed twice"),
+    ("[3,fake:s]", {}, "'fake:s' transforms 's', which is not a listed edition"),
+    ("[3,s]", {"modification": "knn-replace"}, "'knn-replace' needs the English"),
+    ("[s]", {"modification": "lang-pos"}, "'lang-pos' acts between languages; [s] has one"),
+])
+def test_bad_languages_are_one_line_exit_2_nothing_written(
+        tmp_path: Path, capsys, languages: str, extra: dict, says: str) -> None:
+    settings = _settings(tmp_path, languages, **extra)
+    assert main(cli_args(settings, "corpus", "build")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("multilab: error: ") and "\n" not in err and says in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path: Path,
+                                                   capsys) -> None:
+    """``vocab.mode: joint`` (mBERT-style, seeds 002/003): one WordPiece over every language,
+    as many ids as the separate blocks, shared ids; fake keeps a block of its own."""
+    (tmp_path / "data").symlink_to(built_project / "data")
+    settings = _settings(tmp_path, "[3,s,fake]", **{"vocab.mode": "joint"})
+    for command in (["corpus", "build"], ["vocab"]):
+        assert main(cli_args(settings, *command)) == 0, capsys.readouterr().err
+    cfg = config_of(settings)
+    lay = layout(cfg)
+    assert lay.offsets == (0, 0, 4096) and lay.sizes == (4096,) * 3 and lay.total == 8192
+    assert set(lay.tokenizers) == {"language-0"}
+    encoder = InputEncoder(cfg.run("original", 0).recipe, lay.sizes[0], 128, lay.offsets,
+                           lay.total)
+    english, german = tokenized_verses(cfg, lay, "dev", 20, 128)[0][:2]
+    ids = [encoder.encode(verse, number)[0] for number, verses in ((0, english), (1, german))
+           for verse in verses]
+    assert all(int(row.max()) < 4096 for row in ids)  # one shared block
+    shared = set(torch.cat(ids[:20]).tolist()) & set(torch.cat(ids[20:]).tolist())
+    assert len(shared - set(range(5))) >= 5  # punctuation, names: spelled alike, one id
+    assert len(load_tokenizer(cfg.paths.vocab, "multilingual")) == 8192
+    with pytest.raises(ModificationError, match="joint' has one block"):
+        cfg.run("shift-special", 0)
+    assert main(cli_args(_settings(tmp_path, "[3,fake]", **{"vocab.mode": "joint"}),
+                         "check")) == 2
+    assert "vocab.mode = 'joint' needs real languages" in capsys.readouterr().err
+
+
+def test_modifications_act_per_language_on_three_blocks(tmp_path: Path) -> None:
+    """lang-pos, shift-special, inv-order and no-parallel on [3, s, i], as training and
+    evaluation encode them (three blocks at offsets 0, 100, 200)."""
+    cfg = config_of(_settings(tmp_path, "[3,s,i]"))
+    words = torch.arange(10, 16)
+
+    def encoder(modification: str) -> InputEncoder:
+        return InputEncoder(cfg.run(modification, 0).recipe, 100, 16, (0, 100, 200), 300)
+
+    ids, positions, segments, _ = encoder("lang-pos;shift-special").encode(words, 2)
+    assert ids.tolist() == [CLS_ID + 200, *(words + 200).tolist(), SEP_ID + 200]
+    assert positions.tolist() == list(range(32, 40)) and set(segments.tolist()) == {2}
+    assert cfg.run("lang-pos", 0).model.max_position_embeddings >= 3 * cfg.train.max_length
+    plain = encoder("original").encode(words, 2)[0]
+    assert plain[0] == CLS_ID and plain[1:-1].tolist() == (words + 200).tolist()
+    inverted = encoder("inv-order")  # the second listed language: German
+    assert inverted.encode(words, 1)[0][1:-1].tolist() == (words + 100).flip(0).tolist()
+    assert inverted.encode(words, 2)[0][1:-1].tolist() == (words + 200).tolist()
+
+    verses = [[torch.tensor([10 + i]) for i in range(9)] for _ in range(3)]  # verse i: id 10+i
+    shares = training_examples([], cfg.run("no-parallel", 0).recipe, encoder("no-parallel"),
+                               verses)
+    by_language = [[int(e[0][1]) % 100 for e, lang in zip(shares.encoded, shares.languages,
+                                                            strict=True) if lang == k]
+                   for k in range(3)]
+    assert [len(v) for v in by_language] == [3, 3, 3]
+    assert sorted(v for share in by_language for v in share) == list(range(10, 19))

@@ -43,6 +43,13 @@ def cmd_corpus(args: argparse.Namespace) -> None:
         for code in editions:
             print(f"exported {bible.export_edition(code, cfg.paths.data)}")
         return
+    if cfg.verses and args.action in ("build", "stats"):
+        from multilab.data.layout import build_verse_corpora, verse_stats
+
+        verse = (build_verse_corpora if args.action == "build" else verse_stats)(cfg)
+        write_json(cfg.paths.metrics / "corpus.json", verse)
+        print(corpus.verse_stats_table(verse))
+        return
     if args.action == "stats":
         stats = corpus.corpus_stats(cfg.paths.corpora)
     else:
@@ -59,7 +66,13 @@ def cmd_vocab(args: argparse.Namespace) -> None:
     from multilab.data.vocab import build_vocab
 
     cfg = _config(args)
-    info = build_vocab(read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size, cfg.paths.vocab)
+    if cfg.verses:  # one WordPiece per language, concatenated
+        from multilab.data.layout import build_verse_vocab
+
+        info = build_verse_vocab(cfg)
+    else:
+        info = build_vocab(read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size,
+                           cfg.paths.vocab)
     print(f"vocabulary written to {cfg.paths.vocab}: {info}")
 
 
@@ -70,6 +83,9 @@ def cmd_spaces(args: argparse.Namespace) -> None:
     from multilab.spaces import fasttext_spaces
 
     cfg = _config(args)
+    if cfg.verses:
+        _skip_spaces(cfg)
+        return
     # a dead server fails before any work; the VecMap objective is no model's metric, so the
     # spaces run lives in an experiment of its own
     experiment_id = tracking.connect(cfg.paths, tracking.spaces_experiment(cfg.experiment))
@@ -84,6 +100,21 @@ def cmd_spaces(args: argparse.Namespace) -> None:
     print("spaces: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
                                  for k, v in shown.items()))
     print(f"all: {cfg.paths.metrics / 'spaces.json'}")
+
+
+def _skip_spaces(cfg: Config) -> None:
+    """Real languages: no spaces (knn-replace is refused for them by the config); the stage
+    still writes its outputs, an empty knn table and why, so that DVC's graph holds."""
+    import torch
+
+    from multilab.spaces.fasttext_spaces import KNN_TABLE
+
+    reason = (f"no fastText spaces for languages [{', '.join(cfg.languages)}]: the knn table is "
+              "built for English + Fake-English only (knn-replace is refused for real languages)")
+    cfg.paths.spaces.mkdir(parents=True, exist_ok=True)
+    torch.save(torch.empty(0, 0, dtype=torch.long), cfg.paths.spaces / KNN_TABLE)
+    write_json(cfg.paths.metrics / "spaces.json", {"skipped": reason})
+    print(f"spaces: skipped ({reason})")
 
 
 def _log_spaces(cfg: Config, metrics: dict, experiment_id: str | None = None) -> None:
@@ -185,7 +216,7 @@ def cmd_ids(args: argparse.Namespace) -> None:
 def cmd_check(args: argparse.Namespace) -> None:
     cfg = _config(args)
     print(f"params OK: profile={cfg.profile} seeds={list(cfg.seeds)} study={list(cfg.study)} "
-          f"modification={cfg.modification}")
+          f"modification={cfg.modification} languages=[{', '.join(cfg.languages)}]")
 
 
 #: errno → what to do; the message of :func:`storage_problem`

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from multilab.data import languages as langs
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
 
@@ -109,6 +110,9 @@ class CorpusConfig:
 @dataclass(frozen=True)
 class VocabConfig:
     size: int = 2048
+    #: real languages: ``separate`` (a WordPiece per language, disjoint ids: seed 000 §5) or
+    #: ``joint`` (one WordPiece over all of them, shared ids: mBERT-style, seeds 002/003)
+    mode: str = "separate"
 
 
 @dataclass(frozen=True)
@@ -203,15 +207,52 @@ class Config:
     models: dict[str, ModelConfig]
     evaluate: EvalConfig
     downstream: DownstreamConfig = DownstreamConfig()
+    #: the study's languages in their canonical spelling (``languages.language_keys``)
+    languages: tuple[str, ...] = langs.DEFAULT_LANGUAGES
+
+    @property
+    def language_list(self) -> tuple[langs.Language, ...]:
+        return langs.parse_languages(self.languages)
+
+    @property
+    def verses(self) -> bool:
+        """True for a study of real languages, built from verse-aligned editions.
+
+        The one other setup is the paper's: ``[corpus.train_edition, fake]``, English
+        sentences (NLTK) and their id-shifted Fake-English; every other list of languages is
+        read verse by verse (``data/parallel.py``: the verse is what editions align).
+        """
+        return self.languages != (self.corpus.train_edition, "fake")
 
     def run(self, modification: str, seed: int) -> RunConfig:
         """The fully resolved configuration of one model, validated as a whole (the seed, the
-        modification's parts, its model's sizes)."""
+        modification's parts and whether they apply to the languages, its model's sizes)."""
         check_seed(seed)
         recipe = mods.resolve_recipe(modification)
         if self.train.replacement_override is not None:
             recipe = replace(recipe, replacement=tuple(self.train.replacement_override))
+        langs.check_modification(modification, self.language_list)
+        if self.verses and recipe.needs_knn:
+            raise mods.ModificationError(
+                f"modification {mods.canonical_name(modification)!r} needs the English <-> "
+                f"Fake-English knn table of the spaces stage, built only for the sentence setup "
+                f"[{self.corpus.train_edition}, fake], not [{', '.join(self.languages)}] "
+                "(real languages' neighbours are not wired yet)"
+            )
+        if recipe.shift_special and self.vocab.mode == VOCAB_JOINT:
+            raise mods.ModificationError(
+                f"modification {mods.canonical_name(modification)!r} gives each language's "
+                "block its own specials; vocab.mode = 'joint' has one block for all languages "
+                "(valid with it: any modification without shift-special)"
+            )
         model = self.models[recipe.model_size]
+        count = len(self.languages)
+        if recipe.language_positions and count > 2:
+            # one position block per language: N x max_length positions (2 languages: the
+            # configured table, checked below as before)
+            needed = count * self.train.max_length
+            model = replace(model, max_position_embeddings=max(
+                model.max_position_embeddings, needed))
         _check_run(recipe, model, self.train, recipe.model_size, modification)
         return RunConfig(
             study=self,
@@ -261,13 +302,22 @@ class RunConfig:
         ]:
             for key, value in asdict(obj).items():
                 flat[f"{prefix}.{key}"] = value
+        flat["languages"] = ",".join(self.study.languages)
         return flat
 
     def fingerprint(self, data_hash: str = "") -> str:
-        """Content hash of everything that determines the trained weights."""
+        """Content hash of everything that determines the trained weights.
+
+        The default languages are left out, so that every model trained before languages
+        were a parameter keeps its fingerprint (and is not retrained); any other list is in.
+        """
         relevant = {
             k: v for k, v in self.as_params().items() if k not in NOT_IN_FINGERPRINT
         }
+        if self.study.languages == langs.DEFAULT_LANGUAGES:
+            del relevant["languages"]
+        if self.study.vocab.mode == VOCAB_MODES[0]:  # the default: as before it existed
+            del relevant["vocab.mode"]
         relevant["data"] = data_hash
         blob = json.dumps(relevant, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -275,11 +325,15 @@ class RunConfig:
 
 #: Parameters that never change the trained weights: every step's randomness is seeded from
 #: (seed, step), so when curves are measured, logged or checkpointed does not matter.
+#: ``vocab.mode``: the first is the default (multilingual_vocab.SEPARATE, JOINT)
+VOCAB_MODES = ("separate", "joint")
+VOCAB_JOINT = "joint"
 NOT_IN_FINGERPRINT = frozenset({"train.eval_points", "train.checkpoint_every", "train.log_every"})
 
 PROFILES_KEY = "profiles"
 # what dvc.yaml templates read (matrix, paths): a profile may not change them behind its back
-TOP_LEVEL_ONLY = frozenset({"profile", "seeds", "study", "modification", "paths", "experiment"})
+TOP_LEVEL_ONLY = frozenset({"profile", "seeds", "study", "modification", "paths", "experiment",
+                            "languages"})
 
 #: The sections of params.yaml and the dataclass each one becomes (``models``: one per size).
 SECTIONS: dict[str, type] = {
@@ -288,8 +342,8 @@ SECTIONS: dict[str, type] = {
     "downstream": DownstreamConfig,
 }
 MODEL_SIZES = ("small", "base")  # what Recipe.model_size names
-TOP_LEVEL_KEYS = ("profile", "seeds", "modification", "study", "experiment", *SECTIONS,
-                  PROFILES_KEY)
+TOP_LEVEL_KEYS = ("profile", "seeds", "modification", "study", "languages", "experiment",
+                  *SECTIONS, PROFILES_KEY)
 
 #: Seeds reach torch, NumPy and ``random``; NumPy's legacy seeding stops at 32 bits, and a
 #: larger number would fail deep inside a run (torch: "Overflow when unpacking long").
@@ -527,7 +581,8 @@ def _check_model(size: str, model: ModelConfig, train: TrainConfig) -> None:
 def _check_run(recipe: mods.Recipe, model: ModelConfig, train: TrainConfig, size: str,
                modification: str) -> None:
     """What only a (modification, model) pair can get wrong: lang-pos gives Fake-English
-    positions ``max_length … 2·max_length - 1``, so the model needs twice the embeddings."""
+    positions ``max_length … 2·max_length - 1``, so the model needs twice the embeddings
+    (a third and further language: :meth:`Config.run` widens the table to N blocks)."""
     needed = 2 * train.max_length if recipe.language_positions else train.max_length
     if model.max_position_embeddings < needed:
         raise UserError(
@@ -659,6 +714,23 @@ def _check_seeds(seeds: Any) -> tuple[int, ...]:
     return checked
 
 
+def default_experiment(profile: str, languages: tuple[str, ...]) -> str:
+    """``multilab-<profile>``; a study of other languages gets its own experiment
+    (``multilab-smoke-3-s``): its models, parent runs and report never mix with the default's."""
+    if languages == langs.DEFAULT_LANGUAGES:
+        return f"multilab-{profile}"
+    return "-".join(["multilab", profile, *(k.replace(":", "_") for k in languages)])
+
+
+def _check_languages(value: Any) -> tuple[str, ...]:
+    """``languages``: a list of edition codes and transforms (``data/languages.py``), in its
+    canonical spelling; ``"3,s,i"`` is accepted too (``--set languages=3,s,i``)."""
+    if not isinstance(value, list | tuple | str):
+        raise UserError(f"languages = {value!r}: must be a list such as [3, fake] or [3, s, i]; "
+                        f"each entry {langs.valid_entries()}")
+    return tuple(langs.language_keys(langs.parse_languages(value)))
+
+
 def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = None) -> Config:
     """Merge base values, the chosen profile, then explicit overrides (which win).
 
@@ -700,6 +772,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
     if not isinstance(study, list | tuple):
         raise UserError(f"study = {study!r}: must be a list of modification names")
     study = _check_study(study, from_file="study" not in overrides)
+    languages = _check_languages(merged.get("languages", list(langs.DEFAULT_LANGUAGES)))
     experiment = merged.get("experiment")
     if experiment is not None and (not isinstance(experiment, str | int) or experiment == ""):
         raise UserError(f"experiment = {experiment!r}: must be a name or null "
@@ -737,6 +810,14 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
                     f"{model.num_hidden_layers} layers; valid: 0-{model.num_hidden_layers} "
                     f"or {ALL_LAYERS!r}"
                 )
+    vocab = _build(VocabConfig, merged.get("vocab"), "vocab")
+    if vocab.mode not in VOCAB_MODES:
+        raise UserError(f"vocab.mode = {vocab.mode!r}; valid: {', '.join(VOCAB_MODES)}")
+    if vocab.mode == VOCAB_JOINT and languages == (corpus.train_edition, "fake"):
+        raise UserError(
+            f"vocab.mode = 'joint' needs real languages; [{', '.join(languages)}] has one "
+            "vocabulary and its id-shifted copy (valid: separate, or e.g. languages [3, s, i])"
+        )
     downstream = _build(DownstreamConfig, merged.get("downstream"), "downstream")
     if downstream.max_length > train.max_length:
         raise UserError(
@@ -749,15 +830,16 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         seeds=seeds,
         modification=modification,
         study=study,
-        experiment=str(experiment or f"multilab-{profile}"),
+        experiment=str(experiment or default_experiment(profile, languages)),
         paths=_build(Paths, merged.get("paths"), "paths"),
         corpus=corpus,
-        vocab=_build(VocabConfig, merged.get("vocab"), "vocab"),
+        vocab=vocab,
         spaces=_build(SpacesConfig, merged.get("spaces"), "spaces"),
         train=train,
         models=models,
         evaluate=evaluate,
         downstream=downstream,
+        languages=languages,
     )
     for entry in (modification, *study):  # as `train` will resolve them: one path for both
         cfg.run(entry, seeds[0])

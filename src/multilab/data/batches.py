@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from multilab.data.inputs import ENGLISH, FAKE, Batch, InputEncoder, collate
+from multilab.data.inputs import Batch, InputEncoder, collate
+from multilab.data.parallel import disjoint_shares
 from multilab.data.vocab import SPECIAL_TOKENS
 from multilab.lab.modifications import Recipe
 
@@ -45,7 +46,7 @@ def tokenize_lines(
 
 @dataclass
 class Examples:
-    """Pre-encoded training examples: each English sentence and/or its Fake-English twin."""
+    """Pre-encoded training examples: each sentence (verse) in every language, or in one."""
 
     encoded: list[tuple[torch.Tensor, ...]]
     languages: list[int]
@@ -62,16 +63,32 @@ class Examples:
         return int(self.lengths.sum())
 
 
+#: The seed of the no-parallel shares of real languages: a property of the data, the same for
+#: every model seed (as the halves of the sentence setup are).
+SHARES_SEED = 0
+
+
 def training_examples(
-    sentences: list[torch.Tensor], recipe: Recipe, encoder: InputEncoder
+    sentences: list[torch.Tensor], recipe: Recipe, encoder: InputEncoder,
+    by_language: list[list[torch.Tensor]] | None = None,
 ) -> Examples:
-    """Parallel: every sentence in both languages. no-parallel: English first half only,
-    Fake-English second half only (seed 000 §3.3)."""
+    """Parallel: every sentence in every language. no-parallel (seed 000 §3.3): English the
+    first half only, Fake-English the second half only; real languages a seeded disjoint share
+    each (``parallel.disjoint_shares``: contiguous shares would split them by book).
+
+    ``sentences`` are the ids of the sentence setup, the same in every language;
+    ``by_language`` (real languages) each language's own ids of the same verses.
+    """
+    texts = by_language if by_language is not None else [sentences] * encoder.languages
+    count = len(texts[0])
     if recipe.parallel:
-        pairs = [(s, lang) for s in sentences for lang in (ENGLISH, FAKE)]
+        pairs = [(texts[lang][i], lang) for i in range(count) for lang in range(len(texts))]
+    elif by_language is None:
+        half = count // 2
+        pairs = [(s, 0) for s in sentences[:half]] + [(s, 1) for s in sentences[half:]]
     else:
-        half = len(sentences) // 2
-        pairs = [(s, ENGLISH) for s in sentences[:half]] + [(s, FAKE) for s in sentences[half:]]
+        shares = disjoint_shares(list(range(count)), len(texts), SHARES_SEED)
+        pairs = [(texts[lang][i], lang) for lang, share in enumerate(shares) for i in share]
     pairs = [(s, lang) for s, lang in pairs if len(s) > 0]
     encoded = [encoder.encode(s, lang) for s, lang in pairs]
     return Examples(
@@ -222,7 +239,7 @@ def mask_tokens(
 ) -> MaskedBatch:
     """Select ``mask_prob`` of the wordpieces and replace them by (mask, keep, random, knn).
 
-    Random tokens come from the whole bilingual vocabulary (either language, as BERT).
+    Random tokens come from the whole vocabulary (any language, as BERT).
     knn tokens are drawn uniformly from the k cross-lingual neighbours of ``knn_table``.
     """
     ids = batch.input_ids
@@ -234,15 +251,12 @@ def mask_tokens(
     labels = ids[selected]
     n = len(labels)
     choice = torch.multinomial(probs, n, replacement=True, generator=generator)
-    mask_ids = torch.where(
-        batch.languages == FAKE,
-        torch.tensor(encoder.mask_id(FAKE)),
-        torch.tensor(encoder.mask_id(ENGLISH)),
-    )
+    mask_ids = torch.tensor([encoder.mask_id(lang) for lang in range(encoder.languages)])
+    mask_ids = mask_ids[batch.languages]
     row_of = selected.nonzero()[:, 0]
     replaced = labels.clone()
     replaced = torch.where(choice == 0, mask_ids[row_of], replaced)
-    random_ids = torch.randint(0, 2 * encoder.vocab_size, (n,), generator=generator)
+    random_ids = torch.randint(0, encoder.total_size, (n,), generator=generator)
     replaced = torch.where(choice == 2, random_ids, replaced)
     if probs[3] > 0:
         neighbours = _knn_neighbours(labels, encoder, knn_table, generator)

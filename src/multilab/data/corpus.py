@@ -129,6 +129,17 @@ def read_lines(path: Path) -> list[str]:
     return lines
 
 
+def verse_stats_table(stats: dict[str, dict[str, float]]) -> str:
+    """Markdown table of a real-language study's corpora: one row per split and language
+    (words as the BERT pre-tokenizer cuts them; a sentence is a verse)."""
+    keys = ("sentences", "words", "vocabulary", "characters", "median_length")
+    rows = ["| corpus | verses | words | types | characters | median words/verse |",
+            "|---|--:|--:|--:|--:|--:|"]
+    for name, values in stats.items():
+        rows.append(f"| {name} | " + " | ".join(f"{values[k]:g}" for k in keys) + " |")
+    return "\n".join(rows)
+
+
 def stats_table(stats: dict[str, CorpusStats]) -> str:
     """Markdown table of our statistics beside the paper's."""
     rows = ["| statistic | train (ours) | paper train | dev (ours) |", "|---|---|---|---|"]

@@ -2,6 +2,12 @@
 
 Training, evaluation and figures all call :class:`InputEncoder`, so lang-pos, shift-special
 and inv-order are applied identically wherever a model is run.
+
+A study has N languages, language ``i`` a block of ids starting at ``offsets[i]``
+(``data/layout.py``); English + Fake-English is N = 2 with offsets (0, V). Language 0 is the
+first listed, ``FAKE`` (1) the second, whatever it is: lang-pos gives language i positions
+``i·max_length …`` and segment id i, shift-special its own specials (its block's), inv-order
+inverts the second language's word order.
 """
 
 from __future__ import annotations
@@ -11,10 +17,12 @@ from dataclasses import dataclass
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from multilab.data.vocab import SPECIAL_TOKENS, to_fake
+from multilab.data.multilingual_vocab import to_block
+from multilab.data.vocab import SPECIAL_TOKENS
 from multilab.lab.modifications import Recipe
 
-ENGLISH, FAKE = 0, 1
+ENGLISH, FAKE = 0, 1  # the first two languages (of English + Fake-English)
+INVERTED = FAKE  # the language inv-order inverts: the second
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIAL_TOKENS))
 
 
@@ -42,17 +50,30 @@ class Batch:
 
 
 class InputEncoder:
-    """English wordpiece ids (no specials) + language → ``[CLS] ... [SEP]`` model inputs."""
+    """A language's own wordpiece ids (no specials) + language → ``[CLS] ... [SEP]`` model
+    inputs, in the study's vocabulary.
 
-    def __init__(self, recipe: Recipe, vocab_size: int, max_length: int) -> None:
+    ``offsets`` (default ``(0, vocab_size)``: English + Fake-English) and ``total_size``
+    (default ``2 × vocab_size``) place the languages' blocks; ``vocab_size`` is the first
+    block's size (word translation and the knn table of the sentence setup read it).
+    """
+
+    def __init__(self, recipe: Recipe, vocab_size: int, max_length: int,
+                 offsets: tuple[int, ...] | None = None, total_size: int | None = None) -> None:
         self.recipe = recipe
         self.vocab_size = vocab_size
         self.max_length = max_length
+        self.offsets = offsets or (0, vocab_size)
+        self.total_size = total_size or 2 * vocab_size
+
+    @property
+    def languages(self) -> int:
+        return len(self.offsets)
 
     def mask_id(self, language: int) -> int:
         """The [MASK] id a sentence of ``language`` uses (own [MASK] under shift-special)."""
-        if language == FAKE and self.recipe.shift_special:
-            return MASK_ID + self.vocab_size
+        if self.recipe.shift_special:
+            return MASK_ID + self.offsets[language]
         return MASK_ID
 
     def encode(self, words: torch.Tensor, language: int) -> tuple[torch.Tensor, ...]:
@@ -65,15 +86,15 @@ class InputEncoder:
         )
         word_mask = torch.ones_like(ids, dtype=torch.bool)
         word_mask[0] = word_mask[-1] = False
-        if language == FAKE:
-            if self.recipe.invert_fake:
-                ids[1:-1] = ids[1:-1].flip(0)
-            ids = to_fake(ids, self.vocab_size, self.recipe.shift_special)
+        if language == INVERTED and self.recipe.invert_fake:
+            ids[1:-1] = ids[1:-1].flip(0)
+        if self.offsets[language]:
+            ids = to_block(ids, self.offsets[language], self.recipe.shift_special)
         positions = torch.arange(len(ids))
         segments = torch.zeros_like(ids)
-        if language == FAKE and self.recipe.language_positions:
-            positions = positions + self.max_length
-            segments = segments + 1
+        if language and self.recipe.language_positions:
+            positions = positions + language * self.max_length
+            segments = segments + language
         return ids, positions, segments, word_mask
 
     def truncate(self, words: torch.Tensor) -> tuple[torch.Tensor, bool]:

@@ -190,12 +190,13 @@ def editions_of(languages: Iterable[Language]) -> tuple[str, ...]:
 
 
 def check_modification(text: str, languages: tuple[Language, ...]) -> None:
-    """A one-line :class:`ModificationError` when a modification cannot apply to ``languages``
-    *as the pipeline stands*; what it can do for N languages is issue 16's wiring.
+    """A one-line :class:`ModificationError` when a modification cannot apply to ``languages``.
 
-    - lang-pos, shift-special and no-parallel act between languages: at least two;
-    - inv-order inverts Fake-English's word order: a ``fake`` language must be listed
-      (inverting a chosen real language, seed 000 Table 3 row 3, is not wired yet);
+    - lang-pos, shift-special and no-parallel act between languages: at least two (lang-pos
+      gives each language its own position block and segment id, shift-special its own
+      specials, no-parallel its own share of the verses);
+    - inv-order inverts the word order of the *second* language (Fake-English in ``[3, fake]``,
+      German in ``[3, s, i]``: seed 000 Table 3 row 3): at least two;
     - knn-replace reads the English ↔ Fake-English knn table of the spaces stage: exactly an
       edition and its ``fake`` (real languages' neighbours, k = 5, are not wired yet).
     """
@@ -204,15 +205,10 @@ def check_modification(text: str, languages: tuple[Language, ...]) -> None:
     recipe = resolve_recipe(text)
     listed = ", ".join(language_keys(languages))
     name = canonical_name(text)
-    between = recipe.language_positions or recipe.shift_special or not recipe.parallel
+    between = (recipe.language_positions or recipe.shift_special or not recipe.parallel
+               or recipe.invert_fake)
     if between and len(languages) < 2:
         raise ModificationError(f"modification {name!r} acts between languages; [{listed}] has one")
-    has_fake = any(lang.transform == "fake" for lang in languages)
-    if recipe.invert_fake and not has_fake:
-        raise ModificationError(
-            f"modification {name!r} inverts Fake-English, and [{listed}] has no fake; "
-            f"valid: a list with fake, e.g. [{languages[0].edition}, fake]"
-        )
     if recipe.needs_knn and language_keys(languages) != [languages[0].edition, "fake"]:
         raise ModificationError(
             f"modification {name!r} needs the English ↔ Fake-English knn table; valid only "

@@ -80,28 +80,32 @@ def build_blocks(
     train_texts: Mapping[Language, Sequence[str]],
     size: int,
     mode: str = SEPARATE,
+    sizes: Mapping[Language, int] | None = None,
 ) -> tuple[Block, ...]:
     """Train the WordPiece vocabularies of a study and lay out their id blocks.
 
     ``train_texts`` holds each language's train verses as it writes them (a text transform
     already applied); an id-transformed language (``fake``) needs none. Each trained block has
     ``size`` tokens (``vocab.train_wordpiece``: deterministic, a UserError when the corpus is
-    too small), a ``fake`` block the size of its base.
+    too small), a ``fake`` block the size of its base. ``sizes`` gives a language its own
+    size instead (``layout.block_size``); such a block may come out smaller, when WordPiece has
+    no merge left before it (Chinese: every ideograph is a word).
     """
     if mode not in (SEPARATE, JOINT):
         raise ValueError(f"unknown vocabulary mode {mode!r}; valid: {SEPARATE}, {JOINT}")
     trained: dict[Language, tuple[str, ...]] = {}
 
-    def tokens_of(texts: list[str]) -> tuple[str, ...]:
-        tokenizer = train_wordpiece(texts, size)
-        return tuple(tokenizer.id_to_token(i) for i in range(size))
+    def tokens_of(texts: list[str], own: int | None = None) -> tuple[str, ...]:
+        tokenizer = train_wordpiece(texts, own or size, exact=own is None)
+        return tuple(tokenizer.id_to_token(i) for i in range(tokenizer.get_vocab_size()))
 
     own = [lang for lang in languages if not _is_id_copy(lang)]
     if mode == JOINT:
         joint = tokens_of([t for lang in own for t in train_texts[lang]])
         trained = dict.fromkeys(own, joint)
     else:
-        trained = {lang: tokens_of(list(train_texts[lang])) for lang in own}
+        trained = {lang: tokens_of(list(train_texts[lang]), (sizes or {}).get(lang))
+                   for lang in own}
 
     blocks: list[Block] = []
     offset = 0

@@ -56,15 +56,19 @@ def continuation_pieces(sentences: list[str], tokenizer: Tokenizer) -> list[str]
     return [CONTINUATION_PREFIX + ch for ch in sorted(inside)]
 
 
-def train_wordpiece(sentences: list[str], size: int) -> Tokenizer:
-    """WordPiece trained on the corpus, with the BERT specials at ids 0-4; deterministic."""
+def train_wordpiece(sentences: list[str], size: int, exact: bool = True) -> Tokenizer:
+    """WordPiece trained on the corpus, with the BERT specials at ids 0-4; deterministic.
+
+    ``exact``: exactly ``size`` tokens, else a UserError; otherwise fewer are accepted (the
+    corpus has no merge left: a per-language block of Chinese)."""
     tokenizer = bert_pipeline(Tokenizer(models.WordPiece(unk_token="[UNK]")))
     pinned = continuation_pieces(sentences, tokenizer)
     trainer = trainers.WordPieceTrainer(
         vocab_size=size, special_tokens=[*SPECIAL_TOKENS, *pinned], show_progress=False
     )
     tokenizer.train_from_iterator(sentences, trainer=trainer)
-    if tokenizer.get_vocab_size() != size:
+    learned = tokenizer.get_vocab_size()
+    if learned > size or (exact and learned != size):
         raise UserError(
             f"WordPiece learned {tokenizer.get_vocab_size()} tokens, not vocab.size={size}: "
             "the corpus is too small for this size"

@@ -56,13 +56,8 @@ from multilab.data.book_groups import (
     task_examples,
 )
 from multilab.data.inputs import InputEncoder, collate
-from multilab.data.languages import (
-    TRANSFORMS,
-    Language,
-    editions_of,
-    language_keys,
-    parse_languages,
-)
+from multilab.data.languages import Language, editions_of, language_keys
+from multilab.data.layout import layout
 from multilab.data.parallel import read_edition
 from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
@@ -85,15 +80,9 @@ LANGUAGES_TAG = "downstream.languages"
 
 
 def study_languages(cfg: Config) -> tuple[Language, ...]:
-    """The languages of the study: ``languages`` of params.yaml where the configuration has
-    it (issue 16 item 1, wired on its own branch), else today's pipeline's: the corpus's
-    train edition and its ``fake`` copy."""
-    value = getattr(cfg, "languages", None)
-    if value is None:
-        return parse_languages([cfg.corpus.train_edition, "fake"])
-    if all(isinstance(lang, Language) for lang in value):
-        return tuple(value)
-    return parse_languages(value)
+    """The languages of the study (``languages`` of params.yaml): the first is fine-tuned
+    on and tested in-language, every other one is tested zero-shot."""
+    return cfg.language_list
 
 
 def language_label(language: Language, languages: Sequence[Language]) -> str:
@@ -114,31 +103,42 @@ class LanguageInput:
 
 
 def language_inputs(cfg: Config, languages: Sequence[Language]) -> list[LanguageInput]:
-    """What a model of this pipeline can read, per language, or one line saying why not.
+    """What the study's models can read, per language, or one line saying why not.
 
-    Today's models are English + Fake-English: one WordPiece vocabulary trained on the
-    corpus's train edition (``paths.vocab/english``), the first language, and its id-shifted
-    copy (language 1 of the encoder, ``vocab.to_fake``). The languages wiring (issue 16
-    item 1) replaces this function with the per-language blocks of
-    :mod:`multilab.data.multilingual_vocab`; nothing else here depends on the layout.
+    A language gets the tokenizer and language number (block of ids, positions) it was
+    pretrained with (:func:`multilab.data.layout.layout`): any of the study's languages, in
+    any order, so ``--languages s,3`` fine-tunes on German and tests English zero-shot. In
+    the English + Fake-English setup that is ``[3]`` or ``[3, fake]`` (one vocabulary; fake is
+    its id-shifted copy).
     """
-    first = cfg.corpus.train_edition
-    tokenizer = load_tokenizer(cfg.paths.vocab)
+    study = cfg.language_list
+    lay = layout(cfg)
     listed = ", ".join(language_keys(tuple(languages)))
-    readable = f"[{first}] or [{first}, fake]"
+    numbers = {lang: number for number, lang in enumerate(study)}
+    first = cfg.corpus.train_edition
+    readable = (f"[{first}] or [{first}, fake]" if not cfg.verses
+                else f"the study's [{', '.join(cfg.languages)}], in any order")
+    tokenizers = {name: load_tokenizer(cfg.paths.vocab, name) for name in set(lay.tokenizers)}
     inputs = []
-    for number, lang in enumerate(languages):
-        ok = (lang == Language(first)) if number == 0 else (
-            number == 1 and lang.edition == first and lang.transform is not None
-            and TRANSFORMS[lang.transform].acts_on == "ids")
-        if not ok:
+    for place, lang in enumerate(languages):
+        number = numbers.get(lang)
+        if not cfg.verses and number is not None and number != place:
+            number = None  # one vocabulary: English must come first, its fake copy second
+        if number is None:
             raise UserError(
                 f"language {lang.key(languages[0].edition)!r} ({lang.name}) at place "
-                f"{number + 1} of [{listed}] has no vocabulary block in this pipeline's "
-                f"models (English + Fake-English of edition {first}); valid: {readable}"
+                f"{place + 1} of [{listed}] has no vocabulary block in this study's models "
+                f"(languages [{', '.join(cfg.languages)}]); valid: {readable}"
             )
-        inputs.append(LanguageInput(lang, tokenizer, number))
+        inputs.append(LanguageInput(lang, tokenizers[lay.tokenizers[number]], number))
     return inputs
+
+
+def input_encoder(cfg: Config, run: RunConfig) -> InputEncoder:
+    """The encoder of pretraining: every language's block at its offset."""
+    lay = layout(cfg)
+    return InputEncoder(run.recipe, lay.sizes[0], cfg.train.max_length, lay.offsets,
+                        lay.total)
 
 
 # --------------------------------------------------------------------------- data
@@ -340,7 +340,7 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
     started = time.perf_counter()
     inputs = language_inputs(cfg, languages)
     data = task_data(cfg, languages)
-    encoder = InputEncoder(run.recipe, len(inputs[0].tokenizer), cfg.train.max_length)
+    encoder = input_encoder(cfg, run)
     first = inputs[0]
     train = encode_examples(data["train"][first.language], first, encoder, settings.max_length)
     dev = encode_examples(data["dev"][first.language], first, encoder, settings.max_length)
@@ -349,10 +349,9 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
     model = load_classifier(model_dir, seed)
     check_finite_weights(model.state_dict(), model_dir)  # NaN weights: NaN scores
     model = model.to(evaluation_device())
-    expected = encoder.vocab_size * len(inputs)
-    if model.config.vocab_size < expected:
+    if model.config.vocab_size < encoder.total_size:
         raise UserError(f"{model_dir} has {model.config.vocab_size} token ids, fewer than the "
-                        f"{expected} of {len(inputs)} language(s) of {encoder.vocab_size}")
+                        f"{encoder.total_size} of languages [{', '.join(cfg.languages)}]")
     name = f"downstream {run.modification} s{run.seed}"
     work = settings.epochs * (len(train) + len(dev)) + sum(len(t) for t in tests.values())
     with tqdm(total=work, desc=name, unit="verse", disable=not progress) as bar:

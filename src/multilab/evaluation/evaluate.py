@@ -18,12 +18,19 @@ from transformers import BertForMaskedLM
 
 from multilab import tracking
 from multilab.config import Config, RunConfig, resolve_layers
-from multilab.data.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
+from multilab.data.batches import (
+    Examples,
+    mask_tokens,
+    seeded_generator,
+    tokenize_lines,
+    training_examples,
+)
 from multilab.data.corpus import read_lines, training_lines
 from multilab.data.inputs import ENGLISH, FAKE, InputEncoder
+from multilab.data.layout import Layout, layout, metric_name, tokenized_verses
 from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
-from multilab.evaluation import metrics
+from multilab.evaluation import metrics, verse_retrieval
 from multilab.files import write_json
 from multilab.lab.metric_table import MU_PARTS, TRAIN_LOSS, layer_key
 from multilab.lab.modifications import Recipe
@@ -154,6 +161,88 @@ def perplexity(
     return metrics.perplexity(total_nll, count)
 
 
+@torch.no_grad()
+def verse_vectors(
+    model: BertForMaskedLM, encoder: InputEncoder, verses: list[torch.Tensor], language: int,
+    layers: tuple[int, ...], batch_size: int,
+) -> dict[int, torch.Tensor]:
+    """Mean-pooled vectors of one language's verses at each layer, row i = verse i."""
+    device = _device(model)
+    lengths = torch.tensor([len(v) for v in verses])
+    pooled: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
+    order = []
+    for rows in sentence_batches(lengths, batch_size):
+        chosen = [verses[i] for i in rows.tolist()]
+        batch = encoder.batch(chosen, [language] * len(chosen)).to(device)
+        hidden = hidden_layers(model, batch.model_inputs(), list(layers))
+        for layer, h in zip(layers, hidden, strict=True):
+            pooled[layer].append(metrics.mean_pool(h.float(), batch.word_mask).cpu())
+        order.append(rows)
+    back = torch.argsort(torch.cat(order))  # sorted batches → verse order
+    return {layer: torch.cat(parts)[back] for layer, parts in pooled.items()}
+
+
+def verse_metrics(
+    model: BertForMaskedLM, encoder: InputEncoder, lay: Layout,
+    dev: list[list[torch.Tensor]], train: list[list[torch.Tensor]], run: RunConfig,
+    layers: tuple[int, ...],
+) -> dict[str, float]:
+    """Real languages: verse retrieval P@1 of every ordered pair at each layer (gold: the
+    verse id), each language's mean and the overall mean (``retrieval_p1.l8`` as for
+    English + Fake-English); MLM perplexity per language and over all of them.
+
+    Word alignment, word translation and μ need word-level gold, which real languages do not
+    have: they are not computed (the report says so).
+    """
+    ev, names = run.study.evaluate, [metric_name(key) for key in lay.keys]
+    by_layer: dict[int, dict[str, torch.Tensor]] = {layer: {} for layer in layers}
+    for language, (name, verses) in enumerate(zip(names, dev, strict=True)):
+        for layer, vectors in verse_vectors(model, encoder, verses, language, layers,
+                                            ev.batch_size).items():
+            by_layer[layer][name] = vectors
+    results: dict[str, float] = {}
+    for layer in layers:
+        matrix = verse_retrieval.retrieval_matrix(by_layer[layer])
+        key = layer_key("retrieval_p1", layer)
+        results[key] = verse_retrieval.overall(matrix)
+        results |= {f"{key}.{name}": value
+                    for name, value in verse_retrieval.per_language(matrix).items()}
+        results |= {f"{key}.{a}-{b}": value for (a, b), value in matrix.items()}
+    mask_prob, seed = run.study.train.mask_prob, ev.mask_seed
+    # train: the verses each language was trained on (its share under no-parallel); dev: all
+    splits = (("train", train, run.recipe), ("dev", dev, _parallel(run.recipe)))
+    for split, verses, recipe in splits:
+        every = training_examples([], recipe, encoder, verses)
+        of_language = torch.tensor(every.languages)
+        total_nll, total_count = 0.0, 0
+        for language, name in enumerate(names):
+            keep = (of_language == language).nonzero()[:, 0]
+            examples = Examples([every.encoded[i] for i in keep.tolist()],
+                                [language] * len(keep), every.lengths[keep])
+            nll, count = _masked_nll(model, encoder, examples, mask_prob, seed, ev.batch_size)
+            results[f"ppl_{split}.{name}"] = metrics.perplexity(nll, count)
+            total_nll, total_count = total_nll + nll, total_count + count
+        results[f"ppl_{split}"] = metrics.perplexity(total_nll, total_count)
+    return results
+
+
+@torch.no_grad()
+def _masked_nll(model: BertForMaskedLM, encoder: InputEncoder, examples: Examples,
+                mask_prob: float, mask_seed: int, batch_size: int) -> tuple[float, int]:
+    """Summed NLL and count of 15% masked tokens (the masks of :func:`perplexity`)."""
+    device = _device(model)
+    total_nll, count = 0.0, 0
+    for number, rows in enumerate(sentence_batches(examples.lengths, batch_size)):
+        masked = mask_tokens(examples.batch(rows), encoder, mask_prob, PERPLEXITY_REPLACEMENT,
+                             seeded_generator(mask_seed, number))
+        inputs = {k: v.to(device) for k, v in masked.inputs.items()}
+        logits = selected_logits(model, inputs, masked.selected.to(device))
+        nll, n = metrics.masked_nll(logits.float(), masked.labels.to(device))
+        total_nll += nll
+        count += n
+    return total_nll, count
+
+
 def evaluate_model(
     model: BertForMaskedLM,
     run: RunConfig,
@@ -170,6 +259,9 @@ def evaluate_model(
             f"{model.config.num_hidden_layers} layers (valid: 0-{model.config.num_hidden_layers}"
             " or 'all')"
         )
+    if cfg.verses:
+        return _evaluate_verses(model, run, layers, dev_sentences or ev.dev_sentences,
+                                train_sentences)
     tokenizer = load_tokenizer(cfg.paths.vocab)
     encoder = InputEncoder(run.recipe, len(tokenizer), cfg.train.max_length)
     dev_lines = _dev_lines(cfg.paths.corpora / "dev.txt", dev_sentences or ev.dev_sentences)
@@ -193,6 +285,34 @@ def evaluate_model(
                                     ev.batch_size)
     results["eval_seconds"] = time.perf_counter() - started
     results["eval_sentences"] = len(dev)
+    model.train(was_training)
+    return results
+
+
+def _evaluate_verses(model: BertForMaskedLM, run: RunConfig, layers: tuple[int, ...],
+                     wanted: int, train_verses: int | None) -> dict[str, float]:
+    """:func:`verse_metrics` on the first ``wanted`` dev verses (+ train perplexity)."""
+    cfg = run.study
+    lay = layout(cfg)
+    encoder = InputEncoder(run.recipe, lay.sizes[0], cfg.train.max_length, lay.offsets,
+                           lay.total)
+    dev, _ = tokenized_verses(cfg, lay, "dev", wanted, cfg.train.max_length)
+    if len(dev[0]) < wanted:
+        raise UserError(
+            f"dev corpus {cfg.paths.corpora / 'dev.txt'} has {len(dev[0])} verses but the "
+            f"evaluation needs {wanted} (evaluate.dev_sentences / curve_sentences): rebuild it "
+            f"with corpus.dev_sentences >= {wanted} or lower those"
+        )
+    limit = train_verses or cfg.train.max_train_sentences
+    if train_verses and cfg.train.max_train_sentences:
+        limit = min(train_verses, cfg.train.max_train_sentences)
+    train, _ = tokenized_verses(cfg, lay, "train", limit, cfg.train.max_length)
+    was_training = model.training
+    model.eval()
+    started = time.perf_counter()
+    results = verse_metrics(model, encoder, lay, dev, train, run, layers)
+    results["eval_seconds"] = time.perf_counter() - started
+    results["eval_sentences"] = len(dev[0])
     model.train(was_training)
     return results
 

@@ -446,13 +446,15 @@ def model_figures(
     """Draw the requested figures of one model into ``cfg.paths.figures``; log them."""
     written: list[Path] = []
     out = cfg.paths.figures
+    if cfg.verses:  # the PCA joins each token to its Fake twin: real languages have no twins
+        kinds = tuple(k for k in kinds if k != "pca")
     if target.model_dir is not None and {"positions", "pca"} & set(kinds):
         model = load_model(target.model_dir)
         if "positions" in kinds:
             written.append(plot_position_similarity(
                 position_similarity(model), out / f"{target.stem}-positions.png",
                 f"Position embeddings: {target.title}", cfg.train.max_length,
-                _region_labels(target.modification),
+                _region_labels(cfg, target.modification),
             ))
         if "pca" in kinds:
             written.append(plot_token_pca(
@@ -478,11 +480,14 @@ def model_figures(
     return written
 
 
-def _region_labels(modification: str | None) -> tuple[str, str]:
-    """Under lang-pos the upper half belongs to Fake-English; otherwise it is never used."""
+def _region_labels(cfg: Config, modification: str | None) -> tuple[str, str]:
+    """Under lang-pos the upper half belongs to Fake-English (real languages: to the
+    languages after the first, a block each); otherwise it is never used."""
     if modification is not None and resolve_recipe(modification).language_positions:
+        if cfg.verses:
+            return (cfg.languages[0], ", ".join(cfg.languages[1:]))
         return ("English", "Fake-English")
-    return ("both languages", "unused")
+    return ("all languages" if cfg.verses else "both languages", "unused")
 
 
 def _english_tokens(cfg: Config, model: BertForMaskedLM) -> list[str]:

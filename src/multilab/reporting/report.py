@@ -16,9 +16,18 @@ import pandas as pd
 
 from multilab import tracking
 from multilab.config import Config
+from multilab.data.layout import metric_name
 from multilab.errors import UserError
+from multilab.evaluation import verse_retrieval
 from multilab.files import write_json, write_text
-from multilab.lab.metric_table import METRICS, PAPER_VALUES, PLOTS, TABLE2_IDS, summarise
+from multilab.lab.metric_table import (
+    METRICS,
+    PAPER_VALUES,
+    PLOTS,
+    TABLE2_IDS,
+    mean_std,
+    summarise,
+)
 from multilab.lab.modifications import (
     canonical_name,
     describe,
@@ -286,6 +295,83 @@ def _write_table(stem: Path, markdown: str, frame: pd.DataFrame) -> list[Path]:
     ]
 
 
+#: What the report says of the metrics a real-language study does not have.
+OMITTED_FOR_VERSES = (
+    "Real languages have no word-level gold alignment: word alignment (F1), word translation "
+    "(τ) and μ, which averages τ, are not computed for them (– in Table 1); the paper's Table 1 "
+    "(English + Fake-English) is not shown beside them. ρ is verse retrieval P@1 (gold: the "
+    "verse id) averaged over every ordered pair of languages; the pairs are in the retrieval "
+    "tables below. Perplexities in Table 1 are over all languages' verses; per language "
+    "below (MLflow: `ppl_dev.<code>`)."
+)
+
+
+def retrieval_frame(cfg: Config, rows: list[Row], runs: pd.DataFrame) -> pd.DataFrame:
+    """Verse retrieval P@1 of every ordered pair of languages at each evaluated layer, mean
+    and std over the seeds behind each row (MLflow ``retrieval_p1.l<n>.<query>-<key>``)."""
+    names = [metric_name(key) for key in cfg.languages]
+    records = []
+    for row in rows:
+        mine = runs[runs["run_id"].isin(row.run_ids)]
+        for column in sorted(c for c in runs.columns if c.startswith("metrics.retrieval_p1.l")):
+            parts = column.removeprefix("metrics.retrieval_p1.").split(".", 1)
+            if len(parts) != 2 or parts[1].count("-") != 1:
+                continue
+            query, key = parts[1].split("-")
+            values = [float(v) for v in mine[column] if pd.notna(v)]
+            if values and query in names and key in names:
+                mean, std = mean_std(values)
+                records.append({"modification": row.modification, "layer": int(parts[0][1:]),
+                                "query": query, "key": key, "p1_mean": mean, "p1_std": std,
+                                "n_seeds": len(values)})
+    return pd.DataFrame.from_records(
+        records, columns=["modification", "layer", "query", "key", "p1_mean", "p1_std",
+                          "n_seeds"])
+
+
+def retrieval_markdown(cfg: Config, frame: pd.DataFrame) -> str:
+    """One matrix per (row, layer): query languages as rows, keys as columns, mean column."""
+    names = [metric_name(key) for key in cfg.languages]
+    parts = ["## Verse retrieval P@1 between the languages (mean over seeds)"]
+    for (modification, layer), group in frame.groupby(["modification", "layer"], sort=False):
+        matrix = {(r.query, r.key): r.p1_mean for r in group.itertuples()}
+        if len(matrix) != len(names) * (len(names) - 1):
+            continue
+        parts.append(f"### {modification}, layer {layer}\n\n"
+                     + verse_retrieval.matrix_table(matrix, names))
+    return "\n\n".join(parts)
+
+
+def perplexity_frame(cfg: Config, rows: list[Row], runs: pd.DataFrame) -> pd.DataFrame:
+    """Train and dev perplexity of each language, mean and std over the seeds behind each
+    row (MLflow ``ppl_train.<code>``, ``ppl_dev.<code>``)."""
+    records = []
+    for row in rows:
+        mine = runs[runs["run_id"].isin(row.run_ids)]
+        for name in (metric_name(key) for key in cfg.languages):
+            record: dict[str, object] = {"modification": row.modification, "language": name}
+            for split in ("train", "dev"):
+                column = f"metrics.ppl_{split}.{name}"
+                values = [float(v) for v in mine.get(column, pd.Series(dtype=float))
+                          if pd.notna(v)]
+                mean, std = mean_std(values) if values else (float("nan"), float("nan"))
+                record |= {f"ppl_{split}_mean": mean, f"ppl_{split}_std": std}
+            records.append(record)
+    return pd.DataFrame.from_records(
+        records, columns=["modification", "language", "ppl_train_mean", "ppl_train_std",
+                          "ppl_dev_mean", "ppl_dev_std"])
+
+
+def perplexity_markdown(frame: pd.DataFrame) -> str:
+    """One row per (row of the study, language): its train and dev perplexity."""
+    lines = ["## Perplexity per language (mean over seeds)", "",
+             "| modification | language | ppl train | ppl dev |", "|---|---|--:|--:|"]
+    for r in frame.itertuples():
+        lines.append(f"| {r.modification} | {r.language} | {r.ppl_train_mean:,.0f} | "
+                     f"{r.ppl_dev_mean:,.0f} |")
+    return "\n".join(lines)
+
+
 def build_report(cfg: Config) -> list[Path]:
     """Write reports/table1.{md,csv,tex}, table2.{md,csv,tex} (when runs of the
     non-parallel rows exist), downstream.{md,csv} (when downstream results exist), figures,
@@ -306,25 +392,45 @@ def build_report(cfg: Config) -> list[Path]:
         rows2 = []  # no non-parallel run: the original row alone compares nothing
     reports = cfg.paths.reports
     written = []
-    intro = (
-        f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
-        f"Mean ± std over seeds {list(cfg.seeds)} of finished MLflow runs (a row of one "
-        "seed shows its value alone: one seed has no spread); the paper's means of the same "
-        "rows follow in a table of their own. ρ = sentence retrieval P@1, τ = word translation "
-        "P@1, F1 = word alignment, μ = (ρ0 + ρ8 + τ0 + τ8) / 4. "
-        + ("" if cfg.profile == "paper" else f"Profile `{cfg.profile}` trains far fewer steps "
-           "than the paper: see docs/REPRODUCTION.md.")
-        + "\n\n"
-    )
-    body = _with_paper(markdown_table(rows, "Table 1"),
-                       paper_table(rows, "Table 1 of the paper (seed 000), same rows"))
+    steps = ("" if cfg.profile == "paper" else f"Profile `{cfg.profile}` trains far fewer "
+             "steps than the paper: see docs/REPRODUCTION.md.")
+    if cfg.verses:  # the paper's tables are English + Fake-English: nothing to compare
+        intro = (
+            f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
+            f"Languages: {', '.join(cfg.languages)} (verses of each edition). Mean ± std over "
+            f"seeds {list(cfg.seeds)} of finished MLflow runs (a row of one seed shows its "
+            "value alone). " + OMITTED_FOR_VERSES + " " + steps + "\n\n"
+        )
+        body = markdown_table(rows, "Table 1")
+    else:
+        intro = (
+            f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
+            f"Mean ± std over seeds {list(cfg.seeds)} of finished MLflow runs (a row of one "
+            "seed shows its value alone: one seed has no spread); the paper's means of the "
+            "same rows follow in a table of their own. ρ = sentence retrieval P@1, τ = word "
+            "translation P@1, F1 = word alignment, μ = (ρ0 + ρ8 + τ0 + τ8) / 4. " + steps
+            + "\n\n"
+        )
+        body = _with_paper(markdown_table(rows, "Table 1"),
+                           paper_table(rows, "Table 1 of the paper (seed 000), same rows"))
     if rows2:
-        table2 = _with_paper(
-            markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)"),
-            paper_table(rows2, "Table 2 of the paper, same rows"))
+        table2 = markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)")
+        if not cfg.verses:
+            table2 = _with_paper(table2, paper_table(rows2, "Table 2 of the paper, same rows"))
         body += "\n\n" + table2
         written += _write_table(reports / "table2", intro.replace("Table 1", "Table 2", 1)
                                 + table2 + "\n", rows_frame(rows2))
+    if cfg.verses:
+        frame = retrieval_frame(cfg, rows, runs)
+        ppl = perplexity_frame(cfg, rows, runs)
+        retrieval = retrieval_markdown(cfg, frame) + "\n\n" + perplexity_markdown(ppl)
+        body += "\n\n" + retrieval
+        written += [write_text(reports / "retrieval.md", retrieval + "\n"),
+                    write_text(reports / "retrieval.csv", frame.to_csv(index=False)),
+                    write_text(reports / "perplexity.csv", ppl.to_csv(index=False))]
+    else:  # English + Fake-English: no language tables of an earlier real-language study
+        for name in ("retrieval.md", "retrieval.csv", "perplexity.csv"):
+            (reports / name).unlink(missing_ok=True)
     downstream = downstream_frame(runs, {row.modification: list(row.run_ids) for row in rows},
                                   {row.modification: row.paper_id for row in rows})
     if not downstream.empty:  # `multilab downstream` has run for some of the study's models

@@ -35,7 +35,8 @@ CurveHook = Callable[[int, BertForMaskedLM], dict[str, float]]
 CHECKPOINT_POSITIONS = 256 * 48
 
 
-def bert_config(model: ModelConfig, vocab_size: int) -> BertConfig:
+def bert_config(model: ModelConfig, vocab_size: int, languages: int = 2) -> BertConfig:
+    """BERT of ``model``'s sizes; one segment id per language (lang-pos), at least two."""
     return BertConfig(
         vocab_size=vocab_size,
         hidden_size=model.hidden_size,
@@ -43,15 +44,16 @@ def bert_config(model: ModelConfig, vocab_size: int) -> BertConfig:
         num_attention_heads=model.num_attention_heads,
         num_hidden_layers=model.num_hidden_layers,
         max_position_embeddings=model.max_position_embeddings,
-        type_vocab_size=2,
+        type_vocab_size=max(2, languages),
         tie_word_embeddings=True,
     )
 
 
-def build_model(model: ModelConfig, vocab_size: int, seed: int) -> BertForMaskedLM:
+def build_model(model: ModelConfig, vocab_size: int, seed: int, languages: int = 2
+                ) -> BertForMaskedLM:
     """A freshly initialised BERT whose weights depend only on ``seed``."""
     torch.manual_seed(seed)
-    return BertForMaskedLM(bert_config(model, vocab_size))
+    return BertForMaskedLM(bert_config(model, vocab_size, languages))
 
 
 def load_model(model_dir: Path) -> BertForMaskedLM:

@@ -44,10 +44,14 @@ WEIGHTS_HASH = "weights_sha256"  # in the done file
 def data_fingerprint(run: RunConfig) -> str:
     """Hash of the training corpus and vocabulary (+ knn table): part of a model's identity."""
     digest = hashlib.sha256()
+    vocab = run.study.paths.vocab
     made_by = {  # input file → the DVC stage that writes it
         run.study.paths.corpora / "train.txt": "corpus",
-        run.study.paths.vocab / "english" / "vocab.txt": "vocab",
+        vocab / "english" / "vocab.txt": "vocab",
     }
+    if run.study.verses:  # every language's block, and where each one starts
+        made_by = {run.study.paths.corpora / "train.txt": "corpus",
+                   vocab / "multilingual" / "vocab.txt": "vocab", vocab / "blocks.json": "vocab"}
     if run.recipe.needs_knn:
         made_by[run.study.paths.spaces / KNN_TABLE] = "spaces"
     for path, stage in made_by.items():

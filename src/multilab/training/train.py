@@ -49,7 +49,8 @@ from multilab.data.batches import (
 )
 from multilab.data.corpus import training_lines
 from multilab.data.inputs import InputEncoder
-from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer, vocabulary_words
+from multilab.data.layout import layout, tokenized_verses
+from multilab.data.vocab import load_tokenizer, vocabulary_words
 from multilab.errors import StoppedEarly, UserError
 from multilab.files import replace_dir, write_text
 from multilab.lab.metric_table import TRAIN_LOSS, curve_key
@@ -119,7 +120,7 @@ def train_model(
     batches = BatchOrder(data.examples.lengths, run.model.global_batch, run.seed,
                          run.study.train.bucket_chunk)
     plan = Plan.of(run, batches.steps_per_epoch)
-    model = build_model(run.model, 2 * encoder.vocab_size, run.seed)
+    model = build_model(run.model, encoder.total_size, run.seed, encoder.languages)
     optimizer, scheduler = _optimizer_and_schedule(model, run, plan.total_steps)
     with training_lock(area.parent, model_dir) if main else contextlib.nullcontext():
         state = _resume(area, model_dir, fingerprint, model, optimizer, scheduler)
@@ -166,11 +167,24 @@ class TrainingData:
     truncated: int  # training sentences longer than max_length, cut
 
 
+def study_encoder(run: RunConfig) -> InputEncoder:
+    """The input encoder of ``run``'s languages and built vocabulary."""
+    lay = layout(run.study)
+    return InputEncoder(run.recipe, lay.sizes[0], run.study.train.max_length, lay.offsets,
+                        lay.total)
+
+
 def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
-    """The training examples of ``run`` (both languages of each sentence, or the halves)."""
-    tokenizer = load_tokenizer(run.study.paths.vocab)
-    encoder = InputEncoder(run.recipe, len(tokenizer), run.study.train.max_length)
-    sentences, truncated = tokenize_lines(training_lines(run.study), tokenizer, encoder)
+    """The training examples of ``run`` (every language of each sentence, or shares)."""
+    encoder = study_encoder(run)
+    cfg = run.study
+    if cfg.verses:
+        by_language, truncated = tokenized_verses(
+            cfg, layout(cfg), "train", cfg.train.max_train_sentences, cfg.train.max_length)
+        examples = training_examples([], run.recipe, encoder, by_language)
+        return TrainingData(examples, truncated), encoder
+    tokenizer = load_tokenizer(cfg.paths.vocab)
+    sentences, truncated = tokenize_lines(training_lines(cfg), tokenizer, encoder)
     return TrainingData(training_examples(sentences, run.recipe, encoder), truncated), encoder
 
 
@@ -514,7 +528,7 @@ def _save_checkpoint(run: RunConfig, area: Path, model, optimizer, scheduler,
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.save_pretrained(str(tmp))
-    load_tokenizer(run.study.paths.vocab, BILINGUAL_DIR).save_pretrained(str(tmp))
+    load_tokenizer(run.study.paths.vocab, layout(run.study).saved).save_pretrained(str(tmp))
     with (tmp / "state.pt").open("wb") as handle:
         torch.save(
             {
@@ -545,7 +559,7 @@ def _save_final(run: RunConfig, model: BertForMaskedLM, model_dir: Path, area: P
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     model.save_pretrained(str(staging))
-    load_tokenizer(run.study.paths.vocab, BILINGUAL_DIR).save_pretrained(str(staging))
+    load_tokenizer(run.study.paths.vocab, layout(run.study).saved).save_pretrained(str(staging))
     write_text(staging / TRAIN_LOG, _train_log_csv(state.log_rows))
     write_done(staging, _done_record(run, state, plan, data, world_size)
                | {WEIGHTS_HASH: file_sha256(staging / WEIGHTS)})
