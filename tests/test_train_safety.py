@@ -27,7 +27,7 @@ import yaml
 
 from multilab import tracking
 from multilab.cli import main
-from multilab.config import Config, load_config
+from multilab.config import Config, RunConfig, load_config
 from multilab.errors import StoppedEarly
 from multilab.files import write_json
 from multilab.training.model_dir import (
@@ -92,16 +92,22 @@ def _trained(tmp_path: Path, capsys, **extra: object) -> tuple[list[str], Path]:
 # --------------------------------------------------------------------------- item 3
 
 
-def test_overwritten_checkpoint_bytes_are_refused(project: Config, tmp_path: Path, capsys
-                                                  ) -> None:
-    """2 KiB overwritten inside ``state.pt`` still loads (a zip of stored tensors has no
-    checksum) and used to resume into NaN; its SHA-256 now refuses it in one line."""
+def _stopped_after_two_steps(tmp_path: Path) -> tuple[list[str], Config, RunConfig]:
+    """A short training stopped after step 2: its checkpoint is there, no model yet."""
     settings = cli_settings(tmp_path, **SHORT)
     cfg = config_of(settings)
     run = cfg.run("original", 0)
     with pytest.raises(StoppedEarly):
         train_model(run, experiment_id=tracking.connect(cfg.paths, cfg.experiment),
                     stop_after_step=2, progress=False)
+    return settings, cfg, run
+
+
+def test_overwritten_checkpoint_bytes_are_refused(project: Config, tmp_path: Path, capsys
+                                                  ) -> None:
+    """2 KiB overwritten inside ``state.pt`` still loads (a zip of stored tensors has no
+    checksum) and used to resume into NaN; its SHA-256 now refuses it in one line."""
+    settings, cfg, run = _stopped_after_two_steps(tmp_path)
     state = run_checkpoint_area(run) / f"{CHECKPOINT_PREFIX}2" / "state.pt"
     torch.load(state, weights_only=False)  # intact, it loads
     _overwrite_middle(state)
@@ -332,12 +338,7 @@ def test_checkpoint_inside_the_model_directory_still_resumes(project: Config, tm
                                                              caplog) -> None:
     """A training interrupted under an earlier version left its checkpoint inside the model
     directory: it is resumed, and the finished model replaces that folder whole."""
-    settings = cli_settings(tmp_path, **SHORT)
-    cfg = config_of(settings)
-    run = cfg.run("original", 0)
-    with pytest.raises(StoppedEarly):
-        train_model(run, experiment_id=tracking.connect(cfg.paths, cfg.experiment),
-                    stop_after_step=2, progress=False)
+    settings, cfg, run = _stopped_after_two_steps(tmp_path)
     run.model_dir.mkdir(parents=True)
     legacy = run.model_dir / f"{CHECKPOINT_PREFIX}2"
     (run_checkpoint_area(run) / legacy.name).rename(legacy)

@@ -673,21 +673,15 @@ def _requirements() -> list[str]:
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
     """No "Loading weights" / "Writing model shards" bars and no licence warning."""
-    import transformers
+    from multilab.training.model import quiet_transformers
 
-    previous = transformers.utils.logging.get_verbosity()
-    bars = transformers.utils.logging.is_progress_bar_enabled()
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
     logger = logging.getLogger("mlflow.transformers")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        yield
+        with quiet_transformers():
+            yield
     finally:
-        transformers.utils.logging.set_verbosity(previous)
-        if bars:
-            transformers.utils.logging.enable_progress_bar()
         logger.setLevel(level)
 
 

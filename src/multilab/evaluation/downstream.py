@@ -25,12 +25,11 @@ evaluation in length-sorted batches. Deterministic given the seed on a fixed thr
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -61,9 +60,9 @@ from multilab.data.layout import layout
 from multilab.data.parallel import read_edition
 from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
-from multilab.evaluation.evaluate import _model_run, evaluation_device
+from multilab.evaluation.evaluate import _model_run, evaluation_device, model_record
 from multilab.files import write_json
-from multilab.training.model import check_finite_weights
+from multilab.training.model import check_finite_weights, quiet_transformers
 from multilab.training.model_dir import DONE_FILE, check_weights, read_done
 
 log = logging.getLogger(__name__)
@@ -203,29 +202,11 @@ def task_data(cfg: Config, languages: Sequence[Language]
 # --------------------------------------------------------------------------- fine-tuning
 
 
-@contextlib.contextmanager
-def _quiet_loading() -> Iterator[None]:
-    """No load report (the MLM head "unexpected", pooler and classifier "missing": exactly
-    what a classifier made of a masked-LM checkpoint is) and no per-file bar."""
-    import transformers
-
-    previous = transformers.utils.logging.get_verbosity()
-    bars = transformers.utils.logging.is_progress_bar_enabled()
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        transformers.utils.logging.set_verbosity(previous)
-        if bars:
-            transformers.utils.logging.enable_progress_bar()
-
-
 def load_classifier(model_dir: Path, seed: int) -> PreTrainedModel:
     """The pretrained checkpoint with a new 5-way head, initialised from ``seed``."""
     torch.manual_seed(seed)
     try:
-        with _quiet_loading():
+        with quiet_transformers():
             return AutoModelForSequenceClassification.from_pretrained(
                 str(model_dir), num_labels=len(LABELS), local_files_only=True)
     except Exception as err:  # corrupt files surface as many different exception types
@@ -420,13 +401,6 @@ def downstream_and_record(cfg: Config, model_dir: Path, languages: Sequence[Lang
         tracking.log_final_metrics(cfg.paths, run_id, record["metrics"], done.get("steps", 0),
                                    once=TIMINGS)
         tracking.set_tags(cfg.paths, run_id, {LANGUAGES_TAG: ",".join(record["labels"])})
-    record = {
-        "modification": run.modification,
-        "paper_id": run.paper_id,
-        "seed": run.seed,
-        "profile": cfg.profile,
-        "run_id": run_id,
-        "fingerprint": done["fingerprint"],
-    } | record
+    record = model_record(cfg, run, run_id, done) | record
     write_json(out or cfg.paths.downstream_file(run.modification, run.seed), record)
     return record

@@ -393,18 +393,22 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
     if run_id and experiment_id is not None:
         run_id = _model_run(cfg, run, done, Path(model_dir), experiment_id)
         record_in_mlflow(cfg, run_id, model_dir, results, done.get("steps", 0))
-    record = {
+    record = model_record(cfg, run, run_id, done) | {"metrics": results}
+    out = out or cfg.paths.eval_file(run.modification, run.seed)
+    write_json(out, record)
+    return record
+
+
+def model_record(cfg: Config, run: RunConfig, run_id: str | None, done: dict) -> dict:
+    """What every per-model JSON (evaluation, downstream) starts with: which model it is."""
+    return {
         "modification": run.modification,
         "paper_id": run.paper_id,
         "seed": run.seed,
         "profile": cfg.profile,
         "run_id": run_id,
         "fingerprint": done["fingerprint"],
-        "metrics": results,
     }
-    out = out or cfg.paths.eval_file(run.modification, run.seed)
-    write_json(out, record)
-    return record
 
 
 def _model_run(cfg: Config, run: RunConfig, done: dict, model_dir: Path,
