@@ -58,8 +58,8 @@ def _no_dropout_config():
 
     original = model_module.bert_config
 
-    def bert_config(model, vocab_size):
-        config = original(model, vocab_size)
+    def bert_config(model, vocab_size, languages=2):
+        config = original(model, vocab_size, languages)
         config.hidden_dropout_prob = 0.0
         config.attention_probs_dropout_prob = 0.0
         return config
