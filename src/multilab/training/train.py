@@ -133,7 +133,9 @@ def train_model(
             state.run_id = run_id
             if run_id and state.step == 0:
                 _log_start(run, data, plan, accelerator.num_processes)
-            steps = _StepLog(run_id, _progress_bar(run, plan, state.step, progress and main))
+            logged = _logged_through(run, run_id) if run_id and state.step else 0
+            steps = _StepLog(run_id, _progress_bar(run, plan, state.step, progress and main),
+                             logged)
             for number in range(state.step, plan.total_steps):
                 state.record(check_finite_loss(one_step(number), model_dir))
                 stopping = stop_after_step is not None and state.step >= stop_after_step
@@ -664,12 +666,20 @@ def _progress_bar(run: RunConfig, plan: Plan, start: int, show: bool) -> tqdm:
                 desc=f"{run.modification} s{run.seed}", unit="step")
 
 
+def _logged_through(run: RunConfig, run_id: str) -> int:
+    """The last step a resumed run already sent to MLflow: the steps between the checkpoint
+    and the kill are trained again, and sending them again would double their points."""
+    history = tracking.metric_history(run.study.paths, run_id, TRAIN_LOSS)
+    return max((step for step, _ in history), default=0)
+
+
 class _StepLog:
     """Every step's row goes to MLflow, in batches (one request per ``log_every`` steps, at
-    checkpoints and at the end), and the progress bar shows their mean loss."""
+    checkpoints and at the end), and the progress bar shows their mean loss. Steps up to
+    ``logged_through`` (sent before a kill, trained again after the resume) are not re-sent."""
 
-    def __init__(self, run_id: str | None, bar: tqdm) -> None:
-        self.run_id, self.bar = run_id, bar
+    def __init__(self, run_id: str | None, bar: tqdm, logged_through: int = 0) -> None:
+        self.run_id, self.bar, self.logged_through = run_id, bar, logged_through
         self.name = getattr(bar, "desc", "")  # a disabled bar has none
         self.pending: list[dict[str, float]] = []
 
@@ -680,8 +690,9 @@ class _StepLog:
             return
         mean_loss = sum(r["loss"] for r in self.pending) / len(self.pending)
         self.bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
-        if self.run_id:
-            tracking.log_step_rows(self.run_id, self.pending, STEP_METRICS)
+        fresh = [r for r in self.pending if r["step"] > self.logged_through]
+        if self.run_id and fresh:
+            tracking.log_step_rows(self.run_id, fresh, STEP_METRICS)
         self.pending = []
 
     def say(self, message: str | None) -> None:
