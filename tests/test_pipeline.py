@@ -21,9 +21,10 @@ from tests.helpers import BIN, DVC, ROOT
 pytestmark = pytest.mark.slow
 
 
-#: The README's `dvc exp show` that fits a 120-column terminal.
-EXP_SHOW = ["--drop", ".*", "--keep",
-            "Experiment|params.yaml:modification|metrics/variant.json:(mu|ppl_dev)"]
+#: The README's `dvc exp show` that fits a 120-column terminal. DVC prefixes a column with its
+#: file only where two files share the name: `mu` is in every metrics file, `modification`
+#: only in params.yaml.
+EXP_SHOW = ["--drop", ".*", "--keep", "Experiment|modification|metrics/variant.json:(mu|ppl.dev)"]
 
 
 def _run(args: list[str], cwd: Path, check: bool = True, columns: int | None = None
@@ -73,7 +74,7 @@ def test_repro_builds_the_report_from_mlflow(pipeline: Path) -> None:
         assert table.loc[mod, "n_seeds"] == 1
     assert table.loc["original", "ppl_train_mean"] < table.loc["untrained", "ppl_train_mean"]
     assert (pipeline / "artifacts/models/original/seed0/model.safetensors").exists()
-    assert json.loads((pipeline / "metrics/study/original.json").read_text())["n_seeds"] == 1
+    assert json.loads((pipeline / "metrics/study/original.json").read_text())["seeds"] == 1
     loss = pd.read_csv(pipeline / "reports/plots/train_loss.csv")
     assert list(loss.columns) == ["step", "original", "untrained"]
 
@@ -89,10 +90,11 @@ def test_dvc_views_compare_models_and_fit_a_terminal(pipeline: Path) -> None:
     metrics = _run([DVC, "metrics", "show"], pipeline).stdout.splitlines()
     assert [line.split()[0] for line in metrics[1:]] == [
         "metrics/study/original.json", "metrics/study/untrained.json", "metrics/variant.json"]
-    # 9 metrics with their full keys: about 190 characters (a wide terminal), 3 rows
-    assert "corpus" not in "\n".join(metrics) and max(map(len, metrics)) <= 210
+    # 9 metrics and the seeds under their DVC keys (Table 1's columns): a 132-column terminal
+    assert "corpus" not in "\n".join(metrics) and max(map(len, metrics)) <= 132, metrics
     header = metrics[0].split()
-    assert "mu" in header and "retrieval_p1.l8" in header and len(header) == len(set(header))
+    assert header == ["Path", "l0.f1", "l0.rho", "l0.tau", "l8.f1", "l8.rho", "l8.tau", "mu",
+                      "ppl.dev", "ppl.train", "seeds"]
     cfg = load_config(pipeline / "params.yaml")
     cfg = cfg.__class__(**{**cfg.__dict__, "paths": cfg.paths.rebased(pipeline)})
     runs = tracking.search_runs(cfg.paths, cfg.experiment)
@@ -125,14 +127,16 @@ def test_forced_reevaluation_leaves_no_duplicate_metric_points(pipeline: Path) -
 def test_exp_run_trains_a_variant_and_writes_metrics(pipeline: Path) -> None:
     _run([DVC, "exp", "run", "-S", "modification=inv-order+lang-pos"], pipeline)
     variant = json.loads((pipeline / "metrics" / "variant.json").read_text())
-    assert variant["modification"] == "inv-order;lang-pos" and variant["n_seeds"] == 1
-    assert 0 <= variant["mu"] <= 1
+    assert variant["seeds"] == 1 and 0 <= variant["mu"] <= 1
+    summary = json.loads((pipeline / "artifacts" / "variant" / "summary.json").read_text())
+    assert summary["modification"] == "inv-order;lang-pos"
     shown = json.loads(_run([DVC, "exp", "show", "--json"], pipeline).stdout)
     assert "inv-order+lang-pos" in json.dumps(shown)
     # the README's command: after the committed baseline, a table that fits a terminal
     table = _run([DVC, "exp", "show", "--no-pager", *EXP_SHOW], pipeline,
                  columns=120).stdout
     assert "inv-order+lang-pos" in table and "metrics/variant.json:mu" in table, table
+    assert "modification" in table.splitlines()[1], table
     assert "…" not in table and max(map(len, table.splitlines())) <= 120, table
 
 
@@ -140,8 +144,9 @@ def test_exp_run_knn_replace_end_to_end(pipeline: Path) -> None:
     """Issue 10: the knn variant trains from the pipeline's own VecMap table and is reported."""
     _run([DVC, "exp", "run", "-S", "modification=knn-replace"], pipeline)
     variant = json.loads((pipeline / "metrics" / "variant.json").read_text())
-    assert variant["modification"] == "knn-replace" and variant["n_seeds"] == 1
-    assert 0 <= variant["mu"] <= 1
+    assert variant["seeds"] == 1 and 0 <= variant["mu"] <= 1
+    summary = json.loads((pipeline / "artifacts" / "variant" / "summary.json").read_text())
+    assert summary["modification"] == "knn-replace"
 
 
 def test_bad_parameter_is_one_clear_line(pipeline: Path) -> None:

@@ -100,14 +100,15 @@ def test_plot_data_overlays_every_model_per_quantity(reported) -> None:
 
 def test_dvc_metrics_of_the_study_are_the_table_metrics(reported) -> None:
     """metrics/study/<row>.json (dvc.yaml's `metrics:` folder): one file per row, so `dvc
-    metrics show` prints a row per model; each table metric under its one key, flat."""
+    metrics show` prints a row per model; each table metric under its one DVC key, flat."""
     cfg, _, _ = reported
     folder = cfg.paths.metrics / "study"
     study = {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")}
     assert set(study) == {"original", "inv-order", "lang-pos"}
-    assert set(study["original"]) == {*METRICS, "n_seeds"}
+    assert set(study["original"]) == {*(m.dvc for m in METRICS.values()), "seeds"}
     assert study["original"]["mu"] == pytest.approx(statistics.fmean([0.2, 0.4, 0.9]))
-    assert study["lang-pos"] == {"n_seeds": 0}
+    assert study["original"]["seeds"] == 3
+    assert study["lang-pos"] == {"seeds": 0}
     stale = folder / "no-longer-studied.json"
     stale.write_text("{}")
     build_report(cfg)

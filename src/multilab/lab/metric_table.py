@@ -19,6 +19,7 @@ class Metric:
     column: str  # Table 1 column header
     label: str  # figure panel title
     decimals: int  # shown in the tables (3: τ of 0.0027 must not read 0.00)
+    dvc: str  # the DVC metrics key: Table 1's column in ASCII (see DVC_SEEDS)
     perplexity: bool = False  # a perplexity (log axis, lower is better), not a 0–1 score
 
 
@@ -26,17 +27,33 @@ class Metric:
 METRICS: dict[str, Metric] = {
     m.key: m
     for m in (
-        Metric("mu", "μ", "μ (multilinguality score)", 3),
-        Metric("align_f1.l0", "L0 F1", "word alignment F1, layer 0", 3),
-        Metric("retrieval_p1.l0", "L0 ρ", "sentence retrieval ρ, layer 0", 3),
-        Metric("translation_p1.l0", "L0 τ", "word translation τ, layer 0", 3),
-        Metric("align_f1.l8", "L8 F1", "word alignment F1, layer 8", 3),
-        Metric("retrieval_p1.l8", "L8 ρ", "sentence retrieval ρ, layer 8", 3),
-        Metric("translation_p1.l8", "L8 τ", "word translation τ, layer 8", 3),
-        Metric("ppl_train", "ppl train", "MLM perplexity, train", 0, perplexity=True),
-        Metric("ppl_dev", "ppl dev", "MLM perplexity, dev", 0, perplexity=True),
+        Metric("mu", "μ", "μ (multilinguality score)", 3, "mu"),
+        Metric("align_f1.l0", "L0 F1", "word alignment F1, layer 0", 3, "l0.f1"),
+        Metric("retrieval_p1.l0", "L0 ρ", "sentence retrieval ρ, layer 0", 3, "l0.rho"),
+        Metric("translation_p1.l0", "L0 τ", "word translation τ, layer 0", 3, "l0.tau"),
+        Metric("align_f1.l8", "L8 F1", "word alignment F1, layer 8", 3, "l8.f1"),
+        Metric("retrieval_p1.l8", "L8 ρ", "sentence retrieval ρ, layer 8", 3, "l8.rho"),
+        Metric("translation_p1.l8", "L8 τ", "word translation τ, layer 8", 3, "l8.tau"),
+        Metric("ppl_train", "ppl train", "MLM perplexity, train", 0, "ppl.train",
+               perplexity=True),
+        Metric("ppl_dev", "ppl dev", "MLM perplexity, dev", 0, "ppl.dev", perplexity=True),
     )
 }
+
+#: The DVC metrics files (``metrics/study/<row>.json``, ``metrics/variant.json``) name each
+#: metric by its Table 1 column in ASCII (``l8.rho`` for L8 ρ, MLflow's ``retrieval_p1.l8``)
+#: and the seeds behind the means ``seeds``: ``dvc metrics show`` sorts its columns by name,
+#: so they read in the paper's order (layer 0, layer 8, μ, perplexities), and the table of
+#: the default study is 127 characters wide (196 with MLflow's keys). One spelling in every
+#: DVC file; MLflow, the evaluation JSONs and the report keep the full keys.
+DVC_SEEDS = "seeds"
+
+
+def dvc_metrics(stats: dict[str, tuple[float, float]], n_seeds: int) -> dict[str, float | int]:
+    """A DVC metrics file's content: the mean of each table metric under its DVC key, and the
+    number of seeds (standard deviations are in the report and beside the models)."""
+    return {METRICS[key].dvc: mean for key, (mean, _) in stats.items()} | {DVC_SEEDS: n_seeds}
+
 
 #: μ of the paper: the mean of retrieval (ρ) and translation (τ) at layers 0 and 8.
 MU_PARTS = ("retrieval_p1.l0", "retrieval_p1.l8", "translation_p1.l0", "translation_p1.l8")

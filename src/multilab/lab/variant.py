@@ -11,13 +11,14 @@ from multilab import tracking
 from multilab.config import Config
 from multilab.evaluation.evaluate import curve_hook, evaluate_and_record
 from multilab.files import write_json
-from multilab.lab.metric_table import summarise
+from multilab.lab.metric_table import dvc_metrics, summarise
 from multilab.training.model_dir import model_fingerprint, read_done
 from multilab.training.train import train_model
 
 
 def run_variant(cfg: Config) -> dict:
-    """Train (or reuse) and evaluate ``cfg.modification`` for every seed."""
+    """Train (or reuse) and evaluate ``cfg.modification`` for every seed; write the DVC
+    metrics file and return the means under their MLflow keys (the terminal's table)."""
     experiment_id = tracking.connect(cfg.paths, cfg.experiment)
     per_seed = []
     for seed in cfg.seeds:
@@ -35,11 +36,12 @@ def run_variant(cfg: Config) -> dict:
                                      cfg.paths.variant_eval_file(cfg.modification, seed))
         per_seed.append(record["metrics"])
     stats = summarise(per_seed)
-    # the DVC metrics file: each metric under its one key (as in MLflow and metrics/study/),
-    # the mean over seeds; the standard deviations go beside the models
+    # the DVC metrics file: the mean over seeds under the DVC keys of metrics/study/ (the
+    # modification is params.yaml's, beside it in `dvc exp show`); the standard deviations go
+    # beside the models
+    write_json(cfg.paths.metrics / "variant.json", dvc_metrics(stats, len(per_seed)))
     summary = {"modification": run.modification,
                **{key: mean for key, (mean, _) in stats.items()}, "n_seeds": len(per_seed)}
-    write_json(cfg.paths.metrics / "variant.json", summary)
     write_json(cfg.paths.variant / "summary.json", {
         "modification": run.modification, "paper_id": run.paper_id,
         "seeds": list(cfg.seeds), "profile": cfg.profile,

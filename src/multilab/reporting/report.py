@@ -25,6 +25,7 @@ from multilab.lab.metric_table import (
     PAPER_VALUES,
     PLOTS,
     TABLE2_IDS,
+    dvc_metrics,
     mean_std,
     summarise,
 )
@@ -267,10 +268,11 @@ def write_plot_data(cfg: Config, runs: pd.DataFrame) -> list[Path]:
 
 def write_metrics(cfg: Config, rows: list[Row]) -> list[Path]:
     """``metrics/study/<modification>.json`` per study row: the mean over seeds of each
-    table metric under its one key (as in MLflow and ``metrics/variant.json``) and the
-    number of seeds. One file per row, so ``dvc metrics show`` prints a row per model."""
+    table metric under its DVC key (as in ``metrics/variant.json``: :func:`dvc_metrics`) and
+    the number of seeds. One file per row, so ``dvc metrics show`` prints a row per model."""
     folder = cfg.paths.metrics / "study"
-    wanted = {folder / f"{slug(row.modification)}.json": metric_summary(row.stats, row)
+    wanted = {folder / f"{slug(row.modification)}.json": dvc_metrics(row.stats,
+                                                                      len(row.seeds_found))
               for row in rows}
     for stale in folder.glob("*.json") if folder.exists() else []:
         if stale not in wanted:
@@ -278,12 +280,9 @@ def write_metrics(cfg: Config, rows: list[Row]) -> list[Path]:
     return [write_json(path, summary) for path, summary in wanted.items()]
 
 
-def metric_summary(stats: dict[str, tuple[float, float]], row: Row | None = None) -> dict:
-    """Means of the table metrics, one flat key each, and the number of seeds."""
-    summary = {key: mean for key, (mean, _) in stats.items()}
-    if row is not None:
-        summary["n_seeds"] = len(row.seeds_found)
-    return summary
+def metric_summary(stats: dict[str, tuple[float, float]]) -> dict:
+    """Means of the table metrics under their MLflow keys (a parent run's metrics)."""
+    return {key: mean for key, (mean, _) in stats.items()}
 
 
 def _write_table(stem: Path, markdown: str, frame: pd.DataFrame) -> list[Path]:
