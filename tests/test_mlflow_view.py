@@ -171,7 +171,7 @@ def test_spaces_run_is_in_its_own_experiment(evaluated: Evaluated) -> None:
     from multilab.cli import _log_spaces
 
     cfg, client = evaluated.cfg, evaluated.client
-    _log_spaces(cfg, {"iterations": 7, "objective": 0.5, "precision_at_1_nn": 0.9})
+    _log_spaces(cfg, cfg.spaces, {"iterations": 7, "objective": 0.5, "precision_at_1_nn": 0.9})
     spaces = client.get_experiment_by_name(tracking.spaces_experiment(cfg.experiment))
     (run,) = client.search_runs([spaces.experiment_id])
     assert run.info.run_name == "spaces" and run.data.metrics["iterations"] == 7

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from multilab.cli import main
+from multilab.config import Config
 from multilab.data import bible
 from multilab.data.batches import training_examples
 from multilab.data.book_groups import SPLITS, task_examples
@@ -133,13 +134,38 @@ def test_two_real_languages_through_the_pipeline(built_project: Path, tmp_path: 
     assert "no word-level gold alignment" in report and "| 0 | original |" in report
     assert "### original, layer 8" in report and "Fine-tuned on en" in report
     assert "Table 1 of the paper" not in report and "pca" not in report
+    _check_knn_replace(cfg, settings, capsys)
+
+
+def _check_knn_replace(cfg: Config, settings: list[str], capsys) -> None:
+    """The spaces stage built a knn table over both blocks (one of the 5 nearest, the paper's
+    k for real languages), and knn-replace trains on it."""
+    from multilab.spaces.verse_spaces import load_verse_knn_table
+
+    spaces = json.loads((cfg.paths.metrics / "spaces.json").read_text())
+    assert spaces["knn_k"] == 5 and set(spaces["languages"]) == {"s"}
+    assert 0.0 <= spaces["languages"]["s"]["silver_precision_at_1_csls"] <= 1.0
+    words = load_tokenizer(cfg.paths.vocab, "multilingual").convert_ids_to_tokens(range(4096))
+    table = load_verse_knn_table(cfg.paths.spaces, words)
+    assert list(table.shape) == [4096, 5]
+    english, german = table[5:2048], table[2048 + 5:]
+    moved = (english != torch.arange(5, 2048)[:, None]).all(dim=1)
+    assert moved.sum() > 100 and bool((english[moved] >= 2048).all())  # into German
+    moved = (german != torch.arange(2048 + 5, 4096)[:, None]).all(dim=1)
+    assert moved.sum() > 100 and bool((german[moved] < 2048).all())  # into English
+    assert table[:5].tolist() == [[i] * 5 for i in range(5)]  # specials stay
+    assert main(cli_args(settings, "train", "--modification", "knn-replace", "--seed", "0")) == 0, \
+        capsys.readouterr().err
+    assert (cfg.paths.model_dir("knn-replace", 0) / "config.json").exists()
 
 
 @pytest.mark.parametrize(("languages", "extra", "says"), [
     ("[3,xx]", {}, "unknown language 'xx'; valid: an edition code (1, 2, 3, "),
     ("[3,s,3]", {}, "language '3' (English, Bible in Basic English 1949) is listed twice"),
     ("[3,fake:s]", {}, "'fake:s' transforms 's', which is not a listed edition"),
-    ("[3,s]", {"modification": "knn-replace"}, "'knn-replace' needs the English"),
+    ("[s]", {"modification": "knn-replace"}, "'knn-replace' acts between languages; [s] has"),
+    ("[3,s]", {"vocab.mode": "joint", "modification": "knn-replace"},
+     "'knn-replace' replaces a token by a neighbour in another language"),
     ("[s]", {"modification": "lang-pos"}, "'lang-pos' acts between languages; [s] has one"),
 ])
 def test_bad_languages_are_one_line_exit_2_nothing_written(
@@ -174,6 +200,8 @@ def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path
     assert len(load_tokenizer(cfg.paths.vocab, "multilingual")) == 8192
     with pytest.raises(ModificationError, match="joint' has one block"):
         cfg.run("shift-special", 0)
+    with pytest.raises(ModificationError, match="joint' gives the languages shared ids"):
+        cfg.run("knn-replace", 0)
     assert main(cli_args(_settings(tmp_path, "[3,fake]", **{"vocab.mode": "joint"}),
                          "check")) == 2
     assert "vocab.mode = 'joint' needs real languages" in capsys.readouterr().err

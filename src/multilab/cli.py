@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from multilab.config import Config, load_config, parse_overrides
+from multilab.config import VOCAB_JOINT, Config, SpacesConfig, load_config, parse_overrides
 from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
 from multilab.files import write_json
@@ -77,56 +77,73 @@ def cmd_vocab(args: argparse.Namespace) -> None:
 
 
 def cmd_spaces(args: argparse.Namespace) -> None:
+    from dataclasses import replace
+
     from multilab import tracking
     from multilab.data.corpus import read_lines
     from multilab.data.vocab import load_tokenizer, vocabulary_words
-    from multilab.spaces import fasttext_spaces
+    from multilab.spaces import fasttext_spaces, verse_spaces
 
     cfg = _config(args)
-    if cfg.verses:
+    if cfg.verses and cfg.vocab.mode == VOCAB_JOINT:
         _skip_spaces(cfg)
         return
     # a dead server fails before any work; the VecMap objective is no model's metric, so the
     # spaces run lives in an experiment of its own
     experiment_id = tracking.connect(cfg.paths, tracking.spaces_experiment(cfg.experiment))
-    tokenizer = load_tokenizer(cfg.paths.vocab)
-    lines = read_lines(cfg.paths.corpora / "train.txt")
-    words = [tokenizer.tokenize(line) for line in lines]
-    vocab_words = vocabulary_words(tokenizer)
-    metrics = fasttext_spaces.build_spaces(words, vocab_words, cfg.paths.spaces, cfg.spaces)
-    _log_spaces(cfg, metrics, experiment_id)
+    spaces_cfg = replace(cfg.spaces, knn_k=cfg.knn_neighbours)
+    if cfg.verses:
+        languages, vocab_words = verse_spaces.study_languages(cfg)
+        metrics = verse_spaces.build_verse_spaces(languages, vocab_words, cfg.paths.spaces,
+                                                  spaces_cfg, cfg.knn_neighbours)
+    else:
+        tokenizer = load_tokenizer(cfg.paths.vocab)
+        lines = read_lines(cfg.paths.corpora / "train.txt")
+        words = [tokenizer.tokenize(line) for line in lines]
+        metrics = fasttext_spaces.build_spaces(words, vocabulary_words(tokenizer),
+                                               cfg.paths.spaces, spaces_cfg)
+    _log_spaces(cfg, spaces_cfg, metrics, experiment_id)
     write_json(cfg.paths.metrics / "spaces.json", metrics)
     shown = {k: v for k, v in metrics.items() if isinstance(v, int | float | str)}
     print("spaces: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
                                  for k, v in shown.items()))
+    for key, per_language in metrics.get("languages", {}).items():
+        print(f"  {key}: " + ", ".join(f"{k} {v:.3g}" for k, v in per_language.items()))
     print(f"all: {cfg.paths.metrics / 'spaces.json'}")
 
 
 def _skip_spaces(cfg: Config) -> None:
-    """Real languages: no spaces (knn-replace is refused for them by the config); the stage
-    still writes its outputs, an empty knn table and why, so that DVC's graph holds."""
+    """A joint vocabulary: no spaces (knn-replace is refused with it by the config, since its
+    languages share ids); the stage still writes its outputs, an empty knn table and why, so
+    that DVC's graph holds."""
     import torch
 
     from multilab.spaces.fasttext_spaces import KNN_TABLE
 
-    reason = (f"no fastText spaces for languages [{', '.join(cfg.languages)}]: the knn table is "
-              "built for English + Fake-English only (knn-replace is refused for real languages)")
+    reason = (f"no fastText spaces for vocab.mode 'joint' (languages [{', '.join(cfg.languages)}]"
+              " share ids, so a neighbour's language cannot be told by its id; knn-replace is "
+              "refused with it)")
     cfg.paths.spaces.mkdir(parents=True, exist_ok=True)
     torch.save(torch.empty(0, 0, dtype=torch.long), cfg.paths.spaces / KNN_TABLE)
     write_json(cfg.paths.metrics / "spaces.json", {"skipped": reason})
     print(f"spaces: skipped ({reason})")
 
 
-def _log_spaces(cfg: Config, metrics: dict, experiment_id: str | None = None) -> None:
-    """The spaces run, in the study's spaces experiment (connected already when given)."""
+def _log_spaces(cfg: Config, spaces_cfg: SpacesConfig, metrics: dict,
+                experiment_id: str | None = None) -> None:
+    """The spaces run, in the study's spaces experiment (connected already when given); a
+    verse study's per-language mapping metrics as ``<key>.<metric>``."""
     from multilab import tracking
 
     if experiment_id is None:
         experiment_id = tracking.connect(cfg.paths, tracking.spaces_experiment(cfg.experiment))
+    flat = {k: v for k, v in metrics.items() if isinstance(v, int | float)}
+    for key, per_language in metrics.get("languages", {}).items():
+        flat.update({f"{key.replace(':', '_')}.{k}": v for k, v in per_language.items()})
     with tracking.run(experiment_id, name="spaces",
                       tags={"stage": "spaces", **tracking.source_tags()}):
-        tracking.log_params({f"spaces.{k}": v for k, v in vars(cfg.spaces).items()})
-        tracking.log_metrics({k: v for k, v in metrics.items() if isinstance(v, int | float)})
+        tracking.log_params({f"spaces.{k}": v for k, v in vars(spaces_cfg).items()})
+        tracking.log_metrics(flat)
 
 
 def cmd_train(args: argparse.Namespace) -> None:

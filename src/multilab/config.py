@@ -124,7 +124,7 @@ class SpacesConfig:
     char_ngrams: bool = False
     threads: int = 1
     fake_shuffle_seed: int = 1
-    knn_k: int = 1
+    knn_k: int | None = None  # neighbours per language; None: the paper's (see knn_neighbours)
     vecmap_seed: int = 0
     vecmap_max_iterations: int = 100
 
@@ -224,6 +224,15 @@ class Config:
         """
         return self.languages != (self.corpus.train_edition, "fake")
 
+    @property
+    def knn_neighbours(self) -> int:
+        """How many neighbours per language knn-replace draws from: ``spaces.knn_k``, or the
+        paper's (seed 000 App. A.3) when it is null: the nearest one for Fake-English, one
+        of the five nearest for real languages ("to accommodate noise")."""
+        if self.spaces.knn_k is not None:
+            return self.spaces.knn_k
+        return 5 if self.verses else 1
+
     def run(self, modification: str, seed: int) -> RunConfig:
         """The fully resolved configuration of one model, validated as a whole (the seed, the
         modification's parts and whether they apply to the languages, its model's sizes)."""
@@ -232,12 +241,12 @@ class Config:
         if self.train.replacement_override is not None:
             recipe = replace(recipe, replacement=tuple(self.train.replacement_override))
         langs.check_modification(modification, self.language_list)
-        if self.verses and recipe.needs_knn:
+        if self.verses and recipe.needs_knn and self.vocab.mode == VOCAB_JOINT:
             raise mods.ModificationError(
-                f"modification {mods.canonical_name(modification)!r} needs the English <-> "
-                f"Fake-English knn table of the spaces stage, built only for the sentence setup "
-                f"[{self.corpus.train_edition}, fake], not [{', '.join(self.languages)}] "
-                "(real languages' neighbours are not wired yet)"
+                f"modification {mods.canonical_name(modification)!r} replaces a token by a "
+                "neighbour in another language, told apart by its id; vocab.mode = 'joint' "
+                "gives the languages shared ids (valid with it: any modification without "
+                "knn-replace)"
             )
         if recipe.shift_special and self.vocab.mode == VOCAB_JOINT:
             raise mods.ModificationError(
@@ -376,7 +385,10 @@ RULES: dict[tuple[type, str], tuple[Callable[[Any], bool], str]] = {
         f"> {SPECIAL_TOKEN_COUNT} (the special tokens [PAD] [UNK] [CLS] [SEP] [MASK] take the "
         f"first {SPECIAL_TOKEN_COUNT} ids)"),
     **{(SpacesConfig, key): _at_least(1) for key in (
-        "dim", "epochs", "min_count", "window", "threads", "knn_k", "vecmap_max_iterations")},
+        "dim", "epochs", "min_count", "window", "threads", "vecmap_max_iterations")},
+    (SpacesConfig, "knn_k"): (
+        (lambda k: k is None or k >= 1),
+        ">= 1 (null: the paper's, 1 for Fake-English, 5 for real languages)"),
     (SpacesConfig, "fake_shuffle_seed"): _SEED,
     (SpacesConfig, "vecmap_seed"): _SEED,
     (TrainConfig, "epochs"): _POSITIVE,

@@ -274,20 +274,21 @@ def _knn_neighbours(
     knn_table: torch.Tensor | None,
     generator: torch.Generator,
 ) -> torch.Tensor:
-    """One of the k cross-lingual neighbours of every label, drawn uniformly (one gather).
+    """One of the cross-lingual neighbours of every label, drawn uniformly (one gather).
 
-    The table is indexed by the token id as it stands in the input (English ids < V,
-    Fake-English ids >= V), so a Fake-English token gets an English neighbour and vice versa.
-    The table sends special tokens to their twin (``[UNK]`` ↔ ``::[UNK]``); without
-    shift-special both languages share the specials, so a shifted special maps back to the
-    shared one instead of an id the model never sees otherwise.
+    The table is indexed by the token id as it stands in the input: row i holds k neighbours
+    in every other language (English + Fake-English: k in the other one), so a uniform column
+    picks a language and a neighbour. In the sentence setup the table sends special tokens to
+    their twin (``[UNK]`` ↔ ``::[UNK]``); without shift-special both languages share the
+    specials, so a shifted special maps back to the shared one instead of an id the model
+    never sees otherwise (a verse study's table sends them to themselves).
     """
     if knn_table is None:
         raise ValueError("knn replacement needs a neighbour table (run the spaces stage)")
-    if knn_table.ndim != 2 or knn_table.shape[0] != 2 * encoder.vocab_size:
+    if knn_table.ndim != 2 or knn_table.shape[0] != encoder.total_size:
         raise ValueError(
             f"knn table of shape {list(knn_table.shape)} does not fit a vocabulary of "
-            f"{encoder.vocab_size} (expected [{2 * encoder.vocab_size}, k]); "
+            f"{encoder.total_size} (expected [{encoder.total_size}, k]); "
             "rebuild it with `dvc repro spaces`"
         )
     pick = torch.randint(0, knn_table.shape[1], (len(labels),), generator=generator)

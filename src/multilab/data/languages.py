@@ -197,8 +197,7 @@ def check_modification(text: str, languages: tuple[Language, ...]) -> None:
       specials, no-parallel its own share of the verses);
     - inv-order inverts the word order of the *second* language (Fake-English in ``[3, fake]``,
       German in ``[3, s, i]``: seed 000 Table 3 row 3): at least two;
-    - knn-replace reads the English ↔ Fake-English knn table of the spaces stage: exactly an
-      edition and its ``fake`` (real languages' neighbours, k = 5, are not wired yet).
+    - knn-replace replaces a token by a neighbour in another language: at least two.
     """
     from multilab.lab.modifications import ModificationError, canonical_name, resolve_recipe
 
@@ -206,11 +205,6 @@ def check_modification(text: str, languages: tuple[Language, ...]) -> None:
     listed = ", ".join(language_keys(languages))
     name = canonical_name(text)
     between = (recipe.language_positions or recipe.shift_special or not recipe.parallel
-               or recipe.invert_fake)
+               or recipe.invert_fake or recipe.needs_knn)
     if between and len(languages) < 2:
         raise ModificationError(f"modification {name!r} acts between languages; [{listed}] has one")
-    if recipe.needs_knn and language_keys(languages) != [languages[0].edition, "fake"]:
-        raise ModificationError(
-            f"modification {name!r} needs the English ↔ Fake-English knn table; valid only "
-            f"for [<edition>, fake], not [{listed}]"
-        )

@@ -54,7 +54,7 @@ from multilab.data.vocab import load_tokenizer, vocabulary_words
 from multilab.errors import StoppedEarly, UserError
 from multilab.files import replace_dir, write_text
 from multilab.lab.metric_table import TRAIN_LOSS, curve_key
-from multilab.spaces import fasttext_spaces
+from multilab.spaces import fasttext_spaces, verse_spaces
 from multilab.training.model import (
     CurveHook,
     MaskedLMObjective,
@@ -198,8 +198,12 @@ def load_knn_table(run: RunConfig) -> torch.Tensor | None:
     """
     if not run.recipe.needs_knn:
         return None
-    tokenizer = load_tokenizer(run.study.paths.vocab)
-    return fasttext_spaces.load_knn_table(run.study.paths.spaces, vocabulary_words(tokenizer))
+    cfg = run.study
+    if cfg.verses:
+        words = vocabulary_words(load_tokenizer(cfg.paths.vocab, layout(cfg).saved))
+        return verse_spaces.load_verse_knn_table(cfg.paths.spaces, words)
+    tokenizer = load_tokenizer(cfg.paths.vocab)
+    return fasttext_spaces.load_knn_table(cfg.paths.spaces, vocabulary_words(tokenizer))
 
 
 # --------------------------------------------------------------------------- the plan
