@@ -60,6 +60,10 @@ def test_command_line_overrides_win_over_the_profile() -> None:
         ({"train": {"replacement_override": [0.5, 0.1, 0.1]}}, "sums to 0.7, not 1"),
         ({"train": {"epochs": 0}}, "train.epochs = 0"),
         ({"train": {"bogus": 1}}, "unknown key train.bogus"),
+        ({"spaces": {"seed_dictionary": "gold"}},
+         "spaces.seed_dictionary = 'gold'; valid: none, silver"),
+        ({"spaces": {"seed_dictionary": "silver"}}, "'silver' needs real languages"),
+        ({"spaces": {"knn_k": 0}}, "spaces.knn_k = 0"),
         ({"profiles": {"smoke": {"seeds": [1]}}, "profile": "smoke"}, "profile 'smoke' sets seeds"),
     ],
 )
@@ -233,3 +237,12 @@ def test_check_rejects_what_train_rejects(capsys) -> None:
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("multilab: error:"), err
     assert main(["--params", str(PARAMS), "check"]) == 0
+
+
+@pytest.mark.parametrize(("settings", "neighbours"), [
+    ([], 1),  # the paper's Fake-English: the nearest neighbour
+    (["languages=[3,s,i]"], 5),  # real languages: one of the five nearest (App. A.3)
+    (["languages=[3,s,i]", "spaces.knn_k=2"], 2),
+])
+def test_knn_neighbours_default_to_the_papers(settings: list[str], neighbours: int) -> None:
+    assert load_config(PARAMS, parse_overrides(settings)).knn_neighbours == neighbours

@@ -60,6 +60,21 @@ def test_unsupervised_mapping_recovers_rotation_and_permutation() -> None:
     assert result.seconds > 0 and math.isfinite(result.objective)
 
 
+def test_a_seed_dictionary_is_where_the_mapping_starts() -> None:
+    """With no self-learning (``max_iterations=0``) the mapping is fitted on the start alone:
+    50 gold pairs recover the hidden rotation, 50 wrong pairs do not."""
+    src, trg, gold = rotated_pair(noise=0.05)
+    right = (torch.arange(50), gold[:50])
+    wrong = (torch.arange(50), gold[torch.arange(50) + 100])
+
+    def p1(seed_dictionary: tuple[torch.Tensor, torch.Tensor]) -> float:
+        result = vecmap.map_unsupervised(src, trg, seed=0, max_iterations=0, progress=False,
+                                         seed_dictionary=seed_dictionary)
+        return vecmap.precision_at_1(result.src_mapped, result.trg_mapped, gold)
+
+    assert p1(right) >= 0.95 and p1(wrong) < 0.1
+
+
 def test_identical_spaces_map_to_the_identity() -> None:
     """Two copies of one space: the seed dictionary is already the identity, the converged
     self-learning keeps it, and both sides land on the same vectors.

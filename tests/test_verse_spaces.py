@@ -5,6 +5,7 @@ and a whole build, byte for byte the same twice."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from multilab.spaces.verse_spaces import (
     build_verse_spaces,
     knn_columns,
     load_verse_knn_table,
+    silver_dictionary,
     silver_precision,
 )
 
@@ -84,7 +86,7 @@ def test_build_is_deterministic_and_checked_against_the_vocabulary(tmp_path: Pat
     assert (tmp_path / "a" / KNN_TABLE).read_bytes() == (tmp_path / "b" / KNN_TABLE).read_bytes()
     assert set(first["languages"]) == {"s", "i"} and first["knn_k"] == 5
     for metrics in first["languages"].values():
-        assert metrics["silver_entries_scored"] > 0
+        assert metrics["silver_entries_held_out"] > 0
         assert 0.0 <= metrics["silver_precision_at_1_csls"] <= 1.0
     table = load_verse_knn_table(tmp_path / "a", words)
     assert list(table.shape) == [120, 10]
@@ -101,13 +103,30 @@ def test_build_is_deterministic_and_checked_against_the_vocabulary(tmp_path: Pat
         load_verse_knn_table(tmp_path / "missing", words)
 
 
-def test_silver_precision_scores_the_top_neighbour_against_the_verse_dictionary() -> None:
+def test_silver_dictionary_halves_score_the_top_neighbour() -> None:
     """German here is English renamed, so the silver dictionary is the identity: a mapping
-    that finds each twin scores 1, one that is off by one word scores 0."""
+    that finds each twin scores 1 on the held-out half, one off by one word scores 0."""
     rng = random.Random(1)
     verses = [rng.sample(range(5, 25), 6) for _ in range(200)]
     english, german = _language("3", 0, 25, verses), _language("s", 25, 25, verses)
     rows = list(range(5, 25))  # both sides trained every word, in id order
+    silver = silver_dictionary(english, german, rows, rows, split_seed=0)
+    assert len(silver.seed[0]) == len(silver.held_out[0]) == 10
+    assert bool((silver.seed[0] == silver.seed[1]).all())  # the identity, as positions
+    assert not set(silver.seed[0].tolist()) & set(silver.held_out[0].tolist())
     twin = torch.arange(20)[:, None]
-    assert silver_precision(english, german, rows, rows, twin) == (1.0, 20)
-    assert silver_precision(english, german, rows, rows, (twin + 1) % 20) == (0.0, 20)
+    assert silver_precision(silver.held_out, twin) == 1.0
+    assert silver_precision(silver.held_out, (twin + 1) % 20) == 0.0
+
+
+def test_a_silver_seed_is_what_vecmap_starts_from(tmp_path: Path) -> None:
+    """``seed_dictionary: silver`` hands half the silver dictionary to VecMap (the start it
+    takes is tested in test_vecmap.py) and scores on the other half either way."""
+    languages, words = _synthetic_study()
+    plain = build_verse_spaces(languages[:2], words[:80], tmp_path / "a", CONFIG, knn_k=5)
+    seeded = build_verse_spaces(languages[:2], words[:80], tmp_path / "b",
+                                replace(CONFIG, seed_dictionary="silver"), knn_k=5)
+    assert plain["languages"]["s"]["silver_entries_seeding"] == 0
+    held_out = plain["languages"]["s"]["silver_entries_held_out"]
+    assert held_out > 0 and seeded["languages"]["s"]["silver_entries_held_out"] == held_out
+    assert seeded["languages"]["s"]["silver_entries_seeding"] in (held_out, held_out - 1)

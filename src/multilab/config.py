@@ -127,6 +127,10 @@ class SpacesConfig:
     knn_k: int | None = None  # neighbours per language; None: the paper's (see knn_neighbours)
     vecmap_seed: int = 0
     vecmap_max_iterations: int = 100
+    #: real languages: how VecMap starts. ``none``: fully unsupervised (the paper's);
+    #: ``silver``: from half of the silver dictionary the verse alignment induces (a
+    #: cross-lingual signal the paper does not use; the other half scores the mapping)
+    seed_dictionary: str = "none"
 
 
 @dataclass(frozen=True)
@@ -336,6 +340,8 @@ class RunConfig:
 #: (seed, step), so when curves are measured, logged or checkpointed does not matter.
 #: ``vocab.mode``: the first is the default (multilingual_vocab.SEPARATE, JOINT)
 VOCAB_MODES = ("separate", "joint")
+#: ``spaces.seed_dictionary``: the first is the default (the paper's unsupervised start)
+SEED_DICTIONARIES = ("none", "silver")
 VOCAB_JOINT = "joint"
 NOT_IN_FINGERPRINT = frozenset({"train.eval_points", "train.checkpoint_every", "train.log_every"})
 
@@ -822,6 +828,16 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
                     f"{model.num_hidden_layers} layers; valid: 0-{model.num_hidden_layers} "
                     f"or {ALL_LAYERS!r}"
                 )
+    spaces = _build(SpacesConfig, merged.get("spaces"), "spaces")
+    if spaces.seed_dictionary not in SEED_DICTIONARIES:
+        raise UserError(f"spaces.seed_dictionary = {spaces.seed_dictionary!r}; valid: "
+                        f"{', '.join(SEED_DICTIONARIES)}")
+    if spaces.seed_dictionary != "none" and languages == (corpus.train_edition, "fake"):
+        raise UserError(
+            f"spaces.seed_dictionary = {spaces.seed_dictionary!r} needs real languages (a "
+            "silver dictionary from the verse alignment); Fake-English is mapped unsupervised "
+            "(valid: none, or e.g. languages [3, s, i])"
+        )
     vocab = _build(VocabConfig, merged.get("vocab"), "vocab")
     if vocab.mode not in VOCAB_MODES:
         raise UserError(f"vocab.mode = {vocab.mode!r}; valid: {', '.join(VOCAB_MODES)}")
@@ -846,7 +862,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         paths=_build(Paths, merged.get("paths"), "paths"),
         corpus=corpus,
         vocab=vocab,
-        spaces=_build(SpacesConfig, merged.get("spaces"), "spaces"),
+        spaces=spaces,
         train=train,
         models=models,
         evaluate=evaluate,

@@ -362,19 +362,23 @@ def map_unsupervised(
     block_size: int = DEFAULT_BLOCK_SIZE,
     init_vocab: int = INIT_VOCAB,
     threads: int | None = None,
+    seed_dictionary: tuple[Tensor, Tensor] | None = None,
 ) -> MappingResult:
     """Map two embedding spaces into one without any dictionary (VecMap ``--unsupervised``).
 
     ``max_iterations`` caps self-learning (None = run until the stochastic schedule has
     converged, as the reference does); a capped run still ends with the robust refinement on
     its last dictionary. Same seed and device → same result (dropout draws come from one
-    ``torch.Generator``). Returns float32 tensors on ``device``. ``threads`` sets torch's CPU
+    ``torch.Generator``). ``seed_dictionary`` (source rows, target rows) replaces the
+    unsupervised initialisation: self-learning then starts from those pairs (VecMap's
+    semi-supervised use). Returns float32 tensors on ``device``. ``threads`` sets torch's CPU
     threads for the run (restored afterwards): on a shared machine one thread is several
     times faster than two that wait for each other.
     """
     with _torch_threads(threads):
         return _map_unsupervised(
-            src, trg, seed, max_iterations, torch.device(device), progress, block_size, init_vocab
+            src, trg, seed, max_iterations, torch.device(device), progress, block_size, init_vocab,
+            seed_dictionary,
         )
 
 
@@ -399,16 +403,21 @@ def _map_unsupervised(
     progress: bool,
     block_size: int,
     init_vocab: int,
+    seed_dictionary: tuple[Tensor, Tensor] | None = None,
 ) -> MappingResult:
     started = time.perf_counter()
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     x = normalize_embeddings(src.to(device))
     z = normalize_embeddings(trg.to(device))
-    src_indices, trg_indices = _initial_dictionary(x, z, init_vocab)
+    if seed_dictionary is None:
+        src_indices, trg_indices = _initial_dictionary(x, z, init_vocab)
+    else:
+        src_indices, trg_indices = (rows.to(device) for rows in seed_dictionary)
 
     best_objective, objective = float("-inf"), float("nan")
-    keep_prob = STOCHASTIC_INITIAL
+    # a seeded start needs no stochastic exploration (the reference's semi-supervised mode)
+    keep_prob = STOCHASTIC_INITIAL if seed_dictionary is None else 1.0
     last_improvement = 0
     iteration = 0
     # No total: the schedule decides when to stop (400-550 iterations on the Bible spaces).

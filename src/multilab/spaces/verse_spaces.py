@@ -24,8 +24,12 @@ language is available we pick one randomly". Here:
 
 Every output appears at once (a staging folder swapped into place). The mapping's quality is
 measured against a *silver* wordpiece dictionary induced from the verse alignment (IBM Model 1,
-:mod:`multilab.data.dictionary`), which the mapping itself never sees: real languages have no
-gold dictionary here.
+:mod:`multilab.data.dictionary`): real languages have no gold dictionary here. Half of its
+entries (seeded) score the mapping and are never seen by it; with
+``spaces.seed_dictionary: silver`` the other half starts VecMap instead of its unsupervised
+initialisation (a cross-lingual signal from parallel data that the paper's fully unsupervised
+recipe does not use: on the Bible, that recipe finds no mapping between real languages,
+docs/REPRODUCTION.md).
 """
 
 from __future__ import annotations
@@ -148,18 +152,41 @@ def train_language_spaces(languages: Sequence[LanguageText], workdir: Path,
     return spaces
 
 
-def silver_precision(first: LanguageText, other: LanguageText, other_rows: list[int],
-                     first_rows: list[int], to_first: Tensor) -> tuple[float, int]:
-    """P@1 of the top neighbour (other → first) against a silver IBM-1 wordpiece dictionary
-    induced from the verse alignment; and how many silver entries were scored."""
+@dataclass(frozen=True)
+class SilverDictionary:
+    """A language's silver dictionary with the first (IBM-1 over the aligned verses), as
+    positions into both sides' trained rows, split in two seeded halves: ``seed`` may start
+    VecMap (``spaces.seed_dictionary: silver``), ``held_out`` always scores the mapping."""
+
+    seed: tuple[Tensor, Tensor]  # (first-language positions, other-language positions)
+    held_out: tuple[Tensor, Tensor]
+
+
+def silver_dictionary(first: LanguageText, other: LanguageText, first_rows: list[int],
+                      other_rows: list[int], split_seed: int) -> SilverDictionary:
+    """Mutual best IBM-1 matches between two languages' verse-aligned wordpieces, both words
+    trained by fastText, halved by ``split_seed``."""
     entries = induce_dictionary(other.sentences(), first.sentences(), min_count=SILVER_MIN_COUNT)
-    position = {other.words[row]: pos for pos, row in enumerate(other_rows)}
-    scored = [(position[e.source], e.target) for e in entries if e.source in position]
-    if not scored:
-        return 0.0, 0
-    correct = sum(first.words[first_rows[int(to_first[pos, 0])]] == target
-                  for pos, target in scored)
-    return correct / len(scored), len(scored)
+    first_at = {first.words[row]: pos for pos, row in enumerate(first_rows)}
+    other_at = {other.words[row]: pos for pos, row in enumerate(other_rows)}
+    pairs = [(first_at[e.target], other_at[e.source]) for e in entries
+             if e.target in first_at and e.source in other_at]
+    random.Random(split_seed).shuffle(pairs)
+    half = len(pairs) // 2
+
+    def as_tensors(part: list[tuple[int, int]]) -> tuple[Tensor, Tensor]:
+        return (torch.tensor([a for a, _ in part], dtype=torch.long),
+                torch.tensor([b for _, b in part], dtype=torch.long))
+
+    return SilverDictionary(as_tensors(pairs[:half]), as_tensors(pairs[half:]))
+
+
+def silver_precision(pairs: tuple[Tensor, Tensor], to_first: Tensor) -> float:
+    """P@1 of the top neighbour (other → first) on (first position, other position) pairs."""
+    first_positions, other_positions = pairs
+    if not len(other_positions):
+        return 0.0
+    return float((to_first[other_positions, 0] == first_positions).float().mean())
 
 
 def knn_columns(languages: Sequence[LanguageText], spaces: Sequence[_Space],
@@ -200,10 +227,13 @@ def _build_in(staging: Path, languages: Sequence[LanguageText], vocab_words: lis
     pairs: dict[int, tuple[Tensor, Tensor]] = {}
     for index in range(1, len(languages)):
         language, space = languages[index], spaces[index]
+        silver = silver_dictionary(first, language, first_space.rows, space.rows,
+                                   mix_seed(cfg.vecmap_seed, index))
         result = vecmap.map_unsupervised(
             first_space.vectors[first_space.rows], space.vectors[space.rows],
             seed=cfg.vecmap_seed, max_iterations=cfg.vecmap_max_iterations, device="cpu",
-            threads=cfg.threads)
+            threads=cfg.threads,
+            seed_dictionary=silver.seed if cfg.seed_dictionary == "silver" else None)
         first_unit, other_unit = vecmap.unit_length(result.src_mapped), vecmap.unit_length(
             result.trg_mapped)
         pairs[index] = (vecmap.csls_topk(first_unit, other_unit, k),
@@ -211,12 +241,13 @@ def _build_in(staging: Path, languages: Sequence[LanguageText], vocab_words: lis
         shared[language.offset + torch.tensor(space.rows)] = result.trg_mapped
         if index == 1:  # the first language as mapped with the second (one row per word)
             shared[first.offset + torch.tensor(first_space.rows)] = result.src_mapped
-        precision, scored = silver_precision(first, language, space.rows, first_space.rows,
-                                             pairs[index][1])
         metrics["languages"][language.key] = {
             "iterations": result.iterations, "objective": result.objective,
             "seconds_vecmap": result.seconds, "words_mapped": len(space.rows),
-            "silver_precision_at_1_csls": precision, "silver_entries_scored": scored,
+            "silver_precision_at_1_csls": silver_precision(silver.held_out, pairs[index][1]),
+            "silver_entries_held_out": len(silver.held_out[0]),
+            "silver_entries_seeding": len(silver.seed[0]) if cfg.seed_dictionary == "silver"
+            else 0,
         }
     metrics["words_mapped"] = len(first_space.rows)
     table = knn_columns(languages, spaces, pairs, k, len(vocab_words))
