@@ -83,7 +83,7 @@ def _settings(root: Path, languages: str, **extra: object) -> list[str]:
     return [f"{key}={value}" for key, value in values.items()]
 
 
-@pytest.mark.slow  # 10–21 s measured on one thread of the shared 2-core machine (+ built_project)
+@pytest.mark.slow  # 62–85 s on a loaded 2-core machine: spaces + a knn model (+ built_project)
 def test_two_real_languages_through_the_pipeline(built_project: Path, tmp_path: Path,
                                                  one_thread: None, capsys) -> None:
     """`languages: [3, s]`: corpus → vocab → spaces → train → evaluate → downstream → report,
