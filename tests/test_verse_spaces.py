@@ -81,8 +81,8 @@ CONFIG = SpacesConfig(dim=8, epochs=3, min_count=1, window=3, threads=1, fake_sh
 
 def test_build_is_deterministic_and_checked_against_the_vocabulary(tmp_path: Path) -> None:
     languages, words = _synthetic_study()
-    first = build_verse_spaces(languages, words, tmp_path / "a", CONFIG, knn_k=5)
-    build_verse_spaces(languages, words, tmp_path / "b", CONFIG, knn_k=5)
+    first = build_verse_spaces(languages, words, tmp_path / "a", CONFIG)
+    build_verse_spaces(languages, words, tmp_path / "b", CONFIG)
     assert (tmp_path / "a" / KNN_TABLE).read_bytes() == (tmp_path / "b" / KNN_TABLE).read_bytes()
     assert set(first["languages"]) == {"s", "i"} and first["knn_k"] == 5
     for metrics in first["languages"].values():
@@ -123,9 +123,9 @@ def test_a_silver_seed_is_what_vecmap_starts_from(tmp_path: Path) -> None:
     """``seed_dictionary: silver`` hands half the silver dictionary to VecMap (the start it
     takes is tested in test_vecmap.py) and scores on the other half either way."""
     languages, words = _synthetic_study()
-    plain = build_verse_spaces(languages[:2], words[:80], tmp_path / "a", CONFIG, knn_k=5)
+    plain = build_verse_spaces(languages[:2], words[:80], tmp_path / "a", CONFIG)
     seeded = build_verse_spaces(languages[:2], words[:80], tmp_path / "b",
-                                replace(CONFIG, seed_dictionary="silver"), knn_k=5)
+                                replace(CONFIG, seed_dictionary="silver"))
     assert plain["languages"]["s"]["silver_entries_seeding"] == 0
     held_out = plain["languages"]["s"]["silver_entries_held_out"]
     assert held_out > 0 and seeded["languages"]["s"]["silver_entries_held_out"] == held_out

@@ -95,7 +95,7 @@ def cmd_spaces(args: argparse.Namespace) -> None:
     if cfg.verses:
         languages, vocab_words = verse_spaces.study_languages(cfg)
         metrics = verse_spaces.build_verse_spaces(languages, vocab_words, cfg.paths.spaces,
-                                                  spaces_cfg, cfg.knn_neighbours)
+                                                  spaces_cfg)
     else:
         tokenizer = load_tokenizer(cfg.paths.vocab)
         lines = read_lines(cfg.paths.corpora / "train.txt")
@@ -134,12 +134,13 @@ def _log_spaces(cfg: Config, spaces_cfg: SpacesConfig, metrics: dict,
     """The spaces run, in the study's spaces experiment (connected already when given); a
     verse study's per-language mapping metrics as ``<key>.<metric>``."""
     from multilab import tracking
+    from multilab.data.layout import metric_name
 
     if experiment_id is None:
         experiment_id = tracking.connect(cfg.paths, tracking.spaces_experiment(cfg.experiment))
     flat = {k: v for k, v in metrics.items() if isinstance(v, int | float)}
     for key, per_language in metrics.get("languages", {}).items():
-        flat.update({f"{key.replace(':', '_')}.{k}": v for k, v in per_language.items()})
+        flat.update({f"{metric_name(key)}.{k}": v for k, v in per_language.items()})
     with tracking.run(experiment_id, name="spaces",
                       tags={"stage": "spaces", **tracking.source_tags()}):
         tracking.log_params({f"spaces.{k}": v for k, v in vars(spaces_cfg).items()})

@@ -49,6 +49,7 @@ from torch import Tensor
 from multilab.config import Config, SpacesConfig
 from multilab.data.batches import mix_seed
 from multilab.data.dictionary import induce_dictionary
+from multilab.data.layout import metric_name
 from multilab.data.vocab import SPECIAL_TOKENS
 from multilab.errors import UserError
 from multilab.files import replace_dir, write_json
@@ -113,14 +114,17 @@ def load_verse_knn_table(spaces_dir: Path, vocab_words: Sequence[str]) -> Tensor
 
 
 def build_verse_spaces(languages: Sequence[LanguageText], vocab_words: list[str],
-                       out_dir: Path, cfg: SpacesConfig, knn_k: int) -> dict[str, Any]:
-    """Train, map and write every output atomically into ``out_dir``; return the metrics."""
+                       out_dir: Path, cfg: SpacesConfig) -> dict[str, Any]:
+    """Train, map and write every output atomically into ``out_dir``; return the metrics.
+    ``cfg.knn_k`` must be resolved (:attr:`multilab.config.Config.knn_neighbours`)."""
+    if cfg.knn_k is None:
+        raise ValueError("spaces.knn_k must be resolved before building (Config.knn_neighbours)")
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     staging.chmod(0o755)
     try:
-        metrics = _build_in(staging, languages, vocab_words, cfg, knn_k)
+        metrics = _build_in(staging, languages, vocab_words, cfg, cfg.knn_k)
         replace_dir(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -252,7 +256,7 @@ def _build_in(staging: Path, languages: Sequence[LanguageText], vocab_words: lis
     metrics["words_mapped"] = len(first_space.rows)
     table = knn_columns(languages, spaces, pairs, k, len(vocab_words))
     for language, space in zip(languages, spaces, strict=True):
-        vecmap.write_vec(staging / f"{language.key.replace(':', '_')}.vec", language.words,
+        vecmap.write_vec(staging / f"{metric_name(language.key)}.vec", language.words,
                          space.vectors)
     vecmap.write_vec(staging / SHARED_VEC, vocab_words, shared)
     torch.save(table, staging / KNN_TABLE)
