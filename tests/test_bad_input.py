@@ -199,6 +199,11 @@ BAD_INPUTS: dict[str, tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]] =
         {}, ("variant",), ("MLFLOW_TRACKING_URI=http://127.0.0.1:", "does not answer")),
     "tracking server not answering (spaces)": (
         {}, ("spaces",), ("MLFLOW_TRACKING_URI=http://127.0.0.1:", "does not answer")),
+    "tracking server not answering (word-order)": (
+        {}, ("word-order",), ("MLFLOW_TRACKING_URI=http://127.0.0.1:", "does not answer")),
+    "unknown edition for the word order": (
+        {"word_order.editions": "[s, x]"}, ("word-order",),
+        ("word_order.editions = 'x' (unknown, empty or repeated); valid: 'all' or a list",)),
 }
 #: these run as a real `multilab` process (exit code, no traceback on a real stderr); the
 #: rest call `multilab.cli.main` (each process costs seconds of imports)

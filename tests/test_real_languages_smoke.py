@@ -78,7 +78,8 @@ def _settings(root: Path, languages: str, **extra: object) -> list[str]:
         "corpus.dev_sentences": 200, "train.max_train_sentences": 128,
         "train.eval_points": "[]", "evaluate.dev_sentences": 100,
         "downstream.epochs": 1, "downstream.max_train_verses": 64,
-        "downstream.max_test_verses": 64, **extra,
+        "downstream.max_test_verses": 64, "word_order.books": "[64, 66]",
+        "word_order.verses": 40, **extra,
     }
     return [f"{key}={value}" for key, value in values.items()]
 
@@ -96,7 +97,8 @@ def test_two_real_languages_through_the_pipeline(built_project: Path, tmp_path: 
     model_dir = str(cfg.paths.model_dir("original", 0))
     for command in (["corpus", "build"], ["vocab"], ["spaces"],
                     ["train", "--modification", "original", "--seed", "0"],
-                    ["evaluate", model_dir], ["downstream", model_dir], ["report"]):
+                    ["evaluate", model_dir], ["downstream", model_dir], ["word-order"],
+                    ["report"]):
         assert main(cli_args(settings, *command)) == 0, (command, capsys.readouterr().err)
 
     ids, texts = read_verse_table(cfg.paths.corpora / "dev.txt")
@@ -134,6 +136,13 @@ def test_two_real_languages_through_the_pipeline(built_project: Path, tmp_path: 
     assert "no word-level gold alignment" in report and "| 0 | original |" in report
     assert "### original, layer 8" in report and "Fine-tuned on en" in report
     assert "Table 1 of the paper" not in report and "pca" not in report
+    # word order: every smoke edition's tau beside Table 4; one zero-shot language is too
+    # few to correlate, and the report says so instead of printing a number
+    assert "| s | German, Schlachter 1951 |" in report and "| 0.74 |" in report
+    assert "Not computed: the study has 1 zero-shot language(s) with a tau (de)" in report
+    assert (cfg.paths.figures / "word-order.png").exists()
+    assert "![word-order](figures/word-order.png)" in report
+    assert not (cfg.paths.reports / "word_order_correlation.json").exists()
     _check_knn_replace(cfg, settings, capsys)
 
 

@@ -11,6 +11,7 @@ import errno
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from multilab.config import VOCAB_JOINT, Config, SpacesConfig, load_config, parse_overrides
@@ -145,6 +146,48 @@ def _log_spaces(cfg: Config, spaces_cfg: SpacesConfig, metrics: dict,
                       tags={"stage": "spaces", **tracking.source_tags()}):
         tracking.log_params({f"spaces.{k}": v for k, v in vars(spaces_cfg).items()})
         tracking.log_metrics(flat)
+
+
+def cmd_word_order(args: argparse.Namespace) -> None:
+    """Every listed edition's Kendall's tau against the English reference (seed 000 App. B.2)."""
+    from multilab import tracking
+    from multilab.data.parallel import read_edition
+    from multilab.evaluation import bible_word_order as wo
+    from multilab.reporting.word_order_table import WORD_ORDER_JSON, plot_word_order
+
+    cfg = _config(args)
+    settings = cfg.word_order
+    editions = settings.edition_list()
+    experiment_id = tracking.connect(cfg.paths, tracking.word_order_experiment(cfg.profile))
+    print(f"word order: {len(editions)} editions against {settings.reference}, "
+          f"{settings.verses} verses each (IBM-1 + Match, Kendall's tau)", flush=True)
+    verses = {code: wo.in_books(read_edition(code, cfg.paths.data), settings.books)
+              for code in dict.fromkeys((settings.reference, *editions))}
+
+    def progress(result: wo.EditionWordOrder) -> None:
+        print(f"  {result.edition} {result.iso}  tau {result.tau:.3f} ± {result.tau_std:.3f}"
+              f"  aligned {result.aligned_share:.0%}  ({result.seconds_fit:.0f} s fit, "
+              f"{result.seconds_align:.0f} s align)", flush=True)
+
+    results = wo.bible_word_order(
+        verses, settings.reference, editions, books=settings.books, verses=settings.verses,
+        sample_seed=settings.sample_seed, ibm1_iterations=settings.ibm1_iterations,
+        square_root=settings.square_root, progress=progress)
+    data = wo.as_json(results, reference=settings.reference, books=list(settings.books),
+                      verses=settings.verses, sample_seed=settings.sample_seed,
+                      ibm1_iterations=settings.ibm1_iterations,
+                      square_root=settings.square_root, alignment="ibm1-match")
+    out = cfg.paths.metrics / WORD_ORDER_JSON
+    with tempfile.TemporaryDirectory() as scratch, tracking.run(
+            experiment_id, name="word-order", tags={"stage": "word_order",
+                                                    **tracking.source_tags()}):
+        tracking.log_params({f"word_order.{k}": v for k, v in vars(settings).items()})
+        tracking.log_metrics({f"tau.{r.edition}": r.tau for r in results}
+                             | {f"aligned.{r.edition}": r.aligned_share for r in results})
+        tracking.log_artifact(plot_word_order(data, Path(scratch) / "word-order.png"),
+                              "figures")
+    write_json(out, data)
+    print(f"all: {out} (the report draws the chart and the correlations)")
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -288,6 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("vocab", help="train the WordPiece vocabulary").set_defaults(func=cmd_vocab)
     sub.add_parser("spaces", help="fastText spaces + unsupervised VecMap + knn table"
                    ).set_defaults(func=cmd_spaces)
+
+    sub.add_parser("word-order", help="each Bible edition's word order against English: "
+                   "Kendall's tau of IBM-1 + Match word alignments (seed 000 App. B.2)"
+                   ).set_defaults(func=cmd_word_order)
 
     p = sub.add_parser("train", help="train (or resume) one model")
     p.add_argument("--modification", "-m", default="original", help="name, combo or paper ID")

@@ -195,6 +195,27 @@ class DownstreamConfig:
 
 
 @dataclass(frozen=True)
+class WordOrderConfig:
+    """Each edition's word order against an English one (seed 000 App. B.2, Table 4;
+    ``evaluation.bible_word_order``): not a model's measure, so not in any fingerprint."""
+
+    reference: str = "3"  # the English the lab trains on (Basic English)
+    editions: tuple[str, ...] | str = "all"  # edition codes, or "all" of the Bible DB
+    books: tuple[int, int] = (40, 66)  # IBM-1 fits on the pair's verses of these books
+    verses: int = 2500  # scored verses per edition (seed 000: 2,500), the same ids for all
+    sample_seed: int = 0
+    ibm1_iterations: int = 5
+    square_root: bool = True  # Birch & Osborne's 1 - sqrt(D/Z); false: 1 - D/Z
+
+    def edition_list(self) -> tuple[str, ...]:
+        """The editions to score, in DB order for ``all`` (the reference included: its
+        score is the method's ceiling)."""
+        from multilab.data.bible import EDITIONS
+
+        return tuple(EDITIONS) if self.editions == ALL_EDITIONS else tuple(self.editions)
+
+
+@dataclass(frozen=True)
 class Config:
     """The study-level configuration (what ``params.yaml`` + profile say)."""
 
@@ -211,6 +232,7 @@ class Config:
     models: dict[str, ModelConfig]
     evaluate: EvalConfig
     downstream: DownstreamConfig = DownstreamConfig()
+    word_order: WordOrderConfig = WordOrderConfig()
     #: the study's languages in their canonical spelling (``languages.language_keys``)
     languages: tuple[str, ...] = langs.DEFAULT_LANGUAGES
 
@@ -342,6 +364,8 @@ class RunConfig:
 VOCAB_MODES = ("separate", "joint")
 #: ``spaces.seed_dictionary``: the first is the default (the paper's unsupervised start)
 SEED_DICTIONARIES = ("none", "silver")
+#: ``word_order.editions``: every edition of the Bible DB
+ALL_EDITIONS = "all"
 VOCAB_JOINT = "joint"
 NOT_IN_FINGERPRINT = frozenset({"train.eval_points", "train.checkpoint_every", "train.log_every"})
 
@@ -354,7 +378,7 @@ TOP_LEVEL_ONLY = frozenset({"profile", "seeds", "study", "modification", "paths"
 SECTIONS: dict[str, type] = {
     "paths": Paths, "corpus": CorpusConfig, "vocab": VocabConfig, "spaces": SpacesConfig,
     "train": TrainConfig, "models": ModelConfig, "evaluate": EvalConfig,
-    "downstream": DownstreamConfig,
+    "downstream": DownstreamConfig, "word_order": WordOrderConfig,
 }
 MODEL_SIZES = ("small", "base")  # what Recipe.model_size names
 TOP_LEVEL_KEYS = ("profile", "seeds", "modification", "study", "languages", "experiment",
@@ -437,6 +461,10 @@ RULES: dict[tuple[type, str], tuple[Callable[[Any], bool], str]] = {
                                  f"{_SEED[1]} (null: the pretrained model's seed)"),
     (DownstreamConfig, "max_train_verses"): (
         (lambda n: n is None or n >= 1), ">= 1 (null: the whole train split)"),
+    (WordOrderConfig, "books"): _BOOKS,
+    (WordOrderConfig, "verses"): _at_least(1),
+    (WordOrderConfig, "sample_seed"): _SEED,
+    (WordOrderConfig, "ibm1_iterations"): _at_least(1),
     (DownstreamConfig, "max_test_verses"): (
         (lambda n: n is None or n >= 1), ">= 1 (null: the whole dev and test splits)"),
 }
@@ -853,6 +881,8 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
             f"{train.max_length} (positions the model never saw; lang-pos shifts by "
             f"train.max_length); valid: <= {train.max_length}"
         )
+    word_order = _build(WordOrderConfig, merged.get("word_order"), "word_order")
+    _check_word_order(word_order)
     cfg = Config(
         profile=profile,
         seeds=seeds,
@@ -867,11 +897,32 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         models=models,
         evaluate=evaluate,
         downstream=downstream,
+        word_order=word_order,
         languages=languages,
     )
     for entry in (modification, *study):  # as `train` will resolve them: one path for both
         cfg.run(entry, seeds[0])
     return cfg
+
+
+def _check_word_order(word_order: WordOrderConfig) -> None:
+    from multilab.data.bible import EDITIONS
+
+    valid = f"{ALL_EDITIONS!r} or a list of edition codes ({', '.join(EDITIONS)})"
+    if word_order.reference not in EDITIONS or EDITIONS[word_order.reference][0] != "en":
+        english = [code for code, (iso, _) in EDITIONS.items() if iso == "en"]
+        raise UserError(f"word_order.reference = {word_order.reference!r}: must be an English "
+                        f"edition; valid: {', '.join(english)}")
+    if isinstance(word_order.editions, str):
+        if word_order.editions != ALL_EDITIONS:
+            raise UserError(f"word_order.editions = {word_order.editions!r}; valid: {valid}")
+        return
+    unknown = [code for code in word_order.editions if code not in EDITIONS]
+    if unknown or not word_order.editions or len(set(word_order.editions)) < len(
+            word_order.editions):
+        bad = unknown[0] if unknown else list(word_order.editions)
+        raise UserError(f"word_order.editions = {bad!r} (unknown, empty or repeated); "
+                        f"valid: {valid}")
 
 
 def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:

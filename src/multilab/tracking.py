@@ -203,6 +203,12 @@ def spaces_experiment(experiment: str) -> str:
     return f"{experiment}-spaces"
 
 
+def word_order_experiment(profile: str) -> str:
+    """Where the ``word_order`` stage logs: a property of the Bible's editions, the same for
+    every study of a profile."""
+    return f"multilab-{profile}-word-order"
+
+
 def _check_server(uri: str) -> None:
     try:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as response:

@@ -170,6 +170,36 @@ def _unique_best(scores: sparse.csr_matrix) -> np.ndarray:
     return best
 
 
+def _ibm1_scores(src: _Vocabulary, trg: _Vocabulary, iterations: int) -> sparse.csr_matrix:
+    """√(t(t|s) · t(s|t)): IBM Model 1 in both directions, zero for pairs never seen together."""
+    forward = ibm1_translation_table(src.ids, trg.ids, len(src.words), len(trg.words), iterations)
+    backward = ibm1_translation_table(trg.ids, src.ids, len(trg.words), len(src.words),
+                                      iterations)
+    return forward.multiply(backward.T.tocsr()).sqrt().tocsr()
+
+
+@dataclass(frozen=True)
+class WordScores:
+    """IBM-1 association scores between every source and target word of a parallel corpus;
+    ``source_ids[i]`` / ``target_ids[i]`` are segment ``i`` as row / column indices."""
+
+    scores: sparse.csr_matrix
+    source_ids: list[np.ndarray]
+    target_ids: list[np.ndarray]
+
+
+def ibm1_word_scores(source_segments: Sequence[Sequence[str]],
+                     target_segments: Sequence[Sequence[str]],
+                     iterations: int = 5) -> WordScores:
+    """The scores :func:`induce_dictionary` matches on (``association='ibm1'``), for every
+    word pair rather than the mutual best ones: what a word aligner needs per segment."""
+    _check_corpus(source_segments, target_segments)
+    if iterations < 1:
+        raise ValueError(f"ibm1_iterations must be at least 1, got {iterations}")
+    src, trg = _Vocabulary(source_segments), _Vocabulary(target_segments)
+    return WordScores(_ibm1_scores(src, trg, iterations), src.ids, trg.ids)
+
+
 def induce_dictionary(
     source_segments: Sequence[Sequence[str]],
     target_segments: Sequence[Sequence[str]],
@@ -199,13 +229,7 @@ def induce_dictionary(
     if association == "dice":
         scores = dice_matrix(cooccurrence, src.counts, trg.counts)
     else:
-        forward = ibm1_translation_table(
-            src.ids, trg.ids, len(src.words), len(trg.words), ibm1_iterations
-        )
-        backward = ibm1_translation_table(
-            trg.ids, src.ids, len(trg.words), len(src.words), ibm1_iterations
-        )
-        scores = forward.multiply(backward.T.tocsr()).sqrt().tocsr()
+        scores = _ibm1_scores(src, trg, ibm1_iterations)
     frequent = sparse.diags((src.counts >= min_count).astype(np.float64)) @ scores
     frequent = (frequent @ sparse.diags((trg.counts >= min_count).astype(np.float64))).tocsr()
     frequent.eliminate_zeros()

@@ -7,7 +7,8 @@ aligns the words of parallel sentences with the Match algorithm of SimAlign (Sab
 zero-shot accuracy. This module is that measure as plain library code on precomputed vectors:
 
 1. ``word_ids_from_pieces`` / ``merge_wordpieces``: wordpiece vectors → word vectors (mean);
-2. ``match_alignment``: maximum-weight bipartite matching of cosine similarities;
+2. ``match_alignment`` / ``match_weights``: maximum-weight bipartite matching of cosine
+   similarities (or of any word-pair weights);
 3. ``kendall_tau``: Birch & Osborne's Kendall reordering score of one alignment;
 4. ``verse_taus`` / ``mean_tau`` and ``correlate`` / ``correlations``: the batch side.
 
@@ -169,15 +170,35 @@ def match_alignment(
     Returns ``alignment`` of length ``n = len(source)``: ``alignment[i]`` is the target word
     matched to source word ``i`` or ``-1`` if ``i`` is unaligned.
     """
+    return match_weights(cosine_similarities(source, target), tie_break=tie_break)
+
+
+def match_weights(
+    weights: np.ndarray, *, tie_break: float = DEFAULT_TIE_BREAK, min_weight: float | None = None
+) -> np.ndarray:
+    """Match on a precomputed (source words, target words) weight matrix (see
+    :func:`match_alignment`, which calls it on cosines).
+
+    ``min_weight``: links whose weight is not above it are dropped *after* the matching, so
+    the source word stays unaligned (``-1``). For association scores such as IBM Model 1's,
+    where 0 means "never seen together", the full matching would otherwise pair leftover
+    words arbitrarily (near the diagonal, by the tie-break) and pull tau towards 1.
+    """
     if tie_break < 0:
         raise ValueError(f"tie_break must be >= 0, got {tie_break}")
-    weights = cosine_similarities(source, target)
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 2 or 0 in weights.shape:
+        raise ValueError(f"weights must be a non-empty 2-d matrix, got shape {weights.shape}")
     n, m = weights.shape
+    ranked = weights
     if tie_break:
         rel_source = (np.arange(n) + 0.5) / n
         rel_target = (np.arange(m) + 0.5) / m
-        weights = weights - tie_break * (rel_source[:, None] - rel_target[None, :]) ** 2
-    rows, cols = linear_sum_assignment(weights, maximize=True)
+        ranked = weights - tie_break * (rel_source[:, None] - rel_target[None, :]) ** 2
+    rows, cols = linear_sum_assignment(ranked, maximize=True)
+    if min_weight is not None:
+        kept = weights[rows, cols] > min_weight
+        rows, cols = rows[kept], cols[kept]
     alignment = np.full(n, -1, dtype=np.int64)
     alignment[rows] = cols
     return alignment

@@ -105,7 +105,7 @@ def plot_position_similarity(
     # long combos ("lang-pos;inv-order;shift-special;no-random (ID 9)") would run off the
     # square figure: wrap them
     axes.set_title("\n".join(textwrap.wrap(title, 52, break_on_hyphens=False)), fontsize=11)
-    return _save(figure, path)
+    return save_png(figure, path)
 
 
 # --------------------------------------------------------------------------- token PCA
@@ -206,7 +206,7 @@ def plot_token_pca(
         sample.set_title(f"{len(words)} frequent words and their Fake twins (own PCA)")
         sample.legend(loc="best", fontsize=9)
     figure.suptitle(title, fontsize=12)
-    return _save(figure, path)
+    return save_png(figure, path)
 
 
 def _label_pca_axes(axes, pca: TokenPCA) -> None:
@@ -371,7 +371,7 @@ def plot_curves(
         figure.legend(handles.values(), handles.keys(), loc="outside lower center",
                       ncols=min(len(handles), 3), fontsize=9, title=legend_title)
     figure.suptitle(title + (f"\n{note}" if note else ""), fontsize=11)
-    return _save(figure, path)
+    return save_png(figure, path)
 
 
 # --------------------------------------------------------------------------- one model
@@ -588,7 +588,8 @@ def _style_curve_panel(panel, key: str, values: list[float]) -> None:
         panel.set_ylabel("perplexity")
 
 
-def _save(figure: Figure, path: Path) -> Path:
+def save_png(figure: Figure, path: Path) -> Path:
+    """The figure as a PNG, written atomically (an Agg canvas: no pyplot, no GUI)."""
     FigureCanvasAgg(figure)
     with atomic_open(path, "wb") as handle:
         figure.savefig(handle, format="png", dpi=110)

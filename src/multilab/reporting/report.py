@@ -39,6 +39,16 @@ from multilab.lab.modifications import (
 )
 from multilab.reporting.downstream_table import downstream_frame, downstream_markdown
 from multilab.reporting.figures import curve_stats, metric_frame, study_figures
+from multilab.reporting.word_order_table import (
+    WORD_ORDER_CHART,
+    WORD_ORDER_SCATTER,
+    correlation_markdown,
+    plot_correlation,
+    plot_word_order,
+    read_word_order,
+    study_points,
+    word_order_markdown,
+)
 from multilab.training.model_dir import model_fingerprint
 
 log = logging.getLogger(__name__)
@@ -440,6 +450,16 @@ def build_report(cfg: Config) -> list[Path]:
     else:  # none (any more): no table of an earlier study left behind
         for stale in (reports / "downstream.md", reports / "downstream.csv"):
             stale.unlink(missing_ok=True)
+    word_order = read_word_order(cfg.paths.metrics)
+    for stale in (WORD_ORDER_CHART, WORD_ORDER_SCATTER):
+        (cfg.paths.figures / stale).unlink(missing_ok=True)
+    if word_order is not None:  # the `word_order` stage has run
+        section, correlation_files = word_order_section(cfg, word_order, downstream, rows)
+        body += "\n\n" + section
+        written += [write_text(reports / "word_order.md", section + "\n"),
+                    *correlation_files]
+    else:
+        (reports / "word_order.md").unlink(missing_ok=True)
     body += "\n\n## Modifications\n\n" + legend(rows + rows2)
     # figures and plot data from exactly the runs behind the table's numbers
     behind = {run_id for row in rows for run_id in row.run_ids}
@@ -459,6 +479,28 @@ def build_report(cfg: Config) -> list[Path]:
         written += write_plot_data(cfg, used)
     record_groups(cfg, rows)
     return written
+
+
+def word_order_section(cfg: Config, data: dict, downstream: pd.DataFrame, rows: list[Row]
+                       ) -> tuple[str, list[Path]]:
+    """The tau table, its chart, and the correlation with the study's zero-shot accuracy
+    (the first row's model) when the study has enough languages."""
+    from multilab.evaluation.downstream import language_label
+
+    languages = cfg.language_list
+    labels = [language_label(language, languages) for language in languages]
+    files = [plot_word_order(data, cfg.paths.figures / WORD_ORDER_CHART)]
+    points = study_points(data, downstream, languages, labels)
+    correlation, found = correlation_markdown(points, labels[0],
+                                              rows[0].modification if rows else "?")
+    if found:
+        files.append(plot_correlation(points, cfg.paths.figures / WORD_ORDER_SCATTER))
+        write_json(cfg.paths.reports / "word_order_correlation.json",
+                   {name: vars(corr) for name, corr in found.items()})
+        files.append(cfg.paths.reports / "word_order_correlation.json")
+    else:
+        (cfg.paths.reports / "word_order_correlation.json").unlink(missing_ok=True)
+    return word_order_markdown(data) + "\n\n" + correlation, files
 
 
 def _with_paper(ours: str, paper: str) -> str:
