@@ -421,7 +421,9 @@ def _map_unsupervised(
     last_improvement = 0
     iteration = 0
     # No total: the schedule decides when to stop (400-550 iterations on the Bible spaces).
-    bar = tqdm(desc="vecmap", unit="it", disable=not progress, leave=False)
+    # `disable` only when asked: passed explicitly it would override TQDM_DISABLE=1 (tqdm reads
+    # its environment defaults only for arguments left out)
+    bar = tqdm(desc="vecmap", unit="it", leave=False, **({} if progress else {"disable": True}))
     while True:
         iteration += 1
         converged = False
