@@ -190,6 +190,34 @@ def cmd_word_order(args: argparse.Namespace) -> None:
     print(f"all: {out} (the report draws the chart and the correlations)")
 
 
+def cmd_probe(args: argparse.Namespace) -> None:
+    """A Hugging Face masked LM from anywhere: retrieval and word alignment on Bible verses."""
+    from multilab.data.bible import check_edition
+    from multilab.data.parallel import read_edition
+    from multilab.evaluation.probe import probe_model
+
+    cfg = _config(args)
+    if args.verses < 1:
+        raise UserError(f"--verses {args.verses}: must be >= 1 (Old Testament dev verses)")
+    editions = [code.strip() for code in args.languages.split(",") if code.strip()]
+    for code in editions:
+        check_edition(code)
+    verses = {code: read_edition(code, cfg.paths.data) for code in dict.fromkeys(editions)}
+    result = probe_model(Path(args.model_dir), verses, editions, layer=args.layer,
+                         count=args.verses)
+    print(f"verse retrieval P@1, layer {args.layer}, {result['verses']} verses: mean "
+          f"{result['retrieval_p1_mean']:.3f}")
+    for pair, p1 in result["retrieval_p1"].items():
+        print(f"  {pair}: {p1:.3f}")
+    print(f"word alignment with {editions[0]} (Match on the model's word vectors):")
+    for code, entry in result["alignment"].items():
+        print(f"  {code}: tau {entry['tau']:.3f} (IBM-1: {entry['ibm1_tau']:.3f}), "
+              f"{entry['agreement']:.0%} of the IBM-1 links found")
+    if args.out:
+        write_json(Path(args.out), result)
+        print(f"all: {args.out}")
+
+
 def cmd_train(args: argparse.Namespace) -> None:
     cfg = _config(args)
     run = cfg.run(args.modification, args.seed)  # a bad value fails before seconds of imports
@@ -347,6 +375,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layers", help="layers to evaluate: 'all' or e.g. 0,4,8 "
                    "(default: evaluate.layers of params.yaml)")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("probe", help="any Hugging Face masked LM (with its fast tokenizer) on "
+                       "Bible verses: verse retrieval and word alignment between editions")
+    p.add_argument("model_dir")
+    p.add_argument("--languages", required=True, help="edition codes, the first aligned with "
+                   "each other, e.g. 3,s,i")
+    p.add_argument("--layer", type=int, default=8, help="hidden layer (0 = embeddings)")
+    p.add_argument("--verses", type=int, default=1000, help="dev verses (Old Testament)")
+    p.add_argument("--out", help="JSON file for the results")
+    p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("downstream", help="zero-shot book-group classification of a model "
                        "directory: fine-tune on the first language, test on every language")
