@@ -82,7 +82,7 @@ def _tau(english, other, scored):
 def test_english_against_itself_is_one(english) -> None:
     scored = scored_verse_ids({"3": english}, BOOKS, 150, seed=0)
     result = _tau(english, english, scored)
-    assert result.tau == pytest.approx(1.0)
+    assert result.tau == pytest.approx(1.0) and result.tau_linked == pytest.approx(1.0)
     assert result.aligned_share == pytest.approx(1.0)
     assert result.verses == 150
 
@@ -117,6 +117,8 @@ def test_german_lies_between_english_and_its_reversal(english) -> None:
     scored = scored_verse_ids({"3": english, "s": german}, BOOKS, 200, seed=0)
     result = edition_word_order(english, german, "s", scored, BOOKS)
     assert 0.35 < result.tau < 0.9
+    # unaligned words move with their left neighbour: leaving them out can only lower tau here
+    assert 0.3 < result.tau_linked <= result.tau + 0.01
     assert (result.iso, result.verses) == ("de", 200)
 
 
@@ -184,14 +186,14 @@ def _data() -> dict:
                 "t": ("tr", 0.5), "f": ("tl", 0.55)}
     return {"reference": "3", "verses": 100, "editions": {
         code: {"edition": code, "iso": iso, "name": EDITIONS[code][1], "tau": tau,
-               "tau_std": 0.1, "aligned_share": 0.9, "verses": 100}
+               "tau_std": 0.1, "tau_linked": tau - 0.01, "aligned_share": 0.9, "verses": 100}
         for code, (iso, tau) in editions.items()}}
 
 
 def test_the_table_sits_beside_the_papers() -> None:
     table = word_order_markdown(_data())
     german = next(line for line in table.splitlines() if line.startswith("| s |"))
-    assert "0.600 ± 0.100" in german and german.endswith(f"| {PAPER_TABLE4['de'][0]:.2f} |")
+    assert "0.600 ± 0.100 | 0.590 |" in german and german.endswith(f"| {PAPER_TABLE4['de'][0]:.2f} |")
     tagalog = next(line for line in table.splitlines() if line.startswith("| f |"))
     assert tagalog.endswith("| – |")  # no Tagalog in Table 4
     rows = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| ")][1:]

@@ -44,15 +44,18 @@ MIN_WEIGHT = 0.0
 @dataclass(frozen=True)
 class EditionWordOrder:
     """One edition's word order against the reference: the mean Kendall's tau of its scored
-    verses, their standard deviation, how many verses scored, the share of reference words
-    aligned (a low share means tau rests on few links), and the seconds of fitting IBM-1 on the
-    pair's verses and of aligning + scoring the sample."""
+    verses (Birch's rule: an unaligned word moves with its left neighbour), their standard
+    deviation, the mean tau over the aligned words only (a word that moves with its neighbour
+    counts as no reordering, so fewer links raise ``tau``: the gap shows how much), how many
+    verses scored, the share of reference words aligned (a low share means tau rests on few
+    links), and the seconds of fitting IBM-1 on the pair's verses and of aligning + scoring."""
 
     edition: str
     iso: str
     name: str
     tau: float
     tau_std: float
+    tau_linked: float  # the same alignments, unaligned words left out instead of filled
     verses: int
     aligned_share: float
     seconds_fit: float
@@ -77,11 +80,12 @@ def scored_verse_ids(verses_by_edition: Mapping[str, Sequence[Verse]], books: tu
 
 
 def verse_taus(scores: WordScores, rows: Sequence[int], *, square_root: bool = True,
-               tie_break: float = DEFAULT_TIE_BREAK) -> tuple[np.ndarray, float]:
+               tie_break: float = DEFAULT_TIE_BREAK) -> tuple[np.ndarray, np.ndarray, float]:
     """Kendall's tau of the Match alignment of segments ``rows`` (reference = source side),
-    and the share of source words aligned. A segment with no aligned word gets no tau (it
-    has no order to compare); an empty one is skipped."""
+    the same over the aligned words only, and the share of source words aligned. A segment
+    with no aligned word gets no tau (it has no order to compare); an empty one is skipped."""
     taus: list[float] = []
+    linked_taus: list[float] = []
     aligned = words = 0
     for row in rows:
         source, target = scores.source_ids[row], scores.target_ids[row]
@@ -94,7 +98,9 @@ def verse_taus(scores: WordScores, rows: Sequence[int], *, square_root: bool = T
         aligned += linked
         if linked:
             taus.append(kendall_tau(alignment, square_root=square_root))
-    return np.array(taus, dtype=np.float64), (aligned / words if words else 0.0)
+            linked_taus.append(kendall_tau(alignment[alignment >= 0], square_root=square_root))
+    return (np.array(taus, dtype=np.float64), np.array(linked_taus, dtype=np.float64),
+            aligned / words if words else 0.0)
 
 
 def edition_word_order(reference: Sequence[Verse], other: Sequence[Verse], code: str,
@@ -115,13 +121,13 @@ def edition_word_order(reference: Sequence[Verse], other: Sequence[Verse], code:
                          f"{missing[0]}")
     scores = ibm1_word_scores(source, target, ibm1_iterations)
     fitted = time.perf_counter()
-    taus, aligned_share = verse_taus(scores, [row_of[vid] for vid in scored_ids],
+    taus, linked_taus, aligned_share = verse_taus(scores, [row_of[vid] for vid in scored_ids],
                                      square_root=square_root)
     iso, name = EDITIONS[code]
     return EditionWordOrder(
         edition=code, iso=iso, name=name, tau=float(taus.mean()), tau_std=float(taus.std()),
-        verses=len(taus), aligned_share=aligned_share, seconds_fit=fitted - started,
-        seconds_align=time.perf_counter() - fitted)
+        tau_linked=float(linked_taus.mean()), verses=len(taus), aligned_share=aligned_share,
+        seconds_fit=fitted - started, seconds_align=time.perf_counter() - fitted)
 
 
 def bible_word_order(verses_by_edition: Mapping[str, Sequence[Verse]], reference: str,
