@@ -19,7 +19,7 @@ from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
 from multilab.files import write_json
 from multilab.lab.modifications import PAPER_IDS, describe
-from multilab.threads import configure_threads
+from multilab.threads import OMP_THREADS, configure_threads
 
 log = logging.getLogger("multilab")
 
@@ -158,9 +158,13 @@ def cmd_word_order(args: argparse.Namespace) -> None:
     cfg = _config(args)
     settings = cfg.word_order
     editions = settings.edition_list()
+    # one process per thread the lab may use (threads.py: the usable cores shared among the
+    # processes running at once); each edition is single-threaded NumPy
+    processes = int(os.environ.get(OMP_THREADS, "1"))
     experiment_id = tracking.connect(cfg.paths, tracking.word_order_experiment(cfg.profile))
     print(f"word order: {len(editions)} editions against {settings.reference}, "
-          f"{settings.verses} verses each (IBM-1 + Match, Kendall's tau)", flush=True)
+          f"{settings.verses} verses each (IBM-1 + Match, Kendall's tau; {processes} "
+          f"process{'es' if processes > 1 else ''})", flush=True)
     verses = {code: wo.in_books(read_edition(code, cfg.paths.data), settings.books)
               for code in dict.fromkeys((settings.reference, *editions))}
 
@@ -172,7 +176,7 @@ def cmd_word_order(args: argparse.Namespace) -> None:
     results = wo.bible_word_order(
         verses, settings.reference, editions, books=settings.books, verses=settings.verses,
         sample_seed=settings.sample_seed, ibm1_iterations=settings.ibm1_iterations,
-        square_root=settings.square_root, progress=progress)
+        square_root=settings.square_root, processes=processes, progress=progress)
     data = wo.as_json(results, reference=settings.reference, books=list(settings.books),
                       verses=settings.verses, sample_seed=settings.sample_seed,
                       ibm1_iterations=settings.ibm1_iterations,
