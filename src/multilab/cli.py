@@ -19,7 +19,7 @@ from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
 from multilab.files import write_json
 from multilab.lab.modifications import PAPER_IDS, describe
-from multilab.threads import OMP_THREADS, configure_threads
+from multilab.threads import choose_threads, configure_threads, usable_cores
 
 log = logging.getLogger("multilab")
 
@@ -158,9 +158,9 @@ def cmd_word_order(args: argparse.Namespace) -> None:
     cfg = _config(args)
     settings = cfg.word_order
     editions = settings.edition_list()
-    # one process per thread the lab may use (threads.py: the usable cores shared among the
-    # processes running at once); each edition is single-threaded NumPy
-    processes = int(os.environ.get(OMP_THREADS, "1"))
+    # one process per thread the lab may use (threads.py's rules: MULTILAB_THREADS, OMP, the
+    # usable cores shared among parallel workers); each edition is single-threaded NumPy
+    processes = choose_threads(os.environ, usable_cores(), Path.cwd()).threads
     experiment_id = tracking.connect(cfg.paths, tracking.word_order_experiment(cfg.profile))
     print(f"word order: {len(editions)} editions against {settings.reference}, "
           f"{settings.verses} verses each (IBM-1 + Match, Kendall's tau; {processes} "
