@@ -83,6 +83,14 @@ def scored_verse_ids(verses_by_edition: Mapping[str, Sequence[Verse]], books: tu
     return sorted(random.Random(seed).sample(common, count))
 
 
+def ibm1_alignment(scores: WordScores, row: int, *, tie_break: float = DEFAULT_TIE_BREAK
+                   ) -> np.ndarray:
+    """Match on segment ``row``'s IBM-1 scores; word pairs never seen together stay unlinked."""
+    source, target = scores.source_ids[row], scores.target_ids[row]
+    return match_weights(scores.scores[source][:, target].toarray(), tie_break=tie_break,
+                         min_weight=MIN_WEIGHT)
+
+
 def verse_taus(scores: WordScores, rows: Sequence[int], *, square_root: bool = True,
                tie_break: float = DEFAULT_TIE_BREAK) -> tuple[np.ndarray, np.ndarray, float]:
     """Kendall's tau of the Match alignment of segments ``rows`` (reference = source side),
@@ -95,8 +103,7 @@ def verse_taus(scores: WordScores, rows: Sequence[int], *, square_root: bool = T
         source, target = scores.source_ids[row], scores.target_ids[row]
         if len(source) == 0 or len(target) == 0:
             continue
-        weights = scores.scores[source][:, target].toarray()
-        alignment = match_weights(weights, tie_break=tie_break, min_weight=MIN_WEIGHT)
+        alignment = ibm1_alignment(scores, row, tie_break=tie_break)
         linked = int((alignment >= 0).sum())
         words += len(source)
         aligned += linked

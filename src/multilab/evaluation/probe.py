@@ -29,9 +29,9 @@ from multilab.data.dictionary import ibm1_word_scores
 from multilab.data.parallel import NEW_TESTAMENT, OLD_TESTAMENT, Verse, aligned_ids
 from multilab.errors import UserError
 from multilab.evaluation import verse_retrieval
-from multilab.evaluation.bible_word_order import MIN_WEIGHT, content_words
+from multilab.evaluation.bible_word_order import content_words, ibm1_alignment
 from multilab.evaluation.metrics import mean_pool
-from multilab.evaluation.wordorder import kendall_tau, match_alignment, match_weights
+from multilab.evaluation.wordorder import kendall_tau, match_alignment
 
 
 @dataclass(frozen=True)
@@ -113,8 +113,7 @@ def alignment_probe(first: list[torch.Tensor], other: list[torch.Tensor],
         if len(a) == 0 or len(b) == 0:
             continue
         model_links = match_alignment(a, b)
-        source, target = scores.source_ids[row], scores.target_ids[row]
-        silver = match_weights(scores.scores[source][:, target].toarray(), min_weight=MIN_WEIGHT)
+        silver = ibm1_alignment(scores, row)
         n = min(len(model_links), len(silver))  # truncation may cut a long verse's words
         silver_links = [(i, j) for i, j in enumerate(silver[:n]) if j >= 0 and j < len(b)]
         found += sum(int(model_links[i] == j) for i, j in silver_links)
