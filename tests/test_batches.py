@@ -13,8 +13,10 @@ from multilab.data.batches import (
     gradient_pieces,
     least_padding_cuts,
     mask_tokens,
+    permuted_corpus,
     seeded_generator,
     training_examples,
+    unigram_lines,
 )
 from multilab.data.inputs import CLS_ID, ENGLISH, FAKE, MASK_ID, SEP_ID, InputEncoder
 from multilab.lab.modifications import resolve_recipe
@@ -86,6 +88,57 @@ def test_no_parallel_uses_disjoint_halves() -> None:
     english = [e[0][1].item() for e, lang in pairs if lang == 0]
     fake = [e[0][1].item() - V for e, lang in pairs if lang == 1]
     assert english == [10, 11, 12, 13, 14] and fake == [15, 16, 17, 18, 19]
+
+
+def test_lang_id_gives_each_language_its_own_sep_only() -> None:
+    enc = encoder("lang-id")
+    fake = enc.encode(WORDS, FAKE)[0]
+    assert fake.tolist() == [CLS_ID, *(WORDS + V).tolist(), SEP_ID + V]  # [SEP-B]
+    assert enc.encode(WORDS, ENGLISH)[0].tolist() == [CLS_ID, *WORDS.tolist(), SEP_ID]
+    assert enc.mask_id(FAKE) == MASK_ID  # [MASK] (and [CLS]) stay shared
+    three = InputEncoder(resolve_recipe("lang-id"), 100, 16, (0, 100, 200), 300)
+    assert [int(three.encode(torch.tensor([7]), k)[0][-1]) for k in range(3)] == [
+        SEP_ID, SEP_ID + 100, SEP_ID + 200]
+    # with shift-special every special is the language's own already: the same inputs
+    both = encoder("lang-id;shift-special").encode(WORDS, FAKE)[0]
+    assert both.tolist() == encoder("shift-special").encode(WORDS, FAKE)[0].tolist()
+
+
+def test_no_parallel_halves_take_each_language_its_own_ids() -> None:
+    """The sentence setup with rewritten languages (seed 002's unigram corpus or a
+    permutation): English's first half, the second language's own second half."""
+    english = [torch.tensor([10 + i]) for i in range(10)]
+    other = [torch.tensor([50 + i]) for i in range(10)]
+    split = training_examples(english, resolve_recipe("no-parallel"), encoder("no-parallel"),
+                              [english, other])
+    firsts = [(e[0][1].item() % V, lang) for e, lang in zip(split.encoded, split.languages,
+                                                             strict=True)]
+    assert firsts == [(10 + i, 0) for i in range(5)] + [(55 + i, 1) for i in range(5)]
+
+
+def test_permuted_corpus_keeps_each_sentence_a_permutation_and_is_seeded() -> None:
+    rows = [[torch.arange(5, 5 + n) for n in (1, 4, 9, 20)] for _ in range(2)]
+    once = permuted_corpus(rows, 1.0, seed=3)
+    assert permuted_corpus(rows, 0.0, seed=3) is rows
+    for original, permuted in zip(rows[0] + rows[1], once[0] + once[1], strict=True):
+        assert sorted(permuted.tolist()) == original.tolist()
+    assert once[0][3].tolist() != rows[0][3].tolist()  # 10 swapped pairs of 20
+    assert once[0][3].tolist() != once[1][3].tolist()  # each language its own draw
+    again = permuted_corpus(rows, 1.0, seed=3)
+    assert all(torch.equal(a, b) for a, b in zip(once[0] + once[1], again[0] + again[1],
+                                                 strict=True))
+    assert not torch.equal(permuted_corpus(rows, 1.0, seed=4)[0][3], once[0][3])
+
+
+def test_unigram_lines_keep_lengths_and_the_word_inventory() -> None:
+    lines = ["the lord said , go", "and he went", "the end"]
+    drawn = unigram_lines(lines, seed=1, language=1)
+    assert [len(line.split()) for line in drawn] == [5, 3, 2]
+    assert set(" ".join(drawn).split()) <= set(" ".join(lines).split())
+    assert drawn == unigram_lines(lines, seed=1, language=1)
+    assert drawn != unigram_lines(lines, seed=2, language=1)
+    # words are the BERT pipeline's: punctuation split off, CJK one character each
+    assert [len(line.split()) for line in unigram_lines(["起初神创造", "go,now"], 0, 1)] == [5, 3]
 
 
 def test_truncation_is_reported() -> None:

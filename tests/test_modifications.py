@@ -66,3 +66,43 @@ def test_names_slugs_and_descriptions() -> None:
     assert mods.slug("lang-pos;no-random") == "lang-pos+no-random"
     assert "position" in mods.describe("lang-pos")
     assert mods.paper_id("inv-order;lang-pos") is None
+
+
+def test_seed_002_modifications_set_their_fields() -> None:
+    assert mods.resolve_recipe("lang-id").language_sep
+    assert mods.resolve_recipe("unigram-target").unigram_target
+    assert mods.resolve_recipe("permute-0.25").permute == 0.25
+    combo = mods.resolve_recipe("permute-0.5;lang-id")
+    assert combo.permute == 0.5 and combo.language_sep
+    assert mods.resolve_recipe("original").permute == 0.0
+
+
+def test_permute_family_has_one_canonical_spelling() -> None:
+    # one model, one folder, one MLflow name: 1.0 and 1 are the same p
+    assert mods.canonical_name("permute-1.0") == "permute-1"
+    assert mods.slug("lang-id;permute-0.50") == "lang-id+permute-0.5"
+    assert mods.same_modification("permute-1", "permute-1.0")
+    with pytest.raises(mods.ModificationError, match="twice"):
+        mods.resolve_recipe("permute-1;permute-1.0")
+    with pytest.raises(mods.ModificationError, match="permute"):
+        mods.resolve_recipe("permute-0.5;permute-1")  # one field, two values: a conflict
+    assert "p = 0.25" in mods.describe("permute-0.25")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("permute-1.5", "outside [0, 1]"), ("permute--1", "outside [0, 1]"),
+     ("permute-x", "'x' is not a number"), ("permute-nan", "outside [0, 1]")],
+)
+def test_bad_permutation_amounts_fail_in_one_line(text: str, says: str) -> None:
+    with pytest.raises(mods.ModificationError) as err:
+        mods.resolve_recipe(text)
+    message = str(err.value)
+    assert says in message and "permute-<p> with 0 <= p <= 1" in message
+    assert "\n" not in message
+
+
+def test_valid_names_list_the_families() -> None:
+    with pytest.raises(mods.ModificationError) as err:
+        mods.resolve_recipe("permutation-0.5")
+    assert "permute-<p>" in str(err.value) and "lang-id" in str(err.value)

@@ -15,7 +15,7 @@ import torch
 from multilab.cli import main
 from multilab.config import Config
 from multilab.data import bible
-from multilab.data.batches import training_examples
+from multilab.data.batches import training_examples, unigram_lines
 from multilab.data.book_groups import SPLITS, task_examples
 from multilab.data.inputs import CLS_ID, SEP_ID, InputEncoder
 from multilab.data.languages import parse_languages
@@ -176,6 +176,11 @@ def _check_knn_replace(cfg: Config, settings: list[str], capsys) -> None:
     ("[3,s]", {"vocab.mode": "joint", "modification": "knn-replace"},
      "'knn-replace' replaces a token by a neighbour in another language"),
     ("[s]", {"modification": "lang-pos"}, "'lang-pos' acts between languages; [s] has one"),
+    ("[s]", {"modification": "lang-id"}, "'lang-id' acts between languages; [s] has one"),
+    ("[s]", {"modification": "unigram-target"}, "'unigram-target' acts between languages"),
+    ("[3,s]", {"vocab.mode": "joint", "modification": "lang-id"},
+     "'lang-id' gives each language its own [SEP]"),
+    ("[3,s]", {"modification": "permute-1.5"}, "p = 1.5 is outside [0, 1]; valid: permute-<p>"),
 ])
 def test_bad_languages_are_one_line_exit_2_nothing_written(
         tmp_path: Path, capsys, languages: str, extra: dict, says: str) -> None:
@@ -207,6 +212,16 @@ def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path
     shared = set(torch.cat(ids[:20]).tolist()) & set(torch.cat(ids[20:]).tolist())
     assert len(shared - set(range(5))) >= 5  # punctuation, names: spelled alike, one id
     assert len(load_tokenizer(cfg.paths.vocab, "multilingual")) == 8192
+    # seed 002's unigram corpus on verses: the languages after the first redrawn, before
+    # tokenization, verse count kept (prepare_data passes this rewrite, for training only)
+    redrawn = tokenized_verses(cfg, lay, "train", 20, 128,
+                               lambda k, lines: unigram_lines(lines, 0, k) if k else lines)[0]
+    plain = tokenized_verses(cfg, lay, "train", 20, 128)[0]
+    assert [len(rows) for rows in redrawn] == [20, 20, 20]
+    assert all(torch.equal(a, b) for a, b in zip(plain[0], redrawn[0], strict=True))
+    for language in (1, 2):
+        assert sum(not torch.equal(a, b) for a, b in zip(plain[language], redrawn[language],
+                                                         strict=True)) >= 18
     with pytest.raises(ModificationError, match="joint' has one block"):
         cfg.run("shift-special", 0)
     with pytest.raises(ModificationError, match="joint' gives the languages shared ids"):

@@ -134,3 +134,34 @@ def test_tokenize_counts_truncations(project: Config) -> None:
     sentences, truncated = tokenize_lines(["a b c d e f g h i j k", "a b"], tok, enc)
     assert truncated == 1 and len(sentences[0]) == 6 and len(sentences[1]) == 2
     assert len(training_examples(sentences, run.recipe, enc)) == 4
+
+
+def _by_language(data) -> dict[int, list[list[int]]]:
+    out: dict[int, list[list[int]]] = {0: [], 1: []}
+    for encoded, language in zip(data.examples.encoded, data.examples.languages, strict=True):
+        out[language].append(encoded[0].tolist())
+    return out
+
+
+def test_seed_002_rewrites_touch_the_pretraining_corpus_only(project: Config) -> None:
+    """permute-1 swaps word-pieces inside each sentence of both languages; unigram-target
+    redraws the second language only; the dev set (evaluate's perplexity) never changes."""
+    original = _by_language(prepare_data(project.run("original", 0))[0])
+    permuted = _by_language(prepare_data(project.run("permute-1", 0))[0])
+    for language in (0, 1):
+        pairs = list(zip(original[language], permuted[language], strict=True))
+        assert all(sorted(a) == sorted(b) and a[0] == b[0] and a[-1] == b[-1] for a, b in pairs)
+        changed = sum(a != b for a, b in pairs if len(a) > 4)
+        assert changed > 0.9 * sum(len(a) > 4 for a, _ in pairs)
+    assert permuted[0] != permuted[1] or original[0] == original[1]
+
+    unigram = _by_language(prepare_data(project.run("unigram-target", 0))[0])
+    assert unigram[0] == original[0]
+    assert sum(a != b for a, b in zip(original[1], unigram[1], strict=True)) > 0.9 * len(
+        unigram[1])
+    assert all(min(ids[1:-1]) >= 2048 for ids in unigram[1] if len(ids) > 2)  # Fake's block
+
+    small = replace(project, train=replace(project.train, max_train_sentences=32))
+    run = small.run("permute-1;unigram-target;lang-id", 0)
+    model_dir = train_model(run, progress=False)  # the three together train
+    assert read_done(model_dir)["modification"] == "permute-1;unigram-target;lang-id"

@@ -280,6 +280,12 @@ class Config:
                 "block its own specials; vocab.mode = 'joint' has one block for all languages "
                 "(valid with it: any modification without shift-special)"
             )
+        if recipe.language_sep and self.vocab.mode == VOCAB_JOINT:
+            raise mods.ModificationError(
+                f"modification {mods.canonical_name(modification)!r} gives each language its "
+                "own [SEP] in its own block; vocab.mode = 'joint' has one block for all "
+                "languages (valid with it: any modification without lang-id)"
+            )
         model = self.models[recipe.model_size]
         count = len(self.languages)
         if recipe.language_positions and count > 2:
@@ -353,6 +359,9 @@ class RunConfig:
             del relevant["languages"]
         if self.study.vocab.mode == VOCAB_MODES[0]:  # the default: as before it existed
             del relevant["vocab.mode"]
+        for field, default in mods.LATER_FIELDS.items():  # likewise for later recipe fields
+            if relevant[f"recipe.{field}"] == default:
+                del relevant[f"recipe.{field}"]
         relevant["data"] = data_hash
         blob = json.dumps(relevant, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -18,6 +18,7 @@ from transformers import PreTrainedTokenizerBase
 
 from multilab.data.inputs import Batch, InputEncoder, collate
 from multilab.data.parallel import disjoint_shares
+from multilab.data.transforms import bert_words, permute_word_order, unigram_sentences
 from multilab.data.vocab import SPECIAL_TOKENS
 from multilab.lab.modifications import Recipe
 
@@ -83,9 +84,9 @@ def training_examples(
     count = len(texts[0])
     if recipe.parallel:
         pairs = [(texts[lang][i], lang) for i in range(count) for lang in range(len(texts))]
-    elif by_language is None:
+    elif sentences:  # the sentence setup (its languages' ids may differ: seed 002 rewrites)
         half = count // 2
-        pairs = [(s, 0) for s in sentences[:half]] + [(s, 1) for s in sentences[half:]]
+        pairs = [(s, 0) for s in texts[0][:half]] + [(s, 1) for s in texts[1][half:]]
     else:
         shares = disjoint_shares(list(range(count)), len(texts), SHARES_SEED)
         pairs = [(texts[lang][i], lang) for lang, share in enumerate(shares) for i in share]
@@ -96,6 +97,36 @@ def training_examples(
         languages=[lang for _, lang in pairs],
         lengths=torch.tensor([len(e[0]) for e in encoded]),
     )
+
+
+#: Keys of the random streams of seed 002's pretraining-only rewrites (with the model seed
+#: and the language index): each language and each rewrite draws its own stream.
+PERMUTE_STREAM, UNIGRAM_STREAM = 2002_2, 2002_3
+
+
+def permuted_corpus(by_language: list[list[torch.Tensor]], p: float, seed: int
+                    ) -> list[list[torch.Tensor]]:
+    """Seed 002 §3.2.2 (``permute-p``): every sentence of every language with p·L/2 random
+    word-piece pairs swapped, drawn once per model seed (the same permutation every epoch,
+    as a corpus rewritten once before pretraining). Pretraining only: callers never pass
+    evaluation or fine-tuning data."""
+    if p == 0:
+        return by_language
+    return [
+        [permute_word_order(ids, p, generator) for ids in rows]
+        for generator, rows in (
+            (seeded_generator(seed, PERMUTE_STREAM, lang), rows)
+            for lang, rows in enumerate(by_language)
+        )
+    ]
+
+
+def unigram_lines(lines: list[str], seed: int, language: int) -> list[str]:
+    """Seed 002 §3.2.3 (``unigram-target``): each line replaced by as many words drawn from
+    the lines' own unigram distribution. Words are the BERT pipeline's (so Chinese counts
+    characters, as its tokenizer does), drawn once per model seed and language."""
+    words = [" ".join(bert_words(line)) for line in lines]
+    return unigram_sentences(words, seeded_generator(seed, UNIGRAM_STREAM, language))
 
 
 def mix_seed(*keys: int) -> int:

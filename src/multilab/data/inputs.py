@@ -6,8 +6,9 @@ and inv-order are applied identically wherever a model is run.
 A study has N languages, language ``i`` a block of ids starting at ``offsets[i]``
 (``data/layout.py``); English + Fake-English is N = 2 with offsets (0, V). Language 0 is the
 first listed, ``FAKE`` (1) the second, whatever it is: lang-pos gives language i positions
-``i·max_length …`` and segment id i, shift-special its own specials (its block's), inv-order
-inverts the second language's word order.
+``i·max_length …`` and segment id i, shift-special its own specials (its block's), lang-id
+its own [SEP] only (seed 002's language-identity marker), inv-order inverts the second
+language's word order.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ class InputEncoder:
             ids[1:-1] = ids[1:-1].flip(0)
         if self.offsets[language]:
             ids = to_block(ids, self.offsets[language], self.recipe.shift_special)
+            if self.recipe.language_sep:  # lang-id: this language's own [SEP] (its block's)
+                ids[-1] = SEP_ID + self.offsets[language]
         positions = torch.arange(len(ids))
         segments = torch.zeros_like(ids)
         if language and self.recipe.language_positions:

@@ -197,7 +197,9 @@ def check_modification(text: str, languages: tuple[Language, ...]) -> None:
       specials, no-parallel its own share of the verses);
     - inv-order inverts the word order of the *second* language (Fake-English in ``[3, fake]``,
       German in ``[3, s, i]``: seed 000 Table 3 row 3): at least two;
-    - knn-replace replaces a token by a neighbour in another language: at least two.
+    - knn-replace replaces a token by a neighbour in another language: at least two;
+    - lang-id marks each language's sentences with its own [SEP], unigram-target rewrites
+      every language but the first: at least two.
     """
     from multilab.lab.modifications import ModificationError, canonical_name, resolve_recipe
 
@@ -205,6 +207,7 @@ def check_modification(text: str, languages: tuple[Language, ...]) -> None:
     listed = ", ".join(language_keys(languages))
     name = canonical_name(text)
     between = (recipe.language_positions or recipe.shift_special or not recipe.parallel
-               or recipe.invert_fake or recipe.needs_knn)
+               or recipe.invert_fake or recipe.needs_knn or recipe.language_sep
+               or recipe.unigram_target)
     if between and len(languages) < 2:
         raise ModificationError(f"modification {name!r} acts between languages; [{listed}] has one")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,14 +268,21 @@ def _id_copy(language: Language) -> bool:
 
 
 def tokenized_verses(cfg: Config, lay: Layout, split: str, limit: int | None,
-                     max_length: int) -> tuple[list[list[torch.Tensor]], int]:
+                     max_length: int,
+                     rewrite: Callable[[int, list[str]], list[str]] | None = None,
+                     ) -> tuple[list[list[torch.Tensor]], int]:
     """Each language's wordpiece ids (its own tokenizer, no specials, cut to ``max_length -
-    2``) of the first ``limit`` verses of ``split``; verse i is row i in every language."""
+    2``) of the first ``limit`` verses of ``split``; verse i is row i in every language.
+
+    ``rewrite(language, lines)`` replaces a language's lines before tokenization (seed 002's
+    unigram corpus; pretraining only)."""
     _, texts = read_verse_table(cfg.paths.corpora / f"{split}.txt")
     tokenizers = {name: load_tokenizer(cfg.paths.vocab, name) for name in set(lay.tokenizers)}
     by_language, truncated = [], 0
-    for column, name in zip(lay.columns, lay.tokenizers, strict=True):
+    for language, (column, name) in enumerate(zip(lay.columns, lay.tokenizers, strict=True)):
         lines = texts[column][:limit] if limit else texts[column]
+        if rewrite is not None:
+            lines = rewrite(language, list(lines))
         ids = tokenizers[name](lines, add_special_tokens=False)["input_ids"]
         rows = []
         for row in ids:

@@ -1,7 +1,8 @@
 """The registry of modifications: each one declares what it changes, nothing else.
 
 A modification is a small declarative object: a name, a one-line description and the
-fields of a :class:`Recipe` it overrides. Combinations such as
+fields of a :class:`Recipe` it overrides. A :class:`Family` is the same with a number in
+its name (``permute-0.5``: seed 002's word-order permutation with p = 0.5). Combinations such as
 ``lang-pos;shift-special;no-random`` are the left-to-right merge of their parts; two
 parts that set the same field to different values are a conflict, never a silent
 override. To add an ablation, add one entry to ``REGISTRY`` (and, if the paper has one,
@@ -35,8 +36,12 @@ class Recipe:
     # corpus
     invert_fake: bool = False  # Fake-English word order reversed (training and evaluation)
     parallel: bool = True  # False: English from the first half, Fake-English from the second
+    # pretraining corpus only (never evaluation or fine-tuning): seed 002
+    permute: float = 0.0  # share p of each sentence's word-piece pairs swapped (§3.2.2)
+    unigram_target: bool = False  # every language but the first: unigram word draws (§3.2.3)
     # vocab / inputs
     shift_special: bool = False  # Fake-English gets its own [CLS], [SEP], [MASK], ...
+    language_sep: bool = False  # each language its own [SEP] (seed 002's [SEP-A], [SEP-B])
     language_positions: bool = False  # Fake-English: positions + max_length, segment id 1
     # masking
     replacement: Replacement = BERT_REPLACEMENT
@@ -81,6 +86,18 @@ REGISTRY: dict[str, Modification] = {
             {"replacement": (0.8, 0.2, 0.0, 0.0)},
         ),
         Modification(
+            "lang-id",
+            "seed 002's language-identity marker: each language ends its sentences with its "
+            "own [SEP] ([SEP-A], [SEP-B], ...); every other special stays shared",
+            {"language_sep": True},
+        ),
+        Modification(
+            "unigram-target",
+            "seed 002's unigram-frequency corpus: every language but the first pretrains on "
+            "words drawn from its own unigram distribution, sentence lengths kept",
+            {"unigram_target": True},
+        ),
+        Modification(
             "inv-order",
             "Fake-English word order inverted",
             {"invert_fake": True},
@@ -103,6 +120,82 @@ REGISTRY: dict[str, Modification] = {
         ),
     ]
 }
+
+#: Recipe fields added after models were trained, with their defaults: a fingerprint leaves
+#: a field out while it has its default, so those models keep their fingerprints.
+LATER_FIELDS: dict[str, Any] = {"permute": 0.0, "unigram_target": False, "language_sep": False}
+
+
+@dataclass(frozen=True)
+class Family:
+    """Modifications with a number in the name: ``<prefix>-<value>`` sets ``field`` to value.
+
+    The canonical spelling writes the value with ``:g`` (``permute-1.0`` is ``permute-1``),
+    so one model has one folder and one MLflow name.
+    """
+
+    prefix: str
+    description: str  # a format string with {value}
+    field: str
+    low: float
+    high: float
+    example: str
+
+    def valid(self) -> str:
+        return f"{self.prefix}-<p> with {self.low:g} <= p <= {self.high:g} (e.g. {self.example})"
+
+    def parse(self, part: str) -> float:
+        """The value of ``part`` (``permute-0.5`` → 0.5), or a one-line error."""
+        text = part[len(self.prefix) + 1:]
+        try:
+            value = float(text)
+        except ValueError:
+            raise ModificationError(
+                f"modification {part!r}: {text!r} is not a number; valid: {self.valid()}"
+            ) from None
+        if not self.low <= value <= self.high:
+            raise ModificationError(
+                f"modification {part!r}: p = {value:g} is outside [{self.low:g}, "
+                f"{self.high:g}]; valid: {self.valid()}"
+            )
+        return value
+
+    def modification(self, value: float) -> Modification:
+        return Modification(f"{self.prefix}-{value:g}", self.description.format(value=value),
+                            {self.field: value})
+
+
+FAMILIES: dict[str, Family] = {
+    f.prefix: f
+    for f in [
+        Family(
+            "permute",
+            "seed 002's word-order permutation: p·L/2 random word-piece pairs of each "
+            "pretraining sentence swapped, in every language, p = {value:g}",
+            "permute", 0.0, 1.0, "permute-0.5",
+        ),
+    ]
+}
+
+
+def _family_part(part: str) -> Modification | None:
+    """The modification a ``<prefix>-<value>`` part names, None if no family has the prefix."""
+    family = next((f for f in FAMILIES.values() if part.startswith(f"{f.prefix}-")), None)
+    return family.modification(family.parse(part)) if family else None
+
+
+def lookup(part: str) -> Modification:
+    """A registry entry or a family member, by its (canonical or not) name."""
+    if part in REGISTRY:
+        return REGISTRY[part]
+    found = _family_part(part)
+    if found is None:
+        raise ModificationError(
+            f"unknown modification {part!r}; valid: {valid_names()} "
+            f"or a paper ID ({', '.join(PAPER_IDS)})"
+        )
+    return found
+
 
 #: Paper (seed 000) model IDs of Tables 1 and 2 and the modification strings they denote.
 PAPER_IDS: dict[str, str] = {
@@ -140,12 +233,7 @@ def split_modification(text: str) -> list[str]:
     parts = [p.strip() for p in text.split(_SEPARATORS[0]) if p.strip()]
     if not parts:
         raise ModificationError(f"empty modification {text!r}; valid: {valid_names()}")
-    for part in parts:
-        if part not in REGISTRY:
-            raise ModificationError(
-                f"unknown modification {part!r}; valid: {valid_names()} "
-                f"or a paper ID ({', '.join(PAPER_IDS)})"
-            )
+    parts = [lookup(part).name for part in parts]  # family members in canonical spelling
     if len(set(parts)) != len(parts):
         raise ModificationError(f"modification {text!r} names a part twice")
     if "original" in parts and len(parts) > 1:
@@ -159,7 +247,7 @@ def resolve_recipe(text: str) -> Recipe:
     set_by: dict[str, str] = {}
     valid_fields = {f.name for f in fields(Recipe)}
     for part in split_modification(text):
-        for key, value in REGISTRY[part].changes.items():
+        for key, value in lookup(part).changes.items():
             if key not in valid_fields:  # a registry bug, caught by the tests
                 raise ModificationError(f"{part!r} changes unknown field {key!r}")
             if key in set_by and getattr(recipe, key) != value:
@@ -198,8 +286,8 @@ def paper_id(text: str) -> str | None:
 
 def describe(text: str) -> str:
     """Human-readable description joined from the parts."""
-    return "; ".join(REGISTRY[p].description for p in split_modification(text))
+    return "; ".join(lookup(p).description for p in split_modification(text))
 
 
 def valid_names() -> str:
-    return ", ".join(REGISTRY)
+    return ", ".join([*REGISTRY, *(f.valid() for f in FAMILIES.values())])

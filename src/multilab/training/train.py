@@ -43,9 +43,11 @@ from multilab.data.batches import (
     gradient_pieces,
     mask_tokens,
     mix_seed,
+    permuted_corpus,
     seeded_generator,
     tokenize_lines,
     training_examples,
+    unigram_lines,
 )
 from multilab.data.corpus import training_lines
 from multilab.data.inputs import InputEncoder
@@ -177,17 +179,37 @@ def study_encoder(run: RunConfig) -> InputEncoder:
 
 
 def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
-    """The training examples of ``run`` (every language of each sentence, or shares)."""
+    """The training examples of ``run`` (every language of each sentence, or shares).
+
+    Seed 002's corpus rewrites (``unigram-target``, ``permute-p``) happen here and only here:
+    the pretraining corpus, never the dev set or the downstream task.
+    """
     encoder = study_encoder(run)
-    cfg = run.study
+    cfg, recipe = run.study, run.recipe
+
+    def unigram(language: int, lines: list[str]) -> list[str]:
+        return unigram_lines(lines, run.seed, language) if language else lines
+
+    rewrite = unigram if recipe.unigram_target else None
     if cfg.verses:
         by_language, truncated = tokenized_verses(
-            cfg, layout(cfg), "train", cfg.train.max_train_sentences, cfg.train.max_length)
-        examples = training_examples([], run.recipe, encoder, by_language)
+            cfg, layout(cfg), "train", cfg.train.max_train_sentences, cfg.train.max_length,
+            rewrite)
+        by_language = permuted_corpus(by_language, recipe.permute, run.seed)
+        examples = training_examples([], recipe, encoder, by_language)
         return TrainingData(examples, truncated), encoder
     tokenizer = load_tokenizer(cfg.paths.vocab)
-    sentences, truncated = tokenize_lines(training_lines(cfg), tokenizer, encoder)
-    return TrainingData(training_examples(sentences, run.recipe, encoder), truncated), encoder
+    lines = training_lines(cfg)
+    sentences, truncated = tokenize_lines(lines, tokenizer, encoder)
+    by_language = None
+    if rewrite is not None or recipe.permute:
+        by_language = [sentences] + [
+            tokenize_lines(rewrite(lang, lines), tokenizer, encoder)[0] if rewrite else sentences
+            for lang in range(1, encoder.languages)
+        ]
+        by_language = permuted_corpus(by_language, recipe.permute, run.seed)
+    examples = training_examples(sentences, recipe, encoder, by_language)
+    return TrainingData(examples, truncated), encoder
 
 
 def load_knn_table(run: RunConfig) -> torch.Tensor | None:
