@@ -44,6 +44,27 @@ def test_transform_of_another_listed_language() -> None:
     assert editions_of(langs) == ("3", "s")
 
 
+def test_a_text_transform_may_name_an_unlisted_edition() -> None:
+    """Seed 002's enfake-es is Spanish and unicode-shifted English, without English; an id
+    transform (fake) copies a listed language's block, so its base must be listed."""
+    langs = parse_languages(["v", "enfake:3"])
+    assert langs == (Language("v"), Language("3", "enfake"))
+    assert language_keys(langs) == ["v", "enfake:3"] and editions_of(langs) == ("v", "3")
+    with pytest.raises(LanguageError, match="'fake:3' transforms '3', which is not a listed"):
+        parse_languages(["v", "fake:3"])
+    with pytest.raises(LanguageError, match="'enfake:zz' transforms 'zz', which is not a"):
+        parse_languages(["v", "enfake:zz"])
+
+
+def test_a_reordering_reads_keys_as_the_study_spells_them() -> None:
+    """``downstream --languages``: any order of the study's languages, a transform first."""
+    study = parse_languages(["v", "enfake:3"])
+    again = parse_languages("enfake:3,v", study_first="v")
+    assert again == (study[1], study[0])
+    assert language_keys(again, "v") == ["enfake:3", "v"]
+    assert parse_languages("fake,3", study_first="3") == (Language("3", "fake"), Language("3"))
+
+
 def test_canonical_keys_round_trip() -> None:
     langs = parse_languages(["3", "s", "fake:3", "enfake:s"])
     assert language_keys(langs) == ["3", "s", "fake", "enfake:s"]

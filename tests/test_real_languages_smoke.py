@@ -258,3 +258,30 @@ def test_modifications_act_per_language_on_three_blocks(tmp_path: Path) -> None:
                    for k in range(3)]
     assert [len(v) for v in by_language] == [3, 3, 3]
     assert sorted(v for share in by_language for v in share) == list(range(10, 19))
+
+
+@pytest.mark.slow  # corpus, vocab, a 4-step model and a 64-verse fine-tune
+def test_seed_002_table_1_enfake_pair(built_project: Path, tmp_path: Path, one_thread: None,
+                                      capsys) -> None:
+    """Seed 002 Table 1's enfake-X: ``[s, enfake:3]`` is X and unicode-shifted English, without
+    English itself; ``downstream --languages enfake:3,s`` fine-tunes on enfake and tests X
+    zero-shot. The seed-002 modifications train on it together."""
+    (tmp_path / "data").symlink_to(built_project / "data")
+    modification = "lang-id;permute-0.5;unigram-target"
+    settings = _settings(tmp_path, "[s,enfake:3]", modification=modification)
+    cfg = config_of(settings)
+    assert cfg.languages == ("s", "enfake:3")
+    model_dir = str(cfg.paths.model_dir(modification, 0))
+    for command in (["corpus", "build"], ["vocab"],
+                    ["train", "--modification", modification, "--seed", "0"],
+                    ["downstream", model_dir, "--languages", "enfake:3,s"]):
+        assert main(cli_args(settings, *command)) == 0, (command, capsys.readouterr().err)
+    _, texts = read_verse_table(cfg.paths.corpora / "train.txt")
+    assert list(texts) == ["s", "enfake:3"]
+    assert not set("".join(texts["enfake:3"][:50])) & set("abcdefghijklmnopqrstuvwxyz")
+    blocks = json.loads((cfg.paths.vocab / "blocks.json").read_text())["blocks"]
+    assert [(b["language"], b["offset"]) for b in blocks] == [("s", 0), ("enfake:3", 2048)]
+    record = json.loads(next((cfg.paths.artifacts / "downstream").rglob("seed0.json")
+                             ).read_text())
+    assert record["languages"] == ["enfake:3", "s"] and record["labels"] == ["en-enfake", "de"]
+    assert 0.0 <= record["test"]["de"]["accuracy"] <= 1.0

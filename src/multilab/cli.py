@@ -258,7 +258,8 @@ def cmd_downstream(args: argparse.Namespace) -> None:
     from multilab.evaluation.downstream import downstream_and_record
 
     cfg = _config(args)
-    languages = parse_languages(args.languages) if args.languages else None
+    languages = (parse_languages(args.languages, cfg.language_list[0].edition)
+                 if args.languages else None)
     out = args.out and Path(args.out)
     record = downstream_and_record(cfg, Path(args.model_dir), languages, out)
     scores = ", ".join(f"{label} {record['test'][label]['accuracy']:.3f}"
@@ -393,8 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("downstream", help="zero-shot book-group classification of a model "
                        "directory: fine-tune on the first language, test on every language")
     p.add_argument("model_dir")
-    p.add_argument("--languages", help="the study's languages, e.g. 3,fake (default: the "
-                   "study's)")
+    p.add_argument("--languages", help="some of the study's languages as the study spells "
+                   "them, the first fine-tuned on, e.g. 3,fake or s,3 or enfake:3,s (default: "
+                   "the study's)")
     p.add_argument("--out", help="JSON file for the results (default: artifacts/downstream/...)")
     p.set_defaults(func=cmd_downstream)
 

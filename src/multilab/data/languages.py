@@ -4,9 +4,11 @@ A study lists its languages, e.g. ``[3, fake]`` (today's English + Fake-English)
 ``[3, s, i]`` (English, German, Hindi: seed 000 §5's trio). Each entry is
 
 - an **edition** code of the Bible DB (:data:`multilab.data.bible.EDITIONS`), or
-- a **transform** of a listed edition: ``<transform>`` alone transforms the *first* language
+- a **transform** of an edition: ``<transform>`` alone transforms the *first* language
   (``fake`` = seed 000's id-shifted copy of it), ``<transform>:<code>`` a named one
-  (``enfake:s`` = seed 002's unicode-shifted copy of the German edition).
+  (``enfake:s`` = seed 002's unicode-shifted copy of the German edition). An id transform's
+  edition must be listed (it copies that language's block); a text transform's need not
+  (``[v, enfake:3]``: seed 002's enfake-es).
 
 Why data and not code paths: Fake-English is then one transform among several (the registry
 :data:`TRANSFORMS`), and a study on N languages is the same objects as one on two. Adding a
@@ -136,18 +138,25 @@ def _entry(value: object) -> str:
     return str(value).strip()
 
 
-def parse_languages(values: Iterable[object] | str) -> tuple[Language, ...]:
+def parse_languages(values: Iterable[object] | str, study_first: str | None = None
+                    ) -> tuple[Language, ...]:
     """The languages of a list such as ``[3, fake]``, ``[3, s, i]`` or ``"3,s,enfake:s"``.
 
     One-line :class:`LanguageError` for an empty list, an unknown edition or transform, a
-    language listed twice, a first language that is a transform, and a transform whose base
-    is not a listed edition (transforms of transforms are not supported).
+    language listed twice, a first language that is a transform, and an id transform
+    (``fake``) whose base is not a listed edition (transforms of transforms are not
+    supported). A text transform may name any edition (``[v, enfake:3]``: Spanish and
+    unicode-shifted English, without English itself).
+
+    ``study_first`` reads a reordering of a study's list (``downstream --languages``) in the
+    study's spelling: keys are relative to the study's first edition, and the list may start
+    with a transform (``enfake:3,v`` fine-tunes on enfake).
     """
     entries = [_entry(v) for v in (values.split(",") if isinstance(values, str) else values)]
     entries = [e for e in entries if e]
     if not entries:
         raise LanguageError(f"the language list is empty; list at least one: {valid_entries()}")
-    first = entries[0]
+    first = entries[0] if study_first is None else study_first
     if first not in EDITIONS:
         if first.split(_BASE_SEPARATOR)[0] in TRANSFORMS:
             raise LanguageError(
@@ -155,7 +164,7 @@ def parse_languages(values: Iterable[object] | str) -> tuple[Language, ...]:
                 f"edition code ({', '.join(EDITIONS)})"
             )
         raise LanguageError(f"unknown language {first!r}; valid: {valid_entries()}")
-    listed = {e for e in entries if e in EDITIONS}
+    listed = {e for e in entries if e in EDITIONS} | {first}
     languages: list[Language] = []
     for entry in entries:
         if entry in EDITIONS:
@@ -165,7 +174,11 @@ def parse_languages(values: Iterable[object] | str) -> tuple[Language, ...]:
             if name not in TRANSFORMS:
                 raise LanguageError(f"unknown language {entry!r}; valid: {valid_entries()}")
             base = base.strip() if sep else first
-            if base not in listed:
+            # a text transform is a language of its own (its own text, its own vocabulary):
+            # its base need not be in the study (seed 002's enfake-es is [v, enfake:3]); an
+            # id transform copies a listed language's block, so that language must be listed
+            if base not in listed and not (TRANSFORMS[name].acts_on == "text"
+                                           and sep and base in EDITIONS):
                 raise LanguageError(
                     f"{entry!r} transforms {base!r}, which is not a listed edition; "
                     f"listed editions: {', '.join(sorted(listed))}"
@@ -179,9 +192,12 @@ def parse_languages(values: Iterable[object] | str) -> tuple[Language, ...]:
     return tuple(languages)
 
 
-def language_keys(languages: tuple[Language, ...]) -> list[str]:
-    """The canonical list spelling (``parse_languages(language_keys(x)) == x``)."""
-    return [lang.key(languages[0].edition) for lang in languages]
+def language_keys(languages: tuple[Language, ...], study_first: str | None = None
+                  ) -> list[str]:
+    """The canonical list spelling (``parse_languages(language_keys(x)) == x``); with
+    ``study_first``, as the study whose first edition that is spells them."""
+    first = languages[0].edition if study_first is None else study_first
+    return [lang.key(first) for lang in languages]
 
 
 def editions_of(languages: Iterable[Language]) -> tuple[str, ...]:

@@ -112,7 +112,7 @@ def language_inputs(cfg: Config, languages: Sequence[Language]) -> list[Language
     """
     study = cfg.language_list
     lay = layout(cfg)
-    listed = ", ".join(language_keys(tuple(languages)))
+    listed = ", ".join(language_keys(tuple(languages), study[0].edition))
     numbers = {lang: number for number, lang in enumerate(study)}
     first = cfg.corpus.train_edition
     readable = (f"[{first}] or [{first}, fake]" if not cfg.verses
@@ -125,7 +125,7 @@ def language_inputs(cfg: Config, languages: Sequence[Language]) -> list[Language
             number = None  # one vocabulary: English must come first, its fake copy second
         if number is None:
             raise UserError(
-                f"language {lang.key(languages[0].edition)!r} ({lang.name}) at place "
+                f"language {lang.key(study[0].edition)!r} ({lang.name}) at place "
                 f"{place + 1} of [{listed}] has no vocabulary block in this study's models "
                 f"(languages [{', '.join(cfg.languages)}]); valid: {readable}"
             )
@@ -359,7 +359,7 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
         raise UserError(f"fine-tuning {model_dir} gave non-finite metrics {bad}; lower "
                         "downstream.lr or check the model")
     return {
-        "languages": language_keys(tuple(languages)),
+        "languages": language_keys(tuple(languages), cfg.language_list[0].edition),
         "labels": [labels[lang] for lang in languages],
         "settings": asdict(settings) | {"seed": seed},
         "verses": {"train": len(train), "dev": len(dev), "test": len(tests[first.language])},
