@@ -222,6 +222,26 @@ def cmd_probe(args: argparse.Namespace) -> None:
         print(f"all: {args.out}")
 
 
+def cmd_translate(args: argparse.Namespace) -> None:
+    """Seed 004's unsupervised token translation of a finished lab model (α × layer sweep)."""
+    from multilab.evaluation.token_translation import translate_and_record
+
+    cfg = _config(args)
+    try:
+        alphas = tuple(float(a) for a in args.alphas.split(",") if a.strip())
+    except ValueError:
+        raise UserError(f"--alphas {args.alphas!r}: need numbers > 0, e.g. 1,2,3") from None
+    record, folder = translate_and_record(cfg, Path(args.model_dir), args.source, args.target,
+                                          args.sentences, alphas,
+                                          Path(args.out) if args.out else None)
+    best, plain = record["best"], record["unshifted"]
+    print(f"{record['source']} -> {record['target']}, {record['sentences']} sentences: best "
+          f"convert rate {best['convert_rate']:.3f} (alpha {best['alpha']:g}, layer "
+          f"{best['layer']}; BLEU-1 {best['bleu1']:.3f}); unshifted {plain['convert_rate']:.3f} "
+          f"(BLEU-1 {plain['bleu1']:.3f})")
+    print(f"heat maps and JSON: {folder}")
+
+
 def cmd_train(args: argparse.Namespace) -> None:
     cfg = _config(args)
     run = cfg.run(args.modification, args.seed)  # a bad value fails before seconds of imports
@@ -390,6 +410,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verses", type=int, default=1000, help="dev verses (Old Testament)")
     p.add_argument("--out", help="JSON file for the results")
     p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("translate", help="seed 004's unsupervised token translation: the "
+                       "mean difference shift added at each layer, convert rate and BLEU-1")
+    p.add_argument("model_dir")
+    p.add_argument("--source", required=True, help="a study language, e.g. 3")
+    p.add_argument("--target", required=True, help="another, e.g. fake or s")
+    p.add_argument("--sentences", type=int, default=1000, help="dev sentences (verses)")
+    p.add_argument("--alphas", default="1,2,3", help="shift scales (default 1,2,3)")
+    p.add_argument("--out", help="folder for the JSON and the heat maps (default: "
+                   "reports/translation/<model>-<source>-<target>/)")
+    p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("downstream", help="zero-shot book-group classification of a model "
                        "directory: fine-tune on the first language, test on every language")
