@@ -222,6 +222,54 @@ def cmd_probe(args: argparse.Namespace) -> None:
         print(f"all: {args.out}")
 
 
+def cmd_similarity(args: argparse.Namespace) -> None:
+    """Seed 003 §5: two independently trained models, layer by layer, on parallel verses."""
+    from multilab import tracking
+    from multilab.data.bible import check_edition
+    from multilab.data.parallel import read_edition
+    from multilab.evaluation.model_similarity import (
+        MEASURES,
+        compare_models,
+        similarity_figure,
+    )
+    from multilab.evaluation.probe import probe_verses
+
+    cfg = _config(args)
+    editions = [code.strip() for code in args.languages.split(",") if code.strip()]
+    if len(editions) != 2:
+        raise UserError(f"--languages {args.languages}: name two editions, model A's then "
+                        "model B's, e.g. 3,l")
+    for code in editions:
+        check_edition(code)
+    if args.verses < 4:
+        raise UserError(f"--verses {args.verses}: must be >= 4 (half learn the map, half test)")
+    verses = {code: read_edition(code, cfg.paths.data) for code in dict.fromkeys(editions)}
+    ids = probe_verses(verses, list(dict.fromkeys(editions)), args.verses)
+    texts = [[dict(verses[code])[vid] for vid in ids] for code in editions]
+    record = compare_models(Path(args.model_a), Path(args.model_b), texts[0], texts[1])
+    record["editions"] = editions
+    folder = Path(args.out) if args.out else (
+        cfg.paths.reports / "similarity" / f"{editions[0]}-{editions[1]}")
+    experiment_id = tracking.connect(cfg.paths, tracking.similarity_experiment(cfg.profile))
+    with tracking.run(experiment_id, name=f"{editions[0]}-vs-{editions[1]}",
+                      tags={"model_a": args.model_a, "model_b": args.model_b,
+                            **tracking.source_tags()}):
+        tracking.log_params({"editions": ",".join(editions), "verses": record["verses"]})
+        for measure in MEASURES:
+            for layer, (trained, floor) in enumerate(zip(
+                    record["trained"][measure], record["untrained"][measure], strict=True)):
+                tracking.log_metrics({measure: trained, f"{measure}_untrained": floor},
+                                     step=layer)
+            tracking.log_artifact(similarity_figure(record, measure, folder / f"{measure}.png"),
+                                  "figures")
+    write_json(folder / "similarity.json", record)
+    for measure in MEASURES:
+        values = " ".join(f"{v:.2f}" for v in record["trained"][measure])
+        floor = " ".join(f"{v:.2f}" for v in record["untrained"][measure])
+        print(f"{measure} by layer: {values}\n  untrained: {floor}")
+    print(f"figures and JSON: {folder}")
+
+
 def cmd_translate(args: argparse.Namespace) -> None:
     """Seed 004's unsupervised token translation of a finished lab model (α × layer sweep)."""
     from multilab.evaluation.token_translation import translate_and_record
@@ -410,6 +458,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verses", type=int, default=1000, help="dev verses (Old Testament)")
     p.add_argument("--out", help="JSON file for the results")
     p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("similarity", help="seed 003 §5: two models on parallel verses, layer "
+                       "by layer (verse retrieval after an orthogonal map, linear CKA)")
+    p.add_argument("model_a")
+    p.add_argument("model_b")
+    p.add_argument("--languages", required=True, help="model A's edition, then model B's, "
+                   "e.g. 3,l")
+    p.add_argument("--verses", type=int, default=1000, help="Old Testament verses (default 1000)")
+    p.add_argument("--out", help="folder for the JSON and figures (default: "
+                   "reports/similarity/<a>-<b>/)")
+    p.set_defaults(func=cmd_similarity)
 
     p = sub.add_parser("translate", help="seed 004's unsupervised token translation: the "
                        "mean difference shift added at each layer, convert rate and BLEU-1")

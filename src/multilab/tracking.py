@@ -209,6 +209,11 @@ def word_order_experiment(profile: str) -> str:
     return f"multilab-{profile}-word-order"
 
 
+def similarity_experiment(profile: str) -> str:
+    """Where ``multilab similarity`` logs: a comparison of two models, no model's own run."""
+    return f"multilab-{profile}-similarity"
+
+
 def _check_server(uri: str) -> None:
     try:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as response:

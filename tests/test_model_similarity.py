@@ -1,0 +1,99 @@
+"""`multilab similarity` (seed 003 §5): two models on parallel verses, layer by layer, beside
+the same measures on untrained models of their shapes. Tiny untrained BERTs suffice to check
+the wiring: a twin edition (King James vs KJV2000) is more similar than German."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+from multilab import tracking
+from multilab.cli import main
+from multilab.config import Paths
+from multilab.data.parallel import read_edition
+from multilab.data.vocab import save_tokenizer, train_wordpiece
+from multilab.evaluation.model_similarity import compare_models
+from tests.helpers import cli_args
+
+EDITIONS = ("k", "2", "s")
+
+
+def _tiny(out: Path, texts: list[str], seed: int, layers: int = 2) -> Path:
+    save_tokenizer(train_wordpiece(texts, 1200, exact=False), out)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=1200, hidden_size=32, num_hidden_layers=layers,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=130)
+    BertForMaskedLM(config).save_pretrained(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    verses = {code: [text for _, text in read_edition(code)[:2000]] for code in EDITIONS}
+    root = tmp_path_factory.mktemp("similarity")
+    return {"english": _tiny(root / "en", verses["k"] + verses["2"], 1),
+            "german": _tiny(root / "de", verses["s"], 2),
+            "deep": _tiny(root / "deep", verses["s"], 3, layers=3)}
+
+
+def _verses(code: str, count: int) -> list[str]:
+    return [text for _, text in read_edition(code)[:count]]
+
+
+def test_curves_per_layer_with_an_untrained_floor(models: dict[str, Path]) -> None:
+    twin = compare_models(models["english"], models["english"], _verses("k", 80),
+                          _verses("2", 80))
+    other = compare_models(models["english"], models["german"], _verses("k", 80),
+                           _verses("s", 80))
+    for record in (twin, other):
+        assert record["layers"] == [0, 1, 2] and record["verses"] == 80
+        for kind in ("trained", "untrained"):
+            for measure in ("sentence_retrieval", "cka"):
+                assert len(record[kind][measure]) == 3
+                assert all(0.0 <= v <= 1.0 + 1e-9 for v in record[kind][measure])
+    # one model reading two near-identical editions: near-identical verse vectors
+    assert min(twin["trained"]["cka"]) > 0.9 and twin["trained"]["sentence_retrieval"][0] > 0.9
+    assert other["trained"]["sentence_retrieval"][0] < twin["trained"]["sentence_retrieval"][0]
+
+
+def _settings(tmp_path: Path) -> list[str]:
+    return ["profile=smoke", f"paths.reports={tmp_path / 'reports'}",
+            f"paths.mlruns={tmp_path / 'mlruns'}"]
+
+
+def test_command_writes_figures_json_and_an_mlflow_run(models: dict[str, Path], tmp_path: Path,
+                                                       capsys) -> None:
+    args = ["similarity", str(models["english"]), str(models["german"]), "--languages", "k,s",
+            "--verses", "40"]
+    assert main(cli_args(_settings(tmp_path), *args)) == 0, capsys.readouterr().err
+    folder = tmp_path / "reports" / "similarity" / "k-s"
+    record = json.loads((folder / "similarity.json").read_text())
+    assert record["editions"] == ["k", "s"] and record["verses"] == 40
+    for name in ("sentence_retrieval.png", "cka.png"):
+        assert (folder / name).read_bytes()[:4] == b"\x89PNG"
+    assert "cka by layer:" in capsys.readouterr().out
+    runs = tracking.search_runs(Paths(mlruns=tmp_path / "mlruns"),
+                                tracking.similarity_experiment("smoke"))
+    assert runs["status"].tolist() == ["FINISHED"]
+    assert runs.iloc[0]["metrics.cka"] == pytest.approx(record["trained"]["cka"][-1])
+
+
+@pytest.mark.parametrize(("which", "extra", "says"), [
+    ("german", ["--languages", "k"], "name two editions"),
+    ("german", ["--languages", "k,x"], "unknown Bible edition 'x'"),
+    ("german", ["--languages", "k,s", "--verses", "3"], "--verses 3: must be >= 4"),
+    ("deep", ["--languages", "k,s"], "has 2 layers and"),
+])
+def test_bad_input_is_one_line_exit_2(models: dict[str, Path], tmp_path: Path, capsys,
+                                      which: str, extra: list[str], says: str) -> None:
+    verses = [] if "--verses" in extra else ["--verses", "40"]
+    args = ["similarity", str(models["english"]), str(models[which]), *extra, *verses]
+    assert main(cli_args(_settings(tmp_path), *args)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("multilab: error: ") and "\n" not in err and says in err, err
+    assert not (tmp_path / "reports").exists()
