@@ -73,7 +73,7 @@ def cmd_vocab(args: argparse.Namespace) -> None:
         info = build_verse_vocab(cfg)
     else:
         info = build_vocab(read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size,
-                           cfg.paths.vocab)
+                           cfg.paths.vocab, cfg.vocab.unit)
     print(f"vocabulary written to {cfg.paths.vocab}: {info}")
 
 

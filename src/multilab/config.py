@@ -113,6 +113,9 @@ class VocabConfig:
     #: real languages: ``separate`` (a WordPiece per language, disjoint ids: seed 000 §5) or
     #: ``joint`` (one WordPiece over all of them, shared ids: mBERT-style, seeds 002/003)
     mode: str = "separate"
+    #: the unit below the word (seed 002 Table 10): ``wordpiece`` (the lab's default), ``word``
+    #: (the most frequent words, others [UNK]) or ``char`` (every character of the corpus)
+    unit: str = "wordpiece"
 
 
 @dataclass(frozen=True)
@@ -359,6 +362,8 @@ class RunConfig:
             del relevant["languages"]
         if self.study.vocab.mode == VOCAB_MODES[0]:  # the default: as before it existed
             del relevant["vocab.mode"]
+        if self.study.vocab.unit == VOCAB_UNITS[0]:  # likewise
+            del relevant["vocab.unit"]
         for field, default in mods.LATER_FIELDS.items():  # likewise for later recipe fields
             if relevant[f"recipe.{field}"] == default:
                 del relevant[f"recipe.{field}"]
@@ -371,6 +376,8 @@ class RunConfig:
 #: (seed, step), so when curves are measured, logged or checkpointed does not matter.
 #: ``vocab.mode``: the first is the default (multilingual_vocab.SEPARATE, JOINT)
 VOCAB_MODES = ("separate", "joint")
+#: ``vocab.unit``: the first is the default (data/vocab.py's train_tokens)
+VOCAB_UNITS = ("wordpiece", "word", "char")
 #: ``spaces.seed_dictionary``: the first is the default (the paper's unsupervised start)
 SEED_DICTIONARIES = ("none", "silver")
 #: ``word_order.editions``: every edition of the Bible DB
@@ -878,6 +885,8 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
     vocab = _build(VocabConfig, merged.get("vocab"), "vocab")
     if vocab.mode not in VOCAB_MODES:
         raise UserError(f"vocab.mode = {vocab.mode!r}; valid: {', '.join(VOCAB_MODES)}")
+    if vocab.unit not in VOCAB_UNITS:
+        raise UserError(f"vocab.unit = {vocab.unit!r}; valid: {', '.join(VOCAB_UNITS)}")
     if vocab.mode == VOCAB_JOINT and languages == (corpus.train_edition, "fake"):
         raise UserError(
             f"vocab.mode = 'joint' needs real languages; [{', '.join(languages)}] has one "

@@ -216,10 +216,14 @@ def build_verse_vocab(cfg: Config) -> dict[str, int]:
     train = {lang: texts[column] for lang, column in columns.items()}
     sizes = {lang: block_size([w for t in train[lang] for w in bert_words(t)], cfg.vocab.size)
              for lang in columns}
+    unit = cfg.vocab.unit
+    if unit != "wordpiece":  # word and char vocabularies: their size is the corpus's
+        sizes = {}
     if cfg.vocab.mode == JOINT:  # as many ids as the separate blocks: the same model size
-        blocks = build_blocks(languages, train, sum(sizes.values()), mode=JOINT)
+        blocks = build_blocks(languages, train, sum(sizes.values()) or cfg.vocab.size,
+                              mode=JOINT, unit=unit)
     else:
-        blocks = build_blocks(languages, train, cfg.vocab.size, sizes=sizes)
+        blocks = build_blocks(languages, train, cfg.vocab.size, sizes=sizes, unit=unit)
     index = {lang: i for i, lang in enumerate(languages)}
     for block in blocks:
         if block.tokenizer_of == block.language:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from multilab.data.languages import TRANSFORMS, Language
-from multilab.data.vocab import FAKE_PREFIX, SPECIAL_TOKENS, train_wordpiece
+from multilab.data.vocab import FAKE_PREFIX, SPECIAL_TOKENS, train_tokens
 
 SEPARATE = "separate"
 JOINT = "joint"
@@ -81,6 +81,7 @@ def build_blocks(
     size: int,
     mode: str = SEPARATE,
     sizes: Mapping[Language, int] | None = None,
+    unit: str = "wordpiece",
 ) -> tuple[Block, ...]:
     """Train the WordPiece vocabularies of a study and lay out their id blocks.
 
@@ -89,15 +90,15 @@ def build_blocks(
     ``size`` tokens (``vocab.train_wordpiece``: deterministic, a UserError when the corpus is
     too small), a ``fake`` block the size of its base. ``sizes`` gives a language its own
     size instead (``layout.block_size``); such a block may come out smaller, when WordPiece has
-    no merge left before it (Chinese: every ideograph is a word).
+    no merge left before it (Chinese: every ideograph is a word). ``unit`` (``vocab.unit``)
+    picks word or character vocabularies instead (``vocab.train_tokens``).
     """
     if mode not in (SEPARATE, JOINT):
         raise ValueError(f"unknown vocabulary mode {mode!r}; valid: {SEPARATE}, {JOINT}")
     trained: dict[Language, tuple[str, ...]] = {}
 
     def tokens_of(texts: list[str], own: int | None = None) -> tuple[str, ...]:
-        tokenizer = train_wordpiece(texts, own or size, exact=own is None)
-        return tuple(tokenizer.id_to_token(i) for i in range(tokenizer.get_vocab_size()))
+        return tuple(train_tokens(texts, own or size, unit, exact=own is None))
 
     own = [lang for lang in languages if not _is_id_copy(lang)]
     if mode == JOINT:

@@ -76,6 +76,40 @@ def train_wordpiece(sentences: list[str], size: int, exact: bool = True) -> Toke
     return tokenizer
 
 
+def train_tokens(sentences: list[str], size: int, unit: str = "wordpiece",
+                 exact: bool = True) -> list[str]:
+    """A vocabulary of the corpus in id order, specials at 0–4, for ``vocab.unit``.
+
+    - ``wordpiece``: :func:`train_wordpiece` of ``size`` tokens;
+    - ``word`` (seed 002 Table 10): the most frequent words, as many as the paper's 100k word
+      vocabulary stands to its 60k word-pieces (5/3 × ``size``), at most every word of the
+      corpus (the Bible's New Testament has fewer: then every train word is in and only
+      unseen words are ``[UNK]``);
+    - ``char``: every character of the corpus, word-initial and ``##``-internal (``size`` is
+      not used: the corpus fixes it).
+
+    Every one is saved as a WordPiece vocabulary (:func:`_save_bert_tokenizer`): a word list
+    without ``##`` pieces is a word-level tokenizer there (an unknown word is one ``[UNK]``).
+    """
+    from multilab.data.tokenizers import (
+        build_char_tokenizer,
+        build_word_tokenizer,
+        paper_word_vocab_size,
+        word_counts,
+    )
+
+    if unit == "wordpiece":
+        tokenizer = train_wordpiece(sentences, size, exact)
+    elif unit == "word":
+        words = len(word_counts(sentences)) + len(SPECIAL_TOKENS)
+        tokenizer = build_word_tokenizer(sentences, min(paper_word_vocab_size(size), words))
+    elif unit == "char":
+        tokenizer = build_char_tokenizer(sentences)
+    else:
+        raise UserError(f"vocab.unit = {unit!r}; valid: wordpiece, word, char")
+    return [tokenizer.id_to_token(i) for i in range(tokenizer.get_vocab_size())]
+
+
 def _save_bert_tokenizer(tokens: list[str], out_dir: Path) -> None:
     """A fast tokenizer over exactly ``tokens`` (ids = positions), saved for AutoTokenizer."""
     vocab = {token: i for i, token in enumerate(tokens)}
@@ -107,15 +141,16 @@ def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:
     write_text(out_dir / "vocab.txt", "".join(t + "\n" for t in tokens))
 
 
-def build_vocab(sentences: list[str], size: int, out_dir: Path) -> dict[str, int]:
-    """Train the English WordPiece and write both tokenizer folders under ``out_dir``."""
-    wordpiece = train_wordpiece(sentences, size)
-    english = [wordpiece.id_to_token(i) for i in range(size)]
+def build_vocab(sentences: list[str], size: int, out_dir: Path, unit: str = "wordpiece"
+                ) -> dict[str, int]:
+    """Train the English vocabulary (:func:`train_tokens`) and write both tokenizer folders
+    under ``out_dir``."""
+    english = train_tokens(sentences, size, unit)
     if tuple(english[: len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
         raise UserError(f"special tokens not at ids 0-4: {english[:5]}")
     _save_bert_tokenizer(english, out_dir / ENGLISH_DIR)
     _save_bert_tokenizer(english + fake_tokens(english), out_dir / BILINGUAL_DIR)
-    return {"english_size": size, "bilingual_size": 2 * size}
+    return {"english_size": len(english), "bilingual_size": 2 * len(english)}
 
 
 def fake_tokens(english: list[str]) -> list[str]:

@@ -1,0 +1,75 @@
+"""Seed 002 Table 10: `vocab.unit: word | char` beside the WordPiece default, for the
+sentence setup (English + Fake-English) and for real languages; train, evaluate and the
+downstream task follow the tokenization because they all read the built vocabulary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from multilab.cli import main
+from multilab.data.vocab import SPECIAL_TOKENS, load_tokenizer, train_tokens
+from tests.helpers import cli_args, config_of
+
+LINES = ["In the beginning God made the heaven and the earth .",
+         "And the earth was waste and without form ;", "God saw the light ."]
+
+
+def test_word_and_char_units_on_a_tiny_corpus() -> None:
+    words = train_tokens(LINES, 2048, "word")
+    assert tuple(words[:5]) == SPECIAL_TOKENS and words[5] == "the"  # most frequent first
+    assert len(words) == 5 + len(set(" ".join(LINES).split()))  # capped: every word, no more
+    assert len(train_tokens(LINES, 6, "word")) == 10  # 5/3 x 6 = 10: the paper's ratio
+    chars = train_tokens(LINES, 2048, "char")
+    assert "G" in chars and "##o" in chars and not any(len(t.lstrip("#")) > 1
+                                                       for t in chars[5:])
+    assert train_tokens(LINES, 2048, "char") == chars  # deterministic
+
+
+def _settings(root: Path, built: Path, languages: str, unit: str) -> list[str]:
+    (root / "data").symlink_to(built / "data")
+    values = {"profile": "smoke", "languages": languages, "study": "[original]",
+              "seeds": "[0]", "vocab.unit": unit,
+              **{f"paths.{n}": root / n for n in ("data", "artifacts", "reports", "metrics",
+                                                  "mlruns")},
+              "corpus.dev_sentences": 200, "train.max_train_sentences": 64,
+              "train.eval_points": "[]", "evaluate.dev_sentences": 100,
+              "downstream.epochs": 1, "downstream.max_train_verses": 32,
+              "downstream.max_test_verses": 32}
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+@pytest.mark.slow  # corpus, vocab, a 2-step model and its evaluation, twice
+@pytest.mark.parametrize(("languages", "unit"), [("[3,fake]", "char"), ("[3,s]", "word")])
+def test_a_study_trains_and_evaluates_on_word_or_char_units(
+        built_project: Path, tmp_path: Path, one_thread: None, capsys,
+        languages: str, unit: str) -> None:
+    settings = _settings(tmp_path, built_project, languages, unit)
+    cfg = config_of(settings)
+    model = str(cfg.paths.model_dir("original", 0))
+    commands = [["corpus", "build"], ["vocab"], ["train", "--modification", "original",
+                                                  "--seed", "0"], ["evaluate", model]]
+    if languages != "[3,fake]":
+        commands.append(["downstream", model])
+    for command in commands:
+        assert main(cli_args(settings, *command)) == 0, (command, capsys.readouterr().err)
+    if unit == "char":
+        tokenizer = load_tokenizer(cfg.paths.vocab)
+        assert tokenizer.tokenize("Jesus") == ["J", "##e", "##s", "##u", "##s"]
+        assert len(tokenizer) < 200
+    else:
+        tokenizer = load_tokenizer(cfg.paths.vocab, "language-0")
+        assert tokenizer.tokenize("Jesus said") == ["Jesus", "said"]
+        assert tokenizer.tokenize("Jesusx") == ["[UNK]"]  # an unseen word: one [UNK]
+        assert len(tokenizer) > 1000
+    metrics = json.loads(cfg.paths.eval_file("original", 0).read_text())["metrics"]
+    assert metrics["eval_sentences"] == 100
+
+
+def test_an_unknown_unit_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    settings = [f"paths.{n}={tmp_path / n}" for n in ("artifacts", "mlruns")]
+    assert main(cli_args([*settings, "vocab.unit=bpe"], "check")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "multilab: error: vocab.unit = 'bpe'; valid: wordpiece, word, char"
