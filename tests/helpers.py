@@ -104,6 +104,19 @@ def link_project(built_project: Path, root: Path) -> Path:
     return root
 
 
+def tracked_smoke_model(built_project: Path, root: Path) -> Config:
+    """A project in ``root`` with a finished smoke model (original, seed 0, 128 sentences)
+    tracked in its MLflow store: what commands that read a trained model need."""
+    from multilab.training.train import train_model
+
+    cfg = smoke_config(link_project(built_project, root),
+                       train={"max_train_sentences": 128, "eval_points": []})
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    with one_torch_thread():
+        train_model(cfg.run("original", 0), experiment_id=experiment, progress=False)
+    return cfg
+
+
 def cli_settings(root: Path, **extra: object) -> list[str]:
     """``--set`` values: smoke profile, every path in ``root``, a short checkpointed run."""
     values: dict[str, object] = {

@@ -45,16 +45,14 @@ from multilab.evaluation.downstream import (
 )
 from multilab.lab.modifications import resolve_recipe
 from multilab.reporting.report import build_report
-from multilab.training.train import train_model
 from tests.helpers import (
     PARAMS,
     cli_args,
     fake_run,
-    link_project,
-    one_torch_thread,
     run_statuses,
     saved_weights,
     smoke_config,
+    tracked_smoke_model,
 )
 
 ENGLISH_FAKE = parse_languages(["3", "fake"])
@@ -63,12 +61,7 @@ ENGLISH_FAKE = parse_languages(["3", "fake"])
 @pytest.fixture(scope="module")
 def trained(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Config:
     """A smoke model of 128 sentences (8 steps), tracked in the project's MLflow store."""
-    root = link_project(built_project, tmp_path_factory.mktemp("downstream"))
-    cfg = smoke_config(root, train={"max_train_sentences": 128, "eval_points": []})
-    experiment = tracking.connect(cfg.paths, cfg.experiment)
-    with one_torch_thread():
-        train_model(cfg.run("original", 0), experiment_id=experiment, progress=False)
-    return cfg
+    return tracked_smoke_model(built_project, tmp_path_factory.mktemp("downstream"))
 
 
 def _model(cfg: Config) -> Path:

@@ -14,19 +14,13 @@ from multilab.cli import main
 from multilab.config import Config
 from multilab.errors import UserError
 from multilab.evaluation.token_translation import pair_numbers, token_translation
-from multilab.training.train import train_model
-from tests.helpers import cli_args, link_project, one_torch_thread, run_statuses, smoke_config
+from tests.helpers import cli_args, run_statuses, tracked_smoke_model
 
 
 @pytest.fixture(scope="module")
 def trained(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Config:
     """A smoke model of 128 sentences, tracked in the project's MLflow store."""
-    root = link_project(built_project, tmp_path_factory.mktemp("translate"))
-    cfg = smoke_config(root, train={"max_train_sentences": 128, "eval_points": []})
-    experiment = tracking.connect(cfg.paths, cfg.experiment)
-    with one_torch_thread():
-        train_model(cfg.run("original", 0), experiment_id=experiment, progress=False)
-    return cfg
+    return tracked_smoke_model(built_project, tmp_path_factory.mktemp("translate"))
 
 
 def _cli(cfg: Config, *command: str) -> int:
