@@ -153,3 +153,67 @@ def test_solver_rejects_zero_heads_in_one_line() -> None:
     with pytest.raises(ValueError) as excinfo:
         solve_hidden_size(BERT_SMALL_COUNT, 12, 0, 4096, 256)
     assert "num_attention_heads=0" in one_line_error(excinfo)
+
+
+# --------------------------------------------------------------------------- the studies
+
+
+def _study(**evaluate: object):
+    from multilab.config import load_config
+    from tests.helpers import PARAMS
+
+    return load_config(PARAMS, {"evaluate": evaluate} if evaluate else {})
+
+
+@pytest.mark.parametrize(("modification", "layers", "heads", "hidden"), [
+    ("depth-1", 1, 1, 142), ("depth-4", 4, 1, 97), ("depth-24", 24, 1, 48),
+    ("heads-2", 12, 2, 64), ("depth-4;heads-4", 4, 4, 96),
+])
+def test_depth_and_heads_keep_the_parameter_count(modification: str, layers: int, heads: int,
+                                                  hidden: int) -> None:
+    """Seed 002 Tables 4–5 at the lab's scale: the small model (12 × 64, one head, 4,096
+    ids: 886,976 parameters) reshaped, the count within 5 %."""
+    cfg = _study(layers="all")
+    model = cfg.run(modification, 0).model
+    assert (model.num_hidden_layers, model.num_attention_heads, model.hidden_size) == (
+        layers, heads, hidden)
+    assert model.intermediate_size == 4 * hidden
+    count = parameter_count(BertShape(hidden, layers, heads, 4096, 256)).total
+    assert abs(count - 886_976) / 886_976 < 0.05
+    original = cfg.run("original", 0).model
+    assert (original.hidden_size, original.num_hidden_layers) == (64, 12)  # untouched
+
+
+def test_unreachable_shapes_and_missing_layers_fail_in_one_line() -> None:
+    from multilab.lab.modifications import ModificationError
+
+    cfg = _study(layers="all")
+    with pytest.raises(ModificationError, match="no BERT with 12 layers and 24 heads") as err:
+        cfg.run("heads-24", 0)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ModificationError, match=r"evaluate.layers = \[0, 8\] asks for layer 8"):
+        _study().run("depth-4", 0)
+    with pytest.raises(ModificationError, match="'x' is not an integer"):
+        cfg.run("depth-x", 0)
+    with pytest.raises(ModificationError, match="n = 0 is outside"):
+        cfg.run("heads-0", 0)
+
+
+@pytest.mark.slow  # a 2-layer smoke model trained and evaluated on its own layers
+def test_a_shallow_model_trains_and_evaluates_every_layer(built_project, tmp_path) -> None:
+    import json
+
+    from multilab.evaluation.evaluate import evaluate_and_record
+    from multilab.training.train import train_model
+    from tests.helpers import link_project, one_torch_thread, smoke_config
+
+    cfg = smoke_config(link_project(built_project, tmp_path), evaluate={"layers": "all"},
+                       train={"max_train_sentences": 64, "eval_points": []})
+    run = cfg.run("depth-2", 0)
+    with one_torch_thread():
+        model_dir = train_model(run, progress=False)
+        record = evaluate_and_record(cfg, model_dir)
+    config = json.loads((model_dir / "config.json").read_text())
+    assert config["num_hidden_layers"] == 2 and config["hidden_size"] == run.model.hidden_size
+    assert {"align_f1.l0", "align_f1.l1", "align_f1.l2"} <= set(record["metrics"])
+    assert "align_f1.l8" not in record["metrics"]

@@ -262,6 +262,42 @@ class Config:
             return self.spaces.knn_k
         return 5 if self.verses else 1
 
+    def _reshaped(self, model: ModelConfig, recipe: mods.Recipe, modification: str
+                  ) -> ModelConfig:
+        """Seed 002 §3.3: another depth or head count at the model size's parameter count.
+
+        The count is the lab's ``BertForMaskedLM`` (tied decoder) with the study's nominal
+        vocabulary (``vocab.size`` per language: a large-alphabet block may be bigger) and
+        its position table; the hidden size is the multiple of the heads nearest to it,
+        intermediate 4 × hidden (seed 002), within 5 % or a one-line error.
+        """
+        from multilab.training.architecture import BertShape, parameter_count, solve_hidden_size
+
+        vocab = self.vocab.size * len(self.languages)
+        reference = parameter_count(BertShape(
+            model.hidden_size, model.num_hidden_layers, model.num_attention_heads, vocab,
+            model.max_position_embeddings, max(2, len(self.languages)),
+            model.intermediate_size)).total
+        layers = recipe.layers or model.num_hidden_layers
+        heads = recipe.heads or model.num_attention_heads
+        try:
+            shape = solve_hidden_size(reference, layers, heads, vocab,
+                                      model.max_position_embeddings,
+                                      type_vocab_size=max(2, len(self.languages)))
+        except ValueError as err:
+            raise mods.ModificationError(
+                f"modification {mods.canonical_name(modification)!r}: {err}") from None
+        reshaped = replace(model, hidden_size=shape.hidden_size,
+                           intermediate_size=shape.intermediate, num_hidden_layers=layers,
+                           num_attention_heads=heads)
+        deepest = max(self.evaluate.layers) if self.evaluate.layers != ALL_LAYERS else 0
+        if deepest > layers:
+            raise mods.ModificationError(
+                f"modification {mods.canonical_name(modification)!r} has {layers} layers but "
+                f"evaluate.layers = {list(self.evaluate.layers)} asks for layer {deepest}; "
+                f"valid: evaluate.layers = all (each model its own), or layers <= {layers}")
+        return reshaped
+
     def run(self, modification: str, seed: int) -> RunConfig:
         """The fully resolved configuration of one model, validated as a whole (the seed, the
         modification's parts and whether they apply to the languages, its model's sizes)."""
@@ -297,6 +333,8 @@ class Config:
             needed = count * self.train.max_length
             model = replace(model, max_position_embeddings=max(
                 model.max_position_embeddings, needed))
+        if recipe.layers or recipe.heads:
+            model = self._reshaped(model, recipe, modification)
         _check_run(recipe, model, self.train, recipe.model_size, modification)
         return RunConfig(
             study=self,

@@ -43,6 +43,9 @@ class Recipe:
     shift_special: bool = False  # Fake-English gets its own [CLS], [SEP], [MASK], ...
     language_sep: bool = False  # each language its own [SEP] (seed 002's [SEP-A], [SEP-B])
     language_positions: bool = False  # Fake-English: positions + max_length, segment id 1
+    # model shape at a fixed parameter count (seed 002 §3.3): 0 = the model size's own
+    layers: int = 0  # Transformer layers; the hidden size is solved (config.Config.run)
+    heads: int = 0  # attention heads; likewise
     # masking
     replacement: Replacement = BERT_REPLACEMENT
     # model
@@ -123,7 +126,8 @@ REGISTRY: dict[str, Modification] = {
 
 #: Recipe fields added after models were trained, with their defaults: a fingerprint leaves
 #: a field out while it has its default, so those models keep their fingerprints.
-LATER_FIELDS: dict[str, Any] = {"permute": 0.0, "unigram_target": False, "language_sep": False}
+LATER_FIELDS: dict[str, Any] = {"permute": 0.0, "unigram_target": False, "language_sep": False,
+                                "layers": 0, "heads": 0}
 
 
 @dataclass(frozen=True)
@@ -140,22 +144,29 @@ class Family:
     low: float
     high: float
     example: str
+    integer: bool = False  # a count (layers, heads): written and parsed as an integer
+
+    @property
+    def symbol(self) -> str:
+        return "n" if self.integer else "p"
 
     def valid(self) -> str:
-        return f"{self.prefix}-<p> with {self.low:g} <= p <= {self.high:g} (e.g. {self.example})"
+        return (f"{self.prefix}-<{self.symbol}> with {self.low:g} <= {self.symbol} <= "
+                f"{self.high:g} (e.g. {self.example})")
 
     def parse(self, part: str) -> float:
         """The value of ``part`` (``permute-0.5`` → 0.5), or a one-line error."""
         text = part[len(self.prefix) + 1:]
         try:
-            value = float(text)
+            value = int(text) if self.integer else float(text)
         except ValueError:
+            kind = "an integer" if self.integer else "a number"
             raise ModificationError(
-                f"modification {part!r}: {text!r} is not a number; valid: {self.valid()}"
+                f"modification {part!r}: {text!r} is not {kind}; valid: {self.valid()}"
             ) from None
         if not self.low <= value <= self.high:
             raise ModificationError(
-                f"modification {part!r}: p = {value:g} is outside [{self.low:g}, "
+                f"modification {part!r}: {self.symbol} = {value:g} is outside [{self.low:g}, "
                 f"{self.high:g}]; valid: {self.valid()}"
             )
         return value
@@ -173,6 +184,18 @@ FAMILIES: dict[str, Family] = {
             "seed 002's word-order permutation: p·L/2 random word-piece pairs of each "
             "pretraining sentence swapped, in every language, p = {value:g}",
             "permute", 0.0, 1.0, "permute-0.5",
+        ),
+        Family(
+            "depth",
+            "seed 002 Table 4: {value:g} Transformer layers, the hidden size solved so that "
+            "the parameter count stays the model size's (intermediate = 4 x hidden)",
+            "layers", 1, 48, "depth-4", integer=True,
+        ),
+        Family(
+            "heads",
+            "seed 002 Table 5: {value:g} attention heads, the hidden size solved so that the "
+            "parameter count stays the model size's (a multiple of the heads)",
+            "heads", 1, 64, "heads-2", integer=True,
         ),
     ]
 }
