@@ -112,5 +112,5 @@ def test_depth_and_heads_families_are_integers() -> None:
     assert mods.resolve_recipe("depth-4").layers == 4
     assert mods.resolve_recipe("heads-2;depth-1").heads == 2
     assert mods.canonical_name("depth-04") == "depth-4"
-    with pytest.raises(mods.ModificationError, match="'2.5' is not an integer"):
+    with pytest.raises(mods.ModificationError, match=r"'2\.5' is not an integer"):
         mods.resolve_recipe("depth-2.5")
