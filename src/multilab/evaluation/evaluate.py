@@ -264,11 +264,11 @@ def evaluate_model(
                                 train_sentences)
     tokenizer = load_tokenizer(cfg.paths.vocab)
     encoder = InputEncoder(run.recipe, len(tokenizer), cfg.train.max_length)
-    dev_lines = _dev_lines(cfg.paths.corpora / "dev.txt", dev_sentences or ev.dev_sentences)
+    dev_text = dev_lines(cfg.paths.corpora / "dev.txt", dev_sentences or ev.dev_sentences)
     train_lines = training_lines(cfg)
     if train_sentences:
         train_lines = train_lines[:train_sentences]
-    dev, _ = tokenize_lines(dev_lines, tokenizer, encoder)
+    dev, _ = tokenize_lines(dev_text, tokenizer, encoder)
     train, _ = tokenize_lines(train_lines, tokenizer, encoder)
     was_training = model.training
     model.eval()
@@ -317,7 +317,7 @@ def _evaluate_verses(model: BertForMaskedLM, run: RunConfig, layers: tuple[int, 
     return results
 
 
-def _dev_lines(path: Path, wanted: int) -> list[str]:
+def dev_lines(path: Path, wanted: int) -> list[str]:
     """The first ``wanted`` dev sentences; fewer is an error, not a smaller evaluation.
 
     Retrieval picks the twin of each sentence among all the others: P@1 over 200 candidates

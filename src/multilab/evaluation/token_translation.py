@@ -40,7 +40,7 @@ from multilab.data.languages import language_keys, parse_languages
 from multilab.data.layout import layout, tokenized_verses
 from multilab.data.vocab import SPECIAL_TOKENS, load_tokenizer
 from multilab.errors import UserError
-from multilab.evaluation.evaluate import _dev_lines, evaluation_device
+from multilab.evaluation.evaluate import dev_lines, evaluation_device
 from multilab.evaluation.mean_shift import (
     bleu1,
     convert_rate,
@@ -54,6 +54,7 @@ from multilab.evaluation.mean_shift import (
 from multilab.files import write_json
 from multilab.lab.modifications import file_stem
 from multilab.training.model_dir import read_done
+from multilab.training.train import study_encoder
 
 log = logging.getLogger(__name__)
 
@@ -77,18 +78,17 @@ def pair_numbers(cfg: Config, source: str, target: str) -> tuple[int, int]:
 
 def dev_rows(cfg: Config, run: RunConfig, count: int
              ) -> tuple[InputEncoder, list[list[torch.Tensor]], tuple[int, ...]]:
-    """The encoder, each language's wordpiece ids of the first ``count`` dev rows (row i
-    parallel in every language) and each language's block size."""
+    """The study's encoder (as training builds it), each language's wordpiece ids of the
+    first ``count`` dev rows (row i parallel in every language) and each language's block
+    size."""
+    lay = layout(cfg)
+    encoder = study_encoder(run)
     if cfg.verses:
-        lay = layout(cfg)
-        encoder = InputEncoder(run.recipe, lay.sizes[0], cfg.train.max_length, lay.offsets,
-                               lay.total)
         rows, _ = tokenized_verses(cfg, lay, "dev", count, cfg.train.max_length)
         return encoder, rows, lay.sizes
     tokenizer = load_tokenizer(cfg.paths.vocab)
-    encoder = InputEncoder(run.recipe, len(tokenizer), cfg.train.max_length)
-    ids, _ = tokenize_lines(_dev_lines(cfg.paths.corpora / "dev.txt", count), tokenizer, encoder)
-    return encoder, [ids, ids], (len(tokenizer), len(tokenizer))
+    ids, _ = tokenize_lines(dev_lines(cfg.paths.corpora / "dev.txt", count), tokenizer, encoder)
+    return encoder, [ids, ids], lay.sizes
 
 
 def _batches(encoder: InputEncoder, rows: Sequence[torch.Tensor], language: int
