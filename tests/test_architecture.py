@@ -184,6 +184,20 @@ def test_depth_and_heads_keep_the_parameter_count(modification: str, layers: int
     assert (original.hidden_size, original.num_hidden_layers) == (64, 12)  # untouched
 
 
+@pytest.mark.parametrize(("modification", "factor", "layers", "heads"), [
+    ("params-0.5", 0.5, 12, 1), ("params-2", 2.0, 12, 1), ("depth-4;heads-4;params-0.5", 0.5, 4, 4),
+])
+def test_params_scales_the_count_at_fixed_depth_and_heads(modification: str, factor: float,
+                                                         layers: int, heads: int) -> None:
+    """Seed 002 Table 6 (and Table 7's smaller, deeper models): the count times x at the
+    depth and heads given, the hidden size solved."""
+    model = _study(layers="all").run(modification, 0).model
+    assert (model.num_hidden_layers, model.num_attention_heads) == (layers, heads)
+    assert model.hidden_size % heads == 0 and model.intermediate_size == 4 * model.hidden_size
+    count = parameter_count(BertShape(model.hidden_size, layers, heads, 4096, 256)).total
+    assert abs(count - factor * 886_976) / (factor * 886_976) < 0.05
+
+
 def test_unreachable_shapes_and_missing_layers_fail_in_one_line() -> None:
     from multilab.lab.modifications import ModificationError
 
@@ -197,6 +211,9 @@ def test_unreachable_shapes_and_missing_layers_fail_in_one_line() -> None:
         cfg.run("depth-x", 0)
     with pytest.raises(ModificationError, match="n = 0 is outside"):
         cfg.run("heads-0", 0)
+    with pytest.raises(ModificationError, match=r"p = 0 is outside \[0.05, 20\]; valid: "
+                       "params-<p>"):
+        cfg.run("params-0", 0)
 
 
 @pytest.mark.slow  # a 2-layer smoke model trained and evaluated on its own layers

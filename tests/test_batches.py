@@ -13,6 +13,7 @@ from multilab.data.batches import (
     gradient_pieces,
     least_padding_cuts,
     mask_tokens,
+    next_sentence_pairs,
     permuted_corpus,
     seeded_generator,
     training_examples,
@@ -304,3 +305,62 @@ def test_batch_order_draws_each_epoch_from_the_seed() -> None:
     epoch_1 = bucketed_batches(lengths, 32, seed=5, epoch=1, chunk_batches=1)
     assert torch.equal(order(5), epoch_1[1]) and torch.equal(order(0), order(0))
     assert sorted(torch.cat([order(step) for step in range(4, 8)]).tolist()) == list(range(100))
+
+
+# --------------------------------------------------------------------------- nsp (seed 002)
+
+
+def test_next_sentence_pairs_are_half_true_next_and_never_mislabelled() -> None:
+    pairs = next_sentence_pairs(2000, seeded_generator(1, 2))
+    assert [first for first, _, _ in pairs] == list(range(2000))
+    assert all(second == first + 1 for first, second, label in pairs if label == 0)
+    assert all(second != first + 1 for first, second, label in pairs if label == 1)
+    assert pairs[-1][2] == 1  # the last sentence has no next one
+    share = sum(label == 0 for *_, label in pairs) / len(pairs)
+    assert 0.45 < share < 0.55
+    assert next_sentence_pairs(2000, seeded_generator(1, 2)) == pairs
+    assert next_sentence_pairs(2000, seeded_generator(1, 3)) != pairs
+
+
+def test_encode_pair_is_cls_a_sep_b_sep_with_segments_and_fits_max_length() -> None:
+    first, second = torch.tensor([11, 12, 13]), torch.tensor([21, 22])
+    ids, positions, segments, words = encoder("nsp").encode_pair(first, second, FAKE)
+    assert ids.tolist() == [CLS_ID, 11 + V, 12 + V, 13 + V, SEP_ID, 21 + V, 22 + V, SEP_ID]
+    assert segments.tolist() == [0, 0, 0, 0, 0, 1, 1, 1]
+    assert positions.tolist() == list(range(8))
+    assert words.tolist() == [False, True, True, True, False, True, True, False]
+    marked = encoder("nsp;lang-id").encode_pair(first, second, FAKE)[0]
+    assert marked[4] == marked[-1] == SEP_ID + V  # both [SEP]s the language's own
+    short = InputEncoder(resolve_recipe("nsp"), V, 10)
+    long_a, long_b = torch.arange(100, 108), torch.arange(200, 203)
+    cut_a, cut_b = short.truncate_pair(long_a, long_b)
+    assert (len(cut_a), len(cut_b)) == (4, 3)  # the longer one cut first
+    assert len(short.encode_pair(long_a, long_b, ENGLISH)[0]) == 10
+
+
+def test_nsp_examples_pair_sentences_of_one_language_only_when_asked() -> None:
+    """Pretraining passes ``nsp_seed``; evaluation (single sentences) does not."""
+    sentences = [torch.tensor([10 + i]) for i in range(8)] + [torch.tensor([], dtype=torch.long)]
+    recipe = resolve_recipe("nsp")
+    single = training_examples(sentences, recipe, encoder("nsp"))
+    assert single.next_sentence is None and len(single) == 16
+    pairs = training_examples(sentences, recipe, encoder("nsp"), nsp_seed=0)
+    assert len(pairs) == 16 and pairs.next_sentence is not None  # the empty one left out
+    for (ids, _, segments, _), language, label in zip(
+            pairs.encoded, pairs.languages, pairs.next_sentence.tolist(), strict=True):
+        a, b = int(ids[1]) - language * V, int(ids[3]) - language * V
+        assert segments.tolist() == [0, 0, 0, 1, 1]
+        assert (b == a + 1) == (label == 0)
+    batch = pairs.batch(torch.tensor([3, 0]))
+    assert batch.next_sentence.tolist() == [pairs.next_sentence[3], pairs.next_sentence[0]]
+    masked = mask_tokens(batch, encoder("nsp"), 0.15, (0.8, 0.1, 0.1), seeded_generator(0))
+    assert torch.equal(masked.next_sentence, batch.next_sentence)
+
+
+def test_nsp_with_a_one_sentence_corpus_fails_in_one_line() -> None:
+    from multilab.errors import UserError
+
+    with pytest.raises(UserError, match="needs at least two non-empty training sentences") as e:
+        training_examples([torch.tensor([5])], resolve_recipe("nsp"), encoder("nsp"),
+                          nsp_seed=0)
+    assert "\n" not in str(e.value)

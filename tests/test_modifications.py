@@ -108,6 +108,14 @@ def test_valid_names_list_the_families() -> None:
     assert "permute-<p>" in str(err.value) and "lang-id" in str(err.value)
 
 
+def test_nsp_and_the_params_family() -> None:
+    assert mods.resolve_recipe("nsp").next_sentence
+    assert not mods.resolve_recipe("original").next_sentence
+    assert mods.resolve_recipe("params-0.50;depth-4").size_factor == 0.5
+    assert mods.canonical_name("params-2.0") == "params-2"
+    assert "params-<p> with 0.05 <= p <= 20" in mods.valid_names()
+
+
 def test_depth_and_heads_families_are_integers() -> None:
     assert mods.resolve_recipe("depth-4").layers == 4
     assert mods.resolve_recipe("heads-2;depth-1").heads == 2

@@ -181,6 +181,9 @@ def _check_knn_replace(cfg: Config, settings: list[str], capsys) -> None:
     ("[3,s]", {"vocab.mode": "joint", "modification": "lang-id"},
      "'lang-id' gives each language its own [SEP]"),
     ("[3,s]", {"modification": "permute-1.5"}, "p = 1.5 is outside [0, 1]; valid: permute-<p>"),
+    ("[3,s]", {"modification": "nsp;lang-pos"},
+     "lang-pos gives segment ids to languages; nsp gives them to the two sentences"),
+    ("[3,s]", {"modification": "nsp;no-parallel"}, "no-parallel splits the verses"),
 ])
 def test_bad_languages_are_one_line_exit_2_nothing_written(
         tmp_path: Path, capsys, languages: str, extra: dict, says: str) -> None:
@@ -265,9 +268,9 @@ def test_seed_002_table_1_enfake_pair(built_project: Path, tmp_path: Path, one_t
                                       capsys) -> None:
     """Seed 002 Table 1's enfake-X: ``[s, enfake:3]`` is X and unicode-shifted English, without
     English itself; ``downstream --languages enfake:3,s`` fine-tunes on enfake and tests X
-    zero-shot. The seed-002 modifications train on it together."""
+    zero-shot. The seed-002 modifications (nsp's pairs included) train on it together."""
     (tmp_path / "data").symlink_to(built_project / "data")
-    modification = "lang-id;permute-0.5;unigram-target"
+    modification = "lang-id;nsp;permute-0.5;unigram-target"
     settings = _settings(tmp_path, "[s,enfake:3]", modification=modification)
     cfg = config_of(settings)
     assert cfg.languages == ("s", "enfake:3")

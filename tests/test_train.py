@@ -36,6 +36,26 @@ def test_fast_loss_equals_the_full_head_loss(project: Config) -> None:
     assert torch.allclose(fast, full, atol=1e-5)
 
 
+def test_nsp_adds_the_batch_mean_of_the_next_sentence_loss(project: Config) -> None:
+    """nsp's objective: the summed MLM loss plus weight × the summed NSP loss, where the
+    trainer's weight (selected tokens / rows) makes it MLM mean + NSP mean once divided."""
+    run = project.run("nsp", 0)
+    data, encoder = prepare_data(run)
+    assert data.examples.next_sentence is not None
+    model = build_model(run.model, 4096, 0, next_sentence=True).eval()
+    batch = data.examples.batch(torch.arange(32))
+    masked = mask_tokens(batch, encoder, 0.15, run.recipe.replacement, seeded_generator(0))
+    objective = MaskedLMObjective(model)
+    selected = len(masked.labels)
+    mlm = objective(masked.selected, masked.labels, **masked.inputs)
+    both = objective(masked.selected, masked.labels, next_sentence=masked.next_sentence,
+                     nsp_weight=selected / 32, **masked.inputs)
+    full = model(**masked.inputs, next_sentence_label=masked.next_sentence)  # HF's own head
+    nsp_mean = torch.nn.functional.cross_entropy(full.seq_relationship_logits,
+                                                 masked.next_sentence)
+    assert torch.allclose(both / selected, mlm / selected + nsp_mean, atol=1e-5)
+
+
 def test_smoke_training_learns_and_is_tracked(project: Config) -> None:
     cfg = project.__class__(**{**project.__dict__})
     run = cfg.run("lang-pos;shift-special", 0)
@@ -165,3 +185,29 @@ def test_seed_002_rewrites_touch_the_pretraining_corpus_only(project: Config) ->
     run = small.run("permute-1;unigram-target;lang-id", 0)
     model_dir = train_model(run, progress=False)  # the three together train
     assert read_done(model_dir)["modification"] == "permute-1;unigram-target;lang-id"
+
+
+def test_an_nsp_model_trains_saves_its_head_and_loads_as_a_masked_lm(project: Config) -> None:
+    """nsp trains ``BertForPreTraining`` (pooler + NSP head); its folder loads with
+    ``AutoModelForMaskedLM`` (the head left out), so evaluation reads it as any other model,
+    on single sentences. ``params-0.5`` trains with it (seed 002 Table 6's smaller model)."""
+    import json
+
+    from safetensors import safe_open
+
+    from multilab.evaluation.evaluate import evaluate_and_record
+
+    small = replace(project, train=replace(project.train, max_train_sentences=32))
+    run = small.run("nsp;params-0.5", 0)
+    assert run.model.hidden_size < 64
+    model_dir = train_model(run, progress=False)
+    assert json.loads((model_dir / "config.json").read_text())["architectures"] == [
+        "BertForPreTraining"]
+    with safe_open(str(model_dir / "model.safetensors"), "pt") as saved:
+        assert "cls.seq_relationship.weight" in set(saved.keys())
+    model = AutoModelForMaskedLM.from_pretrained(str(model_dir))
+    assert model.config.hidden_size == run.model.hidden_size
+    rows = (model_dir / "train_log.csv").read_text().splitlines()[1:]
+    assert all(float(r.split(",")[2]) > 0 for r in rows)
+    record = evaluate_and_record(small, model_dir)
+    assert 0.0 <= record["metrics"]["align_f1.l0"] <= 1.0

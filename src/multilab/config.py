@@ -264,7 +264,8 @@ class Config:
 
     def _reshaped(self, model: ModelConfig, recipe: mods.Recipe, modification: str
                   ) -> ModelConfig:
-        """Seed 002 §3.3: another depth or head count at the model size's parameter count.
+        """Seed 002 §3.3: another depth or head count at the model size's parameter count
+        (Tables 4-5), or another count (``params-<x>``: x times it, Tables 6-7).
 
         The count is the lab's ``BertForMaskedLM`` (tied decoder) with the study's nominal
         vocabulary (``vocab.size`` per language: a large-alphabet block may be bigger) and
@@ -278,6 +279,8 @@ class Config:
             model.hidden_size, model.num_hidden_layers, model.num_attention_heads, vocab,
             model.max_position_embeddings, max(2, len(self.languages)),
             model.intermediate_size)).total
+        if recipe.size_factor:
+            reference = round(reference * recipe.size_factor)
         layers = recipe.layers or model.num_hidden_layers
         heads = recipe.heads or model.num_attention_heads
         try:
@@ -333,7 +336,16 @@ class Config:
             needed = count * self.train.max_length
             model = replace(model, max_position_embeddings=max(
                 model.max_position_embeddings, needed))
-        if recipe.layers or recipe.heads:
+        if recipe.next_sentence and (recipe.language_positions or not recipe.parallel):
+            other = "lang-pos" if recipe.language_positions else "no-parallel"
+            why = ("gives segment ids to languages; nsp gives them to the two sentences of a "
+                   "pair" if recipe.language_positions else
+                   "splits the verses between languages; nsp's true next sentence would "
+                   "cross the split")
+            raise mods.ModificationError(
+                f"modification {mods.canonical_name(modification)!r}: {other} {why} "
+                "(valid with nsp: any modification without lang-pos and no-parallel)")
+        if recipe.layers or recipe.heads or recipe.size_factor:
             model = self._reshaped(model, recipe, modification)
         _check_run(recipe, model, self.train, recipe.model_size, modification)
         return RunConfig(

@@ -20,6 +20,7 @@ from multilab.data.inputs import Batch, InputEncoder, collate
 from multilab.data.parallel import disjoint_shares
 from multilab.data.transforms import bert_words, permute_word_order, unigram_sentences
 from multilab.data.vocab import SPECIAL_TOKENS
+from multilab.errors import UserError
 from multilab.lab.modifications import Recipe
 
 log = logging.getLogger(__name__)
@@ -52,13 +53,16 @@ class Examples:
     encoded: list[tuple[torch.Tensor, ...]]
     languages: list[int]
     lengths: torch.Tensor
+    next_sentence: torch.Tensor | None = None  # nsp: 0 = true next, 1 = random (per example)
 
     def __len__(self) -> int:
         return len(self.encoded)
 
     def batch(self, indices: torch.Tensor) -> Batch:
         idx = indices.tolist()
-        return collate([self.encoded[i] for i in idx], [self.languages[i] for i in idx])
+        labels = None if self.next_sentence is None else self.next_sentence[indices]
+        return collate([self.encoded[i] for i in idx], [self.languages[i] for i in idx],
+                       labels)
 
     def tokens(self) -> int:
         return int(self.lengths.sum())
@@ -71,7 +75,7 @@ SHARES_SEED = 0
 
 def training_examples(
     sentences: list[torch.Tensor], recipe: Recipe, encoder: InputEncoder,
-    by_language: list[list[torch.Tensor]] | None = None,
+    by_language: list[list[torch.Tensor]] | None = None, nsp_seed: int | None = None,
 ) -> Examples:
     """Parallel: every sentence in every language. no-parallel (seed 000 §3.3): English the
     first half only, Fake-English the second half only; real languages a seeded disjoint share
@@ -79,8 +83,12 @@ def training_examples(
 
     ``sentences`` are the ids of the sentence setup, the same in every language;
     ``by_language`` (real languages) each language's own ids of the same verses.
+    ``nsp_seed`` (pretraining under ``nsp`` only: evaluation reads single sentences) makes
+    sentence pairs instead (:func:`next_sentence_examples`, drawn from that seed).
     """
     texts = by_language if by_language is not None else [sentences] * encoder.languages
+    if nsp_seed is not None:
+        return next_sentence_examples(texts, encoder, nsp_seed)
     count = len(texts[0])
     if recipe.parallel:
         pairs = [(texts[lang][i], lang) for i in range(count) for lang in range(len(texts))]
@@ -101,7 +109,50 @@ def training_examples(
 
 #: Keys of the random streams of seed 002's pretraining-only rewrites (with the model seed
 #: and the language index): each language and each rewrite draws its own stream.
-PERMUTE_STREAM, UNIGRAM_STREAM = 2002_2, 2002_3
+PERMUTE_STREAM, UNIGRAM_STREAM, NEXT_SENTENCE_STREAM = 2002_2, 2002_3, 2002_5
+IS_NEXT, RANDOM_NEXT = 0, 1  # BertForPreTraining's next_sentence_label convention
+
+
+def next_sentence_pairs(count: int, generator: torch.Generator) -> list[tuple[int, int, int]]:
+    """(first, second, label) for each of ``count`` sentences in corpus order: its true next
+    sentence half of the time (never for the last one), otherwise a random one that is not
+    its next (seed 002 §3.4.1, BERT's NSP data)."""
+    heads = torch.rand(count, generator=generator) < 0.5
+    draws = torch.randint(0, max(1, count - 1), (count,), generator=generator).tolist()
+    pairs = []
+    for first in range(count):
+        has_next = first + 1 < count
+        if has_next and bool(heads[first]):
+            pairs.append((first, first + 1, IS_NEXT))
+            continue
+        second = draws[first]
+        if has_next and second >= first + 1:  # skip the true next
+            second += 1
+        pairs.append((first, second, RANDOM_NEXT))
+    return pairs
+
+
+def next_sentence_examples(texts: list[list[torch.Tensor]], encoder: InputEncoder, seed: int
+                           ) -> Examples:
+    """nsp: one pair per sentence of every language, both halves of one language
+    (:func:`next_sentence_pairs`, drawn once per model seed, each language its own stream).
+    Empty sentences are left out before pairing, so "next" is the next non-empty one."""
+    encoded, languages, labels = [], [], []
+    for lang, rows in enumerate(texts):
+        rows = [row for row in rows if len(row) > 0]
+        if len(rows) < 2:
+            raise UserError(
+                f"modification 'nsp' needs at least two non-empty training sentences per "
+                f"language; language {lang} has {len(rows)} (valid: a corpus of two or more "
+                "sentences, or a modification without nsp)")
+        generator = seeded_generator(seed, NEXT_SENTENCE_STREAM, lang)
+        for first, second, label in next_sentence_pairs(len(rows), generator):
+            encoded.append(encoder.encode_pair(rows[first], rows[second], lang))
+            languages.append(lang)
+            labels.append(label)
+    return Examples(encoded=encoded, languages=languages,
+                    lengths=torch.tensor([len(e[0]) for e in encoded]),
+                    next_sentence=torch.tensor(labels, dtype=torch.long))
 
 
 def permuted_corpus(by_language: list[list[torch.Tensor]], p: float, seed: int
@@ -258,6 +309,7 @@ class MaskedBatch:
     inputs: dict[str, torch.Tensor]
     selected: torch.Tensor  # bool [B, L]
     labels: torch.Tensor  # [N] true ids of the selected positions, row-major order
+    next_sentence: torch.Tensor | None = None  # nsp labels [B] (the batch's), else None
 
 
 def mask_tokens(
@@ -296,7 +348,8 @@ def mask_tokens(
     corrupted[selected] = replaced
     inputs = batch.model_inputs()
     inputs["input_ids"] = corrupted
-    return MaskedBatch(inputs=inputs, selected=selected, labels=labels)
+    return MaskedBatch(inputs=inputs, selected=selected, labels=labels,
+                       next_sentence=batch.next_sentence)
 
 
 def _knn_neighbours(

@@ -37,9 +37,12 @@ class Batch:
     token_type_ids: torch.Tensor
     word_mask: torch.Tensor
     languages: torch.Tensor
+    #: nsp: 0 where the second sentence of the pair is the true next one, 1 where random
+    #: (``BertForPreTraining``'s convention); None for single sentences
+    next_sentence: torch.Tensor | None = None
 
     def to(self, device: torch.device | str) -> Batch:
-        return Batch(**{k: v.to(device) for k, v in vars(self).items()})
+        return Batch(**{k: None if v is None else v.to(device) for k, v in vars(self).items()})
 
     def model_inputs(self) -> dict[str, torch.Tensor]:
         return {
@@ -100,6 +103,33 @@ class InputEncoder:
             segments = segments + language
         return ids, positions, segments, word_mask
 
+    def encode_pair(self, first: torch.Tensor, second: torch.Tensor, language: int
+                    ) -> tuple[torch.Tensor, ...]:
+        """nsp's input ``[CLS] A [SEP] B [SEP]`` of one language: segment id 0 for
+        ``[CLS] A [SEP]``, 1 for ``B [SEP]`` (BERT's pairs), each sentence as :meth:`encode`
+        makes it (block, own [SEP] under lang-id, inverted under inv-order), the longer one
+        cut first until the pair fits ``max_length``."""
+        first, second = self.truncate_pair(first, second)
+        ids_a, _, _, words_a = self.encode(first, language)
+        ids_b, _, _, words_b = self.encode(second, language)
+        ids = torch.cat([ids_a, ids_b[1:]])  # B without its [CLS]
+        segments = torch.cat([torch.zeros(len(ids_a), dtype=torch.long),
+                              torch.ones(len(ids_b) - 1, dtype=torch.long)])
+        return ids, torch.arange(len(ids)), segments, torch.cat([words_a, words_b[1:]])
+
+    def truncate_pair(self, first: torch.Tensor, second: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both sentences cut, the longer one first (BERT's ``truncate_seq_pair``), until the
+        pair and its three specials fit ``max_length``."""
+        budget = max(2, self.max_length - 3)
+        keep_a, keep_b = len(first), len(second)
+        while keep_a + keep_b > budget:
+            if keep_a >= keep_b:
+                keep_a -= 1
+            else:
+                keep_b -= 1
+        return first[:keep_a], second[:keep_b]
+
     def truncate(self, words: torch.Tensor) -> tuple[torch.Tensor, bool]:
         """Cut to ``max_length - 2`` wordpieces; report whether anything was cut."""
         limit = self.max_length - 2
@@ -124,8 +154,9 @@ class InputEncoder:
         return positions
 
 
-def collate(encoded: list[tuple[torch.Tensor, ...]], languages: list[int]) -> Batch:
-    """Right-pad pre-encoded sentences (``InputEncoder.encode`` outputs)."""
+def collate(encoded: list[tuple[torch.Tensor, ...]], languages: list[int],
+            next_sentence: torch.Tensor | None = None) -> Batch:
+    """Right-pad pre-encoded sentences (``InputEncoder.encode`` or ``encode_pair`` outputs)."""
     ids, positions, segments, words = zip(*encoded, strict=True)
     input_ids = pad_sequence(list(ids), batch_first=True, padding_value=PAD_ID)
     attention = pad_sequence(
@@ -138,4 +169,5 @@ def collate(encoded: list[tuple[torch.Tensor, ...]], languages: list[int]) -> Ba
         token_type_ids=pad_sequence(list(segments), batch_first=True, padding_value=0),
         word_mask=pad_sequence(list(words), batch_first=True, padding_value=False),
         languages=torch.tensor(languages, dtype=torch.long),
+        next_sentence=next_sentence,
     )

@@ -46,6 +46,9 @@ class Recipe:
     # model shape at a fixed parameter count (seed 002 §3.3): 0 = the model size's own
     layers: int = 0  # Transformer layers; the hidden size is solved (config.Config.run)
     heads: int = 0  # attention heads; likewise
+    size_factor: float = 0.0  # parameter count x this at the depth and heads (0 = x 1)
+    # objective
+    next_sentence: bool = False  # seed 002 §3.4.1: sentence pairs, BERT's NSP head and loss
     # masking
     replacement: Replacement = BERT_REPLACEMENT
     # model
@@ -101,6 +104,13 @@ REGISTRY: dict[str, Modification] = {
             {"unigram_target": True},
         ),
         Modification(
+            "nsp",
+            "seed 002's next-sentence prediction: each pretraining input a pair of sentences "
+            "of one language (the true next one half of the time, a random one otherwise) "
+            "with BERT's NSP head and loss beside MLM",
+            {"next_sentence": True},
+        ),
+        Modification(
             "inv-order",
             "Fake-English word order inverted",
             {"invert_fake": True},
@@ -127,7 +137,8 @@ REGISTRY: dict[str, Modification] = {
 #: Recipe fields added after models were trained, with their defaults: a fingerprint leaves
 #: a field out while it has its default, so those models keep their fingerprints.
 LATER_FIELDS: dict[str, Any] = {"permute": 0.0, "unigram_target": False, "language_sep": False,
-                                "layers": 0, "heads": 0}
+                                "layers": 0, "heads": 0, "size_factor": 0.0,
+                                "next_sentence": False}
 
 
 @dataclass(frozen=True)
@@ -196,6 +207,13 @@ FAMILIES: dict[str, Family] = {
             "seed 002 Table 5: {value:g} attention heads, the hidden size solved so that the "
             "parameter count stays the model size's (a multiple of the heads)",
             "heads", 1, 64, "heads-2", integer=True,
+        ),
+        Family(
+            "params",
+            "seed 002 Tables 6-7: {value:g} x the model size's parameter count at its depth and "
+            "heads (or those of depth-<n> / heads-<n>), the hidden size solved "
+            "(intermediate = 4 x hidden)",
+            "size_factor", 0.05, 20.0, "params-0.5",
         ),
     ]
 }

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 from torch.utils.checkpoint import checkpoint
-from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM
+from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM, BertForPreTraining
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from multilab.config import ModelConfig
@@ -68,11 +68,17 @@ def bert_config(model: ModelConfig, vocab_size: int, languages: int = 2) -> Bert
     )
 
 
-def build_model(model: ModelConfig, vocab_size: int, seed: int, languages: int = 2
-                ) -> BertForMaskedLM:
-    """A freshly initialised BERT whose weights depend only on ``seed``."""
+def build_model(model: ModelConfig, vocab_size: int, seed: int, languages: int = 2,
+                next_sentence: bool = False) -> BertForMaskedLM | BertForPreTraining:
+    """A freshly initialised BERT whose weights depend only on ``seed``.
+
+    ``next_sentence`` (nsp) adds BERT's pooler and NSP head (``BertForPreTraining``); its
+    saved folder still loads with ``AutoModelForMaskedLM`` (the NSP head is left out), so
+    evaluation never needs to know.
+    """
     torch.manual_seed(seed)
-    return BertForMaskedLM(bert_config(model, vocab_size, languages))
+    config = bert_config(model, vocab_size, languages)
+    return BertForPreTraining(config) if next_sentence else BertForMaskedLM(config)
 
 
 def load_model(model_dir: Path) -> BertForMaskedLM:
@@ -107,7 +113,7 @@ def selected_logits(
     """Vocabulary logits at the selected positions only ([N, V]): the MLM head where a loss
     is taken, not on every position as ``BertForMaskedLM.forward`` computes it."""
     hidden = model.bert(**inputs).last_hidden_state
-    return model.cls(hidden[selected])
+    return model.cls.predictions(hidden[selected])
 
 
 class MaskedLMObjective(torch.nn.Module):
@@ -129,21 +135,35 @@ class MaskedLMObjective(torch.nn.Module):
             layer._gradient_checkpointing_func = partial(checkpoint, use_reentrant=False)
 
     def forward(
-        self, selected: torch.Tensor, labels: torch.Tensor, **inputs: torch.Tensor
+        self, selected: torch.Tensor, labels: torch.Tensor,
+        next_sentence: torch.Tensor | None = None, nsp_weight: float = 0.0,
+        **inputs: torch.Tensor,
     ) -> torch.Tensor:
+        """The summed MLM loss, plus ``nsp_weight`` × the summed NSP loss of the rows when
+        ``next_sentence`` labels are given (nsp: the trainer's weight makes it the batch's
+        mean NSP loss once divided by the selected-token count, BERT's MLM + NSP)."""
+        nsp = (next_sentence, nsp_weight)
         if not self._recompute(inputs["input_ids"]):
-            return self._loss_sum(selected, labels, inputs)
+            return self._loss_sum(selected, labels, inputs, nsp)
         self._set_recompute(True)
         try:
-            return self._loss_sum(selected, labels, inputs)
+            return self._loss_sum(selected, labels, inputs, nsp)
         finally:
             self._set_recompute(False)
 
     def _loss_sum(
-        self, selected: torch.Tensor, labels: torch.Tensor, inputs: dict[str, torch.Tensor]
+        self, selected: torch.Tensor, labels: torch.Tensor, inputs: dict[str, torch.Tensor],
+        nsp: tuple[torch.Tensor | None, float],
     ) -> torch.Tensor:
-        logits = selected_logits(self.model, inputs, selected)
-        return F.cross_entropy(logits.float(), labels, reduction="sum")
+        out = self.model.bert(**inputs)
+        logits = self.model.cls.predictions(out.last_hidden_state[selected])
+        loss = F.cross_entropy(logits.float(), labels, reduction="sum")
+        next_sentence, weight = nsp
+        if next_sentence is not None:
+            nsp_logits = self.model.cls.seq_relationship(out.pooler_output)
+            loss = loss + weight * F.cross_entropy(nsp_logits.float(), next_sentence,
+                                                   reduction="sum")
+        return loss
 
     def _recompute(self, input_ids: torch.Tensor) -> bool:
         """Checkpoint this batch's layers? Only wide batches in training, never when compiled."""

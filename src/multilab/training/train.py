@@ -122,7 +122,8 @@ def train_model(
     batches = BatchOrder(data.examples.lengths, run.model.global_batch, run.seed,
                          run.study.train.bucket_chunk)
     plan = Plan.of(run, batches.steps_per_epoch)
-    model = build_model(run.model, encoder.total_size, run.seed, encoder.languages)
+    model = build_model(run.model, encoder.total_size, run.seed, encoder.languages,
+                        run.recipe.next_sentence)
     optimizer, scheduler = _optimizer_and_schedule(model, run, plan.total_steps)
     with training_lock(area.parent, model_dir) if main else contextlib.nullcontext():
         state = _resume(area, model_dir, fingerprint, model, optimizer, scheduler)
@@ -181,8 +182,9 @@ def study_encoder(run: RunConfig) -> InputEncoder:
 def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
     """The training examples of ``run`` (every language of each sentence, or shares).
 
-    Seed 002's corpus rewrites (``unigram-target``, ``permute-p``) happen here and only here:
-    the pretraining corpus, never the dev set or the downstream task.
+    Seed 002's corpus rewrites (``unigram-target``, ``permute-p``) and ``nsp``'s sentence
+    pairs happen here and only here: the pretraining corpus, never the dev set or the
+    downstream task.
     """
     encoder = study_encoder(run)
     cfg, recipe = run.study, run.recipe
@@ -191,12 +193,13 @@ def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
         return unigram_lines(lines, run.seed, language) if language else lines
 
     rewrite = unigram if recipe.unigram_target else None
+    nsp_seed = run.seed if recipe.next_sentence else None  # sentence pairs (seed 002 §3.4.1)
     if cfg.verses:
         by_language, truncated = tokenized_verses(
             cfg, layout(cfg), "train", cfg.train.max_train_sentences, cfg.train.max_length,
             rewrite)
         by_language = permuted_corpus(by_language, recipe.permute, run.seed)
-        examples = training_examples([], recipe, encoder, by_language)
+        examples = training_examples([], recipe, encoder, by_language, nsp_seed)
         return TrainingData(examples, truncated), encoder
     tokenizer = load_tokenizer(cfg.paths.vocab)
     lines = training_lines(cfg)
@@ -208,7 +211,7 @@ def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
             for lang in range(1, encoder.languages)
         ]
         by_language = permuted_corpus(by_language, recipe.permute, run.seed)
-    examples = training_examples(sentences, recipe, encoder, by_language)
+    examples = training_examples(sentences, recipe, encoder, by_language, nsp_seed)
     return TrainingData(examples, truncated), encoder
 
 
@@ -374,10 +377,15 @@ def _accumulate(
         if stand_in:
             selected = torch.zeros_like(selected)
             labels = labels[:0]
+        nsp = {}
+        if masked.next_sentence is not None:  # NSP's mean over the global batch's rows
+            rows_total = masked.selected.shape[0]
+            nsp = {"next_sentence": masked.next_sentence[piece].to(accelerator.device),
+                   "nsp_weight": 0.0 if stand_in else total / rows_total}
         sync = number == len(pieces) - 1
         with _maybe_no_sync(accelerator, objective, sync):
             with accelerator.autocast():
-                loss_sum = objective(selected, labels, **inputs)
+                loss_sum = objective(selected, labels, **nsp, **inputs)
             accelerator.backward(loss_sum / total * world)
         step_loss += float(loss_sum.detach()) / total
     return step_loss
