@@ -13,7 +13,6 @@ from multilab.data.batches import (
     gradient_pieces,
     least_padding_cuts,
     mask_tokens,
-    next_sentence_pairs,
     permuted_corpus,
     seeded_generator,
     training_examples,
@@ -311,15 +310,22 @@ def test_batch_order_draws_each_epoch_from_the_seed() -> None:
 
 
 def test_next_sentence_pairs_are_half_true_next_and_never_mislabelled() -> None:
+    from multilab.data.transforms import next_sentence_pairs
+
     pairs = next_sentence_pairs(2000, seeded_generator(1, 2))
-    assert [first for first, _, _ in pairs] == list(range(2000))
-    assert all(second == first + 1 for first, second, label in pairs if label == 0)
-    assert all(second != first + 1 for first, second, label in pairs if label == 1)
-    assert pairs[-1][2] == 1  # the last sentence has no next one
-    share = sum(label == 0 for *_, label in pairs) / len(pairs)
-    assert 0.45 < share < 0.55
-    assert next_sentence_pairs(2000, seeded_generator(1, 2)) == pairs
-    assert next_sentence_pairs(2000, seeded_generator(1, 3)) != pairs
+    first, second = pairs.first.tolist(), pairs.second.tolist()
+    labels = pairs.next_sentence_label.tolist()
+    assert first == list(range(1999))  # every sentence with a next one, once
+    triples = list(zip(first, second, labels, strict=True))
+    assert all(b == a + 1 for a, b, label in triples if label == 0)
+    assert all(b not in (a, a + 1) for a, b, label in triples if label == 1)
+    assert 0.45 < labels.count(0) / len(labels) < 0.55
+    again = next_sentence_pairs(2000, seeded_generator(1, 2))
+    assert torch.equal(again.second, pairs.second)
+    assert not torch.equal(next_sentence_pairs(2000, seeded_generator(1, 3)).second,
+                           pairs.second)
+    books = next_sentence_pairs(6, seeded_generator(0), documents=[1, 1, 1, 2, 2, 2])
+    assert books.first.tolist() == [0, 1, 3, 4]  # no true pair across a book
 
 
 def test_encode_pair_is_cls_a_sep_b_sep_with_segments_and_fits_max_length() -> None:
@@ -345,7 +351,7 @@ def test_nsp_examples_pair_sentences_of_one_language_only_when_asked() -> None:
     single = training_examples(sentences, recipe, encoder("nsp"))
     assert single.next_sentence is None and len(single) == 16
     pairs = training_examples(sentences, recipe, encoder("nsp"), nsp_seed=0)
-    assert len(pairs) == 16 and pairs.next_sentence is not None  # the empty one left out
+    assert len(pairs) == 14 and pairs.next_sentence is not None  # the empty one left out
     for (ids, _, segments, _), language, label in zip(
             pairs.encoded, pairs.languages, pairs.next_sentence.tolist(), strict=True):
         a, b = int(ids[1]) - language * V, int(ids[3]) - language * V
@@ -360,7 +366,8 @@ def test_nsp_examples_pair_sentences_of_one_language_only_when_asked() -> None:
 def test_nsp_with_a_one_sentence_corpus_fails_in_one_line() -> None:
     from multilab.errors import UserError
 
-    with pytest.raises(UserError, match="needs at least two non-empty training sentences") as e:
+    with pytest.raises(UserError, match="language 0's 1 non-empty training sentences: next-"
+                       "sentence prediction needs at least 3 sentences") as e:
         training_examples([torch.tensor([5])], resolve_recipe("nsp"), encoder("nsp"),
                           nsp_seed=0)
     assert "\n" not in str(e.value)

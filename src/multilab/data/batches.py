@@ -18,7 +18,12 @@ from transformers import PreTrainedTokenizerBase
 
 from multilab.data.inputs import Batch, InputEncoder, collate
 from multilab.data.parallel import disjoint_shares
-from multilab.data.transforms import bert_words, permute_word_order, unigram_sentences
+from multilab.data.transforms import (
+    bert_words,
+    next_sentence_pairs,
+    permute_word_order,
+    unigram_sentences,
+)
 from multilab.data.vocab import SPECIAL_TOKENS
 from multilab.errors import UserError
 from multilab.lab.modifications import Recipe
@@ -110,49 +115,32 @@ def training_examples(
 #: Keys of the random streams of seed 002's pretraining-only rewrites (with the model seed
 #: and the language index): each language and each rewrite draws its own stream.
 PERMUTE_STREAM, UNIGRAM_STREAM, NEXT_SENTENCE_STREAM = 2002_2, 2002_3, 2002_5
-IS_NEXT, RANDOM_NEXT = 0, 1  # BertForPreTraining's next_sentence_label convention
-
-
-def next_sentence_pairs(count: int, generator: torch.Generator) -> list[tuple[int, int, int]]:
-    """(first, second, label) for each of ``count`` sentences in corpus order: its true next
-    sentence half of the time (never for the last one), otherwise a random one that is not
-    its next (seed 002 §3.4.1, BERT's NSP data)."""
-    heads = torch.rand(count, generator=generator) < 0.5
-    draws = torch.randint(0, max(1, count - 1), (count,), generator=generator).tolist()
-    pairs = []
-    for first in range(count):
-        has_next = first + 1 < count
-        if has_next and bool(heads[first]):
-            pairs.append((first, first + 1, IS_NEXT))
-            continue
-        second = draws[first]
-        if has_next and second >= first + 1:  # skip the true next
-            second += 1
-        pairs.append((first, second, RANDOM_NEXT))
-    return pairs
 
 
 def next_sentence_examples(texts: list[list[torch.Tensor]], encoder: InputEncoder, seed: int
                            ) -> Examples:
-    """nsp: one pair per sentence of every language, both halves of one language
-    (:func:`next_sentence_pairs`, drawn once per model seed, each language its own stream).
-    Empty sentences are left out before pairing, so "next" is the next non-empty one."""
+    """nsp: for every language, one pair per sentence that has a next one, both halves of
+    that language (:func:`transforms.next_sentence_pairs`: half the time its true next, else a
+    random other sentence), drawn once per model seed, each language its own stream. Empty
+    sentences are left out before pairing, so "next" is the next non-empty one; the corpus is
+    one running document (a pair may cross a chapter or a book)."""
     encoded, languages, labels = [], [], []
     for lang, rows in enumerate(texts):
         rows = [row for row in rows if len(row) > 0]
-        if len(rows) < 2:
-            raise UserError(
-                f"modification 'nsp' needs at least two non-empty training sentences per "
-                f"language; language {lang} has {len(rows)} (valid: a corpus of two or more "
-                "sentences, or a modification without nsp)")
-        generator = seeded_generator(seed, NEXT_SENTENCE_STREAM, lang)
-        for first, second, label in next_sentence_pairs(len(rows), generator):
+        try:
+            pairs = next_sentence_pairs(len(rows), seeded_generator(seed, NEXT_SENTENCE_STREAM,
+                                                                    lang))
+        except ValueError as err:
+            raise UserError(f"modification 'nsp' on language {lang}'s {len(rows)} non-empty "
+                            f"training sentences: {err} (valid: a modification without nsp)"
+                            ) from None
+        for first, second in zip(pairs.first.tolist(), pairs.second.tolist(), strict=True):
             encoded.append(encoder.encode_pair(rows[first], rows[second], lang))
             languages.append(lang)
-            labels.append(label)
+        labels.append(pairs.next_sentence_label)
     return Examples(encoded=encoded, languages=languages,
                     lengths=torch.tensor([len(e[0]) for e in encoded]),
-                    next_sentence=torch.tensor(labels, dtype=torch.long))
+                    next_sentence=torch.cat(labels))
 
 
 def permuted_corpus(by_language: list[list[torch.Tensor]], p: float, seed: int
