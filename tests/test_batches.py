@@ -345,12 +345,12 @@ def test_encode_pair_is_cls_a_sep_b_sep_with_segments_and_fits_max_length() -> N
 
 
 def test_nsp_examples_pair_sentences_of_one_language_only_when_asked() -> None:
-    """Pretraining passes ``nsp_seed``; evaluation (single sentences) does not."""
+    """Pretraining passes ``pretraining_seed``; evaluation (single sentences) does not."""
     sentences = [torch.tensor([10 + i]) for i in range(8)] + [torch.tensor([], dtype=torch.long)]
     recipe = resolve_recipe("nsp")
     single = training_examples(sentences, recipe, encoder("nsp"))
     assert single.next_sentence is None and len(single) == 16
-    pairs = training_examples(sentences, recipe, encoder("nsp"), nsp_seed=0)
+    pairs = training_examples(sentences, recipe, encoder("nsp"), pretraining_seed=0)
     assert len(pairs) == 14 and pairs.next_sentence is not None  # the empty one left out
     for (ids, _, segments, _), language, label in zip(
             pairs.encoded, pairs.languages, pairs.next_sentence.tolist(), strict=True):
@@ -369,5 +369,23 @@ def test_nsp_with_a_one_sentence_corpus_fails_in_one_line() -> None:
     with pytest.raises(UserError, match="language 0's 1 non-empty training sentences: next-"
                        "sentence prediction needs at least 3 sentences") as e:
         training_examples([torch.tensor([5])], resolve_recipe("nsp"), encoder("nsp"),
-                          nsp_seed=0)
+                          pretraining_seed=0)
     assert "\n" not in str(e.value)
+
+
+def test_window_slices_pretraining_sentences_only_and_keeps_every_token() -> None:
+    """Seed 004's context window: the same word-pieces in inputs of at most w; evaluation
+    (no ``pretraining_seed``) keeps whole sentences; with nsp the windows are paired."""
+    sentences = [torch.arange(100, 112), torch.arange(200, 203)]
+    recipe = resolve_recipe("window-5")
+    sliced = training_examples(sentences, recipe, encoder("window-5"), pretraining_seed=0)
+    english = [e[0][1:-1].tolist() for e, lang in zip(sliced.encoded, sliced.languages,
+                                                      strict=True) if lang == ENGLISH]
+    assert english == [list(range(100, 105)), list(range(105, 110)), [110, 111],
+                       [200, 201, 202]]
+    assert len(sliced) == 8 and int(sliced.lengths.max()) == 7  # [CLS] 5 pieces [SEP]
+    whole = training_examples(sentences, recipe, encoder("window-5"))
+    assert len(whole) == 4 and int(whole.lengths.max()) == 14
+    paired = training_examples(sentences, resolve_recipe("window-5;nsp"),
+                               encoder("window-5;nsp"), pretraining_seed=0)
+    assert len(paired) == 6 and int(paired.lengths.max()) <= 13  # 4 windows, 3 pairs each

@@ -114,6 +114,9 @@ def test_nsp_and_the_params_family() -> None:
     assert mods.resolve_recipe("params-0.50;depth-4").size_factor == 0.5
     assert mods.canonical_name("params-2.0") == "params-2"
     assert "params-<p> with 0.05 <= p <= 20" in mods.valid_names()
+    assert mods.resolve_recipe("window-20").window == 20
+    with pytest.raises(mods.ModificationError, match="n = 0 is outside"):
+        mods.resolve_recipe("window-0")
 
 
 def test_depth_and_heads_families_are_integers() -> None:

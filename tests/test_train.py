@@ -190,7 +190,8 @@ def test_seed_002_rewrites_touch_the_pretraining_corpus_only(project: Config) ->
 def test_an_nsp_model_trains_saves_its_head_and_loads_as_a_masked_lm(project: Config) -> None:
     """nsp trains ``BertForPreTraining`` (pooler + NSP head); its folder loads with
     ``AutoModelForMaskedLM`` (the head left out), so evaluation reads it as any other model,
-    on single sentences. ``params-0.5`` trains with it (seed 002 Table 6's smaller model)."""
+    on single sentences. ``params-0.5`` (seed 002 Table 6's smaller model) and ``window-8``
+    (seed 004's short context: pairs of 8-piece windows) train with it."""
     import json
 
     from safetensors import safe_open
@@ -198,7 +199,7 @@ def test_an_nsp_model_trains_saves_its_head_and_loads_as_a_masked_lm(project: Co
     from multilab.evaluation.evaluate import evaluate_and_record
 
     small = replace(project, train=replace(project.train, max_train_sentences=32))
-    run = small.run("nsp;params-0.5", 0)
+    run = small.run("nsp;params-0.5;window-8", 0)
     assert run.model.hidden_size < 64
     model_dir = train_model(run, progress=False)
     assert json.loads((model_dir / "config.json").read_text())["architectures"] == [
@@ -209,5 +210,6 @@ def test_an_nsp_model_trains_saves_its_head_and_loads_as_a_masked_lm(project: Co
     assert model.config.hidden_size == run.model.hidden_size
     rows = (model_dir / "train_log.csv").read_text().splitlines()[1:]
     assert all(float(r.split(",")[2]) > 0 for r in rows)
+    assert int(prepare_data(run)[0].examples.lengths.max()) <= 2 * 8 + 3
     record = evaluate_and_record(small, model_dir)
     assert 0.0 <= record["metrics"]["align_f1.l0"] <= 1.0

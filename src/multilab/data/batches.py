@@ -80,7 +80,7 @@ SHARES_SEED = 0
 
 def training_examples(
     sentences: list[torch.Tensor], recipe: Recipe, encoder: InputEncoder,
-    by_language: list[list[torch.Tensor]] | None = None, nsp_seed: int | None = None,
+    by_language: list[list[torch.Tensor]] | None = None, pretraining_seed: int | None = None,
 ) -> Examples:
     """Parallel: every sentence in every language. no-parallel (seed 000 §3.3): English the
     first half only, Fake-English the second half only; real languages a seeded disjoint share
@@ -88,12 +88,16 @@ def training_examples(
 
     ``sentences`` are the ids of the sentence setup, the same in every language;
     ``by_language`` (real languages) each language's own ids of the same verses.
-    ``nsp_seed`` (pretraining under ``nsp`` only: evaluation reads single sentences) makes
-    sentence pairs instead (:func:`next_sentence_examples`, drawn from that seed).
+    ``pretraining_seed`` (the model seed; the trainer passes it, evaluation does not: it reads
+    whole single sentences) turns on what changes the pretraining inputs only: ``window-<w>``
+    slices every sentence into windows of w word-pieces (seed 004 §3.2.3), ``nsp`` pairs
+    them (:func:`next_sentence_examples`, drawn from that seed).
     """
     texts = by_language if by_language is not None else [sentences] * encoder.languages
-    if nsp_seed is not None:
-        return next_sentence_examples(texts, encoder, nsp_seed)
+    pretraining = pretraining_seed is not None
+    if pretraining and recipe.next_sentence:
+        windowed = [windows(rows, recipe.window) for rows in texts]
+        return next_sentence_examples(windowed, encoder, pretraining_seed)
     count = len(texts[0])
     if recipe.parallel:
         pairs = [(texts[lang][i], lang) for i in range(count) for lang in range(len(texts))]
@@ -103,6 +107,8 @@ def training_examples(
     else:
         shares = disjoint_shares(list(range(count)), len(texts), SHARES_SEED)
         pairs = [(texts[lang][i], lang) for lang, share in enumerate(shares) for i in share]
+    if pretraining and recipe.window:  # after the shares: a verse's windows stay together
+        pairs = [(piece, lang) for s, lang in pairs for piece in windows([s], recipe.window)]
     pairs = [(s, lang) for s, lang in pairs if len(s) > 0]
     encoded = [encoder.encode(s, lang) for s, lang in pairs]
     return Examples(
@@ -110,6 +116,15 @@ def training_examples(
         languages=[lang for _, lang in pairs],
         lengths=torch.tensor([len(e[0]) for e in encoded]),
     )
+
+
+def windows(sentences: list[torch.Tensor], width: int) -> list[torch.Tensor]:
+    """Seed 004 §3.2.3 / seed 001 §3 (``window-<w>``): each sentence sliced into consecutive
+    segments of at most ``width`` word-pieces, in order, every word-piece kept (the same
+    tokens, shorter inputs); 0 leaves the sentences whole."""
+    if not width:
+        return sentences
+    return [piece for sentence in sentences for piece in sentence.split(width)]
 
 
 #: Keys of the random streams of seed 002's pretraining-only rewrites (with the model seed

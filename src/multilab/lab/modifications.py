@@ -49,6 +49,7 @@ class Recipe:
     size_factor: float = 0.0  # parameter count x this at the depth and heads (0 = x 1)
     # objective
     next_sentence: bool = False  # seed 002 §3.4.1: sentence pairs, BERT's NSP head and loss
+    window: int = 0  # seed 004 §3.2.3: inputs sliced into w word-pieces (0 = whole sentences)
     # masking
     replacement: Replacement = BERT_REPLACEMENT
     # model
@@ -138,7 +139,7 @@ REGISTRY: dict[str, Modification] = {
 #: a field out while it has its default, so those models keep their fingerprints.
 LATER_FIELDS: dict[str, Any] = {"permute": 0.0, "unigram_target": False, "language_sep": False,
                                 "layers": 0, "heads": 0, "size_factor": 0.0,
-                                "next_sentence": False}
+                                "next_sentence": False, "window": 0}
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,12 @@ FAMILIES: dict[str, Family] = {
             "seed 002 Table 5: {value:g} attention heads, the hidden size solved so that the "
             "parameter count stays the model size's (a multiple of the heads)",
             "heads", 1, 64, "heads-2", integer=True,
+        ),
+        Family(
+            "window",
+            "seed 004's context window: every pretraining sentence sliced into segments of at "
+            "most {value:g} word-pieces, each its own input (the same tokens, shorter context)",
+            "window", 1, 512, "window-20", integer=True,
         ),
         Family(
             "params",

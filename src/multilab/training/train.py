@@ -182,9 +182,9 @@ def study_encoder(run: RunConfig) -> InputEncoder:
 def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
     """The training examples of ``run`` (every language of each sentence, or shares).
 
-    Seed 002's corpus rewrites (``unigram-target``, ``permute-p``) and ``nsp``'s sentence
-    pairs happen here and only here: the pretraining corpus, never the dev set or the
-    downstream task.
+    Seed 002's corpus rewrites (``unigram-target``, ``permute-p``), ``nsp``'s sentence pairs
+    and seed 004's ``window-<w>`` happen here and only here: the pretraining corpus, never the
+    dev set or the downstream task.
     """
     encoder = study_encoder(run)
     cfg, recipe = run.study, run.recipe
@@ -193,13 +193,12 @@ def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
         return unigram_lines(lines, run.seed, language) if language else lines
 
     rewrite = unigram if recipe.unigram_target else None
-    nsp_seed = run.seed if recipe.next_sentence else None  # sentence pairs (seed 002 §3.4.1)
     if cfg.verses:
         by_language, truncated = tokenized_verses(
             cfg, layout(cfg), "train", cfg.train.max_train_sentences, cfg.train.max_length,
             rewrite)
         by_language = permuted_corpus(by_language, recipe.permute, run.seed)
-        examples = training_examples([], recipe, encoder, by_language, nsp_seed)
+        examples = training_examples([], recipe, encoder, by_language, run.seed)
         return TrainingData(examples, truncated), encoder
     tokenizer = load_tokenizer(cfg.paths.vocab)
     lines = training_lines(cfg)
@@ -211,7 +210,7 @@ def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
             for lang in range(1, encoder.languages)
         ]
         by_language = permuted_corpus(by_language, recipe.permute, run.seed)
-    examples = training_examples(sentences, recipe, encoder, by_language, nsp_seed)
+    examples = training_examples(sentences, recipe, encoder, by_language, run.seed)
     return TrainingData(examples, truncated), encoder
 
 
