@@ -95,6 +95,17 @@ def test_language_means_average_real_tokens_only(model):
     assert torch.allclose(means, expected, atol=1e-5)
 
 
+def test_language_means_read_the_inputs_positions(model):
+    """lang-pos gives a language its own positions: the means must be taken with them."""
+    moved = [dict(b, position_ids=torch.arange(b["input_ids"].shape[1]).expand_as(
+        b["input_ids"]) + 8) for b in SOURCE]
+    assert not torch.allclose(language_means(model, moved, SPECIALS),
+                              language_means(model, SOURCE, SPECIALS))
+    row = moved[1]
+    expected = hidden_states(model, row)[LAYERS][0, 1:-1].mean(dim=0)
+    assert torch.allclose(language_means(model, [row], SPECIALS)[LAYERS], expected, atol=1e-5)
+
+
 def test_mean_difference_shift_is_target_minus_source(model):
     source = language_means(model, SOURCE, SPECIALS)
     target = language_means(model, TARGET, SPECIALS)

@@ -34,7 +34,9 @@ from transformers import BertForMaskedLM
 
 #: An elementwise test on a LongTensor of token ids → BoolTensor of the same shape.
 IdPredicate = Callable[[Tensor], Tensor]
-MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+#: Every input the lab's encoder gives: lang-pos models read a language's own positions
+#: (``position_ids``) and segment id, so dropping either reads it as another language.
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
 
 
 def id_set(ids: Collection[int]) -> IdPredicate:
