@@ -190,6 +190,51 @@ def test_same_seed_same_scores_in_every_language(trained: Config, one_thread: No
     assert first["settings"]["seed"] == 0 and len(first["epochs"]["dev_accuracy"]) == 2
 
 
+def test_mds_freezes_the_lower_half_and_reports_the_shift_beside_no_shift(
+        trained: Config, one_thread: None, tmp_path: Path, monkeypatch) -> None:
+    """Seed 004 §4.3: the embeddings and layers 1 … L/2 unchanged by fine-tuning (checked on
+    the weights the fine-tune leaves), α chosen on the target's dev set from the grid, the
+    shifted and the unshifted test accuracy of the same model; its own metric names."""
+    from multilab.evaluation import downstream as module
+
+    kept: dict[str, dict[str, torch.Tensor]] = {}
+    real_fine_tune = module.fine_tune
+
+    def watched(model, *args, **kwargs):
+        kept["before"] = {k: v.clone() for k, v in model.state_dict().items()}
+        result = real_fine_tune(model, *args, **kwargs)
+        kept["after"] = {k: v.clone() for k, v in model.state_dict().items()}
+        return result
+
+    monkeypatch.setattr(module, "fine_tune", watched)
+    cfg = replace(trained, downstream=replace(trained.downstream, mds_alphas=(0.0, 1.0, 3.0)))
+    record = downstream_and_record(cfg, _model(trained), out=tmp_path / "mds.json",
+                                   progress=False, mds=True)
+    layers = json.loads((_model(trained) / "config.json").read_text())["num_hidden_layers"]
+    assert record["mds"]["layer"] == layers // 2
+    frozen = ("bert.embeddings.", *(f"bert.encoder.layer.{i}." for i in range(layers // 2)))
+    for name, before in kept["before"].items():
+        same = torch.equal(before, kept["after"][name])
+        assert same == name.startswith(frozen), name
+    shift = record["mds"]["languages"]["en-fake"]
+    assert set(shift["dev_accuracy"]) == {"0", "1", "3"}
+    best = max(shift["dev_accuracy"].values())
+    assert shift["dev_accuracy"][f"{shift['alpha']:g}"] == best
+    assert shift["test_unshifted"] == record["test"]["en-fake"]["accuracy"]
+    assert 0 <= shift["test_shifted"] <= 1
+    assert record["metrics"]["downstream_mds/alpha.en-fake"] == shift["alpha"]
+    assert not any(key.startswith("downstream/") for key in record["metrics"])
+    assert "en" not in record["mds"]["languages"]  # the fine-tuning language is not shifted
+
+
+def test_mds_settings_are_strict(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"downstream.mds_alphas = \[\]: must be a list of "
+                       "numbers with at least one value"):
+        smoke_config(tmp_path, downstream={"mds_alphas": []})
+    with pytest.raises(UserError, match=r"downstream\.mds_layer = 0: must be null or an integer"):
+        smoke_config(tmp_path, downstream={"mds_layer": 0})
+
+
 # --------------------------------------------------------------------------- command line
 
 
@@ -219,6 +264,16 @@ def test_cli_logs_to_the_model_run_which_stays_finished(trained: Config, one_thr
         record["run_id"], "downstream/acc.en")
     assert len(again) == len(history) and again[-1].value == record["metrics"][
         "downstream/acc.en"]
+    assert _cli(trained, "downstream", str(_model(trained)), "--mds") == 0
+    out = capsys.readouterr().out
+    assert "shifted (alpha" in out and "frozen below layer" in out and "seed0-mds.json" in out
+    mds = json.loads(trained.paths.downstream_file("original", 0).with_name("seed0-mds.json")
+                     .read_text())
+    run = MlflowClient(tracking.tracking_uri(trained.paths)).get_run(record["run_id"])
+    assert run.data.metrics["downstream_mds/acc_shifted.en-fake"] == pytest.approx(
+        mds["metrics"]["downstream_mds/acc_shifted.en-fake"])
+    assert run.data.metrics["downstream/acc.en"] == pytest.approx(record["metrics"][
+        "downstream/acc.en"])  # the plain task's scores stay
 
 
 @pytest.mark.parametrize("case", ["not a model", "unknown language", "no block", "twice"])

@@ -323,19 +323,29 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 def cmd_downstream(args: argparse.Namespace) -> None:
     from multilab.data.languages import parse_languages
-    from multilab.evaluation.downstream import downstream_and_record
+    from multilab.evaluation.downstream import downstream_and_record, downstream_path
 
     cfg = _config(args)
     languages = (parse_languages(args.languages, cfg.language_list[0].edition)
                  if args.languages else None)
     out = args.out and Path(args.out)
-    record = downstream_and_record(cfg, Path(args.model_dir), languages, out)
-    scores = ", ".join(f"{label} {record['test'][label]['accuracy']:.3f}"
-                       for label in record["labels"])
+    record = downstream_and_record(cfg, Path(args.model_dir), languages, out, mds=args.mds)
+    shifted = record.get("mds", {}).get("languages", {})
+
+    def score(label: str) -> str:
+        plain = f"{label} {record['test'][label]['accuracy']:.3f}"
+        if label not in shifted:
+            return plain
+        shift = shifted[label]
+        return f"{plain} -> {shift['test_shifted']:.3f} shifted (alpha {shift['alpha']:g})"
+
     majority = record["majority"]
-    print(f"{record['modification']} s{record['seed']}: accuracy {scores} (majority "
-          f"{majority['accuracy']:.3f}, epoch {record['epochs']['selected']})")
-    where = out or cfg.paths.downstream_file(record["modification"], record["seed"])
+    frozen = f", frozen below layer {record['mds']['layer']}" if args.mds else ""
+    print(f"{record['modification']} s{record['seed']}: accuracy "
+          f"{', '.join(score(label) for label in record['labels'])} (majority "
+          f"{majority['accuracy']:.3f}, epoch {record['epochs']['selected']}{frozen})")
+    where = out or downstream_path(cfg, cfg.run(record["modification"], record["seed"]),
+                                   args.mds)
     print(f"all results: {where}")
 
 
@@ -488,6 +498,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "them, the first fine-tuned on, e.g. 3,fake or s,3 or enfake:3,s (default: "
                    "the study's)")
     p.add_argument("--out", help="JSON file for the results (default: artifacts/downstream/...)")
+    p.add_argument("--mds", action="store_true",
+                   help="seed 004 §4.3: fine-tune with the lower half frozen and test every "
+                        "other language with the mean difference shift, alpha chosen on its "
+                        "dev set (downstream.mds_layer, downstream.mds_alphas)")
     p.set_defaults(func=cmd_downstream)
 
     sub.add_parser("variant", help="train + evaluate params.modification over the seeds"

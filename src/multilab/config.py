@@ -195,6 +195,10 @@ class DownstreamConfig:
     seed: int | None = None  # classifier init, dropout, batch order; null: the model's seed
     max_train_verses: int | None = None  # a seeded sample of the train split; null: all
     max_test_verses: int | None = None  # the same for dev and for test; null: all
+    # ``downstream --mds`` (seed 004 §4.3): frozen below and shifted at this layer (null: half
+    # the depth), alpha chosen per language on its dev set from these values
+    mds_layer: int | None = None
+    mds_alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
 
 @dataclass(frozen=True)
@@ -533,6 +537,11 @@ RULES: dict[tuple[type, str], tuple[Callable[[Any], bool], str]] = {
     (WordOrderConfig, "ibm1_iterations"): _at_least(1),
     (DownstreamConfig, "max_test_verses"): (
         (lambda n: n is None or n >= 1), ">= 1 (null: the whole dev and test splits)"),
+    (DownstreamConfig, "mds_layer"): (
+        (lambda n: n is None or n >= 1), ">= 1 (null: half the model's depth)"),
+    (DownstreamConfig, "mds_alphas"): (
+        (lambda alphas: len(alphas) > 0 and min(alphas) >= 0),
+        "with at least one value, each >= 0 (0 = no shift), e.g. [0, 0.5, 1, 2]"),
 }
 
 

@@ -58,8 +58,9 @@ from multilab.data.inputs import InputEncoder, collate
 from multilab.data.languages import Language, editions_of, language_keys
 from multilab.data.layout import layout
 from multilab.data.parallel import read_edition
-from multilab.data.vocab import load_tokenizer
+from multilab.data.vocab import SPECIAL_TOKENS, load_tokenizer
 from multilab.errors import UserError
+from multilab.evaluation import mds_transfer
 from multilab.evaluation.evaluate import _model_run, evaluation_device, model_record
 from multilab.files import write_json
 from multilab.training.model import check_finite_weights, quiet_transformers
@@ -68,10 +69,12 @@ from multilab.training.model_dir import DONE_FILE, check_weights, read_done
 log = logging.getLogger(__name__)
 
 PREFIX = "downstream/"
+#: ``--mds`` (seed 004 §4.3): its own metric names, so the stage's plain scores stay as they are
+MDS_PREFIX = "downstream_mds/"
 #: Batches per length-sorted chunk of a fine-tuning epoch (Hugging Face's mega-batch).
 CHUNK_BATCHES = 50
 #: Measurements of the run itself, not of the model: logged once (tracking.log_final_metrics).
-TIMINGS = (f"{PREFIX}seconds",)
+TIMINGS = (f"{PREFIX}seconds", f"{MDS_PREFIX}seconds")
 LANGUAGES_TAG = "downstream.languages"
 
 
@@ -309,12 +312,26 @@ def fine_tune(model: PreTrainedModel, train: Encoded, dev: Encoded,
 # --------------------------------------------------------------------------- the task
 
 
+def sorted_batches(data: Encoded, batch_size: int) -> tuple[list[dict[str, torch.Tensor]],
+                                                             list[int]]:
+    """Length-sorted batches of model inputs and the gold labels in the same order."""
+    batches, gold = [], []
+    for rows in torch.argsort(data.lengths, stable=True).split(batch_size):
+        inputs, labels = data.batch(rows)
+        batches.append(inputs)
+        gold += labels.tolist()
+    return batches, gold
+
+
 def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
-                     languages: Sequence[Language], progress: bool = True) -> dict[str, Any]:
+                     languages: Sequence[Language], progress: bool = True, mds: bool = False
+                     ) -> dict[str, Any]:
     """Fine-tune a finished model on the first language and test it in every language.
 
     Returns the record the JSON holds: per-language test scores, the majority baseline, the
-    selected epoch and the flat ``metrics`` logged to MLflow.
+    selected epoch and the flat ``metrics`` logged to MLflow. ``mds``: seed 004 §4.3's
+    variant (:mod:`multilab.evaluation.mds_transfer`): the lower half frozen while
+    fine-tuning, every other language tested with and without the mean difference shift.
     """
     settings = cfg.downstream
     seed = run.seed if settings.seed is None else settings.seed
@@ -327,32 +344,48 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
     dev = encode_examples(data["dev"][first.language], first, encoder, settings.max_length)
     tests = {how.language: encode_examples(data["test"][how.language], how, encoder,
                                            settings.max_length) for how in inputs}
+    devs = {how.language: encode_examples(data["dev"][how.language], how, encoder,
+                                          settings.max_length) for how in inputs[1:]} if mds else {}
     model = load_classifier(model_dir, seed)
     check_finite_weights(model.state_dict(), model_dir)  # NaN weights: NaN scores
     model = model.to(evaluation_device())
     if model.config.vocab_size < encoder.total_size:
         raise UserError(f"{model_dir} has {model.config.vocab_size} token ids, fewer than the "
                         f"{encoder.total_size} of languages [{', '.join(cfg.languages)}]")
-    name = f"downstream {run.modification} s{run.seed}"
+    layer = 0
+    if mds:
+        try:
+            layer = mds_transfer.shift_layer(settings.mds_layer, model.config.num_hidden_layers)
+        except ValueError as err:
+            raise UserError(str(err)) from None
+        mds_transfer.freeze_below(model, layer)
+    name = f"downstream{' mds' if mds else ''} {run.modification} s{run.seed}"
     work = settings.epochs * (len(train) + len(dev)) + sum(len(t) for t in tests.values())
+    work += sum(len(settings.mds_alphas) * len(d) + 2 * len(tests[lang])
+                for lang, d in devs.items())
     with tqdm(total=work, desc=name, unit="verse", disable=not progress) as bar:
         tuned = fine_tune(model, train, dev, settings, seed, bar)
         bar.set_postfix(epoch=tuned.epoch, testing=len(tests))
         scores = {lang: classification_scores(predict(model, test, settings.batch_size * 4,
                                                       bar), test.labels.tolist())
                   for lang, test in tests.items()}
+        shifts = _shifted_transfer(model, layer, settings, encoder, dev, devs, tests, bar)
     baseline = majority_baseline(train.labels.tolist(), tests[first.language].labels.tolist())
     labels = {lang: language_label(lang, languages) for lang in languages}
+    prefix = MDS_PREFIX if mds else PREFIX
     metrics: dict[str, float] = {}
     for lang, score in scores.items():
-        metrics[f"{PREFIX}acc.{labels[lang]}"] = score.accuracy
-        metrics[f"{PREFIX}f1.{labels[lang]}"] = score.macro_f1
+        metrics[f"{prefix}acc.{labels[lang]}"] = score.accuracy
+        metrics[f"{prefix}f1.{labels[lang]}"] = score.macro_f1
+    for lang, shift in shifts.items():
+        metrics[f"{prefix}acc_shifted.{labels[lang]}"] = shift.test_shifted
+        metrics[f"{prefix}alpha.{labels[lang]}"] = shift.alpha
     metrics |= {
-        f"{PREFIX}majority_acc": baseline.accuracy,
-        f"{PREFIX}majority_f1": baseline.macro_f1,
-        f"{PREFIX}dev_acc": tuned.dev_accuracy[tuned.epoch - 1],
-        f"{PREFIX}epoch": tuned.epoch,
-        f"{PREFIX}seconds": time.perf_counter() - started,
+        f"{prefix}majority_acc": baseline.accuracy,
+        f"{prefix}majority_f1": baseline.macro_f1,
+        f"{prefix}dev_acc": tuned.dev_accuracy[tuned.epoch - 1],
+        f"{prefix}epoch": tuned.epoch,
+        f"{prefix}seconds": time.perf_counter() - started,
     }
     bad = {k: v for k, v in metrics.items() if not math.isfinite(v)}
     if bad:
@@ -371,11 +404,33 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
         "epochs": {"selected": tuned.epoch, "dev_accuracy": tuned.dev_accuracy,
                    "dev_macro_f1": tuned.dev_macro_f1, "train_loss": tuned.train_loss},
         "metrics": metrics,
-    }
+    } | ({"mds": {"layer": layer, "frozen": f"embeddings and layers 1-{layer}",
+                  "alphas": list(settings.mds_alphas),
+                  "languages": {labels[lang]: asdict(shift) for lang, shift in shifts.items()}}}
+         if mds else {})
+
+
+def _shifted_transfer(model: PreTrainedModel, layer: int, settings: DownstreamConfig,
+                      encoder: InputEncoder, first_dev: Encoded, devs: dict[Language, Encoded],
+                      tests: dict[Language, Encoded], bar: tqdm
+                      ) -> dict[Language, mds_transfer.ShiftResult]:
+    """``--mds``: each other language's test accuracy with the shift chosen on its dev set."""
+    size = settings.batch_size * 4
+    special = [offset + i for offset in set(encoder.offsets) for i in range(len(SPECIAL_TOKENS))]
+    first_batches, _ = sorted_batches(first_dev, size)
+    results = {}
+    for lang, dev in devs.items():
+        dev_batches, dev_gold = sorted_batches(dev, size)
+        test_batches, test_gold = sorted_batches(tests[lang], size)
+        results[lang] = mds_transfer.shifted_transfer(
+            model, layer, settings.mds_alphas, first_batches, dev_batches, test_batches,
+            dev_gold, test_gold, special, bar)
+    return results
 
 
 def downstream_and_record(cfg: Config, model_dir: Path, languages: Sequence[Language] | None
-                          = None, out: Path | None = None, progress: bool = True) -> dict:
+                          = None, out: Path | None = None, progress: bool = True,
+                          mds: bool = False) -> dict:
     """Run the task on a finished model directory; log to its MLflow run; write the JSON.
 
     Everything that can be refused is checked before the fine-tune (the languages, the model
@@ -395,12 +450,21 @@ def downstream_and_record(cfg: Config, model_dir: Path, languages: Sequence[Lang
     check_weights(model_dir, done)
     run_id = done.get("run_id")
     experiment_id = tracking.connect(cfg.paths, cfg.experiment) if run_id else None
-    record = downstream_model(cfg, model_dir, run, languages, progress)
+    if mds and len(languages) < 2:
+        raise UserError("--mds shifts the other languages onto the first; "
+                        f"[{', '.join(language_keys(languages))}] has one (valid: two or more)")
+    record = downstream_model(cfg, model_dir, run, languages, progress, mds)
     if run_id and experiment_id is not None:
         run_id = _model_run(cfg, run, done, model_dir, experiment_id)
         tracking.log_final_metrics(cfg.paths, run_id, record["metrics"], done.get("steps", 0),
                                    once=TIMINGS)
         tracking.set_tags(cfg.paths, run_id, {LANGUAGES_TAG: ",".join(record["labels"])})
     record = model_record(cfg, run, run_id, done) | record
-    write_json(out or cfg.paths.downstream_file(run.modification, run.seed), record)
+    write_json(out or downstream_path(cfg, run, mds), record)
     return record
+
+
+def downstream_path(cfg: Config, run: RunConfig, mds: bool = False) -> Path:
+    """Where a model's results go: the stage's file, or ``seed<N>-mds.json`` beside it."""
+    path = cfg.paths.downstream_file(run.modification, run.seed)
+    return path.with_name(f"{path.stem}-mds.json") if mds else path
