@@ -268,7 +268,8 @@ def test_seed_002_table_1_enfake_pair(built_project: Path, tmp_path: Path, one_t
                                       capsys) -> None:
     """Seed 002 Table 1's enfake-X: ``[s, enfake:3]`` is X and unicode-shifted English, without
     English itself; ``downstream --languages enfake:3,s`` fine-tunes on enfake and tests X
-    zero-shot. The seed-002 modifications (nsp's pairs included) train on it together."""
+    zero-shot. The seed-002 modifications (nsp's pairs included) train on it together; seed
+    004's word retrieval reads it with a silver dictionary (German vs enfake: two editions)."""
     (tmp_path / "data").symlink_to(built_project / "data")
     modification = "lang-id;nsp;permute-0.5;unigram-target"
     settings = _settings(tmp_path, "[s,enfake:3]", modification=modification)
@@ -277,7 +278,9 @@ def test_seed_002_table_1_enfake_pair(built_project: Path, tmp_path: Path, one_t
     model_dir = str(cfg.paths.model_dir(modification, 0))
     for command in (["corpus", "build"], ["vocab"],
                     ["train", "--modification", modification, "--seed", "0"],
-                    ["downstream", model_dir, "--languages", "enfake:3,s"]):
+                    ["downstream", model_dir, "--languages", "enfake:3,s"],
+                    ["mrr", model_dir, "--source", "s", "--target", "enfake:3",
+                     "--sentences", "40"]):
         assert main(cli_args(settings, *command)) == 0, (command, capsys.readouterr().err)
     _, texts = read_verse_table(cfg.paths.corpora / "train.txt")
     assert list(texts) == ["s", "enfake:3"]
@@ -288,3 +291,6 @@ def test_seed_002_table_1_enfake_pair(built_project: Path, tmp_path: Path, one_t
                              ).read_text())
     assert record["languages"] == ["enfake:3", "s"] and record["labels"] == ["en-enfake", "de"]
     assert 0.0 <= record["test"]["de"]["accuracy"] <= 1.0
+    mrr = json.loads(next((cfg.paths.reports / "word_retrieval").rglob("*.json")).read_text())
+    assert mrr["dictionary"] == "silver" and mrr["dictionary_pairs"] > 0  # German vs enfake
+    assert all(0 < row["mrr"] <= 1 for row in mrr["trained"])

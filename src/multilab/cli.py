@@ -290,6 +290,22 @@ def cmd_translate(args: argparse.Namespace) -> None:
     print(f"heat maps and JSON: {folder}")
 
 
+def cmd_mrr(args: argparse.Namespace) -> None:
+    """Seed 004's word retrieval MRR of a finished lab model, layer by layer."""
+    from multilab.evaluation.lab_word_retrieval import mrr_and_record
+
+    cfg = _config(args)
+    record, folder = mrr_and_record(cfg, Path(args.model_dir), args.source, args.target,
+                                    args.sentences, Path(args.out) if args.out else None)
+    best = max(record["trained"], key=lambda row: row["mrr"])
+    floor = record["untrained"][best["layer"]]
+    print(f"{record['source']} -> {record['target']}, {record['sentences']} sentences, "
+          f"{record['dictionary']} dictionary ({best['queries']} queries): best MRR "
+          f"{best['mrr']:.3f} (P@1 {best['p1']:.3f}) at layer {best['layer']}; untrained "
+          f"{floor['mrr']:.3f}")
+    print(f"JSON: {folder}")
+
+
 def cmd_train(args: argparse.Namespace) -> None:
     cfg = _config(args)
     run = cfg.run(args.modification, args.seed)  # a bad value fails before seconds of imports
@@ -490,6 +506,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder for the JSON and the heat maps (default: "
                    "reports/translation/<model>-<source>-<target>/)")
     p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("mrr", help="seed 004's word retrieval: MRR and P@1 of a model's "
+                       "contextual word vectors per layer (exact or silver dictionary)")
+    p.add_argument("model_dir")
+    p.add_argument("--source", required=True, help="a study language, e.g. 3")
+    p.add_argument("--target", required=True, help="another, e.g. fake or s")
+    p.add_argument("--sentences", type=int, default=2000, help="dev sentences (verses)")
+    p.add_argument("--out", help="folder for the JSON (default: "
+                   "reports/word_retrieval/<model>-<source>-<target>/)")
+    p.set_defaults(func=cmd_mrr)
 
     p = sub.add_parser("downstream", help="zero-shot book-group classification of a model "
                        "directory: fine-tune on the first language, test on every language")
