@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 from multilab import tracking
@@ -65,3 +66,51 @@ def test_cli_writes_json_and_logs_to_the_finished_run(trained: Config, one_threa
     assert _cli(trained, "mrr", model, "--source", "3", "--target", "xx") == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("multilab: error: ") and "\n" not in err and "'xx'" in err
+
+
+def test_model_order_of_english_and_fake_english(trained: Config, one_thread: None,
+                                                         capsys, tmp_path: Path) -> None:
+    """The model as the alignment source: English vs Fake-English a mean tau in [0, 1] over
+    the verses; the CLI writes it, logs it to the finished run, refuses a missing layer."""
+    from multilab.evaluation.model_word_order import model_word_order
+
+    model = trained.paths.model_dir("original", 0)
+    record = model_word_order(trained, model, "3", "fake", 40, 8)
+    assert record["verses"] == 40 and 0.0 <= record["tau"] <= 1.0
+    out = tmp_path / "order.json"
+    assert _cli(trained, "model-order", str(model), "--source", "3", "--target", "fake",
+                "--sentences", "20", "--layer", "0", "--out", str(out)) == 0
+    assert "3 -> fake, 20 verses, layer 0: tau" in capsys.readouterr().out
+    saved = json.loads(out.read_text())
+    run = MlflowClient(tracking.tracking_uri(trained.paths)).get_run(saved["run_id"])
+    assert run.data.metrics["tau_model.3-fake.l0"] == pytest.approx(saved["tau"])
+    assert _cli(trained, "model-order", str(model), "--source", "3", "--target", "fake",
+                "--layer", "13") == 2
+    assert "--layer 13: the model has layers 0 … 12" in capsys.readouterr().err
+
+
+def test_an_inverted_language_is_read_in_the_order_the_model_saw(trained: Config) -> None:
+    """inv-order: the target's words come in the order the model read them (reversed), each
+    its layer's vector at the position it had in the input."""
+    from multilab.evaluation.lab_word_retrieval import language_tokenizers
+    from multilab.evaluation.model_word_order import verse_word_vectors
+    from multilab.training.model import build_model
+    from multilab.training.train import study_encoder
+
+    run = trained.run("inv-order", 0)
+    encoder = study_encoder(run)
+    model = build_model(run.model, encoder.total_size, 0).eval()
+    tokenizer = language_tokenizers(trained)[0]
+    vocab = tokenizer.get_vocab()
+    words = [i for t, i in sorted(vocab.items(), key=lambda x: x[1])
+             if t.isalpha() and len(t) > 2][:4]
+    row = torch.tensor(words)
+    fake = verse_word_vectors(model, encoder, [row], 1, tokenizer, 3)[0]
+    batch = encoder.batch([row], [1]).model_inputs()
+    with torch.no_grad():
+        hidden = model.bert(**batch, output_hidden_states=True).hidden_states[3][0]
+    assert torch.allclose(torch.as_tensor(fake), hidden[1:5], atol=1e-5)  # input order
+    english = verse_word_vectors(model, encoder, [row], 0, tokenizer, 3)[0]
+    plain = model.bert(**encoder.batch([row], [0]).model_inputs(),
+                       output_hidden_states=True).hidden_states[3][0]
+    assert torch.allclose(torch.as_tensor(english), plain[1:5].detach(), atol=1e-5)

@@ -306,6 +306,19 @@ def cmd_mrr(args: argparse.Namespace) -> None:
     print(f"JSON: {folder}")
 
 
+def cmd_model_order(args: argparse.Namespace) -> None:
+    """Kendall's tau of Match alignments on a lab model's own vectors (issue 20)."""
+    from multilab.evaluation.model_word_order import model_order_and_record
+
+    cfg = _config(args)
+    record, path = model_order_and_record(cfg, Path(args.model_dir), args.source, args.target,
+                                          args.sentences, args.layer,
+                                          Path(args.out) if args.out else None)
+    print(f"{record['source']} -> {record['target']}, {record['verses']} verses, layer "
+          f"{record['layer']}: tau {record['tau']:.3f} ± {record['tau_std']:.3f}")
+    print(f"JSON: {path}")
+
+
 def cmd_train(args: argparse.Namespace) -> None:
     cfg = _config(args)
     run = cfg.run(args.modification, args.seed)  # a bad value fails before seconds of imports
@@ -516,6 +529,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder for the JSON (default: "
                    "reports/word_retrieval/<model>-<source>-<target>/)")
     p.set_defaults(func=cmd_mrr)
+
+    p = sub.add_parser("model-order", help="word order from a model's own vectors: Kendall's "
+                       "tau of Match alignments on its layer-l word vectors (seed 000 App. B.2)")
+    p.add_argument("model_dir")
+    p.add_argument("--source", required=True, help="the reference order, e.g. 3")
+    p.add_argument("--target", required=True, help="another study language, e.g. s or fake")
+    p.add_argument("--sentences", type=int, default=2500, help="dev verse pairs (seed 000: 2,500)")
+    p.add_argument("--layer", type=int, default=8, help="the vectors' layer (seed 000: 8)")
+    p.add_argument("--out", help="JSON file (default: reports/model_word_order/...)")
+    p.set_defaults(func=cmd_model_order)
 
     p = sub.add_parser("downstream", help="zero-shot book-group classification of a model "
                        "directory: fine-tune on the first language, test on every language")
