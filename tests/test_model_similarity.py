@@ -53,12 +53,24 @@ def test_curves_per_layer_with_an_untrained_floor(models: dict[str, Path]) -> No
     for record in (twin, other):
         assert record["layers"] == [0, 1, 2] and record["verses"] == 80
         for kind in ("trained", "untrained"):
-            for measure in ("sentence_retrieval", "cka"):
+            for measure in ("sentence_retrieval", "cka", "word_translation"):
                 assert len(record[kind][measure]) == 3
                 assert all(0.0 <= v <= 1.0 + 1e-9 for v in record[kind][measure])
     # one model reading two near-identical editions: near-identical verse vectors
     assert min(twin["trained"]["cka"]) > 0.9 and twin["trained"]["sentence_retrieval"][0] > 0.9
     assert other["trained"]["sentence_retrieval"][0] < twin["trained"]["sentence_retrieval"][0]
+    # word level: a silver dictionary between two editions (mostly w -> w for the twins, whose
+    # identical words have identical embeddings: layer 0 retrieves them)
+    assert twin["dictionary"]["kind"] == other["dictionary"]["kind"] == "silver"
+    assert twin["trained"]["word_translation"][0] > 0.8
+    assert other["trained"]["word_translation"][0] < twin["trained"]["word_translation"][0]
+
+
+def test_one_edition_read_by_both_models_uses_the_identity_dictionary(
+        models: dict[str, Path]) -> None:
+    same = compare_models(models["english"], models["german"], _verses("k", 60),
+                          _verses("k", 60), same_edition=True)
+    assert same["dictionary"]["kind"] == "identity" and same["dictionary"]["pairs"] > 50
 
 
 def _settings(tmp_path: Path) -> list[str]:
@@ -74,13 +86,18 @@ def test_command_writes_figures_json_and_an_mlflow_run(models: dict[str, Path], 
     folder = tmp_path / "reports" / "similarity" / "k-s"
     record = json.loads((folder / "similarity.json").read_text())
     assert record["editions"] == ["k", "s"] and record["verses"] == 40
-    for name in ("sentence_retrieval.png", "cka.png"):
+    for name in ("sentence_retrieval.png", "cka.png", "word_translation.png"):
         assert (folder / name).read_bytes()[:4] == b"\x89PNG"
-    assert "cka by layer:" in capsys.readouterr().out
+    args[4] = "k,2"  # a second pair: Figure 2 draws a line for each
+    assert main(cli_args(_settings(tmp_path), *args)) == 0, capsys.readouterr().err
+    assert "Figure 2 over 2 pair(s)" in capsys.readouterr().out
+    assert (folder.parent / "figure2-word_translation.png").read_bytes()[:4] == b"\x89PNG"
     runs = tracking.search_runs(Paths(mlruns=tmp_path / "mlruns"),
                                 tracking.similarity_experiment("smoke"))
-    assert runs["status"].tolist() == ["FINISHED"]
-    assert runs.iloc[0]["metrics.cka"] == pytest.approx(record["trained"]["cka"][-1])
+    assert runs["status"].tolist() == ["FINISHED", "FINISHED"]
+    first = runs[runs["params.editions"] == "k,s"].iloc[0]
+    assert first["metrics.cka"] == pytest.approx(record["trained"]["cka"][-1])
+    assert first["params.dictionary"] == "silver"
 
 
 @pytest.mark.parametrize(("which", "extra", "says"), [

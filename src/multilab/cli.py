@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import logging
 import os
 import sys
@@ -230,6 +231,7 @@ def cmd_similarity(args: argparse.Namespace) -> None:
     from multilab.evaluation.model_similarity import (
         MEASURES,
         compare_models,
+        pairs_figure,
         similarity_figure,
     )
     from multilab.evaluation.probe import probe_verses
@@ -246,15 +248,21 @@ def cmd_similarity(args: argparse.Namespace) -> None:
     verses = {code: read_edition(code, cfg.paths.data) for code in dict.fromkeys(editions)}
     ids = probe_verses(verses, list(dict.fromkeys(editions)), args.verses)
     texts = [[dict(verses[code])[vid] for vid in ids] for code in editions]
-    record = compare_models(Path(args.model_a), Path(args.model_b), texts[0], texts[1])
+    record = compare_models(Path(args.model_a), Path(args.model_b), texts[0], texts[1],
+                            same_edition=editions[0] == editions[1])
     record["editions"] = editions
     folder = Path(args.out) if args.out else (
         cfg.paths.reports / "similarity" / f"{editions[0]}-{editions[1]}")
+    # Figure 2: this pair and every other one measured in this reports folder, a line each
+    shared = cfg.paths.reports / "similarity"
+    records = [json.loads(path.read_text()) for path in sorted(shared.glob("*/similarity.json"))
+               if path.parent.resolve() != folder.resolve()] + [record]
     experiment_id = tracking.connect(cfg.paths, tracking.similarity_experiment(cfg.profile))
     with tracking.run(experiment_id, name=f"{editions[0]}-vs-{editions[1]}",
                       tags={"model_a": args.model_a, "model_b": args.model_b,
                             **tracking.source_tags()}):
-        tracking.log_params({"editions": ",".join(editions), "verses": record["verses"]})
+        tracking.log_params({"editions": ",".join(editions), "verses": record["verses"],
+                             "dictionary": record["dictionary"]["kind"]})
         for measure in MEASURES:
             for layer, (trained, floor) in enumerate(zip(
                     record["trained"][measure], record["untrained"][measure], strict=True)):
@@ -262,12 +270,15 @@ def cmd_similarity(args: argparse.Namespace) -> None:
                                      step=layer)
             tracking.log_artifact(similarity_figure(record, measure, folder / f"{measure}.png"),
                                   "figures")
+            tracking.log_artifact(pairs_figure(records, measure,
+                                               shared / f"figure2-{measure}.png"), "figures")
     write_json(folder / "similarity.json", record)
     for measure in MEASURES:
         values = " ".join(f"{v:.2f}" for v in record["trained"][measure])
         floor = " ".join(f"{v:.2f}" for v in record["untrained"][measure])
         print(f"{measure} by layer: {values}\n  untrained: {floor}")
     print(f"figures and JSON: {folder}")
+    print(f"Figure 2 over {len(records)} pair(s), one line each: {shared}/figure2-*.png")
 
 
 def cmd_translate(args: argparse.Namespace) -> None:

@@ -10,8 +10,13 @@ on a seeded half of the verses (held-out half retrieved), and linear CKA on all 
 The floor is not zero (:mod:`.similarity`'s doc: parallel verses share lengths and positions,
 which even untrained models carry), so every curve comes with the same measure on two
 *untrained* models of the same shapes (seeded initialisation): read the gap, not the value.
-The word-level measures of Figure 2 need a dictionary; with none here (PanLex is not
-available) they are left out.
+Word level (Figure 2's "word"): each model's contextual word vectors averaged over the verses
+(wordpieces merged by ``##``: a WordPiece tokenizer), a dictionary, an orthogonal map learned
+on a seeded half of its pairs and P@1 of the held-out half among all of B's words
+(:func:`multilab.evaluation.similarity.translation_precision_at_1`). PanLex is not here: the
+dictionary is the identity when both models read one edition, else *silver* (mutual best IBM-1
+matches over the same verses, words in >= 3 of them; never checked against gold here).
+The contextual word-level measure (aligned occurrences) is not wired.
 """
 
 from __future__ import annotations
@@ -27,7 +32,11 @@ from multilab.errors import UserError
 from multilab.evaluation.probe import load_masked_lm
 from multilab.evaluation.similarity import mean_pool, sentence_similarity_by_layer
 
-MEASURES = ("sentence_retrieval", "cka")
+MEASURES = ("sentence_retrieval", "cka", "word_translation")
+MEASURE_LABELS = {"sentence_retrieval": "verse retrieval P@1", "cka": "linear CKA",
+                  "word_translation": "word translation P@1"}
+#: Words in fewer verses than this take no part in the silver dictionary.
+SILVER_MIN_COUNT = 3
 
 
 @torch.no_grad()
@@ -48,6 +57,62 @@ def verse_layers(model: torch.nn.Module, tokenizer, verses: Sequence[str],
     return [np.concatenate(parts) for parts in by_layer]
 
 
+@torch.no_grad()
+def word_layers(model: torch.nn.Module, tokenizer, verses: Sequence[str],
+                max_length: int = 128, batch_size: int = 64
+                ) -> tuple[list[str], np.ndarray, list[list[str]]]:
+    """Every word's mean contextual vector at every layer ([words, layers + 1, d]) and each
+    verse's words (for the dictionary)."""
+    from multilab.evaluation.lab_word_retrieval import words_of
+    from multilab.evaluation.word_retrieval import ContextualWordVectors
+
+    accumulator = ContextualWordVectors()
+    segments: list[list[str]] = []
+    special = set(tokenizer.all_special_ids)
+    for start in range(0, len(verses), batch_size):
+        encoded = tokenizer(list(verses[start:start + batch_size]), truncation=True,
+                            max_length=max_length, padding=True, return_tensors="pt")
+        hidden = torch.stack(model(**encoded, output_hidden_states=True).hidden_states, 2)
+        for row, ids in enumerate(encoded["input_ids"].tolist()):
+            keep = [k for k, token in enumerate(ids) if token not in special]
+            words, word_ids = words_of(tokenizer.convert_ids_to_tokens([ids[k] for k in keep]))
+            segments.append(words)
+            if keep:
+                accumulator.add(hidden[row, keep].float().numpy(), word_ids, words)
+    words, vectors = accumulator.result()
+    return words, vectors, segments
+
+
+def word_translation_by_layer(a: tuple[list[str], np.ndarray], b: tuple[list[str], np.ndarray],
+                              pairs: Sequence[tuple[str, str]], train_fraction: float,
+                              seed: int) -> list[float]:
+    """P@1 per layer of B's word for A's held-out dictionary words after Procrustes."""
+    from multilab.evaluation.similarity import split_rows, translation_precision_at_1
+
+    rows_a = {w: i for i, w in enumerate(a[0])}
+    rows_b = {w: i for i, w in enumerate(b[0])}
+    indexed = np.array([(rows_a[x], rows_b[y]) for x, y in pairs
+                        if x in rows_a and y in rows_b], dtype=np.int64).reshape(-1, 2)
+    if len(indexed) < 4:
+        raise UserError(f"{len(indexed)} dictionary pairs have vectors in both models: need at "
+                        "least 4 (more verses: --verses)")
+    train, test = split_rows(len(indexed), train_fraction, seed)
+    return [translation_precision_at_1(a[1][:, layer], b[1][:, layer], indexed[train],
+                                       indexed[test]) for layer in range(a[1].shape[1])]
+
+
+def word_dictionary(segments_a: list[list[str]], segments_b: list[list[str]], same: bool
+                    ) -> tuple[list[tuple[str, str]], str]:
+    """Identity for one edition read by both models, else the silver IBM-1 matches."""
+    from multilab.data.dictionary import induce_dictionary
+
+    if same:
+        words = sorted({w for segment in segments_a for w in segment})
+        return [(w, w) for w in words], "identity"
+    entries = induce_dictionary(segments_a, segments_b, min_count=SILVER_MIN_COUNT)
+    return [(e.source, e.target) for e in entries], "silver"
+
+
 def _untrained_copy(model: torch.nn.Module, seed: int) -> torch.nn.Module:
     """A freshly initialised model of the same configuration (the floor of every measure)."""
     from transformers import AutoModelForMaskedLM
@@ -57,9 +122,10 @@ def _untrained_copy(model: torch.nn.Module, seed: int) -> torch.nn.Module:
 
 
 def compare_models(dir_a: Path, dir_b: Path, verses_a: Sequence[str], verses_b: Sequence[str],
-                   *, train_fraction: float = 0.5, seed: int = 0) -> dict[str, Any]:
-    """Figure 2's sentence-level curves for models A and B on parallel verses, and the same
-    for untrained models of their shapes."""
+                   *, train_fraction: float = 0.5, seed: int = 0, same_edition: bool = False
+                   ) -> dict[str, Any]:
+    """Figure 2's sentence- and word-level curves for models A and B on parallel verses, and
+    the same for untrained models of their shapes."""
     if len(verses_a) != len(verses_b):
         raise ValueError(f"{len(verses_a)} verses for A but {len(verses_b)} for B")
     if len(verses_a) < 4:
@@ -70,16 +136,26 @@ def compare_models(dir_a: Path, dir_b: Path, verses_a: Sequence[str], verses_b: 
     if depth_a != depth_b:
         raise UserError(f"{dir_a} has {depth_a} layers and {dir_b} {depth_b}: the curves compare "
                         "layer l with layer l, so both models need the same depth")
+    untrained_a, untrained_b = _untrained_copy(model_a, seed), _untrained_copy(model_b, seed + 1)
     curves = sentence_similarity_by_layer(verse_layers(model_a, tok_a, verses_a),
                                           verse_layers(model_b, tok_b, verses_b),
                                           train_fraction, seed)
-    floor = sentence_similarity_by_layer(
-        verse_layers(_untrained_copy(model_a, seed), tok_a, verses_a),
-        verse_layers(_untrained_copy(model_b, seed + 1), tok_b, verses_b),
-        train_fraction, seed)
+    floor = sentence_similarity_by_layer(verse_layers(untrained_a, tok_a, verses_a),
+                                         verse_layers(untrained_b, tok_b, verses_b),
+                                         train_fraction, seed)
+    words_a, vectors_a, segments_a = word_layers(model_a, tok_a, verses_a)
+    words_b, vectors_b, segments_b = word_layers(model_b, tok_b, verses_b)
+    pairs, kind = word_dictionary(segments_a, segments_b, same_edition)
+    curves["word_translation"] = word_translation_by_layer(
+        (words_a, vectors_a), (words_b, vectors_b), pairs, train_fraction, seed)
+    floor["word_translation"] = word_translation_by_layer(
+        word_layers(untrained_a, tok_a, verses_a)[:2], word_layers(untrained_b, tok_b,
+                                                                 verses_b)[:2],
+        pairs, train_fraction, seed)
     return {
         "model_a": str(dir_a), "model_b": str(dir_b), "verses": len(verses_a),
         "layers": list(range(depth_a + 1)), "train_fraction": train_fraction, "seed": seed,
+        "dictionary": {"kind": kind, "pairs": len(pairs)},
         "trained": {m: list(map(float, curves[m])) for m in MEASURES},
         "untrained": {m: list(map(float, floor[m])) for m in MEASURES},
     }
@@ -97,10 +173,36 @@ def similarity_figure(record: dict[str, Any], measure: str, path: Path) -> Path:
     ax.plot(record["layers"], record["untrained"][measure], marker="x", linestyle="--",
             label="untrained (same shapes)")
     ax.set_xlabel("layer (0 = embeddings)")
-    ax.set_ylabel("verse retrieval P@1" if measure == "sentence_retrieval" else "linear CKA")
+    ax.set_ylabel(MEASURE_LABELS[measure])
     ax.set_ylim(0, 1)
     ax.set_title(f"{record['editions'][0]} (A) vs {record['editions'][1]} (B), "
                  f"{record['verses']} verses", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def pairs_figure(records: Sequence[dict[str, Any]], measure: str, path: Path) -> Path:
+    """Figure 2's layout: ``measure`` against the layer, one line per pair of editions (the
+    trained models; each pair's untrained floor dotted in the same colour)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for record in records:
+        label = f"{record['editions'][0]}–{record['editions'][1]}"
+        line, = ax.plot(record["layers"], record["trained"][measure], marker="o", label=label)
+        ax.plot(record["layers"], record["untrained"][measure], linestyle=":",
+                color=line.get_color())
+    ax.set_xlabel("layer (0 = embeddings)")
+    ax.set_ylabel(MEASURE_LABELS[measure])
+    ax.set_ylim(0, 1)
+    ax.set_title("two models, one line per pair (dotted: untrained)", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
