@@ -30,20 +30,18 @@ import torch
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
 from multilab import tracking
-from multilab.config import Config, RunConfig
+from multilab.config import Config
 from multilab.data.dictionary import induce_dictionary
 from multilab.data.inputs import INVERTED, InputEncoder
 from multilab.data.layout import layout, tokenized_verses
 from multilab.data.transforms import unicode_fake
 from multilab.data.vocab import load_tokenizer
-from multilab.errors import UserError
 from multilab.evaluation.evaluate import evaluation_device
-from multilab.evaluation.token_translation import pair_numbers
+from multilab.evaluation.token_translation import dev_rows, model_pair
 from multilab.evaluation.word_retrieval import ContextualWordVectors, word_retrieval
 from multilab.files import write_json
 from multilab.lab.modifications import file_stem
 from multilab.training.model import build_model
-from multilab.training.model_dir import read_done
 from multilab.training.train import study_encoder
 
 BATCH_SIZE = 64
@@ -123,18 +121,10 @@ def exact_pairs(kind: str, source_words: Sequence[str], target_words: Sequence[s
 def lab_word_retrieval(cfg: Config, model_dir: Path, source: str, target: str,
                        sentences: int) -> dict[str, Any]:
     """MRR / P@1 per layer of the trained model and of its untrained twin (module doc)."""
-    if sentences < 1:
-        raise UserError(f"--sentences {sentences}: must be >= 1")
-    src, tgt = pair_numbers(cfg, source, target)
-    done = read_done(model_dir)
-    if done is None:
-        raise UserError(f"{model_dir} is not a finished multilab model; train it first")
-    run: RunConfig = cfg.run(done["modification"], done["seed"])
+    src, tgt, run, done = model_pair(cfg, model_dir, source, target, sentences)
     encoder = study_encoder(run)
     tokenizers = language_tokenizers(cfg)
     pairs, kind = dictionary_of(cfg, src, tgt, tokenizers)
-    from multilab.evaluation.token_translation import dev_rows
-
     _, rows, _ = dev_rows(cfg, run, sentences)
     keep = [i for i in range(len(rows[src])) if len(rows[src][i]) and len(rows[tgt][i])]
     trained = BertForMaskedLM.from_pretrained(str(model_dir)).to(evaluation_device()).eval()

@@ -26,11 +26,10 @@ from multilab.data.inputs import INVERTED, InputEncoder
 from multilab.errors import UserError
 from multilab.evaluation.evaluate import evaluation_device
 from multilab.evaluation.lab_word_retrieval import language_tokenizers, words_of
-from multilab.evaluation.token_translation import dev_rows, pair_numbers
+from multilab.evaluation.token_translation import dev_rows, model_pair
 from multilab.evaluation.wordorder import merge_wordpieces, verse_taus
 from multilab.files import write_json
 from multilab.lab.modifications import file_stem
-from multilab.training.model_dir import read_done
 from multilab.training.train import study_encoder
 
 BATCH_SIZE = 64
@@ -66,13 +65,7 @@ def model_word_order(cfg: Config, model_dir: Path, source: str, target: str, sen
                      layer: int) -> dict[str, Any]:
     """Mean Kendall's tau of ``target``'s order against ``source``'s, from Match on the
     model's layer-``layer`` vectors over the first ``sentences`` dev rows (module doc)."""
-    if sentences < 1:
-        raise UserError(f"--sentences {sentences}: must be >= 1")
-    src, tgt = pair_numbers(cfg, source, target)
-    done = read_done(model_dir)
-    if done is None:
-        raise UserError(f"{model_dir} is not a finished multilab model; train it first")
-    run = cfg.run(done["modification"], done["seed"])
+    src, tgt, run, done = model_pair(cfg, model_dir, source, target, sentences)
     depth = run.model.num_hidden_layers
     if not 0 <= layer <= depth:
         raise UserError(f"--layer {layer}: the model has layers 0 … {depth}")

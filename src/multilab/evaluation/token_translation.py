@@ -76,6 +76,20 @@ def pair_numbers(cfg: Config, source: str, target: str) -> tuple[int, int]:
     return numbers[0], numbers[1]
 
 
+def model_pair(cfg: Config, model_dir: Path, source: str, target: str, sentences: int
+               ) -> tuple[int, int, RunConfig, dict[str, Any]]:
+    """What every measure of two study languages on one finished model checks first, in one
+    line each: the row count, the pair, the model. Returns (source number, target number, the
+    model's run, its done record)."""
+    if sentences < 1:
+        raise UserError(f"--sentences {sentences}: must be >= 1")
+    src, tgt = pair_numbers(cfg, source, target)  # the same language twice: one line
+    done = read_done(model_dir)
+    if done is None:
+        raise UserError(f"{model_dir} is not a finished multilab model; train it first")
+    return src, tgt, cfg.run(done["modification"], done["seed"]), done
+
+
 def dev_rows(cfg: Config, run: RunConfig, count: int
              ) -> tuple[InputEncoder, list[list[torch.Tensor]], tuple[int, ...]]:
     """The study's encoder (as training builds it), each language's wordpiece ids of the
@@ -104,15 +118,9 @@ def token_translation(cfg: Config, model_dir: Path, source: str, target: str,
     if cfg.verses and cfg.vocab.mode == "joint":
         raise UserError("vocab.mode = 'joint' gives the languages one vocabulary block, so an "
                         "output token's language is unknown (valid: vocab.mode = 'separate')")
-    if sentences < 1:
-        raise UserError(f"--sentences {sentences}: must be >= 1")
     if not alphas or any(not np.isfinite(a) or a <= 0 for a in alphas):
         raise UserError(f"--alphas {list(alphas)}: need numbers > 0, e.g. 1,2,3")
-    src, tgt = pair_numbers(cfg, source, target)  # the same language twice: one line
-    done = read_done(model_dir)
-    if done is None:
-        raise UserError(f"{model_dir} is not a finished multilab model; train it first")
-    run = cfg.run(done["modification"], done["seed"])
+    src, tgt, run, done = model_pair(cfg, model_dir, source, target, sentences)
     encoder, rows, sizes = dev_rows(cfg, run, sentences)
     keep = [i for i in range(len(rows[src])) if len(rows[src][i]) and len(rows[tgt][i])]
     source_rows = [rows[src][i] for i in keep]
