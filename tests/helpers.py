@@ -117,6 +117,17 @@ def tracked_smoke_model(built_project: Path, root: Path) -> Config:
     return cfg
 
 
+def tracked_model_cli(cfg: Config, *command: str) -> int:
+    """``multilab <command>`` on a :func:`tracked_smoke_model` project (its paths and
+    settings); the exit status."""
+    from multilab.cli import main
+
+    settings = ["profile=smoke", *(f"paths.{n}={getattr(cfg.paths, n)}" for n in
+                                   ("data", "artifacts", "reports", "metrics", "mlruns")),
+                "train.max_train_sentences=128", "train.eval_points=[]"]
+    return main(cli_args(settings, *command))
+
+
 def cli_settings(root: Path, **extra: object) -> list[str]:
     """``--set`` values: smoke profile, every path in ``root``, a short checkpointed run."""
     values: dict[str, object] = {

@@ -17,7 +17,6 @@ from mlflow.tracking import MlflowClient
 from tqdm import tqdm
 
 from multilab import tracking
-from multilab.cli import main
 from multilab.config import Config
 from multilab.data.book_groups import (
     LABELS,
@@ -47,11 +46,11 @@ from multilab.lab.modifications import resolve_recipe
 from multilab.reporting.report import build_report
 from tests.helpers import (
     PARAMS,
-    cli_args,
     fake_run,
     run_statuses,
     saved_weights,
     smoke_config,
+    tracked_model_cli,
     tracked_smoke_model,
 )
 
@@ -238,16 +237,9 @@ def test_mds_settings_are_strict(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- command line
 
 
-def _cli(cfg: Config, *command: str) -> int:
-    settings = ["profile=smoke", *(f"paths.{n}={getattr(cfg.paths, n)}" for n in
-                                   ("data", "artifacts", "reports", "metrics", "mlruns")),
-                "train.max_train_sentences=128", "train.eval_points=[]"]
-    return main(cli_args(settings, *command))
-
-
 def test_cli_logs_to_the_model_run_which_stays_finished(trained: Config, one_thread: None,
                                                         capsys) -> None:
-    assert _cli(trained, "downstream", str(_model(trained))) == 0
+    assert tracked_model_cli(trained, "downstream", str(_model(trained))) == 0
     out = capsys.readouterr().out
     assert "accuracy en" in out and "en-fake" in out and "majority" in out
     record = json.loads(trained.paths.downstream_file("original", 0).read_text())
@@ -259,12 +251,13 @@ def test_cli_logs_to_the_model_run_which_stays_finished(trained: Config, one_thr
     assert run.data.tags["downstream.languages"] == "en,en-fake"
     history = MlflowClient(tracking.tracking_uri(trained.paths)).get_metric_history(
         record["run_id"], "downstream/acc.en")
-    assert _cli(trained, "downstream", str(_model(trained))) == 0  # same values: no new point
+    # the same values again: no new point
+    assert tracked_model_cli(trained, "downstream", str(_model(trained))) == 0
     again = MlflowClient(tracking.tracking_uri(trained.paths)).get_metric_history(
         record["run_id"], "downstream/acc.en")
     assert len(again) == len(history) and again[-1].value == record["metrics"][
         "downstream/acc.en"]
-    assert _cli(trained, "downstream", str(_model(trained)), "--mds") == 0
+    assert tracked_model_cli(trained, "downstream", str(_model(trained)), "--mds") == 0
     out = capsys.readouterr().out
     assert "shifted (alpha" in out and "frozen below layer" in out and "seed0-mds.json" in out
     mds = json.loads(trained.paths.downstream_file("original", 0).with_name("seed0-mds.json")
@@ -286,7 +279,7 @@ def test_cli_bad_inputs_are_one_line_exit_2_nothing_written(trained: Config, tmp
         extra = ["--languages", {"unknown language": "3,xx", "no block": "3,s",
                                  "twice": "3,3"}[case]]
     out = tmp_path / "out.json"
-    assert _cli(trained, "downstream", model, "--out", str(out), *extra) == 2
+    assert tracked_model_cli(trained, "downstream", model, "--out", str(out), *extra) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("multilab: error: ") and "\n" not in err
     expected = {"not a model": "not a finished multilab model", "unknown language": "'xx'",

@@ -10,23 +10,15 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from multilab import tracking
-from multilab.cli import main
 from multilab.config import Config
 from multilab.evaluation.lab_word_retrieval import exact_pairs, lab_word_retrieval, words_of
-from tests.helpers import cli_args, run_statuses, tracked_smoke_model
+from tests.helpers import run_statuses, tracked_model_cli, tracked_smoke_model
 
 
 @pytest.fixture(scope="module")
 def trained(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Config:
     """A smoke model of 128 sentences, tracked in the project's MLflow store."""
     return tracked_smoke_model(built_project, tmp_path_factory.mktemp("mrr"))
-
-
-def _cli(cfg: Config, *command: str) -> int:
-    settings = ["profile=smoke", *(f"paths.{n}={getattr(cfg.paths, n)}" for n in
-                                   ("data", "artifacts", "reports", "metrics", "mlruns")),
-                "train.max_train_sentences=128", "train.eval_points=[]"]
-    return main(cli_args(settings, *command))
 
 
 def test_wordpieces_merge_into_words() -> None:
@@ -56,14 +48,14 @@ def test_cli_writes_json_and_logs_to_the_finished_run(trained: Config, one_threa
                                                      capsys, tmp_path: Path) -> None:
     model = str(trained.paths.model_dir("original", 0))
     out = tmp_path / "m"
-    assert _cli(trained, "mrr", model, "--source", "3", "--target", "fake",
+    assert tracked_model_cli(trained, "mrr", model, "--source", "3", "--target", "fake",
                 "--sentences", "30", "--out", str(out)) == 0
     assert "3 -> fake, 30 sentences, fake dictionary" in capsys.readouterr().out
     record = json.loads((out / "word_retrieval.json").read_text())
     run = MlflowClient(tracking.tracking_uri(trained.paths)).get_run(record["run_id"])
     assert run.data.metrics["mrr.3-fake.l8"] == pytest.approx(record["trained"][8]["mrr"])
     assert run.info.status == "FINISHED" and "RUNNING" not in run_statuses(trained)
-    assert _cli(trained, "mrr", model, "--source", "3", "--target", "xx") == 2
+    assert tracked_model_cli(trained, "mrr", model, "--source", "3", "--target", "xx") == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("multilab: error: ") and "\n" not in err and "'xx'" in err
 
@@ -78,14 +70,14 @@ def test_model_order_of_english_and_fake_english(trained: Config, one_thread: No
     record = model_word_order(trained, model, "3", "fake", 40, 8)
     assert record["verses"] == 40 and 0.0 <= record["tau"] <= 1.0
     out = tmp_path / "order.json"
-    assert _cli(trained, "model-order", str(model), "--source", "3", "--target", "fake",
-                "--sentences", "20", "--layer", "0", "--out", str(out)) == 0
+    pair = ("--source", "3", "--target", "fake")
+    assert tracked_model_cli(trained, "model-order", str(model), *pair, "--sentences", "20",
+                             "--layer", "0", "--out", str(out)) == 0
     assert "3 -> fake, 20 verses, layer 0: tau" in capsys.readouterr().out
     saved = json.loads(out.read_text())
     run = MlflowClient(tracking.tracking_uri(trained.paths)).get_run(saved["run_id"])
     assert run.data.metrics["tau_model.3-fake.l0"] == pytest.approx(saved["tau"])
-    assert _cli(trained, "model-order", str(model), "--source", "3", "--target", "fake",
-                "--layer", "13") == 2
+    assert tracked_model_cli(trained, "model-order", str(model), *pair, "--layer", "13") == 2
     assert "--layer 13: the model has layers 0 … 12" in capsys.readouterr().err
 
 

@@ -10,24 +10,16 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from multilab import tracking
-from multilab.cli import main
 from multilab.config import Config
 from multilab.errors import UserError
 from multilab.evaluation.token_translation import pair_numbers, token_translation
-from tests.helpers import cli_args, run_statuses, tracked_smoke_model
+from tests.helpers import run_statuses, tracked_model_cli, tracked_smoke_model
 
 
 @pytest.fixture(scope="module")
 def trained(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Config:
     """A smoke model of 128 sentences, tracked in the project's MLflow store."""
     return tracked_smoke_model(built_project, tmp_path_factory.mktemp("translate"))
-
-
-def _cli(cfg: Config, *command: str) -> int:
-    settings = ["profile=smoke", *(f"paths.{n}={getattr(cfg.paths, n)}" for n in
-                                   ("data", "artifacts", "reports", "metrics", "mlruns")),
-                "train.max_train_sentences=128", "train.eval_points=[]"]
-    return main(cli_args(settings, *command))
 
 
 def test_sweep_english_to_fake_english(trained: Config, one_thread: None) -> None:
@@ -49,7 +41,7 @@ def test_cli_writes_heat_maps_and_logs_to_the_finished_run(trained: Config, one_
                                                           capsys, tmp_path: Path) -> None:
     model = str(trained.paths.model_dir("original", 0))
     out = tmp_path / "t"
-    assert _cli(trained, "translate", model, "--source", "3", "--target", "fake",
+    assert tracked_model_cli(trained, "translate", model, "--source", "3", "--target", "fake",
                 "--sentences", "20", "--alphas", "2", "--out", str(out)) == 0
     assert "3 -> fake, 20 sentences: best convert rate" in capsys.readouterr().out
     record = json.loads((out / "translation.json").read_text())
@@ -75,7 +67,7 @@ def test_cli_writes_heat_maps_and_logs_to_the_finished_run(trained: Config, one_
 def test_bad_inputs_are_one_line_exit_2(trained: Config, capsys, tmp_path: Path,
                                         extra: list[str], says: str) -> None:
     model = str(trained.paths.model_dir("original", 0))
-    assert _cli(trained, "translate", model, *extra, "--out", str(tmp_path / "t")) == 2
+    assert tracked_model_cli(trained, "translate", model, *extra, "--out", str(tmp_path / "t")) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("multilab: error: ") and "\n" not in err and says in err, err
     assert not (tmp_path / "t").exists() and "RUNNING" not in run_statuses(trained)
