@@ -172,17 +172,9 @@ def similarity_figure(record: dict[str, Any], measure: str, path: Path) -> Path:
     ax.plot(record["layers"], record["trained"][measure], marker="o", label="trained")
     ax.plot(record["layers"], record["untrained"][measure], marker="x", linestyle="--",
             label="untrained (same shapes)")
-    ax.set_xlabel("layer (0 = embeddings)")
-    ax.set_ylabel(MEASURE_LABELS[measure])
-    ax.set_ylim(0, 1)
-    ax.set_title(f"{record['editions'][0]} (A) vs {record['editions'][1]} (B), "
-                 f"{record['verses']} verses", fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    title = (f"{record['editions'][0]} (A) vs {record['editions'][1]} (B), "
+             f"{record['verses']} verses")
+    return _finish(fig, ax, measure, title, path)
 
 
 def pairs_figure(records: Sequence[dict[str, Any]], measure: str, path: Path) -> Path:
@@ -199,10 +191,17 @@ def pairs_figure(records: Sequence[dict[str, Any]], measure: str, path: Path) ->
         line, = ax.plot(record["layers"], record["trained"][measure], marker="o", label=label)
         ax.plot(record["layers"], record["untrained"][measure], linestyle=":",
                 color=line.get_color())
+    return _finish(fig, ax, measure, "two models, one line per pair (dotted: untrained)", path)
+
+
+def _finish(fig: Any, ax: Any, measure: str, title: str, path: Path) -> Path:
+    """Axes, title and legend of a similarity panel; written as a PNG and closed."""
+    import matplotlib.pyplot as plt
+
     ax.set_xlabel("layer (0 = embeddings)")
     ax.set_ylabel(MEASURE_LABELS[measure])
     ax.set_ylim(0, 1)
-    ax.set_title("two models, one line per pair (dotted: untrained)", fontsize=9)
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
