@@ -50,6 +50,7 @@ from multilab.data.book_groups import (
     LABELS,
     SPLITS,
     Example,
+    Scores,
     classification_scores,
     majority_baseline,
     task_examples,
@@ -62,6 +63,7 @@ from multilab.data.vocab import SPECIAL_TOKENS, load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation import mds_transfer
 from multilab.evaluation.evaluate import _model_run, evaluation_device, model_record
+from multilab.evaluation.mean_shift import shifted
 from multilab.files import write_json
 from multilab.training.model import check_finite_weights, quiet_transformers
 from multilab.training.model_dir import DONE_FILE, check_weights, read_done
@@ -312,15 +314,11 @@ def fine_tune(model: PreTrainedModel, train: Encoded, dev: Encoded,
 # --------------------------------------------------------------------------- the task
 
 
-def sorted_batches(data: Encoded, batch_size: int) -> tuple[list[dict[str, torch.Tensor]],
-                                                             list[int]]:
-    """Length-sorted batches of model inputs and the gold labels in the same order."""
-    batches, gold = [], []
-    for rows in torch.argsort(data.lengths, stable=True).split(batch_size):
-        inputs, labels = data.batch(rows)
-        batches.append(inputs)
-        gold += labels.tolist()
-    return batches, gold
+def input_batches(data: Encoded, batch_size: int) -> list[dict[str, torch.Tensor]]:
+    """The model inputs of ``data`` in length-sorted batches (the order does not matter to a
+    mean over tokens, the padding does)."""
+    return [data.batch(rows)[0]
+            for rows in torch.argsort(data.lengths, stable=True).split(batch_size)]
 
 
 def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
@@ -361,15 +359,15 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
         mds_transfer.freeze_below(model, layer)
     name = f"downstream{' mds' if mds else ''} {run.modification} s{run.seed}"
     work = settings.epochs * (len(train) + len(dev)) + sum(len(t) for t in tests.values())
-    work += sum(len(settings.mds_alphas) * len(d) + 2 * len(tests[lang])
-                for lang, d in devs.items())
+    work += sum(len(settings.mds_alphas) * len(d) + len(tests[lang]) for lang, d in devs.items())
     with tqdm(total=work, desc=name, unit="verse", disable=not progress) as bar:
         tuned = fine_tune(model, train, dev, settings, seed, bar)
         bar.set_postfix(epoch=tuned.epoch, testing=len(tests))
         scores = {lang: classification_scores(predict(model, test, settings.batch_size * 4,
                                                       bar), test.labels.tolist())
                   for lang, test in tests.items()}
-        shifts = _shifted_transfer(model, layer, settings, encoder, dev, devs, tests, bar)
+        shifts = _shifted_transfer(model, layer, settings, encoder, dev, devs, tests, scores,
+                                   bar)
     baseline = majority_baseline(train.labels.tolist(), tests[first.language].labels.tolist())
     labels = {lang: language_label(lang, languages) for lang in languages}
     prefix = MDS_PREFIX if mds else PREFIX
@@ -412,19 +410,28 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
 
 def _shifted_transfer(model: PreTrainedModel, layer: int, settings: DownstreamConfig,
                       encoder: InputEncoder, first_dev: Encoded, devs: dict[Language, Encoded],
-                      tests: dict[Language, Encoded], bar: tqdm
-                      ) -> dict[Language, mds_transfer.ShiftResult]:
-    """``--mds``: each other language's test accuracy with the shift chosen on its dev set."""
+                      tests: dict[Language, Encoded], unshifted: dict[Language, Scores],
+                      bar: tqdm) -> dict[Language, mds_transfer.ShiftResult]:
+    """``--mds``: each other language's test accuracy with the shift chosen on its dev set,
+    beside the unshifted one the plain test already measured."""
     size = settings.batch_size * 4
     special = [offset + i for offset in set(encoder.offsets) for i in range(len(SPECIAL_TOKENS))]
-    first_batches, _ = sorted_batches(first_dev, size)
+    first_batches = input_batches(first_dev, size)
+
+    def accuracy(data: Encoded, shift: torch.Tensor, alpha: float) -> float:
+        with shifted(model, layer, alpha * shift):
+            predicted = predict(model, data, size, bar)
+        return classification_scores(predicted, data.labels.tolist()).accuracy
+
     results = {}
     for lang, dev in devs.items():
-        dev_batches, dev_gold = sorted_batches(dev, size)
-        test_batches, test_gold = sorted_batches(tests[lang], size)
-        results[lang] = mds_transfer.shifted_transfer(
-            model, layer, settings.mds_alphas, first_batches, dev_batches, test_batches,
-            dev_gold, test_gold, special, bar)
+        shift = mds_transfer.language_shift(model, layer, first_batches,
+                                            input_batches(dev, size), special)
+        on_dev = {alpha: accuracy(dev, shift, alpha) for alpha in settings.mds_alphas}
+        alpha = mds_transfer.best_alpha(on_dev)
+        results[lang] = mds_transfer.ShiftResult(
+            {f"{a:g}": value for a, value in sorted(on_dev.items())}, alpha,
+            unshifted[lang].accuracy, accuracy(tests[lang], shift, alpha))
     return results
 
 

@@ -23,11 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
-from multilab.data.book_groups import classification_scores
-from multilab.evaluation.mean_shift import language_means, shifted
+from multilab.evaluation.mean_shift import language_means
 
 
 def shift_layer(configured: int | None, depth: int) -> int:
@@ -48,21 +46,6 @@ def freeze_below(model: PreTrainedModel, layer: int) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-@torch.no_grad()
-def predictions(model: PreTrainedModel, batches: list[dict[str, torch.Tensor]],
-                bar: tqdm | None = None) -> list[int]:
-    """Argmax labels of the batches, in order."""
-    model.eval()
-    device = next(model.parameters()).device
-    out: list[int] = []
-    for inputs in batches:
-        logits = model(**{k: v.to(device) for k, v in inputs.items()}).logits
-        out += logits.argmax(dim=-1).tolist()
-        if bar is not None:
-            bar.update(len(logits))
-    return out
-
-
 @dataclass
 class ShiftResult:
     """One target language: dev accuracy per α, the chosen α, test accuracy without and with."""
@@ -73,25 +56,14 @@ class ShiftResult:
     test_shifted: float
 
 
-def shifted_transfer(
-    model: PreTrainedModel, layer: int, alphas: tuple[float, ...],
-    first_dev: list[dict[str, torch.Tensor]], target_dev: list[dict[str, torch.Tensor]],
-    target_test: list[dict[str, torch.Tensor]], dev_gold: list[int], test_gold: list[int],
-    special_ids: list[int], bar: tqdm | None = None,
-) -> ShiftResult:
-    """D = R_first − R_target at ``layer`` from the dev verses; α chosen on the target's dev
-    accuracy (ties: the smaller α); the test accuracy with that α and with none."""
-    # BertForSequenceClassification has the ``bert`` encoder the mean-shift functions read
-    first, target = (language_means(model, batches, special_ids)[layer]
-                     for batches in (first_dev, target_dev))
-    shift = first - target
-    dev: dict[str, float] = {}
-    for alpha in sorted(alphas):
-        with shifted(model, layer, alpha * shift):
-            dev[f"{alpha:g}"] = classification_scores(predictions(model, target_dev, bar),
-                                                      dev_gold).accuracy
-    best = max(sorted(alphas), key=lambda a: (dev[f"{a:g}"], -a))
-    unshifted = classification_scores(predictions(model, target_test, bar), test_gold).accuracy
-    with shifted(model, layer, best * shift):
-        moved = classification_scores(predictions(model, target_test, bar), test_gold).accuracy
-    return ShiftResult(dev, best, unshifted, moved)
+def language_shift(model: PreTrainedModel, layer: int, first: list[dict[str, torch.Tensor]],
+                   target: list[dict[str, torch.Tensor]], special_ids: list[int]) -> torch.Tensor:
+    """D = R_first − R_target at ``layer``, from the two languages' dev batches (the
+    ``bert`` encoder of BertForSequenceClassification, as the mean-shift functions read it)."""
+    return (language_means(model, first, special_ids)[layer]
+            - language_means(model, target, special_ids)[layer])
+
+
+def best_alpha(dev_accuracy: dict[float, float]) -> float:
+    """The α with the best dev accuracy; ties go to the smaller α (the lesser change)."""
+    return max(sorted(dev_accuracy), key=lambda alpha: (dev_accuracy[alpha], -alpha))
