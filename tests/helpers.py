@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -117,14 +118,14 @@ def tracked_smoke_model(built_project: Path, root: Path) -> Config:
     return cfg
 
 
-def tracked_model_cli(cfg: Config, *command: str) -> int:
+def tracked_model_cli(cfg: Config, *command: str, extra: Sequence[str] = ()) -> int:
     """``multilab <command>`` on a :func:`tracked_smoke_model` project (its paths and
-    settings); the exit status."""
+    settings, plus the ``--set`` values ``extra``); the exit status."""
     from multilab.cli import main
 
     settings = ["profile=smoke", *(f"paths.{n}={getattr(cfg.paths, n)}" for n in
                                    ("data", "artifacts", "reports", "metrics", "mlruns")),
-                "train.max_train_sentences=128", "train.eval_points=[]"]
+                "train.max_train_sentences=128", "train.eval_points=[]", *extra]
     return main(cli_args(settings, *command))
 
 
@@ -238,3 +239,119 @@ def files_of_fresh_processes(script: str, args: list[str], out_of: list[Path]
         files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
         written.append({f: (out / f).read_bytes() for f in files})
     return written
+
+
+# --------------------------------------------------------------------------- user corpora
+
+#: The fixture's corpora: name → (ISO code, Bible edition whose text stands in for Wikipedia)
+TEXT_CORPORA = {"wiki-en": ("en", "3"), "wiki-de": ("de", "s"), "wiki-hi": ("hi", "i")}
+
+
+def write_text_corpora(data: Path, dev_lines: int = 150) -> dict[str, dict[str, object]]:
+    """Tiny user corpora shaped like WikiExtractor output, written under ``data/corpora``:
+    the text is Bible verses (offline and real), three verses a "paragraph" line, each
+    language a different book so that no train line is parallel; English is a folder of
+    two files, the others one file each. Dev: the first ``dev_lines`` verses of Genesis,
+    line-aligned across languages. Returns the ``corpora:`` parameter for them."""
+    books = {"wiki-en": 41, "wiki-de": 42, "wiki-hi": 43}  # Mark, Luke, John
+    corpora: dict[str, dict[str, object]] = {}
+    for name, (iso, code) in TEXT_CORPORA.items():
+        verses = [text for _, text in bible.read_verses(code, (books[name], books[name]))]
+        paragraphs = [" ".join(verses[i:i + 3]) for i in range(0, len(verses), 3)]
+        docs = []
+        for number, start in enumerate(range(0, len(paragraphs), 20)):
+            docs.append(f'<doc id="{number}" url="?curid={number}" title="Doc {number}">\n'
+                        f"Doc {number}\n\n" + "\n".join(paragraphs[start:start + 20])
+                        + "\n</doc>\n")
+        root = data / "corpora" / name
+        if name == "wiki-en":
+            half = len(docs) // 2
+            for file, part in (("AA/wiki_00", docs[:half]), ("AA/wiki_01", docs[half:])):
+                (root / file).parent.mkdir(parents=True, exist_ok=True)
+                (root / file).write_text("".join(part), encoding="utf-8")
+            train = f"corpora/{name}"
+        else:
+            root.mkdir(parents=True, exist_ok=True)
+            (root / "wiki.txt").write_text("".join(docs), encoding="utf-8")
+            train = f"corpora/{name}/wiki.txt"
+        dev = [text for _, text in bible.read_verses(code, (1, 1))[:dev_lines]]
+        (data / "corpora" / f"dev.{iso}.txt").write_text("\n".join(dev) + "\n",
+                                                          encoding="utf-8")
+        corpora[name] = {"iso": iso, "train": train, "dev": f"corpora/dev.{iso}.txt"}
+    return corpora
+
+
+# --------------------------------------------------------------------------- XNLI fixture
+# A few dozen rows in XNLI's official layout (data/xnli.py's docstring): the dev/test header
+# of the release, every column present, pairIDs shared by the languages, and XNLI-MT's train
+# files with their own header and label spelling (``contradictory``).
+
+XNLI_EVAL_HEADER = (
+    "language", "gold_label", "sentence1_binary_parse", "sentence2_binary_parse",
+    "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "promptID", "pairID",
+    "genre", "label1", "label2", "label3", "label4", "label5", "sentence1_tokenized",
+    "sentence2_tokenized", "match",
+)
+XNLI_TRAIN_HEADER = ("premise", "hypo", "label")
+XNLI_LABELS = ("entailment", "neutral", "contradiction")
+#: the same twelve words in each fixture language (English ones the smoke vocabulary knows)
+XNLI_WORDS = {
+    "en": ("the", "lord", "said", "unto", "moses", "people", "went", "into", "land", "king",
+           "house", "city"),
+    "de": ("der", "herr", "sprach", "zu", "mose", "volk", "ging", "in", "land", "könig",
+           "haus", "stadt"),
+    "hi": ("वह", "यहोवा", "कहा", "से", "मूसा", "लोग", "गए", "में", "देश", "राजा", "घर",
+           "नगर"),
+}
+XNLI_NEGATION = {"en": "not", "de": "nicht", "hi": "नहीं"}
+
+
+def _xnli_pair(language: str, seed: int, label: int) -> tuple[str, str]:
+    """A premise and a hypothesis whose relation follows the label (a subset of the premise,
+    other words, or the subset negated), the same words in every language for one seed."""
+    rng = random.Random(seed)
+    words = XNLI_WORDS.get(language, XNLI_WORDS["en"])
+    premise = [rng.randrange(len(words)) for _ in range(rng.randint(5, 9))]
+    kept = premise[: rng.randint(2, 4)]
+    hypothesis = {0: kept, 1: [rng.randrange(len(words)) for _ in range(3)], 2: kept}[label]
+    text = [words[i] for i in hypothesis]
+    if label == 2:
+        text.insert(1, XNLI_NEGATION.get(language, "not"))
+    return " ".join(words[i] for i in premise) + " .", " ".join(text) + " ."
+
+
+def write_xnli_fixture(root: Path, languages: Sequence[str] = ("en", "de", "hi"),
+                       pairs: int = 12, train_pairs: int = 24,
+                       train_languages: Sequence[str] | None = None) -> Path:
+    """A tiny XNLI release under ``root`` (``XNLI-1.0/xnli.{dev,test}.tsv`` with ``pairs``
+    pairIDs in each of ``languages``, ``XNLI-MT-1.0/multinli/multinli.train.<iso>.tsv`` with
+    ``train_pairs`` rows for each of ``train_languages``, default ``languages``); labels
+    cycle entailment, neutral, contradiction. Returns ``root`` (``downstream.task_path``)."""
+    xnli_dir = root / "XNLI-1.0"
+    train_dir = root / "XNLI-MT-1.0" / "multinli"
+    xnli_dir.mkdir(parents=True, exist_ok=True)
+    train_dir.mkdir(parents=True, exist_ok=True)
+    for split, first_id in (("dev", 1), ("test", 1001)):
+        lines = ["\t".join(XNLI_EVAL_HEADER)]
+        for language in languages:
+            for i in range(pairs):
+                pair_id, label = first_id + i, XNLI_LABELS[i % 3]
+                premise, hypothesis = _xnli_pair(language, pair_id, i % 3)
+                row = dict.fromkeys(XNLI_EVAL_HEADER, "") | {
+                    "language": language, "gold_label": label, "sentence1": premise,
+                    "sentence2": hypothesis, "promptID": str(pair_id // 3 + 1),
+                    "pairID": str(pair_id), "genre": "fiction",
+                    **{f"label{k}": label for k in range(1, 6)},
+                    "sentence1_tokenized": premise, "sentence2_tokenized": hypothesis,
+                    "match": "True"}
+                lines.append("\t".join(row[column] for column in XNLI_EVAL_HEADER))
+        (xnli_dir / f"xnli.{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for language in languages if train_languages is None else train_languages:
+        lines = ["\t".join(XNLI_TRAIN_HEADER)]
+        for i in range(train_pairs):
+            premise, hypothesis = _xnli_pair(language, 5000 + i, i % 3)
+            lines.append("\t".join([premise, hypothesis,
+                                    ("entailment", "neutral", "contradictory")[i % 3]]))
+        (train_dir / f"multinli.train.{language}.tsv").write_text("\n".join(lines) + "\n",
+                                                                  encoding="utf-8")
+    return root

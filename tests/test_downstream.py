@@ -44,14 +44,17 @@ from multilab.evaluation.downstream import (
 )
 from multilab.lab.modifications import resolve_recipe
 from multilab.reporting.report import build_report
+from multilab.training.model_dir import read_done
 from tests.helpers import (
     PARAMS,
+    XNLI_EVAL_HEADER,
     fake_run,
     run_statuses,
     saved_weights,
     smoke_config,
     tracked_model_cli,
     tracked_smoke_model,
+    write_xnli_fixture,
 )
 
 ENGLISH_FAKE = parse_languages(["3", "fake"])
@@ -249,6 +252,7 @@ def test_cli_logs_to_the_model_run_which_stays_finished(trained: Config, one_thr
     for key, value in record["metrics"].items():  # timings: the first run's, logged once
         assert key in TIMINGS or run.data.metrics[key] == pytest.approx(value)
     assert run.data.tags["downstream.languages"] == "en,en-fake"
+    assert run.data.tags["downstream.task"] == record["task"] == "bible-books"
     history = MlflowClient(tracking.tracking_uri(trained.paths)).get_metric_history(
         record["run_id"], "downstream/acc.en")
     # the same values again: no new point
@@ -286,6 +290,98 @@ def test_cli_bad_inputs_are_one_line_exit_2_nothing_written(trained: Config, tmp
                 "no block": "no vocabulary block", "twice": "listed twice"}[case]
     assert expected in err
     assert not out.exists() and "RUNNING" not in run_statuses(trained)
+
+
+def _xnli_settings(root: Path) -> list[str]:
+    return ["downstream.task=xnli", f"downstream.task_path={root}"]
+
+
+@pytest.mark.parametrize("case", ["unknown task", "no task_path", "no folder", "missing file",
+                                  "malformed row", "no rows"])
+def test_cli_bad_xnli_inputs_are_one_line_exit_2_nothing_written(
+        trained: Config, tmp_path: Path, capsys, case: str) -> None:
+    """Refused before any work: no JSON, nothing logged to the model's run (the task's data
+    is read before the tracking store is touched)."""
+    root = tmp_path / "xnli"
+    if case == "no rows":  # the smoke study reads English; this release lacks it
+        write_xnli_fixture(root, languages=("de", "hi"), train_languages=("en",))
+    elif case != "no folder":
+        write_xnli_fixture(root)
+    if case == "missing file":
+        (root / "XNLI-1.0/xnli.test.tsv").unlink()
+    if case == "malformed row":
+        dev = root / "XNLI-1.0/xnli.dev.tsv"
+        lines = dev.read_text(encoding="utf-8").splitlines()
+        lines[2] = lines[2].rsplit("\t", 1)[0]
+        dev.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    extra = {"unknown task": ["downstream.task=nli"],
+             "no task_path": ["downstream.task=xnli"]}.get(case, _xnli_settings(root))
+    run_id = read_done(_model(trained))["run_id"]
+    client = MlflowClient(tracking.tracking_uri(trained.paths))
+    before = client.get_run(run_id).data
+    out = tmp_path / "out.json"
+    assert tracked_model_cli(trained, "downstream", str(_model(trained)), "--out", str(out),
+                             extra=extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("multilab: error: ") and "\n" not in err
+    expected = {
+        "unknown task": "downstream.task = 'nli': unknown task; valid: bible-books, xnli",
+        "no task_path": "downstream.task = 'xnli' needs downstream.task_path",
+        "no folder": f"downstream.task_path = {root} is not a folder",
+        "missing file": f"{root / 'XNLI-1.0/xnli.test.tsv'} is missing",
+        "malformed row": f"{root / 'XNLI-1.0/xnli.dev.tsv'}:3: 18 tab-separated columns, the "
+                         f"header has {len(XNLI_EVAL_HEADER)}",
+        "no rows": "xnli.dev.tsv has no rows of language 'en' (study language English, "
+                   "Bible in Basic English 1949); the file has: de, hi",
+    }[case]
+    assert expected in err
+    after = client.get_run(run_id).data
+    assert not out.exists() and "RUNNING" not in run_statuses(trained)
+    assert (after.metrics, after.tags) == (before.metrics, before.tags)
+
+
+def test_cli_xnli_fine_tunes_on_sentence_pairs_and_tags_the_task(
+        trained: Config, one_thread: None, tmp_path: Path, capsys, monkeypatch) -> None:
+    """``downstream.task=xnli`` on the smoke model: 3 outputs, premise and hypothesis encoded
+    as one pair, the same metric names as the book groups, the task in the JSON and the run's
+    tag (so the report names it)."""
+    from multilab.evaluation import downstream as module
+
+    root = write_xnli_fixture(tmp_path / "xnli", pairs=12, train_pairs=48)
+    heads, pairs = [], []
+    real_load, real_pair = module.load_classifier, InputEncoder.encode_pair
+
+    def load(model_dir, seed, num_labels=5):
+        heads.append(num_labels)
+        return real_load(model_dir, seed, num_labels)
+
+    def pair(self, *args, **kwargs):
+        pairs.append(args[2])  # the language number
+        return real_pair(self, *args, **kwargs)
+
+    monkeypatch.setattr(module, "load_classifier", load)
+    monkeypatch.setattr(InputEncoder, "encode_pair", pair)
+    out = tmp_path / "xnli.json"
+    assert tracked_model_cli(trained, "downstream", str(_model(trained)), "--out", str(out),
+                             extra=_xnli_settings(root)) == 0
+    assert "accuracy en" in capsys.readouterr().out
+    record = json.loads(out.read_text())
+    assert heads == [3] and record["task"] == "xnli"
+    assert sorted(Counter(pairs).items()) == [(0, 48 + 12 + 12), (1, 12)]  # train, dev, tests
+    assert record["labels"] == ["en", "en-fake"]
+    assert record["verses"] == {"train": 48, "dev": 12, "test": 12}
+    assert record["settings"]["task"] == "xnli" and record["settings"]["task_path"] == str(root)
+    # labels cycle: 16 of each in train (tie: entailment), 4 of each in test; F1 over 3 labels
+    assert record["majority"] == {"label": "entailment", "accuracy": pytest.approx(1 / 3),
+                                  "macro_f1": pytest.approx(0.5 / 3)}
+    for label in ("en", "en-fake"):
+        assert 0 <= record["metrics"][f"downstream/acc.{label}"] <= 1
+        assert 0 <= record["metrics"][f"downstream/f1.{label}"] <= 1
+    run = MlflowClient(tracking.tracking_uri(trained.paths)).get_run(record["run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["downstream.task"] == "xnli"
+    assert run.data.metrics["downstream/acc.en"] == pytest.approx(
+        record["metrics"]["downstream/acc.en"])
 
 
 # --------------------------------------------------------------------------- config

@@ -45,6 +45,12 @@ def cmd_corpus(args: argparse.Namespace) -> None:
         for code in editions:
             print(f"exported {bible.export_edition(code, cfg.paths.data)}")
         return
+    if args.action == "xnli-dev":  # the parallel dev text of user corpora (docs/GPU.md)
+        from multilab.data.user_corpora import xnli_dev_text
+
+        for path, count in xnli_dev_text(cfg).items():
+            print(f"wrote {path}: {count} lines")
+        return
     if cfg.verses and args.action in ("build", "stats"):
         from multilab.data.layout import build_verse_corpora, verse_stats
 
@@ -97,7 +103,7 @@ def cmd_spaces(args: argparse.Namespace) -> None:
     if cfg.verses:
         languages, vocab_words = verse_spaces.study_languages(cfg)
         metrics = verse_spaces.build_verse_spaces(languages, vocab_words, cfg.paths.spaces,
-                                                  spaces_cfg)
+                                                  spaces_cfg, aligned=not cfg.user_corpora)
     else:
         tokenizer = load_tokenizer(cfg.paths.vocab)
         lines = read_lines(cfg.paths.corpora / "train.txt")
@@ -366,7 +372,7 @@ def cmd_downstream(args: argparse.Namespace) -> None:
     from multilab.evaluation.downstream import downstream_and_record, downstream_path
 
     cfg = _config(args)
-    languages = (parse_languages(args.languages, cfg.language_list[0].edition)
+    languages = (parse_languages(args.languages, cfg.language_list[0].edition, cfg.corpus_isos)
                  if args.languages else None)
     out = args.out and Path(args.out)
     record = downstream_and_record(cfg, Path(args.model_dir), languages, out, mds=args.mds)
@@ -475,7 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("corpus", help="export Bible editions / build corpora / print stats")
-    p.add_argument("action", choices=["export", "build", "stats", "editions"])
+    p.add_argument("action", choices=["export", "build", "stats", "editions", "xnli-dev"],
+                   help="xnli-dev: write each user corpus's dev file from XNLI's parallel dev "
+                        "split (downstream.task_path)")
     p.add_argument("--edition", action="append", help="edition code (repeatable): export, editions")
     p.set_defaults(func=cmd_corpus)
 
@@ -551,7 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="JSON file (default: reports/model_word_order/...)")
     p.set_defaults(func=cmd_model_order)
 
-    p = sub.add_parser("downstream", help="zero-shot book-group classification of a model "
+    p = sub.add_parser("downstream", help="zero-shot downstream task (downstream.task) of a model "
                        "directory: fine-tune on the first language, test on every language")
     p.add_argument("model_dir")
     p.add_argument("--languages", help="some of the study's languages as the study spells "

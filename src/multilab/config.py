@@ -18,10 +18,11 @@ import difflib
 import hashlib
 import json
 import math
+import re
 import types
 import typing
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,21 @@ class CorpusConfig:
 
 
 @dataclass(frozen=True)
+class UserCorpusConfig:
+    """A language of the user's own text (issue 25: Wikipedia samples on the GPU server),
+    named in ``corpora:`` and listed in ``languages`` by that name
+    (:mod:`multilab.data.user_corpora`). Paths are relative to ``paths.data``, so
+    ``data.dvc`` versions the text the models are trained on."""
+
+    iso: str  # ISO 639-1 code of its language: what a task (XNLI) reads it as
+    train: str  # a file, or a folder read recursively: one sentence or document a line
+    dev: str  # parallel text, line i the same sentence in every corpus of the study
+    sentences: int | None = None  # a seeded sample of this many train lines; null: all
+    bytes: int | None = None  # or of about this many bytes of UTF-8 text (seed 000: 1 GB)
+    seed: int = 0  # the sample's
+
+
+@dataclass(frozen=True)
 class VocabConfig:
     size: int = 2048
     #: real languages: ``separate`` (a WordPiece per language, disjoint ids: seed 000 §5) or
@@ -182,9 +198,13 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class DownstreamConfig:
-    """The zero-shot book-group task (``evaluation.downstream``): seed 000 §5's fine-tuning
-    recipe (3 epochs, batch 32, lr 2e-5, after Devlin et al.: 10 % warm-up, decay .01)."""
+    """The zero-shot downstream task (``evaluation.downstream``): seed 000 §5's fine-tuning
+    recipe (3 epochs, batch 32, lr 2e-5, after Devlin et al.: 10 % warm-up, decay .01), on
+    the task ``task`` of ``data/tasks.py`` (book groups by default, or XNLI)."""
 
+    task: str = "bible-books"  # data/tasks.py's registry: bible-books, xnli
+    # the task's data folder (xnli: holding XNLI-1.0/ and XNLI-MT-1.0/); null: bible-books
+    task_path: Path | None = None
     epochs: int = 3
     batch_size: int = 32
     lr: float = 2e-5
@@ -193,7 +213,8 @@ class DownstreamConfig:
     max_length: int = 128  # wordpieces with [CLS] and [SEP]; <= train.max_length
     split_seed: int = 0  # the chapter split (book_groups.split_chapters): one for all models
     seed: int | None = None  # classifier init, dropout, batch order; null: the model's seed
-    max_train_verses: int | None = None  # a seeded sample of the train split; null: all
+    # a seeded sample of the task's train examples (verses, XNLI pairs: any task); null: all
+    max_train_verses: int | None = None
     max_test_verses: int | None = None  # the same for dev and for test; null: all
     # ``downstream --mds`` (seed 004 §4.3): frozen below and shifted at this layer (null: half
     # the depth), alpha chosen per language on its dev set from these values
@@ -242,10 +263,23 @@ class Config:
     word_order: WordOrderConfig = WordOrderConfig()
     #: the study's languages in their canonical spelling (``languages.language_keys``)
     languages: tuple[str, ...] = langs.DEFAULT_LANGUAGES
+    #: user corpora by name (``corpora:``): languages of the user's own text
+    corpora: dict[str, UserCorpusConfig] = field(default_factory=dict)
 
     @property
     def language_list(self) -> tuple[langs.Language, ...]:
-        return langs.parse_languages(self.languages)
+        return langs.parse_languages(self.languages, corpora=self.corpus_isos)
+
+    @property
+    def corpus_isos(self) -> dict[str, str]:
+        """User corpus name → ISO code (what :func:`langs.parse_languages` reads)."""
+        return {name: corpus.iso for name, corpus in self.corpora.items()}
+
+    @property
+    def user_corpora(self) -> bool:
+        """True when the study's languages are user corpora: text that is not parallel
+        (the train rows of two languages are unrelated lines; only dev is aligned)."""
+        return self.language_list[0].from_user_corpus
 
     @property
     def verses(self) -> bool:
@@ -418,9 +452,9 @@ class RunConfig:
             del relevant["vocab.mode"]
         if self.study.vocab.unit == VOCAB_UNITS[0]:  # likewise
             del relevant["vocab.unit"]
-        for field, default in mods.LATER_FIELDS.items():  # likewise for later recipe fields
-            if relevant[f"recipe.{field}"] == default:
-                del relevant[f"recipe.{field}"]
+        for later, default in mods.LATER_FIELDS.items():  # likewise for later recipe fields
+            if relevant[f"recipe.{later}"] == default:
+                del relevant[f"recipe.{later}"]
         relevant["data"] = data_hash
         blob = json.dumps(relevant, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -442,13 +476,14 @@ NOT_IN_FINGERPRINT = frozenset({"train.eval_points", "train.checkpoint_every", "
 PROFILES_KEY = "profiles"
 # what dvc.yaml templates read (matrix, paths): a profile may not change them behind its back
 TOP_LEVEL_ONLY = frozenset({"profile", "seeds", "study", "modification", "paths", "experiment",
-                            "languages"})
+                            "languages", "corpora"})
 
 #: The sections of params.yaml and the dataclass each one becomes (``models``: one per size).
 SECTIONS: dict[str, type] = {
     "paths": Paths, "corpus": CorpusConfig, "vocab": VocabConfig, "spaces": SpacesConfig,
     "train": TrainConfig, "models": ModelConfig, "evaluate": EvalConfig,
     "downstream": DownstreamConfig, "word_order": WordOrderConfig,
+    "corpora": UserCorpusConfig,
 }
 MODEL_SIZES = ("small", "base")  # what Recipe.model_size names
 TOP_LEVEL_KEYS = ("profile", "seeds", "modification", "study", "languages", "experiment",
@@ -479,6 +514,9 @@ RULES: dict[tuple[type, str], tuple[Callable[[Any], bool], str]] = {
     (CorpusConfig, "train_books"): _BOOKS,
     (CorpusConfig, "dev_books"): _BOOKS,
     (CorpusConfig, "dev_sentences"): _at_least(1),
+    (UserCorpusConfig, "sentences"): (lambda v: v is None or v >= 1, ">= 1 or null"),
+    (UserCorpusConfig, "bytes"): (lambda v: v is None or v >= 1, ">= 1 or null"),
+    (UserCorpusConfig, "seed"): (lambda v: 0 <= v <= SEED_MAX, f"in 0..{SEED_MAX}"),
     (CorpusConfig, "export_editions"): ((lambda codes: len(codes) > 0), "(at least one)"),
     (VocabConfig, "size"): (
         (lambda size: size > SPECIAL_TOKEN_COUNT),
@@ -589,6 +627,13 @@ def _check_keys(tree: dict[str, Any], where: str) -> None:
     prefix = f"{where}." if where else ""
     for name, cls in SECTIONS.items():
         if name not in tree:
+            continue
+        if name == "corpora":  # free names, each a UserCorpusConfig
+            section = _mapping(tree[name], prefix + name, ("<corpus name>",))
+            for corpus, values in section.items():
+                where_corpus = f"{prefix}corpora.{corpus}"
+                _reject_unknown(_mapping(values, where_corpus, _field_names(cls)),
+                                _field_names(cls), where_corpus)
             continue
         valid = MODEL_SIZES if name == "models" else _field_names(cls)
         section = _mapping(tree[name], prefix + name, valid)
@@ -843,13 +888,56 @@ def default_experiment(profile: str, languages: tuple[str, ...]) -> str:
     return "-".join(["multilab", profile, *(k.replace(":", "_") for k in languages)])
 
 
-def _check_languages(value: Any) -> tuple[str, ...]:
-    """``languages``: a list of edition codes and transforms (``data/languages.py``), in its
-    canonical spelling; ``"3,s,i"`` is accepted too (``--set languages=3,s,i``)."""
+def _check_languages(value: Any, corpora: dict[str, str]) -> tuple[str, ...]:
+    """``languages``: a list of edition codes, user corpora and transforms
+    (``data/languages.py``), in its canonical spelling; ``"3,s,i"`` is accepted too
+    (``--set languages=3,s,i``)."""
     if not isinstance(value, list | tuple | str):
         raise UserError(f"languages = {value!r}: must be a list such as [3, fake] or [3, s, i]; "
-                        f"each entry {langs.valid_entries()}")
-    return tuple(langs.language_keys(langs.parse_languages(value)))
+                        f"each entry {langs.valid_entries(corpora)}")
+    return tuple(langs.language_keys(langs.parse_languages(value, corpora=corpora)))
+
+
+#: A user corpus's name: a language key in paths, metric names and `--set languages=…`
+CORPUS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]+")
+ISO_CODE = re.compile(r"[a-z]{2,3}")
+
+
+def _check_corpora(value: Any) -> dict[str, UserCorpusConfig]:
+    """``corpora``: name → :class:`UserCorpusConfig`, each field typed, each name usable as a
+    language (not an edition code or transform, two characters or more: letters, digits,
+    ``-``, ``_``), paths relative and inside ``paths.data``, at most one of sentences/bytes.
+    Whether the files exist is checked when the corpus is built (one line, nothing written),
+    so that ``multilab check`` works on a machine without the text."""
+    from multilab.data.bible import EDITIONS
+
+    corpora = {}
+    for name, values in _mapping(value, "corpora", ("<corpus name>",)).items():
+        where = f"corpora.{name}"
+        if (not isinstance(name, str) or not CORPUS_NAME.fullmatch(name) or name in EDITIONS
+                or name in langs.TRANSFORMS):
+            raise UserError(f"{where}: {name!r} cannot name a corpus; valid: two or more "
+                            "letters, digits, '-' or '_', starting with a letter, not an "
+                            "edition code or a transform (e.g. wiki-de)")
+        values = _mapping(values, where, _field_names(UserCorpusConfig))
+        for needed in ("iso", "train", "dev"):
+            if needed not in values:
+                raise UserError(f"{where}.{needed} missing; a corpus needs iso, train and dev "
+                                "(README: Seeds at scale)")
+        corpus = _build(UserCorpusConfig, values, where)
+        if not ISO_CODE.fullmatch(corpus.iso):
+            raise UserError(f"{where}.iso = {corpus.iso!r}: must be an ISO 639 code in lower "
+                            "case, e.g. de")
+        for key in ("train", "dev"):
+            path = Path(getattr(corpus, key))
+            if path.is_absolute() or ".." in path.parts or not str(path).strip():
+                raise UserError(f"{where}.{key} = {str(path)!r}: must be a path inside "
+                                "paths.data, relative to it (DVC versions data/ with data.dvc)")
+        if corpus.sentences is not None and corpus.bytes is not None:
+            raise UserError(f"{where}: sentences = {corpus.sentences} and bytes = "
+                            f"{corpus.bytes}; give one of them (or neither: every line)")
+        corpora[name] = corpus
+    return corpora
 
 
 def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = None) -> Config:
@@ -893,7 +981,9 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
     if not isinstance(study, list | tuple):
         raise UserError(f"study = {study!r}: must be a list of modification names")
     study = _check_study(study, from_file="study" not in overrides)
-    languages = _check_languages(merged.get("languages", list(langs.DEFAULT_LANGUAGES)))
+    corpora = _check_corpora(merged.get("corpora"))
+    languages = _check_languages(merged.get("languages", list(langs.DEFAULT_LANGUAGES)),
+                                 {name: c.iso for name, c in corpora.items()})
     experiment = merged.get("experiment")
     if experiment is not None and (not isinstance(experiment, str | int) or experiment == ""):
         raise UserError(f"experiment = {experiment!r}: must be a name or null "
@@ -941,6 +1031,12 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
             "silver dictionary from the verse alignment); Fake-English is mapped unsupervised "
             "(valid: none, or e.g. languages [3, s, i])"
         )
+    if spaces.seed_dictionary != "none" and languages[0] in corpora:
+        raise UserError(
+            f"spaces.seed_dictionary = {spaces.seed_dictionary!r} needs verse-aligned train "
+            "text; user corpora are not parallel (valid: none, VecMap unsupervised as seed "
+            "000 §5)"
+        )
     vocab = _build(VocabConfig, merged.get("vocab"), "vocab")
     if vocab.mode not in VOCAB_MODES:
         raise UserError(f"vocab.mode = {vocab.mode!r}; valid: {', '.join(VOCAB_MODES)}")
@@ -958,6 +1054,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
             f"{train.max_length} (positions the model never saw; lang-pos shifts by "
             f"train.max_length); valid: <= {train.max_length}"
         )
+    _check_task(downstream)
     word_order = _build(WordOrderConfig, merged.get("word_order"), "word_order")
     _check_word_order(word_order)
     cfg = Config(
@@ -976,10 +1073,21 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         downstream=downstream,
         word_order=word_order,
         languages=languages,
+        corpora=corpora,
     )
     for entry in (modification, *study):  # as `train` will resolve them: one path for both
         cfg.run(entry, seeds[0])
     return cfg
+
+
+def _check_task(downstream: DownstreamConfig) -> None:
+    """``downstream.task``: a registered task, with ``task_path`` where it reads one (whether
+    the folder exists is checked when the task runs, so ``check`` works without the data)."""
+    from multilab.data.tasks import get_task
+
+    if get_task(downstream.task).needs_path and downstream.task_path is None:
+        raise UserError(f"downstream.task = {downstream.task!r} needs downstream.task_path: "
+                        "the folder its data is in (README, \"Downstream task\")")
 
 
 def _check_word_order(word_order: WordOrderConfig) -> None:

@@ -26,15 +26,18 @@ on the seed only: the same chapters for any choice of editions, in any process. 
 
 The pretraining corpora never see these verses as training data: train is the New Testament;
 the dev corpus (the first 10,000 OT verses) is only scored for perplexity.
+
+This is the ``bible-books`` task of :mod:`multilab.data.tasks` (the default); its
+:class:`~multilab.data.classification.Example` and scores are the ones every task shares.
 """
 
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
+from multilab.data import classification
+from multilab.data.classification import SPLITS, Baseline, Example, Scores
 from multilab.data.languages import Language, editions_of
 from multilab.data.parallel import OLD_TESTAMENT, Verse, aligned_ids, book_of
 
@@ -52,7 +55,6 @@ OT_CHAPTERS: tuple[int, ...] = (
     50, 40, 27, 36, 34, 24, 21, 4, 31, 24, 22, 25, 29, 36, 10, 13, 10, 42, 150, 31,
     12, 8, 66, 52, 5, 48, 12, 14, 3, 9, 1, 4, 7, 3, 3, 3, 2, 14, 4,
 )  # fmt: skip
-SPLITS = ("train", "dev", "test")
 #: Shares of each group's chapters in train / dev / test.
 PROPORTIONS = (0.8, 0.1, 0.1)
 
@@ -97,15 +99,6 @@ def split_chapters(seed: int = 0) -> dict[Chapter, str]:
     return assignment
 
 
-@dataclass(frozen=True)
-class Example:
-    """One labelled verse of the task."""
-
-    verse_id: str
-    text: str
-    label: int
-
-
 def task_examples(
     languages: Sequence[Language],
     verses_by_edition: Mapping[str, Sequence[Verse]],
@@ -128,48 +121,13 @@ def task_examples(
     return out
 
 
-@dataclass(frozen=True)
-class Scores:
-    """Accuracy and macro-F1 over all five labels (a label never predicted nor gold counts
-    as F1 0, so a model that ignores a group pays for it)."""
-
-    accuracy: float
-    macro_f1: float
+def classification_scores(predicted: Sequence[int], gold: Sequence[int],
+                          num_labels: int = len(LABELS)) -> Scores:
+    """:func:`multilab.data.classification.classification_scores` over the five groups."""
+    return classification.classification_scores(predicted, gold, num_labels)
 
 
-def classification_scores(predicted: Sequence[int], gold: Sequence[int]) -> Scores:
-    """The scores the task reports, for any predictions (a fine-tuned model, a baseline)."""
-    if len(predicted) != len(gold) or not gold:
-        raise ValueError(
-            f"need as many predictions as gold labels (at least one), got {len(predicted)} "
-            f"and {len(gold)}"
-        )
-    pairs = list(zip(predicted, gold, strict=True))
-    f1s = []
-    for label in range(len(LABELS)):
-        tp = sum(1 for p, g in pairs if p == label and g == label)
-        fp = sum(1 for p, g in pairs if p == label and g != label)
-        fn = sum(1 for p, g in pairs if p != label and g == label)
-        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
-    accuracy = sum(1 for p, g in pairs if p == g) / len(pairs)
-    return Scores(accuracy=accuracy, macro_f1=sum(f1s) / len(f1s))
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """The majority-class baseline: always the most frequent train label."""
-
-    label: int
-    accuracy: float
-    macro_f1: float
-
-
-def majority_baseline(train_labels: Iterable[int], test_labels: Sequence[int]) -> Baseline:
-    """Accuracy and macro-F1 (over all five labels) on ``test_labels`` of always predicting
-    the most frequent train label (ties: the lower label)."""
-    counts = Counter(train_labels)
-    if not counts or not test_labels:
-        raise ValueError("the majority baseline needs train and test labels")
-    label = min(counts, key=lambda lab: (-counts[lab], lab))
-    scores = classification_scores([label] * len(test_labels), test_labels)
-    return Baseline(label=label, accuracy=scores.accuracy, macro_f1=scores.macro_f1)
+def majority_baseline(train_labels: Iterable[int], test_labels: Sequence[int],
+                      num_labels: int = len(LABELS)) -> Baseline:
+    """:func:`multilab.data.classification.majority_baseline` over the five groups."""
+    return classification.majority_baseline(train_labels, test_labels, num_labels)

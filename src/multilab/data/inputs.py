@@ -103,25 +103,37 @@ class InputEncoder:
             segments = segments + language
         return ids, positions, segments, word_mask
 
-    def encode_pair(self, first: torch.Tensor, second: torch.Tensor, language: int
-                    ) -> tuple[torch.Tensor, ...]:
-        """nsp's input ``[CLS] A [SEP] B [SEP]`` of one language: segment id 0 for
-        ``[CLS] A [SEP]``, 1 for ``B [SEP]`` (BERT's pairs), each sentence as :meth:`encode`
-        makes it (block, own [SEP] under lang-id, inverted under inv-order), the longer one
-        cut first until the pair fits ``max_length``."""
-        first, second = self.truncate_pair(first, second)
+    def encode_pair(self, first: torch.Tensor, second: torch.Tensor, language: int,
+                    max_length: int | None = None) -> tuple[torch.Tensor, ...]:
+        """A sentence pair ``[CLS] A [SEP] B [SEP]`` of one language (nsp's input, a
+        downstream task's premise and hypothesis): segment id 0 for ``[CLS] A [SEP]``, 1 for
+        ``B [SEP]`` (BERT's pairs), each sentence as :meth:`encode` makes it (block, own
+        [SEP] under lang-id, inverted under inv-order), the longer one cut first until the
+        pair fits ``max_length`` (default: the encoder's).
+
+        Under lang-pos the pair is marked as the language the model was pretrained to see:
+        positions shifted by ``language · max_length`` (the encoder's, as :meth:`encode`)
+        and segment id ``language`` for both halves, so BERT's 0/1 segments (which lang-pos
+        spends on languages) are not used. nsp is refused with lang-pos, so only the
+        downstream task takes this path."""
+        first, second = self.truncate_pair(first, second, max_length)
         ids_a, _, _, words_a = self.encode(first, language)
         ids_b, _, _, words_b = self.encode(second, language)
         ids = torch.cat([ids_a, ids_b[1:]])  # B without its [CLS]
-        segments = torch.cat([torch.zeros(len(ids_a), dtype=torch.long),
-                              torch.ones(len(ids_b) - 1, dtype=torch.long)])
-        return ids, torch.arange(len(ids)), segments, torch.cat([words_a, words_b[1:]])
+        positions = torch.arange(len(ids))
+        if self.recipe.language_positions:
+            positions = positions + language * self.max_length
+            segments = torch.full_like(ids, language)
+        else:
+            segments = torch.cat([torch.zeros(len(ids_a), dtype=torch.long),
+                                  torch.ones(len(ids_b) - 1, dtype=torch.long)])
+        return ids, positions, segments, torch.cat([words_a, words_b[1:]])
 
-    def truncate_pair(self, first: torch.Tensor, second: torch.Tensor
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    def truncate_pair(self, first: torch.Tensor, second: torch.Tensor,
+                      max_length: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Both sentences cut, the longer one first (BERT's ``truncate_seq_pair``), until the
-        pair and its three specials fit ``max_length``."""
-        budget = max(2, self.max_length - 3)
+        pair and its three specials fit ``max_length`` (default: the encoder's)."""
+        budget = max(2, (max_length or self.max_length) - 3)
         keep_a, keep_b = len(first), len(second)
         while keep_a + keep_b > budget:
             if keep_a >= keep_b:

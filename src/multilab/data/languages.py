@@ -4,6 +4,8 @@ A study lists its languages, e.g. ``[3, fake]`` (today's English + Fake-English)
 ``[3, s, i]`` (English, German, Hindi: seed 000 §5's trio). Each entry is
 
 - an **edition** code of the Bible DB (:data:`multilab.data.bible.EDITIONS`), or
+- the name of a **user corpus** (``corpora:`` in params.yaml: the user's own text, e.g. a
+  Wikipedia sample; :mod:`multilab.data.user_corpora`), or
 - a **transform** of an edition: ``<transform>`` alone transforms the *first* language
   (``fake`` = seed 000's id-shifted copy of it), ``<transform>:<code>`` a named one
   (``enfake:s`` = seed 002's unicode-shifted copy of the German edition). An id transform's
@@ -19,8 +21,8 @@ entry point the config calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from multilab.data.bible import EDITIONS
@@ -84,12 +86,21 @@ TRANSFORMS: dict[str, Transform] = {
 class Language:
     """One language of a study: an edition, or a transform of an edition.
 
-    ``edition`` is always the DB code whose verses the language is made of (the base's code
-    for a transform), so the corpora of any language are read the same way.
+    ``edition`` is always the source whose text the language is made of (the base's for a
+    transform): a DB code, or the name of a user corpus (``corpora:`` in params.yaml, issue
+    25), so the corpora of any language are read the same way. ``corpus_iso`` is set for a
+    user corpus only (its ISO code, given by the user); it is not part of the identity, so
+    ``Language(name)`` finds the language in a mapping.
     """
 
     edition: str
     transform: str | None = None
+    corpus_iso: str = field(default="", compare=False)
+
+    @property
+    def from_user_corpus(self) -> bool:
+        """True when the text comes from a user-provided corpus, not the Bible DB."""
+        return self.edition not in EDITIONS
 
     @property
     def is_edition(self) -> bool:
@@ -98,13 +109,20 @@ class Language:
     @property
     def iso(self) -> str:
         """ISO 639-1 code of the edition's language; a transform is marked ``xx-<name>``."""
-        iso = EDITIONS[self.edition][0]
+        iso = self.corpus_iso or EDITIONS[self.edition][0]
         return iso if self.transform is None else f"{iso}-{self.transform}"
+
+    @property
+    def base_iso(self) -> str:
+        """The ISO code of the text's language, a transform left aside (what a task such as
+        XNLI reads its text in)."""
+        return self.corpus_iso or EDITIONS[self.edition][0]
 
     @property
     def name(self) -> str:
         """Human-readable name, from the edition table."""
-        name = EDITIONS[self.edition][1]
+        name = (f"user corpus {self.edition} ({self.corpus_iso})" if self.from_user_corpus
+                else EDITIONS[self.edition][1])
         return name if self.transform is None else f"{self.transform} of {name}"
 
     def key(self, first: str) -> str:
@@ -123,10 +141,12 @@ class Language:
         return fn(verse) if fn is not None else verse
 
 
-def valid_entries() -> str:
-    """The valid spellings, for error messages."""
+def valid_entries(corpora: Iterable[str] = ()) -> str:
+    """The valid spellings, for error messages (``corpora``: the user corpora's names)."""
     transforms = ", ".join(f"{t} or {t}{_BASE_SEPARATOR}<code>" for t in TRANSFORMS)
-    return f"an edition code ({', '.join(EDITIONS)}) or a transform ({transforms})"
+    names = ", ".join(corpora)
+    own = f", a user corpus of `corpora:` ({names})" if names else ""
+    return f"an edition code ({', '.join(EDITIONS)}){own} or a transform ({transforms})"
 
 
 def _entry(value: object) -> str:
@@ -138,57 +158,72 @@ def _entry(value: object) -> str:
     return str(value).strip()
 
 
-def parse_languages(values: Iterable[object] | str, study_first: str | None = None
-                    ) -> tuple[Language, ...]:
+def parse_languages(values: Iterable[object] | str, study_first: str | None = None,
+                    corpora: Mapping[str, str] | None = None) -> tuple[Language, ...]:
     """The languages of a list such as ``[3, fake]``, ``[3, s, i]`` or ``"3,s,enfake:s"``.
 
     One-line :class:`LanguageError` for an empty list, an unknown edition or transform, a
-    language listed twice, a first language that is a transform, and an id transform
-    (``fake``) whose base is not a listed edition (transforms of transforms are not
-    supported). A text transform may name any edition (``[v, enfake:3]``: Spanish and
-    unicode-shifted English, without English itself).
+    language listed twice, a first language that is a transform, an id transform (``fake``)
+    whose base is not a listed edition (transforms of transforms are not supported), and a
+    list that mixes Bible editions with user corpora (their corpora are built differently:
+    verse-aligned Testaments against sampled lines, :mod:`multilab.data.user_corpora`). A
+    text transform may name any edition (``[v, enfake:3]``: Spanish and unicode-shifted
+    English, without English itself).
 
+    ``corpora`` maps the names of the user corpora (``corpora:`` in params.yaml) to their
+    ISO codes: such a name is a language like an edition code (``[wiki-en, wiki-de]``).
     ``study_first`` reads a reordering of a study's list (``downstream --languages``) in the
     study's spelling: keys are relative to the study's first edition, and the list may start
     with a transform (``enfake:3,v`` fine-tunes on enfake).
     """
+    corpora = dict(corpora or {})
+    sources = {**{code: "" for code in EDITIONS}, **corpora}
     entries = [_entry(v) for v in (values.split(",") if isinstance(values, str) else values)]
     entries = [e for e in entries if e]
     if not entries:
-        raise LanguageError(f"the language list is empty; list at least one: {valid_entries()}")
+        raise LanguageError("the language list is empty; list at least one: "
+                            f"{valid_entries(corpora)}")
     first = entries[0] if study_first is None else study_first
-    if first not in EDITIONS:
+    if first not in sources:
         if first.split(_BASE_SEPARATOR)[0] in TRANSFORMS:
             raise LanguageError(
                 f"the first language {first!r} is a transform; the first language must be an "
-                f"edition code ({', '.join(EDITIONS)})"
+                f"edition code ({', '.join(EDITIONS)}) or a user corpus"
             )
-        raise LanguageError(f"unknown language {first!r}; valid: {valid_entries()}")
-    listed = {e for e in entries if e in EDITIONS} | {first}
+        raise LanguageError(f"unknown language {first!r}; valid: {valid_entries(corpora)}")
+    listed = {e for e in entries if e in sources} | {first}
     languages: list[Language] = []
     for entry in entries:
-        if entry in EDITIONS:
-            language = Language(entry)
+        if entry in sources:
+            language = Language(entry, corpus_iso=sources[entry])
         else:
             name, sep, base = entry.partition(_BASE_SEPARATOR)
             if name not in TRANSFORMS:
-                raise LanguageError(f"unknown language {entry!r}; valid: {valid_entries()}")
+                raise LanguageError(f"unknown language {entry!r}; valid: "
+                                    f"{valid_entries(corpora)}")
             base = base.strip() if sep else first
             # a text transform is a language of its own (its own text, its own vocabulary):
             # its base need not be in the study (seed 002's enfake-es is [v, enfake:3]); an
             # id transform copies a listed language's block, so that language must be listed
             if base not in listed and not (TRANSFORMS[name].acts_on == "text"
-                                           and sep and base in EDITIONS):
+                                           and sep and base in sources):
                 raise LanguageError(
                     f"{entry!r} transforms {base!r}, which is not a listed edition; "
                     f"listed editions: {', '.join(sorted(listed))}"
                 )
-            language = Language(base, name)
+            language = Language(base, name, corpus_iso=sources.get(base, ""))
         if language in languages:
             raise LanguageError(
                 f"language {entry!r} ({language.name}) is listed twice in [{', '.join(entries)}]"
             )
         languages.append(language)
+    from_files = {lang.from_user_corpus for lang in languages}
+    if len(from_files) > 1:
+        raise LanguageError(
+            f"[{', '.join(entries)}] mixes Bible editions and user corpora; a study's languages "
+            "all come from the Bible or all from `corpora:` (valid: e.g. [3, s, i] or "
+            f"[{', '.join(corpora) or 'wiki-en, wiki-de'}])"
+        )
     return tuple(languages)
 
 

@@ -15,6 +15,8 @@ Two setups share every stage after this module:
   language's block starts), and an id transform (``fake``) reuses its base's tokenizer.
   ``vocab.mode: joint`` trains one WordPiece over every language instead, every language's
   block at offset 0 (mBERT-style shared ids; :mod:`multilab.data.multilingual_vocab`).
+  User corpora (``corpora:``, :mod:`multilab.data.user_corpora`) are verse tables too, of
+  numbered lines: dev rows aligned, train rows unrelated (columns of different lengths).
 
 Either way a study is N languages, each a block of ids at an offset
 (:class:`Layout`): what inputs, batches, training and evaluation read.
@@ -126,10 +128,13 @@ def column_of(language: Language, languages: Sequence[Language]) -> str:
 
 
 def _table(columns: list[str], rows: dict[str, list[tuple[str, str]]]) -> str:
-    ids = [vid for vid, _ in next(iter(rows.values()))]
+    """A verse table; columns shorter than the longest (user corpora's train lines, which
+    are not parallel) end in empty cells, the id column counting rows."""
+    longest = max(rows.values(), key=len)
     lines = ["\t".join([VERSE_COLUMN, *columns])]
-    for i, vid in enumerate(ids):
-        lines.append("\t".join([vid, *(rows[c][i][1] for c in columns)]))
+    for i, (vid, _) in enumerate(longest):
+        lines.append("\t".join([vid, *(rows[c][i][1] if i < len(rows[c]) else ""
+                                       for c in columns)]))
     return "".join(line + "\n" for line in lines)
 
 
@@ -138,17 +143,22 @@ def build_verse_corpora(cfg: Config) -> dict[str, dict[str, float]]:
     from multilab.data.corpus import CorpusStats
 
     languages = cfg.language_list
-    verses = {code: parallel.read_edition(code, cfg.paths.data)
-              for code in dict.fromkeys(lang.edition for lang in languages)}
     columns = text_columns(languages)
-    train = parallel.train_corpora(list(columns), verses)
-    dev = parallel.dev_corpora(list(columns), verses, cfg.corpus.dev_sentences)
+    if cfg.user_corpora:
+        from multilab.data.user_corpora import user_corpora
+
+        train, dev = user_corpora(cfg, languages, list(columns))
+    else:
+        verses = {code: parallel.read_edition(code, cfg.paths.data)
+                  for code in dict.fromkeys(lang.edition for lang in languages)}
+        train = parallel.train_corpora(list(columns), verses)
+        dev = parallel.dev_corpora(list(columns), verses, cfg.corpus.dev_sentences)
     stats: dict[str, dict[str, float]] = {}
     for split, rows in (("train", train), ("dev", dev)):
         named = {columns[lang]: texts for lang, texts in rows.items()}
         write_text(cfg.paths.corpora / f"{split}.txt", _table(list(named), named))
         for key, texts in named.items():
-            words = [" ".join(bert_words(text)) for _, text in texts]
+            words = [" ".join(bert_words(text)) for _, text in texts if text]
             stats[f"{split}.{metric_name(key)}"] = CorpusStats.of(words).as_dict()
     return stats
 
@@ -161,7 +171,7 @@ def verse_stats(cfg: Config) -> dict[str, dict[str, float]]:
     for split in ("train", "dev"):
         _, texts = read_verse_table(cfg.paths.corpora / f"{split}.txt")
         for key, lines in texts.items():
-            words = [" ".join(bert_words(text)) for text in lines]
+            words = [" ".join(bert_words(text)) for text in lines if text]
             stats[f"{split}.{metric_name(key)}"] = CorpusStats.of(words).as_dict()
     return stats
 

@@ -1,20 +1,24 @@
-"""The zero-shot downstream task (issue 16 item 5): the lab's stand-in for seed 000 §5's XNLI.
+"""The zero-shot downstream task (issue 16 item 5; issue 25: one interface for any task).
 
-A finished pretrained model is loaded as ``AutoModelForSequenceClassification`` (5 labels:
-the book groups of :mod:`multilab.data.book_groups`; the encoder's weights are the
-pretrained ones, the pooler and the classifier are new, initialised from the seed),
-fine-tuned on the *first* language's train split with seed 000 §5's recipe (3 epochs,
-batch 32, lr 2e-5; ``downstream`` in params.yaml), the epoch with the best first-language
-dev accuracy is kept, and that model classifies the test split in **every** language of the
-study: the first language is the in-language score, every other one is zero-shot. Beside
-them, the majority baseline (always the most frequent train label).
+The task is ``downstream.task`` of :mod:`multilab.data.tasks`: the book groups of
+:mod:`multilab.data.book_groups` (the default, the lab's stand-in for seed 000 §5's XNLI) or
+XNLI itself (:mod:`multilab.data.xnli`, sentence pairs). A finished pretrained model is
+loaded as ``AutoModelForSequenceClassification`` (one output per label of the task; the
+encoder's weights are the pretrained ones, the pooler and the classifier are new,
+initialised from the seed), fine-tuned on the *first* language's train split with seed 000
+§5's recipe (3 epochs, batch 32, lr 2e-5; ``downstream`` in params.yaml), the epoch with the
+best first-language dev accuracy is kept, and that model classifies the test split in
+**every** language of the study: the first language is the in-language score, every other
+one is zero-shot. Beside them, the majority baseline (always the most frequent train label).
+Every task is scored under the same metric names (``downstream/acc.<language>`` …); the
+task's name is in the JSON record and the run's ``downstream.task`` tag.
 
 Inputs are built as in pretraining (:class:`~multilab.data.inputs.InputEncoder`): a
-language's verse is tokenized by its vocabulary and encoded as the study's language number
-``k``, so a modification (lang-pos, shift-special, inv-order) applies exactly as the model
-was trained, and Fake-English is the ``fake`` transform's id-shifted input ids of the
-English verse, not a text of its own. Which languages a model can read is decided in one
-place, :func:`language_inputs`.
+language's text is tokenized by its vocabulary and encoded as the study's language number
+``k`` (a pair by ``encode_pair``), so a modification (lang-pos, shift-special, inv-order)
+applies exactly as the model was trained, and Fake-English is the ``fake`` transform's
+id-shifted input ids of the English text, not a text of its own. Which languages a model
+can read is decided in one place, :func:`language_inputs`.
 
 What a number means, compared with XNLI: docs in the README ("Downstream task").
 
@@ -46,19 +50,17 @@ from transformers import (
 
 from multilab import tracking
 from multilab.config import Config, DownstreamConfig, RunConfig
-from multilab.data.book_groups import (
-    LABELS,
+from multilab.data.classification import (
     SPLITS,
     Example,
     Scores,
     classification_scores,
     majority_baseline,
-    task_examples,
 )
 from multilab.data.inputs import InputEncoder, collate
-from multilab.data.languages import Language, editions_of, language_keys
+from multilab.data.languages import Language, language_keys
 from multilab.data.layout import layout
-from multilab.data.parallel import read_edition
+from multilab.data.tasks import DEFAULT_TASK, get_task
 from multilab.data.vocab import SPECIAL_TOKENS, load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation import mds_transfer
@@ -78,6 +80,8 @@ CHUNK_BATCHES = 50
 #: Measurements of the run itself, not of the model: logged once (tracking.log_final_metrics).
 TIMINGS = (f"{PREFIX}seconds", f"{MDS_PREFIX}seconds")
 LANGUAGES_TAG = "downstream.languages"
+#: which task the run's ``downstream/…`` metrics are of (``data/tasks.py``)
+TASK_TAG = "downstream.task"
 
 
 # --------------------------------------------------------------------------- languages
@@ -150,7 +154,7 @@ def input_encoder(cfg: Config, run: RunConfig) -> InputEncoder:
 
 @dataclass
 class Encoded:
-    """One split of one language as model inputs: encoded verses and their labels."""
+    """One split of one language as model inputs: encoded examples and their labels."""
 
     encoded: list[tuple[torch.Tensor, ...]]
     labels: torch.Tensor
@@ -172,19 +176,34 @@ class Encoded:
 
 def encode_examples(examples: Sequence[Example], how: LanguageInput, encoder: InputEncoder,
                     max_length: int) -> Encoded:
-    """Verses → ``[CLS] … [SEP]`` inputs of the language, cut to ``max_length``."""
+    """Examples → ``[CLS] A [SEP]`` inputs of the language, or ``[CLS] A [SEP] B [SEP]`` for
+    an example with a ``text_pair``, cut to ``max_length`` (a pair: the longer text first)."""
     ids = how.tokenizer([e.text for e in examples], add_special_tokens=False)["input_ids"]
+    paired = [i for i, e in enumerate(examples) if e.text_pair is not None]
+    seconds = dict(zip(paired, how.tokenizer([examples[i].text_pair for i in paired],
+                                             add_special_tokens=False)["input_ids"],
+                       strict=True)) if paired else {}
     limit = max_length - 2
-    encoded = [encoder.encode(torch.tensor(row[:limit], dtype=torch.long), how.number)
-               for row in ids]
+    encoded, truncated = [], 0
+    for i, row in enumerate(ids):
+        if i in seconds:
+            second = seconds[i]
+            encoded.append(encoder.encode_pair(torch.tensor(row, dtype=torch.long),
+                                               torch.tensor(second, dtype=torch.long),
+                                               how.number, max_length))
+            truncated += len(row) + len(second) > max_length - 3
+        else:
+            encoded.append(encoder.encode(torch.tensor(row[:limit], dtype=torch.long),
+                                          how.number))
+            truncated += len(row) > limit
     return Encoded(encoded, torch.tensor([e.label for e in examples], dtype=torch.long),
-                   [how.number] * len(examples), sum(len(row) > limit for row in ids))
+                   [how.number] * len(examples), truncated)
 
 
 def sample(examples: dict[Language, list[Example]], limit: int | None, seed: int
            ) -> dict[Language, list[Example]]:
-    """At most ``limit`` verses, drawn by ``random.Random(seed)``, the same ids in every
-    language, kept in canonical order (all of them when ``limit`` is None or not smaller)."""
+    """At most ``limit`` examples, drawn by ``random.Random(seed)``, the same ids in every
+    language, kept in the task's order (all of them when ``limit`` is None or not smaller)."""
     first = next(iter(examples.values()))
     if limit is None or limit >= len(first):
         return examples
@@ -194,10 +213,10 @@ def sample(examples: dict[Language, list[Example]], limit: int | None, seed: int
 
 def task_data(cfg: Config, languages: Sequence[Language]
               ) -> dict[str, dict[Language, list[Example]]]:
-    """The split of the task for ``languages``, capped as ``downstream`` says."""
+    """The splits of ``downstream.task`` for ``languages``, capped as ``downstream`` says
+    (``max_train_verses``, ``max_test_verses``: examples of any task)."""
     settings = cfg.downstream
-    verses = {code: read_edition(code, cfg.paths.data) for code in editions_of(languages)}
-    examples = task_examples(languages, verses, seed=settings.split_seed)
+    examples = get_task(settings.task).examples(cfg, languages)
     caps = {"train": settings.max_train_verses, "dev": settings.max_test_verses,
             "test": settings.max_test_verses}
     return {split: sample(examples[split], caps[split], settings.split_seed + number)
@@ -207,13 +226,15 @@ def task_data(cfg: Config, languages: Sequence[Language]
 # --------------------------------------------------------------------------- fine-tuning
 
 
-def load_classifier(model_dir: Path, seed: int) -> PreTrainedModel:
-    """The pretrained checkpoint with a new 5-way head, initialised from ``seed``."""
+def load_classifier(model_dir: Path, seed: int,
+                    num_labels: int = len(get_task(DEFAULT_TASK).labels)) -> PreTrainedModel:
+    """The pretrained checkpoint with a new ``num_labels``-way head (default: the book
+    groups'), initialised from ``seed``."""
     torch.manual_seed(seed)
     try:
         with quiet_transformers():
             return AutoModelForSequenceClassification.from_pretrained(
-                str(model_dir), num_labels=len(LABELS), local_files_only=True)
+                str(model_dir), num_labels=num_labels, local_files_only=True)
     except Exception as err:  # corrupt files surface as many different exception types
         raise UserError(f"{model_dir} holds a corrupted checkpoint: {err}") from err
 
@@ -244,7 +265,7 @@ def _optimizer(model: torch.nn.Module, settings: DownstreamConfig) -> torch.opti
 @torch.no_grad()
 def predict(model: PreTrainedModel, data: Encoded, batch_size: int,
             bar: tqdm | None = None) -> list[int]:
-    """The predicted label of every verse, in the data's order (length-sorted batches)."""
+    """The predicted label of every example, in the data's order (length-sorted batches)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -299,7 +320,7 @@ def fine_tune(model: PreTrainedModel, train: Encoded, dev: Encoded,
             bar.update(len(rows))
             bar.set_postfix(epoch=epoch, loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
         scores = classification_scores(predict(model, dev, settings.batch_size * 4, bar),
-                                       dev.labels.tolist())
+                                       dev.labels.tolist(), model.config.num_labels)
         result.train_loss.append(sum(losses) / len(losses))
         result.dev_accuracy.append(scores.accuracy)
         result.dev_macro_f1.append(scores.macro_f1)
@@ -322,20 +343,23 @@ def input_batches(data: Encoded, batch_size: int) -> list[dict[str, torch.Tensor
 
 
 def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
-                     languages: Sequence[Language], progress: bool = True, mds: bool = False
+                     languages: Sequence[Language], progress: bool = True, mds: bool = False,
+                     data: dict[str, dict[Language, list[Example]]] | None = None
                      ) -> dict[str, Any]:
     """Fine-tune a finished model on the first language and test it in every language.
 
-    Returns the record the JSON holds: per-language test scores, the majority baseline, the
-    selected epoch and the flat ``metrics`` logged to MLflow. ``mds``: seed 004 §4.3's
-    variant (:mod:`multilab.evaluation.mds_transfer`): the lower half frozen while
-    fine-tuning, every other language tested with and without the mean difference shift.
+    Returns the record the JSON holds: the task, per-language test scores, the majority
+    baseline, the selected epoch and the flat ``metrics`` logged to MLflow. ``data``: the
+    task's splits when already read (:func:`task_data`). ``mds``: seed 004 §4.3's variant
+    (:mod:`multilab.evaluation.mds_transfer`): the lower half frozen while fine-tuning,
+    every other language tested with and without the mean difference shift.
     """
     settings = cfg.downstream
+    task = get_task(settings.task)
     seed = run.seed if settings.seed is None else settings.seed
     started = time.perf_counter()
     inputs = language_inputs(cfg, languages)
-    data = task_data(cfg, languages)
+    data = task_data(cfg, languages) if data is None else data
     encoder = input_encoder(cfg, run)
     first = inputs[0]
     train = encode_examples(data["train"][first.language], first, encoder, settings.max_length)
@@ -344,7 +368,7 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
                                            settings.max_length) for how in inputs}
     devs = {how.language: encode_examples(data["dev"][how.language], how, encoder,
                                           settings.max_length) for how in inputs[1:]} if mds else {}
-    model = load_classifier(model_dir, seed)
+    model = load_classifier(model_dir, seed, len(task.labels))
     check_finite_weights(model.state_dict(), model_dir)  # NaN weights: NaN scores
     model = model.to(evaluation_device())
     if model.config.vocab_size < encoder.total_size:
@@ -360,15 +384,17 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
     name = f"downstream{' mds' if mds else ''} {run.modification} s{run.seed}"
     work = settings.epochs * (len(train) + len(dev)) + sum(len(t) for t in tests.values())
     work += sum(len(settings.mds_alphas) * len(d) + len(tests[lang]) for lang, d in devs.items())
-    with tqdm(total=work, desc=name, unit="verse", disable=not progress) as bar:
+    with tqdm(total=work, desc=name, unit="example", disable=not progress) as bar:
         tuned = fine_tune(model, train, dev, settings, seed, bar)
         bar.set_postfix(epoch=tuned.epoch, testing=len(tests))
         scores = {lang: classification_scores(predict(model, test, settings.batch_size * 4,
-                                                      bar), test.labels.tolist())
+                                                      bar), test.labels.tolist(),
+                                              len(task.labels))
                   for lang, test in tests.items()}
         shifts = _shifted_transfer(model, layer, settings, encoder, dev, devs, tests, scores,
                                    bar)
-    baseline = majority_baseline(train.labels.tolist(), tests[first.language].labels.tolist())
+    baseline = majority_baseline(train.labels.tolist(), tests[first.language].labels.tolist(),
+                                 len(task.labels))
     labels = {lang: language_label(lang, languages) for lang in languages}
     prefix = MDS_PREFIX if mds else PREFIX
     metrics: dict[str, float] = {}
@@ -390,13 +416,16 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
         raise UserError(f"fine-tuning {model_dir} gave non-finite metrics {bad}; lower "
                         "downstream.lr or check the model")
     return {
+        "task": task.name,
         "languages": language_keys(tuple(languages), cfg.language_list[0].edition),
         "labels": [labels[lang] for lang in languages],
-        "settings": asdict(settings) | {"seed": seed},
+        "settings": asdict(settings) | {
+            "seed": seed,
+            "task_path": None if settings.task_path is None else str(settings.task_path)},
         "verses": {"train": len(train), "dev": len(dev), "test": len(tests[first.language])},
         "truncated": {"train": train.truncated, "dev": dev.truncated,
                       "test": tests[first.language].truncated},
-        "majority": {"label": LABELS[baseline.label], "accuracy": baseline.accuracy,
+        "majority": {"label": task.labels[baseline.label], "accuracy": baseline.accuracy,
                      "macro_f1": baseline.macro_f1},
         "test": {labels[lang]: asdict(score) for lang, score in scores.items()},
         "epochs": {"selected": tuned.epoch, "dev_accuracy": tuned.dev_accuracy,
@@ -421,7 +450,8 @@ def _shifted_transfer(model: PreTrainedModel, layer: int, settings: DownstreamCo
     def accuracy(data: Encoded, shift: torch.Tensor, alpha: float) -> float:
         with shifted(model, layer, alpha * shift):
             predicted = predict(model, data, size, bar)
-        return classification_scores(predicted, data.labels.tolist()).accuracy
+        return classification_scores(predicted, data.labels.tolist(),
+                                     model.config.num_labels).accuracy
 
     results = {}
     for lang, dev in devs.items():
@@ -441,9 +471,10 @@ def downstream_and_record(cfg: Config, model_dir: Path, languages: Sequence[Lang
     """Run the task on a finished model directory; log to its MLflow run; write the JSON.
 
     Everything that can be refused is checked before the fine-tune (the languages, the model
-    directory and its weights, the tracking store); the JSON is written last, so a failure
-    leaves the previous results untouched. No run is started: the metrics are added to the
-    model's own (finished) run, whose status stays as it was.
+    directory and its weights, the task's data, the tracking store); the JSON is written
+    last, so a failure leaves the previous results untouched. No run is started: the metrics
+    are added to the model's own (finished) run, whose status stays as it was; its tags say
+    which languages and which task they are of.
     """
     model_dir = Path(model_dir)
     languages = tuple(languages) if languages is not None else study_languages(cfg)
@@ -455,17 +486,19 @@ def downstream_and_record(cfg: Config, model_dir: Path, languages: Sequence[Lang
         )
     run = cfg.run(done["modification"], done["seed"])
     check_weights(model_dir, done)
-    run_id = done.get("run_id")
-    experiment_id = tracking.connect(cfg.paths, cfg.experiment) if run_id else None
     if mds and len(languages) < 2:
         raise UserError("--mds shifts the other languages onto the first; "
                         f"[{', '.join(language_keys(languages))}] has one (valid: two or more)")
-    record = downstream_model(cfg, model_dir, run, languages, progress, mds)
+    data = task_data(cfg, languages)  # a missing or damaged task file: one line, no store
+    run_id = done.get("run_id")
+    experiment_id = tracking.connect(cfg.paths, cfg.experiment) if run_id else None
+    record = downstream_model(cfg, model_dir, run, languages, progress, mds, data)
     if run_id and experiment_id is not None:
         run_id = _model_run(cfg, run, done, model_dir, experiment_id)
         tracking.log_final_metrics(cfg.paths, run_id, record["metrics"], done.get("steps", 0),
                                    once=TIMINGS)
-        tracking.set_tags(cfg.paths, run_id, {LANGUAGES_TAG: ",".join(record["labels"])})
+        tracking.set_tags(cfg.paths, run_id, {LANGUAGES_TAG: ",".join(record["labels"]),
+                                              TASK_TAG: record["task"]})
     record = model_record(cfg, run, run_id, done) | record
     write_json(out or downstream_path(cfg, run, mds), record)
     return record

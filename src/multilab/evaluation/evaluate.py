@@ -209,8 +209,10 @@ def verse_metrics(
                     for name, value in verse_retrieval.per_language(matrix).items()}
         results |= {f"{key}.{a}-{b}": value for (a, b), value in matrix.items()}
     mask_prob, seed = run.study.train.mask_prob, ev.mask_seed
-    # train: the verses each language was trained on (its share under no-parallel); dev: all
-    splits = (("train", train, run.recipe), ("dev", dev, _parallel(run.recipe)))
+    # train: the verses each language was trained on (its share under no-parallel; every
+    # line of a user corpus, which no-parallel leaves whole); dev: all
+    trained = _parallel(run.recipe) if run.study.user_corpora else run.recipe
+    splits = (("train", train, trained), ("dev", dev, _parallel(run.recipe)))
     for split, verses, recipe in splits:
         every = training_examples([], recipe, encoder, verses)
         of_language = torch.tensor(every.languages)

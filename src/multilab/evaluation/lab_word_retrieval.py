@@ -36,6 +36,7 @@ from multilab.data.inputs import INVERTED, InputEncoder
 from multilab.data.layout import layout, tokenized_verses
 from multilab.data.transforms import unicode_fake
 from multilab.data.vocab import load_tokenizer
+from multilab.errors import UserError
 from multilab.evaluation.evaluate import evaluation_device
 from multilab.evaluation.token_translation import dev_rows, model_pair
 from multilab.evaluation.word_retrieval import ContextualWordVectors, word_retrieval
@@ -99,6 +100,11 @@ def dictionary_of(cfg: Config, source: int, target: int, tokenizers: list
     src, tgt = study[source], study[target]
     if tgt.edition == src.edition and src.is_edition and tgt.transform in ("fake", "enfake"):
         return [], tgt.transform  # built from the words that have vectors
+    if cfg.user_corpora:
+        raise UserError(
+            f"mrr {src.key(study[0].edition)} → {tgt.key(study[0].edition)}: a silver "
+            "dictionary needs verse-aligned train text, and user corpora are not parallel "
+            "(valid: a language and its fake or enfake copy)")
     lay = layout(cfg)
     rows, _ = tokenized_verses(cfg, lay, "train", None, cfg.train.max_length)
 

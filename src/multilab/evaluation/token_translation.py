@@ -67,7 +67,7 @@ def pair_numbers(cfg: Config, source: str, target: str) -> tuple[int, int]:
     them), or one line naming the valid ones."""
     study = cfg.language_list
     keys = language_keys(study)
-    chosen = parse_languages(f"{source},{target}", study[0].edition)
+    chosen = parse_languages(f"{source},{target}", study[0].edition, cfg.corpus_isos)
     numbers = []
     for language, key in zip(chosen, (source, target), strict=True):
         if language not in study:

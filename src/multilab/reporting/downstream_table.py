@@ -1,20 +1,26 @@
-"""The report's downstream table: zero-shot book-group accuracy per modification and language.
+"""The report's downstream table: zero-shot accuracy per modification and language, for
+whichever task (``data/tasks.py``) the models were fine-tuned on.
 
 Read from the same MLflow runs as Table 1 (one per modification and seed, the ones behind its
 numbers): ``multilab downstream`` adds ``downstream/acc.<language>``,
-``downstream/f1.<language>`` and the majority baseline to each model's run, and tags the
-run with its languages in study order (:data:`~multilab.evaluation.downstream.LANGUAGES_TAG`).
-A seed whose model has no downstream result yet is counted out, and said.
+``downstream/f1.<language>`` and the majority baseline to each model's run (the same names
+for every task), and tags the run with its languages in study order
+(:data:`~multilab.evaluation.downstream.LANGUAGES_TAG`) and its task
+(:data:`~multilab.evaluation.downstream.TASK_TAG`; a run without it predates the tag and is
+of ``bible-books``). The title and caption name the task. A seed whose model has no
+downstream result yet is counted out, and said.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from multilab.data.tasks import DEFAULT_TASK, TASKS
 from multilab.lab.metric_table import mean_std
 
 PREFIX = "metrics.downstream/"  # evaluation.downstream.PREFIX as an MLflow column
 LANGUAGES_COLUMN = "tags.downstream.languages"  # evaluation.downstream.LANGUAGES_TAG
+TASK_COLUMN = "tags.downstream.task"  # evaluation.downstream.TASK_TAG
 BASELINE = ("majority_acc", "majority_f1")
 
 
@@ -27,20 +33,33 @@ def languages_of(runs: pd.DataFrame) -> list[str]:
     return sorted(c[len(PREFIX + "acc."):] for c in runs if c.startswith(PREFIX + "acc."))
 
 
+def tasks_of(runs: pd.DataFrame) -> list[str]:
+    """The tasks of ``runs`` (those with a result), in first-seen order; a run without the
+    tag predates it and is of ``bible-books``, the only task then."""
+    if TASK_COLUMN not in runs:
+        return [DEFAULT_TASK] * (len(runs) > 0)
+    return list(dict.fromkeys(DEFAULT_TASK if pd.isna(value) or not str(value) else str(value)
+                              for value in runs[TASK_COLUMN]))
+
+
 def downstream_frame(runs: pd.DataFrame, groups: dict[str, list[str]],
                      paper_ids: dict[str, str | None]) -> pd.DataFrame:
-    """One row per modification: mean and std over the seeds with a result, per language
-    (accuracy, macro-F1) and of the majority baseline; empty when no run has a result."""
+    """One row per modification: its task, mean and std over the seeds with a result, per
+    language (accuracy, macro-F1) and of the majority baseline; empty when no run has a
+    result. ``attrs``: the languages and the tasks of every row."""
     if runs.empty or not any(str(c).startswith(PREFIX + "acc.") for c in runs):
         return pd.DataFrame()
     labels = languages_of(runs)
     keys = [f"{kind}.{label}" for label in labels for kind in ("acc", "f1")] + list(BASELINE)
-    records = []
+    records, tasks = [], []
     for modification, run_ids in groups.items():
         mine = runs[runs["run_id"].isin(run_ids)]
         mine = mine[mine[PREFIX + "acc." + labels[0]].notna()] if len(mine) else mine
+        mine_tasks = tasks_of(mine)
+        tasks += mine_tasks
         record: dict[str, object] = {"paper_id": paper_ids.get(modification),
-                                     "modification": modification, "n_seeds": len(mine),
+                                     "modification": modification,
+                                     "task": ",".join(mine_tasks), "n_seeds": len(mine),
                                      "seeds_without": len(run_ids) - len(mine)}
         for key in keys:
             values = [float(v) for v in mine.get(PREFIX + key, pd.Series(dtype=float)).dropna()]
@@ -49,6 +68,7 @@ def downstream_frame(runs: pd.DataFrame, groups: dict[str, list[str]],
         records.append(record)
     frame = pd.DataFrame.from_records(records)
     frame.attrs["languages"] = labels
+    frame.attrs["tasks"] = list(dict.fromkeys(tasks)) or [DEFAULT_TASK]
     return frame
 
 
@@ -67,12 +87,20 @@ def downstream_markdown(frame: pd.DataFrame) -> str:
         head += [f"{label} acc", f"{label} F1"]
     head += ["majority acc", "majority F1", "seeds"]
     zero_shot = f"; zero-shot: {', '.join(others)}" if others else ""
+    names = frame.attrs.get("tasks") or [DEFAULT_TASK]
+    tasks = [TASKS.get(name) for name in names]
+    title = " + ".join(task.title if task else name for task, name in zip(tasks, names,
+                                                                         strict=True))
+    over = ("; ".join(f"the {len(t.labels)} labels of {t.name} ({', '.join(t.labels)})"
+                      for t in tasks if t) if all(tasks) else "the task's labels")
+    mixed = (f" The seeds were fine-tuned on different tasks ({', '.join(names)}): their "
+             "means mix them." if len(names) > 1 else "")
     lines = [
-        "### Downstream: book-group classification (the XNLI analogue)", "",
+        f"### Downstream: {title}", "",
         f"Fine-tuned on {first} (in-language){zero_shot}. Test accuracy and macro-F1 over "
-        "the five book groups, mean ± std over seeds (one seed: its value); the majority "
-        "baseline always predicts the most frequent train group. What the numbers mean, and "
-        "what they do not: README, \"Downstream task\".", "",
+        f"{over}, mean ± std over seeds (one seed: its value); the majority baseline always "
+        f"predicts the most frequent train label.{mixed} What the numbers mean, and what "
+        "they do not: README, \"Downstream task\".", "",
         "| " + " | ".join(head) + " |", "|---|---|" + "--:|" * (2 * len(labels) + 2) + "---|",
     ]
     for _, row in frame.iterrows():

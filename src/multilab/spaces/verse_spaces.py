@@ -114,9 +114,12 @@ def load_verse_knn_table(spaces_dir: Path, vocab_words: Sequence[str]) -> Tensor
 
 
 def build_verse_spaces(languages: Sequence[LanguageText], vocab_words: list[str],
-                       out_dir: Path, cfg: SpacesConfig) -> dict[str, Any]:
+                       out_dir: Path, cfg: SpacesConfig, aligned: bool = True
+                       ) -> dict[str, Any]:
     """Train, map and write every output atomically into ``out_dir``; return the metrics.
-    ``cfg.knn_k`` must be resolved (:attr:`multilab.config.Config.knn_neighbours`)."""
+    ``cfg.knn_k`` must be resolved (:attr:`multilab.config.Config.knn_neighbours`).
+    ``aligned=False`` (user corpora: train rows are unrelated lines) skips the silver
+    dictionary, which IBM-1 can only induce from aligned rows: no silver precision then."""
     if cfg.knn_k is None:
         raise ValueError("spaces.knn_k must be resolved before building (Config.knn_neighbours)")
     out_dir = Path(out_dir)
@@ -124,7 +127,7 @@ def build_verse_spaces(languages: Sequence[LanguageText], vocab_words: list[str]
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     staging.chmod(0o755)
     try:
-        metrics = _build_in(staging, languages, vocab_words, cfg, cfg.knn_k)
+        metrics = _build_in(staging, languages, vocab_words, cfg, cfg.knn_k, aligned)
         replace_dir(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -220,7 +223,7 @@ def knn_columns(languages: Sequence[LanguageText], spaces: Sequence[_Space],
 
 
 def _build_in(staging: Path, languages: Sequence[LanguageText], vocab_words: list[str],
-              cfg: SpacesConfig, k: int) -> dict[str, Any]:
+              cfg: SpacesConfig, k: int, aligned: bool = True) -> dict[str, Any]:
     started = time.perf_counter()
     spaces = train_language_spaces(languages, staging, cfg)
     seconds_fasttext = time.perf_counter() - started
@@ -231,8 +234,10 @@ def _build_in(staging: Path, languages: Sequence[LanguageText], vocab_words: lis
     pairs: dict[int, tuple[Tensor, Tensor]] = {}
     for index in range(1, len(languages)):
         language, space = languages[index], spaces[index]
-        silver = silver_dictionary(first, language, first_space.rows, space.rows,
-                                   mix_seed(cfg.vecmap_seed, index))
+        empty = (torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long))
+        silver = (silver_dictionary(first, language, first_space.rows, space.rows,
+                                    mix_seed(cfg.vecmap_seed, index)) if aligned
+                  else SilverDictionary(empty, empty))
         result = vecmap.map_unsupervised(
             first_space.vectors[first_space.rows], space.vectors[space.rows],
             seed=cfg.vecmap_seed, max_iterations=cfg.vecmap_max_iterations, device="cpu",
@@ -248,11 +253,12 @@ def _build_in(staging: Path, languages: Sequence[LanguageText], vocab_words: lis
         metrics["languages"][language.key] = {
             "iterations": result.iterations, "objective": result.objective,
             "seconds_vecmap": result.seconds, "words_mapped": len(space.rows),
+        } | ({
             "silver_precision_at_1_csls": silver_precision(silver.held_out, pairs[index][1]),
             "silver_entries_held_out": len(silver.held_out[0]),
             "silver_entries_seeding": len(silver.seed[0]) if cfg.seed_dictionary == "silver"
             else 0,
-        }
+        } if aligned else {})
     metrics["words_mapped"] = len(first_space.rows)
     table = knn_columns(languages, spaces, pairs, k, len(vocab_words))
     for language, space in zip(languages, spaces, strict=True):

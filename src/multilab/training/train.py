@@ -24,7 +24,7 @@ import shutil
 import socket
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from multilab.data.batches import (
     tokenize_lines,
     training_examples,
     unigram_lines,
+    windows,
 )
 from multilab.data.corpus import training_lines
 from multilab.data.inputs import InputEncoder
@@ -194,9 +195,14 @@ def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
 
     rewrite = unigram if recipe.unigram_target else None
     if cfg.verses:
+        whole = cfg.user_corpora  # a user corpus's line is a document: cut, not truncated
         by_language, truncated = tokenized_verses(
-            cfg, layout(cfg), "train", cfg.train.max_train_sentences, cfg.train.max_length,
-            rewrite)
+            cfg, layout(cfg), "train", cfg.train.max_train_sentences,
+            DOCUMENT_LENGTH if whole else cfg.train.max_length, rewrite)
+        if whole:
+            by_language = document_pieces(by_language, cfg.train.max_length)
+            recipe = replace(recipe, parallel=True)  # unrelated lines already: no-parallel is
+            # what they are (seed 000 §5's row 8 on Wikipedia), so every line is kept
         by_language = permuted_corpus(by_language, recipe.permute, run.seed)
         examples = training_examples([], recipe, encoder, by_language, run.seed)
         return TrainingData(examples, truncated), encoder
@@ -212,6 +218,24 @@ def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
         by_language = permuted_corpus(by_language, recipe.permute, run.seed)
     examples = training_examples(sentences, recipe, encoder, by_language, run.seed)
     return TrainingData(examples, truncated), encoder
+
+
+#: A user corpus line's word-pieces are read whole (no line of a Wikipedia extract is longer)
+#: and then cut into inputs by :func:`document_pieces`.
+DOCUMENT_LENGTH = 1 << 30
+
+
+def document_pieces(by_language: list[list[torch.Tensor]], max_length: int
+                    ) -> list[list[torch.Tensor]]:
+    """Each language's lines (documents or paragraphs of a user corpus) cut into consecutive
+    inputs of at most ``max_length - 2`` word-pieces, every piece kept (BERT's own
+    pretraining data packs a document into full-length inputs; truncating a Wikipedia
+    paragraph at 126 pieces would drop most of the text). The languages' lists are padded
+    with empty rows to one length (rows are not parallel; empty rows are no example)."""
+    pieces = [windows(rows, max_length - 2) for rows in by_language]
+    longest = max(len(rows) for rows in pieces)
+    empty = torch.empty(0, dtype=torch.long)
+    return [rows + [empty] * (longest - len(rows)) for rows in pieces]
 
 
 def load_knn_table(run: RunConfig) -> torch.Tensor | None:
