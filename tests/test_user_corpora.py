@@ -194,7 +194,8 @@ def test_seed_000_table_3_from_text_files_on_the_smoke_profile(tmp_path: Path, c
         metrics = json.loads(cfg.paths.eval_file(row, 0).read_text())["metrics"]
         assert 0.0 <= metrics["retrieval_p1.l8"] <= 1.0 and metrics["eval_sentences"] == 100
     report = (cfg.paths.reports / "table1.md").read_text()
-    assert "XNLI" in report and "| 0 | original |" in report
+    assert "### Downstream: XNLI" in report and "| 0 | original |" in report
+    assert "| 30 | knn-replace | 0.74 ± 0.01 | 0.61 ± 0.01 | 0.54 ± 0.00 |" in report
 
 
 def test_real_profile_holds_seed_000_section_5_settings() -> None:
