@@ -285,7 +285,28 @@ def test_report_table_names_the_task_of_the_runs() -> None:
     assert "the 3 labels of xnli (entailment, neutral, contradiction)" in markdown
     assert "book" not in markdown and frame.loc[0, "task"] == "xnli"
     assert "| 0 | original | 0.600 ± 0.141 |" in markdown
+    assert frame.loc[0, "delta_zero_shot"] == 0.0  # the default against itself
     older = downstream_markdown(downstream_frame(_runs(None), {"original": ["a", "b"]},
                                                  {"original": "0"}))
     assert older.startswith("### Downstream: book-group classification (the XNLI analogue)")
     assert "the 5 labels of bible-books (law, history," in older
+
+
+def test_delta_column_is_the_mean_zero_shot_change_against_the_default() -> None:
+    """Seed 003 Table 1's Δ: per row, the zero-shot accuracy minus original's, averaged over
+    the zero-shot languages; "–" without an original row."""
+    runs = pd.DataFrame({
+        "run_id": ["a", "b", "c"], "metrics.downstream/acc.en": [0.8, 0.8, 0.7],
+        "metrics.downstream/f1.en": [0.5] * 3, "metrics.downstream/acc.de": [0.5, 0.3, 0.2],
+        "metrics.downstream/f1.de": [0.3] * 3, "metrics.downstream/acc.hi": [0.4, 0.4, 0.1],
+        "metrics.downstream/f1.hi": [0.3] * 3, "metrics.downstream/majority_acc": [0.3] * 3,
+        "metrics.downstream/majority_f1": [0.1] * 3,
+        "tags.downstream.languages": ["en,de,hi"] * 3,
+    })
+    groups = {"original": ["a"], "sep-emb": ["b"], "lang-pos": ["c"]}
+    frame = downstream_frame(runs, groups, dict.fromkeys(groups))
+    assert frame["delta_zero_shot"].tolist() == pytest.approx([0.0, -0.1, -0.3])
+    assert "| lang-pos |" in downstream_markdown(frame) and "| -0.300 | 1 |" in (
+        downstream_markdown(frame))
+    without = downstream_frame(runs, {"sep-emb": ["b"]}, {"sep-emb": None})
+    assert without["delta_zero_shot"].isna().all()

@@ -76,9 +76,25 @@ def downstream_frame(runs: pd.DataFrame, groups: dict[str, list[str]],
             record[f"{key}_mean"], record[f"{key}_std"] = mean, std
         records.append(record)
     frame = pd.DataFrame.from_records(records)
+    frame["delta_zero_shot"] = zero_shot_delta(frame, labels[1:])
     frame.attrs["languages"] = labels
     frame.attrs["tasks"] = list(dict.fromkeys(tasks)) or [DEFAULT_TASK]
     return frame
+
+
+#: The row every other is compared with (seed 003 Table 1's "default").
+DEFAULT_ROW = "original"
+
+
+def zero_shot_delta(frame: pd.DataFrame, zero_shot: list[str]) -> pd.Series:
+    """Seed 003 Table 1's Δ column: each row's zero-shot accuracy minus the default's
+    (``original``), averaged over the zero-shot languages (means over seeds); NaN without
+    an ``original`` row or a zero-shot language."""
+    default = frame[frame["modification"] == DEFAULT_ROW]
+    if default.empty or not zero_shot:
+        return pd.Series([float("nan")] * len(frame), index=frame.index)
+    columns = [f"acc.{label}_mean" for label in zero_shot]
+    return frame[columns].sub(default[columns].iloc[0], axis=1).mean(axis=1, skipna=False)
 
 
 def _cell(mean: float, std: float, seeds: int) -> str:
@@ -94,7 +110,7 @@ def downstream_markdown(frame: pd.DataFrame) -> str:
     head = ["ID", "modification"]
     for label in labels:
         head += [f"{label} acc", f"{label} F1"]
-    head += ["majority acc", "majority F1", "seeds"]
+    head += ["majority acc", "majority F1", "Δ zero-shot acc", "seeds"]
     zero_shot = f"; zero-shot: {', '.join(others)}" if others else ""
     names = frame.attrs.get("tasks") or [DEFAULT_TASK]
     tasks = [TASKS.get(name) for name in names]
@@ -108,9 +124,10 @@ def downstream_markdown(frame: pd.DataFrame) -> str:
         f"### Downstream: {title}", "",
         f"Fine-tuned on {first} (in-language){zero_shot}. Test accuracy and macro-F1 over "
         f"{over}, mean ± std over seeds (one seed: its value); the majority baseline always "
-        f"predicts the most frequent train label.{mixed} What the numbers mean, and what "
+        f"predicts the most frequent train label; Δ: the mean zero-shot accuracy minus "
+        f"{DEFAULT_ROW}'s (seed 003 Table 1's column).{mixed} What the numbers mean, and what "
         "they do not: README, \"Downstream task\".", "",
-        "| " + " | ".join(head) + " |", "|---|---|" + "--:|" * (2 * len(labels) + 2) + "---|",
+        "| " + " | ".join(head) + " |", "|---|---|" + "--:|" * (2 * len(labels) + 3) + "---|",
     ]
     for _, row in frame.iterrows():
         seeds = int(row["n_seeds"])
@@ -121,6 +138,8 @@ def downstream_markdown(frame: pd.DataFrame) -> str:
                                    seeds))
         for key in BASELINE:
             cells.append(_cell(row[f"{key}_mean"], row[f"{key}_std"], seeds))
+        delta = row["delta_zero_shot"]
+        cells.append("–" if pd.isna(delta) else f"{delta:+.3f}")
         without = int(row["seeds_without"])
         cells.append(f"{seeds}" + (f" ({without} without a result)" if without else ""))
         lines.append("| " + " | ".join(cells) + " |")
