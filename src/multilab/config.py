@@ -385,6 +385,17 @@ class Config:
                 "(valid with nsp: any modification without lang-pos and no-parallel)")
         if recipe.layers or recipe.heads or recipe.size_factor:
             model = self._reshaped(model, recipe, modification)
+        if (recipe.separate_layers or recipe.random_in_language) and (
+                self.vocab.mode == VOCAB_JOINT):
+            raise mods.ModificationError(
+                f"modification {mods.canonical_name(modification)!r} tells languages apart by "
+                "their blocks of ids; vocab.mode = 'joint' has one block for all languages "
+                "(valid with it: any modification without sep-emb and sep-L1-<n>)")
+        if recipe.separate_layers > model.num_hidden_layers:
+            raise mods.ModificationError(
+                f"modification {mods.canonical_name(modification)!r}: the model has "
+                f"{model.num_hidden_layers} layers; valid: sep-L1-<n> with n <= "
+                f"{model.num_hidden_layers}")
         _check_run(recipe, model, self.train, recipe.model_size, modification)
         return RunConfig(
             study=self,

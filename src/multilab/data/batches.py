@@ -325,7 +325,8 @@ def mask_tokens(
 ) -> MaskedBatch:
     """Select ``mask_prob`` of the wordpieces and replace them by (mask, keep, random, knn).
 
-    Random tokens come from the whole vocabulary (any language, as BERT).
+    Random tokens come from the whole vocabulary (any language, as BERT), or with sep-emb
+    (``recipe.random_in_language``) from the row's own language's block.
     knn tokens are drawn uniformly from the k cross-lingual neighbours of ``knn_table``.
     """
     ids = batch.input_ids
@@ -342,7 +343,14 @@ def mask_tokens(
     row_of = selected.nonzero()[:, 0]
     replaced = labels.clone()
     replaced = torch.where(choice == 0, mask_ids[row_of], replaced)
-    random_ids = torch.randint(0, encoder.total_size, (n,), generator=generator)
+    if encoder.recipe.random_in_language:  # sep-emb: a random id of the row's own block
+        starts = torch.tensor(encoder.offsets)
+        sizes = torch.tensor([*encoder.offsets[1:], encoder.total_size]) - starts
+        language = batch.languages[row_of]
+        random_ids = starts[language] + (torch.rand(n, generator=generator)
+                                         * sizes[language]).long()
+    else:
+        random_ids = torch.randint(0, encoder.total_size, (n,), generator=generator)
     replaced = torch.where(choice == 2, random_ids, replaced)
     if probs[3] > 0:
         neighbours = _knn_neighbours(labels, encoder, knn_table, generator)

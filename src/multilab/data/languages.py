@@ -259,6 +259,6 @@ def check_modification(text: str, languages: tuple[Language, ...]) -> None:
     name = canonical_name(text)
     between = (recipe.language_positions or recipe.shift_special or not recipe.parallel
                or recipe.invert_fake or recipe.needs_knn or recipe.language_sep
-               or recipe.unigram_target)
+               or recipe.unigram_target or recipe.separate_layers)
     if between and len(languages) < 2:
         raise ModificationError(f"modification {name!r} acts between languages; [{listed}] has one")

@@ -67,6 +67,7 @@ from multilab.evaluation import mds_transfer
 from multilab.evaluation.evaluate import _model_run, evaluation_device, model_record
 from multilab.evaluation.mean_shift import shifted
 from multilab.files import write_json
+from multilab.training import language_layers
 from multilab.training.model import check_finite_weights, quiet_transformers
 from multilab.training.model_dir import DONE_FILE, check_weights, read_done
 
@@ -233,8 +234,8 @@ def load_classifier(model_dir: Path, seed: int,
     torch.manual_seed(seed)
     try:
         with quiet_transformers():
-            return AutoModelForSequenceClassification.from_pretrained(
-                str(model_dir), num_labels=num_labels, local_files_only=True)
+            return language_layers.attach_saved(AutoModelForSequenceClassification.from_pretrained(
+                str(model_dir), num_labels=num_labels, local_files_only=True), model_dir)
     except Exception as err:  # corrupt files surface as many different exception types
         raise UserError(f"{model_dir} holds a corrupted checkpoint: {err}") from err
 
@@ -369,6 +370,9 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
     devs = {how.language: encode_examples(data["dev"][how.language], how, encoder,
                                           settings.max_length) for how in inputs[1:]} if mds else {}
     model = load_classifier(model_dir, seed, len(task.labels))
+    # seed 003: the language-specific parts stay as pretrained (sep-L1-<n>'s copies; sep-emb,
+    # the one modification drawing random replacements within a language, its embeddings)
+    language_layers.freeze_language_specific(model, run.recipe.random_in_language)
     check_finite_weights(model.state_dict(), model_dir)  # NaN weights: NaN scores
     model = model.to(evaluation_device())
     if model.config.vocab_size < encoder.total_size:

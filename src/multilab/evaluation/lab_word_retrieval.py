@@ -42,7 +42,7 @@ from multilab.evaluation.token_translation import dev_rows, model_pair
 from multilab.evaluation.word_retrieval import ContextualWordVectors, word_retrieval
 from multilab.files import write_json
 from multilab.lab.modifications import file_stem
-from multilab.training.model import build_model
+from multilab.training.model import build_model, load_model
 from multilab.training.train import study_encoder
 
 BATCH_SIZE = 64
@@ -133,8 +133,10 @@ def lab_word_retrieval(cfg: Config, model_dir: Path, source: str, target: str,
     pairs, kind = dictionary_of(cfg, src, tgt, tokenizers)
     _, rows, _ = dev_rows(cfg, run, sentences)
     keep = [i for i in range(len(rows[src])) if len(rows[src][i]) and len(rows[tgt][i])]
-    trained = BertForMaskedLM.from_pretrained(str(model_dir)).to(evaluation_device()).eval()
-    untrained = build_model(run.model, encoder.total_size, run.seed, encoder.languages)
+    trained = load_model(model_dir).to(evaluation_device()).eval()
+    untrained = build_model(run.model, encoder.total_size, run.seed, encoder.languages,
+                            separate_layers=run.recipe.separate_layers,
+                            offsets=encoder.offsets)
     results: dict[str, Any] = {}
     for name, model in (("trained", trained), ("untrained", untrained.eval())):
         source_words, source_vectors = word_vectors(

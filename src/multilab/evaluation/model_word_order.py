@@ -30,6 +30,7 @@ from multilab.evaluation.token_translation import dev_rows, model_pair
 from multilab.evaluation.wordorder import merge_wordpieces, verse_taus
 from multilab.files import write_json
 from multilab.lab.modifications import file_stem
+from multilab.training.model import load_model
 from multilab.training.train import study_encoder
 
 BATCH_SIZE = 64
@@ -72,7 +73,7 @@ def model_word_order(cfg: Config, model_dir: Path, source: str, target: str, sen
     encoder = study_encoder(run)
     tokenizers = language_tokenizers(cfg)
     _, rows, _ = dev_rows(cfg, run, sentences)
-    model = BertForMaskedLM.from_pretrained(str(model_dir)).to(evaluation_device()).eval()
+    model = load_model(model_dir).to(evaluation_device()).eval()
     source_verses = verse_word_vectors(model, encoder, rows[src], src, tokenizers[src], layer)
     target_verses = verse_word_vectors(model, encoder, rows[tgt], tgt, tokenizers[tgt], layer)
     pairs = [(s, t) for s, t in zip(source_verses, target_verses, strict=True)

@@ -61,7 +61,10 @@ def load_masked_lm(model_dir: Path) -> tuple[torch.nn.Module, object]:
     if not getattr(tokenizer, "is_fast", False):
         raise UserError(f"the tokenizer of {model_dir} is not a fast tokenizer; the probe needs "
                         "its word ids to merge wordpieces into words")
-    model = AutoModelForMaskedLM.from_pretrained(str(model_dir), local_files_only=True)
+    from multilab.training.language_layers import attach_saved
+
+    model = attach_saved(AutoModelForMaskedLM.from_pretrained(str(model_dir),
+                                                              local_files_only=True), model_dir)
     return model.eval(), tokenizer
 
 

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import BertForMaskedLM
 
 from multilab import tracking
 from multilab.config import Config, RunConfig
@@ -53,6 +52,7 @@ from multilab.evaluation.mean_shift import (
 )
 from multilab.files import write_json
 from multilab.lab.modifications import file_stem
+from multilab.training.model import load_model
 from multilab.training.model_dir import read_done
 from multilab.training.train import study_encoder
 
@@ -125,7 +125,7 @@ def token_translation(cfg: Config, model_dir: Path, source: str, target: str,
     keep = [i for i in range(len(rows[src])) if len(rows[src][i]) and len(rows[tgt][i])]
     source_rows = [rows[src][i] for i in keep]
     target_rows = [rows[tgt][i] for i in keep]
-    model = BertForMaskedLM.from_pretrained(str(model_dir)).to(evaluation_device()).eval()
+    model = load_model(model_dir).to(evaluation_device()).eval()
     offsets = encoder.offsets
     special = [offset + i for offset in set(offsets) for i in range(len(SPECIAL_TOKENS))]
     source_batches = _batches(encoder, source_rows, src)

@@ -52,6 +52,11 @@ class Recipe:
     window: int = 0  # seed 004 §3.2.3: inputs sliced into w word-pieces (0 = whole sentences)
     # masking
     replacement: Replacement = BERT_REPLACEMENT
+    random_in_language: bool = False  # seed 003 sep-emb: random replacements from the row's
+    # own language's block only (BERT's: the whole vocabulary)
+    # parameter sharing (seed 003 §4 group 3): the bottom n Transformer layers one copy per
+    # language (training/language_layers.py); 0 = every layer shared
+    separate_layers: int = 0
     # model
     model_size: str = "small"
     # schedule
@@ -112,6 +117,13 @@ REGISTRY: dict[str, Modification] = {
             {"next_sentence": True},
         ),
         Modification(
+            "sep-emb",
+            "seed 003's language-specific embeddings: each language its own word-piece block "
+            "(as every separate vocabulary), its own positions and specials (lang-pos + "
+            "shift-special), random replacements only within the language",
+            {"language_positions": True, "shift_special": True, "random_in_language": True},
+        ),
+        Modification(
             "inv-order",
             "Fake-English word order inverted",
             {"invert_fake": True},
@@ -139,7 +151,8 @@ REGISTRY: dict[str, Modification] = {
 #: a field out while it has its default, so those models keep their fingerprints.
 LATER_FIELDS: dict[str, Any] = {"permute": 0.0, "unigram_target": False, "language_sep": False,
                                 "layers": 0, "heads": 0, "size_factor": 0.0,
-                                "next_sentence": False, "window": 0}
+                                "next_sentence": False, "window": 0,
+                                "random_in_language": False, "separate_layers": 0}
 
 
 @dataclass(frozen=True)
@@ -214,6 +227,12 @@ FAMILIES: dict[str, Family] = {
             "seed 004's context window: every pretraining sentence sliced into segments of at "
             "most {value:g} word-pieces, each its own input (the same tokens, shorter context)",
             "window", 1, 512, "window-20", integer=True,
+        ),
+        Family(
+            "sep-L1",
+            "seed 003's language-specific bottom layers: Transformer layers 1-{value:g} one "
+            "copy per language, the rest shared (sep-L1-3, sep-L1-6 of 12 as the paper's)",
+            "separate_layers", 1, 48, "sep-L1-3", integer=True,
         ),
         Family(
             "params",

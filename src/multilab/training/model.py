@@ -23,6 +23,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 
 from multilab.config import ModelConfig
 from multilab.errors import UserError
+from multilab.training import language_layers
 
 MODEL_FILES = ("config.json", "model.safetensors")
 
@@ -69,16 +70,21 @@ def bert_config(model: ModelConfig, vocab_size: int, languages: int = 2) -> Bert
 
 
 def build_model(model: ModelConfig, vocab_size: int, seed: int, languages: int = 2,
-                next_sentence: bool = False) -> BertForMaskedLM | BertForPreTraining:
+                next_sentence: bool = False, separate_layers: int = 0,
+                offsets: tuple[int, ...] = ()) -> BertForMaskedLM | BertForPreTraining:
     """A freshly initialised BERT whose weights depend only on ``seed``.
 
     ``next_sentence`` (nsp) adds BERT's pooler and NSP head (``BertForPreTraining``); its
     saved folder still loads with ``AutoModelForMaskedLM`` (the NSP head is left out), so
-    evaluation never needs to know.
+    evaluation never needs to know. ``separate_layers`` (sep-L1-<n>): the bottom n layers
+    one copy per language, whose blocks start at ``offsets`` (training/language_layers.py).
     """
     torch.manual_seed(seed)
     config = bert_config(model, vocab_size, languages)
-    return BertForPreTraining(config) if next_sentence else BertForMaskedLM(config)
+    built = BertForPreTraining(config) if next_sentence else BertForMaskedLM(config)
+    if separate_layers:
+        built = language_layers.separate(built, separate_layers, list(offsets))
+    return built
 
 
 def load_model(model_dir: Path) -> BertForMaskedLM:
@@ -91,7 +97,9 @@ def load_model(model_dir: Path) -> BertForMaskedLM:
         )
     try:
         json.loads((model_dir / "config.json").read_text())
-        return AutoModelForMaskedLM.from_pretrained(str(model_dir))
+        with quiet_transformers():  # sep-L1-<n>: the copies are "unused" until attached
+            loaded = AutoModelForMaskedLM.from_pretrained(str(model_dir))
+        return language_layers.attach_saved(loaded, model_dir)
     except Exception as err:  # corrupt files surface as many different exception types
         raise UserError(f"{model_dir} holds a corrupted checkpoint: {err}") from err
 

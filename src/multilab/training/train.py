@@ -124,7 +124,7 @@ def train_model(
                          run.study.train.bucket_chunk)
     plan = Plan.of(run, batches.steps_per_epoch)
     model = build_model(run.model, encoder.total_size, run.seed, encoder.languages,
-                        run.recipe.next_sentence)
+                        run.recipe.next_sentence, run.recipe.separate_layers, encoder.offsets)
     optimizer, scheduler = _optimizer_and_schedule(model, run, plan.total_steps)
     with training_lock(area.parent, model_dir) if main else contextlib.nullcontext():
         state = _resume(area, model_dir, fingerprint, model, optimizer, scheduler)
