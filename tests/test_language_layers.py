@@ -158,3 +158,52 @@ def test_sharing_rows_train_and_transfer_on_the_smoke_profile(built_project: Pat
         assert all(0.0 <= value <= 1.0 for key, value in metrics.items()
                    if key.startswith(("f1_", "rho_", "tau_")))
         assert set(record["test"]) == {"en", "en-fake"}
+
+
+# --------------------------------------------------------------------------- extra anchors
+
+
+def test_code_switching_rates_and_cap() -> None:
+    """30 % of the dictionary words switched, never more than 15 % of a sentence's words."""
+    from multilab.data.transforms import code_switch
+
+    sentences = [[f"w{i % 7}" for i in range(40)] for _ in range(300)]
+    dictionary = {f"w{i}": f"x{i}" for i in range(7)}
+    switched = code_switch(sentences, [dictionary], torch.Generator().manual_seed(0),
+                           rate=0.3, cap=1.0)
+    share = sum(w.startswith("x") for s in switched for w in s) / (300 * 40)
+    assert 0.27 < share < 0.33  # the rate, uncapped
+    capped = code_switch(sentences, [dictionary], torch.Generator().manual_seed(0))
+    assert all(sum(w.startswith("x") for w in s) <= 6 for s in capped)  # 15 % of 40
+    assert [w for s in capped for w in s if w.startswith("x")]
+    assert code_switch([["a", "b"]], [dictionary], torch.Generator()) == [["a", "b"]]
+
+
+def test_extra_anchors_switch_english_and_german_with_a_silver_dictionary() -> None:
+    from multilab.data import bible
+    from multilab.data.batches import code_switched_lines
+
+    english = [t for _, t in bible.read_verses("3", (41, 41))]
+    german = [t for _, t in bible.read_verses("s", (41, 41))]
+    lines, sizes = code_switched_lines([english, german], seed=0)
+    assert sizes[0] == 0 and sizes[1] > 100
+    again, _ = code_switched_lines([english, german], seed=0)
+    assert again == lines and code_switched_lines([english, german], seed=1)[0] != lines
+    german_words = {w for line in german for w in line.split()}
+    switched = [w for line in lines[0] for w in line.split()
+                if w in german_words and w not in {x for e in english for x in e.split()}]
+    assert len(switched) > 100  # German words now in English verses
+
+
+@pytest.mark.parametrize(("overrides", "says"), [
+    ({}, "valid with: real languages of the Bible, vocab.mode = 'joint'"),
+    ({"languages": ["3", "s"]}, "vocab.mode = 'joint'"),
+])
+def test_extra_anchors_are_refused_without_a_joint_vocabulary(tmp_path: Path, overrides: dict,
+                                                              says: str) -> None:
+    with pytest.raises(ModificationError, match="extra-anchors") as err:
+        smoke_config(tmp_path, **overrides).run("extra-anchors", 0)
+    assert says in str(err.value)
+    run = smoke_config(tmp_path, languages=["3", "s"], vocab={"mode": "joint"}).run(
+        "extra-anchors", 0)
+    assert run.recipe.code_switch

@@ -225,6 +225,14 @@ def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path
     for language in (1, 2):
         assert sum(not torch.equal(a, b) for a, b in zip(plain[language], redrawn[language],
                                                          strict=True)) >= 18
+    # seed 003's extra anchors train on this joint vocabulary (code-switched verses)
+    from multilab.training.train import prepare_data
+
+    switched, _ = prepare_data(cfg.run("extra-anchors", 0))
+    original, _ = prepare_data(cfg.run("original", 0))
+    assert len(switched.examples.encoded) == len(original.examples.encoded)
+    assert sum(not torch.equal(a[0], b[0]) for a, b in zip(
+        switched.examples.encoded, original.examples.encoded, strict=True)) > 10
     with pytest.raises(ModificationError, match="joint' has one block"):
         cfg.run("shift-special", 0)
     with pytest.raises(ModificationError, match="joint' gives the languages shared ids"):

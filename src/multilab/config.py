@@ -385,6 +385,13 @@ class Config:
                 "(valid with nsp: any modification without lang-pos and no-parallel)")
         if recipe.layers or recipe.heads or recipe.size_factor:
             model = self._reshaped(model, recipe, modification)
+        if recipe.code_switch and (not self.verses or self.user_corpora
+                                   or self.vocab.mode != VOCAB_JOINT or recipe.unigram_target):
+            raise mods.ModificationError(
+                f"modification {mods.canonical_name(modification)!r} switches words into "
+                "another language's by a dictionary induced from verse-aligned train text and "
+                "read with one shared vocabulary; valid with: real languages of the Bible, "
+                "vocab.mode = 'joint', without unigram-target")
         if (recipe.separate_layers or recipe.random_in_language) and (
                 self.vocab.mode == VOCAB_JOINT):
             raise mods.ModificationError(

@@ -20,6 +20,7 @@ from multilab.data.inputs import Batch, InputEncoder, collate
 from multilab.data.parallel import disjoint_shares
 from multilab.data.transforms import (
     bert_words,
+    code_switch,
     next_sentence_pairs,
     permute_word_order,
     unigram_sentences,
@@ -130,6 +131,9 @@ def windows(sentences: list[torch.Tensor], width: int) -> list[torch.Tensor]:
 #: Keys of the random streams of seed 002's pretraining-only rewrites (with the model seed
 #: and the language index): each language and each rewrite draws its own stream.
 PERMUTE_STREAM, UNIGRAM_STREAM, NEXT_SENTENCE_STREAM = 2002_2, 2002_3, 2002_5
+CODE_SWITCH_STREAM = 2003_1
+#: Verses a word must occur in to enter extra-anchors' silver dictionary (as mrr's).
+SWITCH_MIN_COUNT = 5
 
 
 def next_sentence_examples(texts: list[list[torch.Tensor]], encoder: InputEncoder, seed: int
@@ -181,6 +185,31 @@ def unigram_lines(lines: list[str], seed: int, language: int) -> list[str]:
     characters, as its tokenizer does), drawn once per model seed and language."""
     words = [" ".join(bert_words(line)) for line in lines]
     return unigram_sentences(words, seeded_generator(seed, UNIGRAM_STREAM, language))
+
+
+def code_switched_lines(texts: list[list[str]], seed: int) -> tuple[list[list[str]], list[int]]:
+    """Seed 003's extra anchors (``extra-anchors``): every language's verses (row i the same
+    verse in each) with dictionary words switched (:func:`transforms.code_switch`), drawn
+    once per model seed and language. The dictionaries are silver, induced from these
+    verses (IBM-1 mutual best matches, words in >= 5 verses: benchmarks/RESULTS-dictionary.md
+    measures their precision, 0.7-0.8 between two English editions), not PanLex's: the first
+    language's words switch into any other language, the others' into the first.
+    Returns the lines and each dictionary's size (0 for the first language)."""
+    from multilab.data.dictionary import induce_dictionary
+
+    words = [[bert_words(line) for line in lines] for lines in texts]
+    forward = []
+    for other in words[1:]:
+        entries = induce_dictionary(words[0], other, min_count=SWITCH_MIN_COUNT)
+        forward.append({e.source: e.target for e in entries})
+    backward = [{target: source for source, target in d.items()} for d in forward]
+    out = []
+    for language, sentences in enumerate(words):
+        translations = forward if language == 0 else [backward[language - 1]]
+        switched = code_switch(sentences, translations,
+                               seeded_generator(seed, CODE_SWITCH_STREAM, language))
+        out.append([" ".join(sentence) for sentence in switched])
+    return out, [0, *(len(d) for d in forward)]
 
 
 def mix_seed(*keys: int) -> int:

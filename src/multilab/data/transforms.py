@@ -180,6 +180,38 @@ def unigram_sentences(sentences: Sequence[str], generator: torch.Generator) -> l
     return out
 
 
+#: Seed 003 §4 (extra anchors, after Conneau & Lample's code-switching): a dictionary word is
+#: replaced by its translation this often, and at most this share of a sentence's words.
+SWITCH_RATE, SWITCH_CAP = 0.3, 0.15
+
+
+def code_switch(sentences: Sequence[Sequence[str]], translations: Sequence[dict[str, str]],
+                generator: torch.Generator, rate: float = SWITCH_RATE,
+                cap: float = SWITCH_CAP) -> list[list[str]]:
+    """Each word with a translation replaced by it with probability ``rate``, at most
+    ``floor(cap · words)`` of a sentence's words (the first ones of a seeded order when more
+    were drawn). ``translations``: the dictionaries a sentence's words may switch with (one
+    chosen per word, uniformly). The paper caps a batch's words at 15 %; here each sentence
+    is capped, which keeps every batch under it too."""
+    out = []
+    for words in sentences:
+        words = list(words)
+        limit = int(cap * len(words))
+        candidates = [i for i, w in enumerate(words) if any(w in d for d in translations)]
+        if not candidates or not limit:
+            out.append(words)
+            continue
+        drawn = torch.rand(len(candidates), generator=generator) < rate
+        order = torch.randperm(len(candidates), generator=generator).tolist()
+        chosen = [candidates[i] for i in order if bool(drawn[i])][:limit]
+        for i in chosen:
+            options = [d[words[i]] for d in translations if words[i] in d]
+            pick = int(torch.randint(len(options), (1,), generator=generator))
+            words[i] = options[pick]
+        out.append(words)
+    return out
+
+
 @dataclass(frozen=True)
 class SentencePairs:
     """Index pairs for next-sentence prediction, in the label convention of Hugging Face's

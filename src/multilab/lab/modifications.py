@@ -39,6 +39,7 @@ class Recipe:
     # pretraining corpus only (never evaluation or fine-tuning): seed 002
     permute: float = 0.0  # share p of each sentence's word-piece pairs swapped (§3.2.2)
     unigram_target: bool = False  # every language but the first: unigram word draws (§3.2.3)
+    code_switch: bool = False  # seed 003 extra anchors: dictionary words switched (30 %, <= 15 %)
     # vocab / inputs
     shift_special: bool = False  # Fake-English gets its own [CLS], [SEP], [MASK], ...
     language_sep: bool = False  # each language its own [SEP] (seed 002's [SEP-A], [SEP-B])
@@ -117,6 +118,13 @@ REGISTRY: dict[str, Modification] = {
             {"next_sentence": True},
         ),
         Modification(
+            "extra-anchors",
+            "seed 003's extra anchors: pretraining words switched to their translation in a "
+            "silver dictionary (IBM-1 over the aligned train verses) 30 % of the time, at most "
+            "15 % of a sentence's words; joint vocabularies",
+            {"code_switch": True},
+        ),
+        Modification(
             "sep-emb",
             "seed 003's language-specific embeddings: each language its own word-piece block "
             "(as every separate vocabulary), its own positions and specials (lang-pos + "
@@ -152,7 +160,8 @@ REGISTRY: dict[str, Modification] = {
 LATER_FIELDS: dict[str, Any] = {"permute": 0.0, "unigram_target": False, "language_sep": False,
                                 "layers": 0, "heads": 0, "size_factor": 0.0,
                                 "next_sentence": False, "window": 0,
-                                "random_in_language": False, "separate_layers": 0}
+                                "random_in_language": False, "separate_layers": 0,
+                                "code_switch": False}
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,12 @@ from tqdm.auto import tqdm
 from transformers import BertForMaskedLM, get_linear_schedule_with_warmup
 
 from multilab import devices, tracking
-from multilab.config import RunConfig
+from multilab.config import Config, RunConfig
 from multilab.data.batches import (
     BatchOrder,
     Examples,
     MaskedBatch,
+    code_switched_lines,
     gradient_pieces,
     mask_tokens,
     mix_seed,
@@ -194,6 +195,9 @@ def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
         return unigram_lines(lines, run.seed, language) if language else lines
 
     rewrite = unigram if recipe.unigram_target else None
+    if recipe.code_switch:  # extra-anchors: needs every language's verses at once
+        switched = _code_switched(cfg, run.seed)
+        rewrite = lambda language, lines: switched[language][:len(lines)]  # noqa: E731
     if cfg.verses:
         whole = cfg.user_corpora  # a user corpus's line is a document: cut, not truncated
         by_language, truncated = tokenized_verses(
@@ -218,6 +222,17 @@ def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
         by_language = permuted_corpus(by_language, recipe.permute, run.seed)
     examples = training_examples(sentences, recipe, encoder, by_language, run.seed)
     return TrainingData(examples, truncated), encoder
+
+
+def _code_switched(cfg: Config, seed: int) -> list[list[str]]:
+    """extra-anchors' rewritten train verses of every language (batches.code_switched_lines)."""
+    from multilab.data.layout import read_verse_table
+
+    _, texts = read_verse_table(cfg.paths.corpora / "train.txt")
+    columns = layout(cfg).columns
+    limit = cfg.train.max_train_sentences
+    lines = [texts[column][:limit] if limit else texts[column] for column in columns]
+    return code_switched_lines(lines, seed)[0]
 
 
 #: A user corpus line's word-pieces are read whole (no line of a Wikipedia extract is longer)
