@@ -302,3 +302,35 @@ def test_seed_002_table_1_enfake_pair(built_project: Path, tmp_path: Path, one_t
     mrr = json.loads(next((cfg.paths.reports / "word_retrieval").rglob("*.json")).read_text())
     assert mrr["dictionary"] == "silver" and mrr["dictionary_pairs"] > 0  # German vs enfake
     assert all(0 < row["mrr"] <= 1 for row in mrr["trained"])
+
+
+def test_other_domain_trains_on_held_out_free_old_testament_verses(tmp_path: Path) -> None:
+    """Seed 003's domain (``ot:s``): German trained on as many OT verses as the NT's, none of
+    the dev corpus or of the downstream task's dev and test chapters; dev and the task read
+    the same verses as for ``s``; silver-dictionary measures refused."""
+    from multilab.data.book_groups import chapter_of, split_chapters
+    from multilab.data.layout import build_verse_corpora
+    from multilab.errors import UserError
+
+    cfg = config_of(_settings(tmp_path, "[3,ot:s]", **{"corpus.dev_sentences": 10000,
+                                                        "evaluate.dev_sentences": 100}))
+    assert [lang.name for lang in cfg.language_list][1] == "ot of German, Schlachter 1951"
+    assert not cfg.aligned_train
+    build_verse_corpora(cfg)
+    ids, train = read_verse_table(cfg.paths.corpora / "train.txt")
+    dev_ids, dev = read_verse_table(cfg.paths.corpora / "dev.txt")
+    assert list(train) == ["3", "ot:s"] and ids[0].startswith("40.")  # English: the NT
+    german = {vid: text for vid, text in bible.read_verses("s", (1, 39))}
+    split = split_chapters(cfg.downstream.split_seed)
+    allowed: dict[str, list[str]] = {}  # a text → its verses outside dev and the task's
+    held = set(dev_ids)                 # dev/test chapters (a few texts recur in the OT)
+    for vid, text in german.items():
+        if vid not in held and split[chapter_of(vid)] == "train":
+            allowed.setdefault(text, []).append(vid)
+    assert len(train["ot:s"]) == len(ids)
+    assert all(text in allowed for text in train["ot:s"])
+    books = {int(allowed[text][0][:2]) for text in train["ot:s"]}
+    assert len(books) > 20  # drawn across the books, not the first ones
+    assert dev["ot:s"][:3] == [german[v] for v in dev_ids[:3]]
+    with pytest.raises(UserError, match="are not parallel"):
+        config_of(_settings(tmp_path, "[3,ot:s]", **{"spaces.seed_dictionary": "silver"}))

@@ -109,7 +109,7 @@ def test_corpora_become_verse_tables_with_aligned_dev(tmp_path: Path, capsys) ->
     ({"corpora.wiki-de.bytes": 10, "corpora.wiki-de.sentences": 10}, "give one of them"),
     ({"corpora.wiki-de.iso": "German"}, "must be an ISO 639 code"),
     ({"corpora.wiki-de.size": 10}, "unknown key corpora.wiki-de.size"),
-    ({"spaces.seed_dictionary": "silver"}, "user corpora are not parallel"),
+    ({"spaces.seed_dictionary": "silver"}, "are not parallel"),
 ])
 def test_bad_corpora_are_one_line_exit_2_nothing_written(tmp_path: Path, capsys,
                                                           change: dict, says: str) -> None:
@@ -129,7 +129,7 @@ def test_silver_dictionary_measures_are_refused(tmp_path: Path) -> None:
     from multilab.evaluation.lab_word_retrieval import dictionary_of
 
     cfg = config_of(_settings(tmp_path, write_text_corpora(tmp_path / "data")))
-    with pytest.raises(UserError, match="user corpora are not parallel"):
+    with pytest.raises(UserError, match="are not parallel"):
         dictionary_of(cfg, 0, 1, [])
 
 

@@ -103,7 +103,7 @@ def cmd_spaces(args: argparse.Namespace) -> None:
     if cfg.verses:
         languages, vocab_words = verse_spaces.study_languages(cfg)
         metrics = verse_spaces.build_verse_spaces(languages, vocab_words, cfg.paths.spaces,
-                                                  spaces_cfg, aligned=not cfg.user_corpora)
+                                                  spaces_cfg, aligned=cfg.aligned_train)
     else:
         tokenizer = load_tokenizer(cfg.paths.vocab)
         lines = read_lines(cfg.paths.corpora / "train.txt")

@@ -276,6 +276,15 @@ class Config:
         return {name: corpus.iso for name, corpus in self.corpora.items()}
 
     @property
+    def aligned_train(self) -> bool:
+        """True when row i of the train table is one verse in every language: not for user
+        corpora, nor with a language of another domain (``ot``): what silver dictionaries
+        (IBM-1 over the rows) need."""
+        return not self.user_corpora and not any(
+            lang.transform is not None and langs.TRANSFORMS[lang.transform].acts_on == "verses"
+            for lang in self.language_list)
+
+    @property
     def user_corpora(self) -> bool:
         """True when the study's languages are user corpora: text that is not parallel
         (the train rows of two languages are unrelated lines; only dev is aligned)."""
@@ -1049,11 +1058,12 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
             "silver dictionary from the verse alignment); Fake-English is mapped unsupervised "
             "(valid: none, or e.g. languages [3, s, i])"
         )
-    if spaces.seed_dictionary != "none" and languages[0] in corpora:
+    if spaces.seed_dictionary != "none" and (languages[0] in corpora or any(
+            key.split(":")[0] == "ot" for key in languages)):
         raise UserError(
             f"spaces.seed_dictionary = {spaces.seed_dictionary!r} needs verse-aligned train "
-            "text; user corpora are not parallel (valid: none, VecMap unsupervised as seed "
-            "000 §5)"
+            "text; user corpora and an ot language's verses are not parallel (valid: none, "
+            "VecMap unsupervised as seed 000 §5)"
         )
     vocab = _build(VocabConfig, merged.get("vocab"), "vocab")
     if vocab.mode not in VOCAB_MODES:

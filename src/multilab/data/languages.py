@@ -43,13 +43,15 @@ class Transform:
 
     ``acts_on`` says where the pipeline applies it: ``ids`` (the copy has the base's text and
     tokenization, and its token ids are shifted into a block of its own: seed 000's
-    Fake-English) or ``text`` (``text`` maps each verse before tokenization: seed 002's
-    ``enfake``, which then gets a vocabulary of its own like any edition).
+    Fake-English), ``text`` (``text`` maps each verse before tokenization: seed 002's
+    ``enfake``, which then gets a vocabulary of its own like any edition) or ``verses`` (the
+    same edition trained on other verses: seed 003's domain, ``ot``; evaluated and tested on
+    the same verses as its edition).
     """
 
     name: str
     description: str
-    acts_on: Literal["ids", "text"]
+    acts_on: Literal["ids", "text", "verses"]
     text: Callable[[str], str] | None = None
 
 
@@ -70,6 +72,13 @@ TRANSFORMS: dict[str, Transform] = {
             "seed 000's Fake-English: the same text, every token id shifted by the vocabulary "
             "size (a disjoint copy of the vocabulary)",
             "ids",
+        ),
+        Transform(
+            "ot",
+            "seed 003's other domain: the edition trained on Old Testament verses (as many as "
+            "the New Testament's, none of the dev corpus or the downstream task's dev and test "
+            "chapters) while the other languages train on the New Testament",
+            "verses",
         ),
         Transform(
             "enfake",
@@ -205,7 +214,7 @@ def parse_languages(values: Iterable[object] | str, study_first: str | None = No
             # a text transform is a language of its own (its own text, its own vocabulary):
             # its base need not be in the study (seed 002's enfake-es is [v, enfake:3]); an
             # id transform copies a listed language's block, so that language must be listed
-            if base not in listed and not (TRANSFORMS[name].acts_on == "text"
+            if base not in listed and not (TRANSFORMS[name].acts_on in ("text", "verses")
                                            and sep and base in sources):
                 raise LanguageError(
                     f"{entry!r} transforms {base!r}, which is not a listed edition; "
@@ -224,6 +233,11 @@ def parse_languages(values: Iterable[object] | str, study_first: str | None = No
             "all come from the Bible or all from `corpora:` (valid: e.g. [3, s, i] or "
             f"[{', '.join(corpora) or 'wiki-en, wiki-de'}])"
         )
+    other_domain = [lang for lang in languages if lang.transform is not None
+                    and TRANSFORMS[lang.transform].acts_on == "verses"]
+    if other_domain and languages[0].from_user_corpus:
+        raise LanguageError(f"{other_domain[0].key(first)!r} trains on Old Testament verses; "
+                            "user corpora have no Testaments (valid: Bible editions)")
     return tuple(languages)
 
 

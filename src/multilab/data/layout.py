@@ -151,8 +151,9 @@ def build_verse_corpora(cfg: Config) -> dict[str, dict[str, float]]:
     else:
         verses = {code: parallel.read_edition(code, cfg.paths.data)
                   for code in dict.fromkeys(lang.edition for lang in languages)}
-        train = parallel.train_corpora(list(columns), verses)
         dev = parallel.dev_corpora(list(columns), verses, cfg.corpus.dev_sentences)
+        train = parallel.train_corpora(list(columns), verses,
+                                       held_out=held_out_verses(cfg, dev, verses))
     stats: dict[str, dict[str, float]] = {}
     for split, rows in (("train", train), ("dev", dev)):
         named = {columns[lang]: texts for lang, texts in rows.items()}
@@ -161,6 +162,21 @@ def build_verse_corpora(cfg: Config) -> dict[str, dict[str, float]]:
             words = [" ".join(bert_words(text)) for _, text in texts if text]
             stats[f"{split}.{metric_name(key)}"] = CorpusStats.of(words).as_dict()
     return stats
+
+
+def held_out_verses(cfg: Config, dev: dict[Language, list[tuple[str, str]]],
+                    verses: dict[str, list[tuple[str, str]]]) -> set[str]:
+    """What an ``ot`` language (seed 003's other domain) must not train on: the dev corpus's
+    verses and those of the downstream task's dev and test chapters (every edition holds the
+    same verse ids)."""
+    from multilab.data.book_groups import chapter_of, split_chapters
+
+    split = split_chapters(cfg.downstream.split_seed)
+    ids = {vid for rows in dev.values() for vid, _ in rows}
+    any_edition = next(iter(verses.values()))
+    return ids | {vid for vid, _ in any_edition
+                  if parallel.book_of(vid) <= parallel.OLD_TESTAMENT[1]
+                  and split[chapter_of(vid)] != "train"}
 
 
 def verse_stats(cfg: Config) -> dict[str, dict[str, float]]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from multilab.data.bible import export_path, read_verses, squeeze_spaces
@@ -139,14 +139,39 @@ def _check_editions(
         raise ValueError(f"verses of editions {missing} were not given")
 
 
+#: Seeds the choice of an ``ot`` language's training verses (one choice for every model).
+OTHER_DOMAIN_SEED = 3
+
+
+def other_domain_ids(verses: Sequence[Verse], count: int, held_out: Collection[str]
+                     ) -> list[str]:
+    """Seed 003's domain (the ``ot`` transform): ``count`` Old Testament verse ids of one
+    edition, drawn by ``random.Random(OTHER_DOMAIN_SEED)`` from those with text outside
+    ``held_out`` (the dev corpus, the downstream task's dev and test chapters), in canonical
+    order; a draw, not the first ones, so that every group of books is in it."""
+    pool = [vid for vid, text in verses if has_text(text) and vid not in held_out
+            and OLD_TESTAMENT[0] <= book_of(vid) <= OLD_TESTAMENT[1]]
+    if len(pool) < count:
+        raise UserError(f"only {len(pool)} Old Testament verses are outside the dev corpus and "
+                        f"the task's dev and test chapters, fewer than the {count} New "
+                        "Testament verses to match (valid: a smaller corpus.dev_sentences)")
+    return sorted(random.Random(OTHER_DOMAIN_SEED).sample(pool, count))
+
+
 def train_corpora(
     languages: Sequence[Language],
     verses_by_edition: Mapping[str, Sequence[Verse]],
     disjoint: bool = False,
     seed: int = 0,
+    held_out: Collection[str] = (),
 ) -> dict[Language, list[Verse]]:
-    """The NT verses of every language, aligned by id; ``disjoint``: a seeded share each."""
+    """The NT verses of every language, aligned by id; ``disjoint``: a seeded share each.
+    A language of another domain (``ot``) gets as many OT verses instead
+    (:func:`other_domain_ids`, never one of ``held_out``), its rows unrelated to the others'."""
     _check_editions(languages, verses_by_edition)
+    order = list(languages)
+    other = [lang for lang in languages if _other_domain(lang)]
+    languages = [lang for lang in languages if not _other_domain(lang)]
     needed = {code: verses_by_edition[code] for code in editions_of(languages)}
     ids = aligned_ids(needed, NEW_TESTAMENT)
     if not ids:
@@ -154,12 +179,23 @@ def train_corpora(
             f"no New Testament verse is present in every edition of "
             f"{', '.join(needed)}; choose other editions"
         )
+    domains = {lang: _texts(lang, other_domain_ids(verses_by_edition[lang.edition], len(ids),
+                                                   set(held_out)), verses_by_edition)
+               for lang in other}
     if disjoint:
         shares = disjoint_shares(ids, len(languages), seed)
-        return {
-            lang: _texts(lang, share, needed) for lang, share in zip(languages, shares, strict=True)
-        }
-    return {lang: _texts(lang, ids, needed) for lang in languages}
+        corpora = {lang: _texts(lang, share, needed)
+                   for lang, share in zip(languages, shares, strict=True)} | domains
+    else:
+        corpora = {lang: _texts(lang, ids, needed) for lang in languages} | domains
+    return {lang: corpora[lang] for lang in order}
+
+
+def _other_domain(language: Language) -> bool:
+    from multilab.data.languages import TRANSFORMS
+
+    return (language.transform is not None
+            and TRANSFORMS[language.transform].acts_on == "verses")
 
 
 def dev_corpora(

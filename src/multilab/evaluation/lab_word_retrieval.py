@@ -100,11 +100,11 @@ def dictionary_of(cfg: Config, source: int, target: int, tokenizers: list
     src, tgt = study[source], study[target]
     if tgt.edition == src.edition and src.is_edition and tgt.transform in ("fake", "enfake"):
         return [], tgt.transform  # built from the words that have vectors
-    if cfg.user_corpora:
+    if not cfg.aligned_train:
         raise UserError(
             f"mrr {src.key(study[0].edition)} → {tgt.key(study[0].edition)}: a silver "
-            "dictionary needs verse-aligned train text, and user corpora are not parallel "
-            "(valid: a language and its fake or enfake copy)")
+            "dictionary needs verse-aligned train text; user corpora and an ot language's "
+            "verses are not parallel (valid: a language and its fake or enfake copy)")
     lay = layout(cfg)
     rows, _ = tokenized_verses(cfg, lay, "train", None, cfg.train.max_length)
 
