@@ -15,6 +15,8 @@ Design, so that a model stays a ``save_pretrained`` folder:
   lab) puts the copies back after ``from_pretrained``. A plain
   ``AutoModelForMaskedLM.from_pretrained`` still loads the folder, with a warning about the
   unused ``others`` weights: it then reads *every* language with the first one's layers.
+  So does the copy logged to MLflow (``mlflow.transformers`` saves the plain class): the
+  model folder is the whole model.
 
 Depth: ``sep-L1-3`` / ``sep-L1-6`` are the paper's layers 1–3 / 1–6 of 12 and ours at depth 12;
 with ``depth-<n>`` the count is taken as written (at most the depth: one line otherwise), so a
