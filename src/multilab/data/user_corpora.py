@@ -144,7 +144,8 @@ def xnli_dev_text(cfg: Config) -> dict[Path, int]:
     XNLI's dev sentences are translations of each other in all 15 languages, the parallel
     text the evaluation stage needs. Lines: each pair's premise (once: a premise has three
     hypotheses) then its hypothesis, over the pairIDs every corpus's language has, in the
-    file's order (2,490 pairs of 830 premises: ≈ 3,300 lines a language). Returns path → lines written.
+    file's order (2,490 pairs of 830 premises: ≈ 3,300 lines a language). Returns path →
+    lines written.
 
     Everything is read and checked before the first file is written (one line: no user
     corpus in ``languages``, no XNLI folder, a language XNLI lacks)."""
