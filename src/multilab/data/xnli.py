@@ -40,6 +40,7 @@ takes the same examples in each.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -47,6 +48,8 @@ from pathlib import Path
 from multilab.data.classification import SPLITS, Example
 from multilab.data.languages import Language
 from multilab.errors import UserError
+
+log = logging.getLogger(__name__)
 
 LABELS: tuple[str, ...] = ("entailment", "neutral", "contradiction")
 #: XNLI-MT's spelling → XNLI's
@@ -192,7 +195,12 @@ def task_examples(root: Path | None, languages: Sequence[Language]
     out: dict[str, dict[Language, list[Example]]] = {split: {} for split in SPLITS}
     for split, path in files.items():
         rows, present = read_eval_file(path, set(isos))
-        for pair in _aligned(path, rows, isos, present, languages):
+        pairs = _aligned(path, rows, isos, present, languages)
+        most = max(len(rows[iso]) for iso in isos)
+        if len(pairs) < most:  # the release has every pair in every language: say so
+            log.warning("%s: %d of %d pairIDs are in every language of %s; the others are "
+                        "left out", path, len(pairs), most, ", ".join(dict.fromkeys(isos)))
+        for pair in pairs:
             for lang, iso in zip(languages, isos, strict=True):
                 _, first, second, label = rows[iso][pair]
                 out[split].setdefault(lang, []).append(
