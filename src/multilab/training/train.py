@@ -197,7 +197,9 @@ def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
     rewrite = unigram if recipe.unigram_target else None
     if recipe.code_switch:  # extra-anchors: needs every language's verses at once
         switched = _code_switched(cfg, run.seed)
-        rewrite = lambda language, lines: switched[language][:len(lines)]  # noqa: E731
+
+        def rewrite(language: int, lines: list[str]) -> list[str]:
+            return switched[language][:len(lines)]
     if cfg.verses:
         whole = cfg.user_corpora  # a user corpus's line is a document: cut, not truncated
         by_language, truncated = tokenized_verses(
