@@ -56,7 +56,7 @@ class RowLanguages:
             self.rows = None
             return
         offsets = torch.tensor(self.offsets, device=input_ids.device)
-        blocks = torch.bucketize(input_ids, offsets[1:], right=True)
+        blocks = torch.bucketize(input_ids.contiguous(), offsets[1:], right=True)
         words = (input_ids - offsets[blocks]) >= SPECIALS
         counts = torch.zeros(len(input_ids), len(self.offsets), device=input_ids.device,
                              dtype=torch.long)
