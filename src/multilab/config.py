@@ -280,9 +280,8 @@ class Config:
         """True when row i of the train table is one verse in every language: not for user
         corpora, nor with a language of another domain (``ot``): what silver dictionaries
         (IBM-1 over the rows) need."""
-        return not self.user_corpora and not any(
-            lang.transform is not None and langs.TRANSFORMS[lang.transform].acts_on == "verses"
-            for lang in self.language_list)
+        return not self.user_corpora and not any(lang.other_domain
+                                                 for lang in self.language_list)
 
     @property
     def user_corpora(self) -> bool:
@@ -1059,7 +1058,8 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
             "(valid: none, or e.g. languages [3, s, i])"
         )
     if spaces.seed_dictionary != "none" and (languages[0] in corpora or any(
-            key.split(":")[0] == "ot" for key in languages)):
+            lang.other_domain for lang in langs.parse_languages(
+                languages, corpora={name: c.iso for name, c in corpora.items()}))):
         raise UserError(
             f"spaces.seed_dictionary = {spaces.seed_dictionary!r} needs verse-aligned train "
             "text; user corpora and an ot language's verses are not parallel (valid: none, "

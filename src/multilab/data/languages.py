@@ -107,6 +107,12 @@ class Language:
     corpus_iso: str = field(default="", compare=False)
 
     @property
+    def other_domain(self) -> bool:
+        """True for a transform that trains the edition on other verses (``ot``): its train
+        rows are not verse-aligned with the other languages'."""
+        return self.transform is not None and TRANSFORMS[self.transform].acts_on == "verses"
+
+    @property
     def from_user_corpus(self) -> bool:
         """True when the text comes from a user-provided corpus, not the Bible DB."""
         return self.edition not in EDITIONS
@@ -233,8 +239,7 @@ def parse_languages(values: Iterable[object] | str, study_first: str | None = No
             "all come from the Bible or all from `corpora:` (valid: e.g. [3, s, i] or "
             f"[{', '.join(corpora) or 'wiki-en, wiki-de'}])"
         )
-    other_domain = [lang for lang in languages if lang.transform is not None
-                    and TRANSFORMS[lang.transform].acts_on == "verses"]
+    other_domain = [lang for lang in languages if lang.other_domain]
     if other_domain and languages[0].from_user_corpus:
         raise LanguageError(f"{other_domain[0].key(first)!r} trains on Old Testament verses; "
                             "user corpora have no Testaments (valid: Bible editions)")

@@ -170,8 +170,8 @@ def train_corpora(
     (:func:`other_domain_ids`, never one of ``held_out``), its rows unrelated to the others'."""
     _check_editions(languages, verses_by_edition)
     order = list(languages)
-    other = [lang for lang in languages if _other_domain(lang)]
-    languages = [lang for lang in languages if not _other_domain(lang)]
+    other = [lang for lang in languages if lang.other_domain]
+    languages = [lang for lang in languages if not lang.other_domain]
     needed = {code: verses_by_edition[code] for code in editions_of(languages)}
     ids = aligned_ids(needed, NEW_TESTAMENT)
     if not ids:
@@ -189,13 +189,6 @@ def train_corpora(
     else:
         corpora = {lang: _texts(lang, ids, needed) for lang in languages} | domains
     return {lang: corpora[lang] for lang in order}
-
-
-def _other_domain(language: Language) -> bool:
-    from multilab.data.languages import TRANSFORMS
-
-    return (language.transform is not None
-            and TRANSFORMS[language.transform].acts_on == "verses")
 
 
 def dev_corpora(
