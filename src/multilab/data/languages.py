@@ -107,6 +107,11 @@ class Language:
     corpus_iso: str = field(default="", compare=False)
 
     @property
+    def id_copy(self) -> bool:
+        """True for an id transform (``fake``): no text of its own, its base's ids shifted."""
+        return self.transform is not None and TRANSFORMS[self.transform].acts_on == "ids"
+
+    @property
     def other_domain(self) -> bool:
         """True for a transform that trains the edition on other verses (``ot``): its train
         rows are not verse-aligned with the other languages'."""

@@ -118,7 +118,7 @@ def layout(cfg: Config) -> Layout:
 def text_columns(languages: Sequence[Language]) -> dict[Language, str]:
     """Each language with a text of its own → its column (its key); ``fake`` has none."""
     first = languages[0].edition
-    return {lang: lang.key(first) for lang in languages if not _id_copy(lang)}
+    return {lang: lang.key(first) for lang in languages if not lang.id_copy}
 
 
 def column_of(language: Language, languages: Sequence[Language]) -> str:
@@ -286,12 +286,6 @@ def _entry(block: Block, index: dict[Language, int], languages: Sequence[Languag
         "tokenizer": language_dir(index[block.tokenizer_of]),
         "column": column_of(block.language, languages),
     }
-
-
-def _id_copy(language: Language) -> bool:
-    from multilab.data.languages import TRANSFORMS
-
-    return language.transform is not None and TRANSFORMS[language.transform].acts_on == "ids"
 
 
 # --------------------------------------------------------------------------- model inputs

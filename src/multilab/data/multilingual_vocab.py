@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from multilab.data.languages import TRANSFORMS, Language
+from multilab.data.languages import Language
 from multilab.data.vocab import FAKE_PREFIX, SPECIAL_TOKENS, train_tokens
 
 SEPARATE = "separate"
@@ -100,7 +100,7 @@ def build_blocks(
     def tokens_of(texts: list[str], own: int | None = None) -> tuple[str, ...]:
         return tuple(train_tokens(texts, own or size, unit, exact=own is None))
 
-    own = [lang for lang in languages if not _is_id_copy(lang)]
+    own = [lang for lang in languages if not lang.id_copy]
     if mode == JOINT:
         joint = tokens_of([t for lang in own for t in train_texts[lang]])
         trained = dict.fromkeys(own, joint)
@@ -111,7 +111,7 @@ def build_blocks(
     blocks: list[Block] = []
     offset = 0
     for lang in languages:
-        if _is_id_copy(lang):
+        if lang.id_copy:
             owner = own[0] if mode == JOINT else Language(lang.edition)
             prefix = FAKE_PREFIX if lang.transform == "fake" else f"{lang.transform}{FAKE_PREFIX}"
             tokens = tuple(prefix + t for t in trained[owner])
@@ -136,6 +136,3 @@ def vocabulary(blocks: Sequence[Block]) -> list[str]:
             raise ValueError(f"block of {block.language.name} overlaps another block")
     return tokens
 
-
-def _is_id_copy(language: Language) -> bool:
-    return language.transform is not None and TRANSFORMS[language.transform].acts_on == "ids"
