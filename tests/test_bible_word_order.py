@@ -32,6 +32,7 @@ from multilab.reporting.word_order_table import (
     correlation_markdown,
     plot_correlation,
     plot_word_order,
+    retrieval_points,
     study_points,
     word_order_markdown,
 )
@@ -245,3 +246,37 @@ def test_correlation_with_and_without_english(tmp_path: Path) -> None:
     for drawn in (plot_word_order(_data(), tmp_path / "a.png"),
                   plot_correlation(points, tmp_path / "b.png")):
         assert drawn.read_bytes().startswith(b"\x89PNG")
+
+
+def test_correlation_with_verse_retrieval_at_layer_8(tmp_path: Path) -> None:
+    # issue 20 item 3b: tau against P@1 between English and each language, both directions
+    languages = parse_languages(["3", "s", "i", "c", "t", "fake:s"])
+    keys = ["3", "s", "i", "c", "t", "fake:s"]
+    labels = ["en", "de", "hi", "zh", "tr", "de-fake"]
+    p1 = {"s": (0.30, 0.50), "i": (0.10, 0.20), "c": (0.05, 0.15), "t": (0.20, 0.20),
+          "fake:s": (0.9, 0.9)}
+    records = []
+    for key, (forward, backward) in p1.items():
+        name = key.replace(":", "_")
+        for layer, scale in ((0, 0.1), (8, 1.0)):  # layer 0 must not be read
+            records += [{"modification": "original", "layer": layer, "query": "3",
+                         "key": name, "p1_mean": forward * scale},
+                        {"modification": "original", "layer": layer, "query": name,
+                         "key": "3", "p1_mean": backward * scale}]
+        records.append({"modification": "lang-pos", "layer": 8, "query": "3", "key": name,
+                        "p1_mean": 0.0})  # another row of the study: not read either
+    retrieval = pd.DataFrame.from_records(records)
+    points = retrieval_points(_data(), retrieval, languages, keys, labels, "original")
+    assert points == {"de": (0.6, pytest.approx(0.40)), "hi": (0.5, pytest.approx(0.15)),
+                      "zh": (0.48, pytest.approx(0.10)), "tr": (0.5, pytest.approx(0.20))}
+    text, found = correlation_markdown(points, "en", "original", measure="retrieval")
+    assert list(found) == ["pearson without English", "spearman without English"]
+    assert found["pearson without English"].r == pytest.approx(
+        stats.pearsonr([0.6, 0.5, 0.48, 0.5], [0.40, 0.15, 0.10, 0.20])[0])
+    assert "### Word order against verse retrieval" in text and "| 0.46 |" in text
+    assert plot_correlation(points, tmp_path / "r.png", "retrieval").read_bytes().startswith(
+        b"\x89PNG")
+    # three zero-shot languages at least, as for accuracy
+    text, found = correlation_markdown({"de": points["de"]}, "en", "original",
+                                       measure="retrieval")
+    assert found == {} and "Not computed" in text

@@ -19,6 +19,7 @@ from multilab.config import Config
 from multilab.data.layout import metric_name
 from multilab.errors import UserError
 from multilab.evaluation import verse_retrieval
+from multilab.evaluation.wordorder import Correlation
 from multilab.files import write_json, write_text
 from multilab.lab.metric_table import (
     METRICS,
@@ -40,12 +41,14 @@ from multilab.lab.modifications import (
 from multilab.reporting.downstream_table import downstream_frame, downstream_markdown
 from multilab.reporting.figures import curve_stats, metric_frame, study_figures
 from multilab.reporting.word_order_table import (
+    RETRIEVAL_SCATTER,
     WORD_ORDER_CHART,
     WORD_ORDER_SCATTER,
     correlation_markdown,
     plot_correlation,
     plot_word_order,
     read_word_order,
+    retrieval_points,
     study_points,
     word_order_markdown,
 )
@@ -429,13 +432,14 @@ def build_report(cfg: Config) -> list[Path]:
         body += "\n\n" + table2
         written += _write_table(reports / "table2", intro.replace("Table 1", "Table 2", 1)
                                 + table2 + "\n", rows_frame(rows2))
+    retrieval = pd.DataFrame()
     if cfg.verses:
-        frame = retrieval_frame(cfg, rows, runs)
+        retrieval = retrieval_frame(cfg, rows, runs)
         ppl = perplexity_frame(cfg, rows, runs)
-        retrieval = retrieval_markdown(cfg, frame) + "\n\n" + perplexity_markdown(ppl)
-        body += "\n\n" + retrieval
-        written += [write_text(reports / "retrieval.md", retrieval + "\n"),
-                    write_text(reports / "retrieval.csv", frame.to_csv(index=False)),
+        section = retrieval_markdown(cfg, retrieval) + "\n\n" + perplexity_markdown(ppl)
+        body += "\n\n" + section
+        written += [write_text(reports / "retrieval.md", section + "\n"),
+                    write_text(reports / "retrieval.csv", retrieval.to_csv(index=False)),
                     write_text(reports / "perplexity.csv", ppl.to_csv(index=False))]
     else:  # English + Fake-English: no language tables of an earlier real-language study
         for name in ("retrieval.md", "retrieval.csv", "perplexity.csv"):
@@ -451,10 +455,11 @@ def build_report(cfg: Config) -> list[Path]:
         for stale in (reports / "downstream.md", reports / "downstream.csv"):
             stale.unlink(missing_ok=True)
     word_order = read_word_order(cfg.paths.metrics)
-    for stale in (WORD_ORDER_CHART, WORD_ORDER_SCATTER):
+    for stale in (WORD_ORDER_CHART, WORD_ORDER_SCATTER, RETRIEVAL_SCATTER):
         (cfg.paths.figures / stale).unlink(missing_ok=True)
     if word_order is not None:  # the `word_order` stage has run
-        section, correlation_files = word_order_section(cfg, word_order, downstream, rows)
+        section, correlation_files = word_order_section(cfg, word_order, downstream,
+                                                        retrieval, rows)
         body += "\n\n" + section
         written += [write_text(reports / "word_order.md", section + "\n"),
                     *correlation_files]
@@ -481,26 +486,42 @@ def build_report(cfg: Config) -> list[Path]:
     return written
 
 
-def word_order_section(cfg: Config, data: dict, downstream: pd.DataFrame, rows: list[Row]
-                       ) -> tuple[str, list[Path]]:
-    """The tau table, its chart, and the correlation with the study's zero-shot accuracy
-    (the first row's model) when the study has enough languages."""
+def word_order_section(cfg: Config, data: dict, downstream: pd.DataFrame,
+                       retrieval: pd.DataFrame, rows: list[Row]) -> tuple[str, list[Path]]:
+    """The tau table, its chart, and the correlations of tau with the study's zero-shot
+    accuracy and with its layer-8 verse retrieval (the first row's model) when the study has
+    enough languages; the scatter plots also go to that model's MLflow runs."""
     from multilab.evaluation.downstream import language_label
 
     languages = cfg.language_list
     labels = [language_label(language, languages) for language in languages]
+    modification = rows[0].modification if rows else "?"
     files = [plot_word_order(data, cfg.paths.figures / WORD_ORDER_CHART)]
-    points = study_points(data, downstream, languages, labels)
-    correlation, found = correlation_markdown(points, labels[0],
-                                              rows[0].modification if rows else "?")
+    sections = [word_order_markdown(data)]
+    found: dict[str, Correlation] = {}
+    measured = {
+        "accuracy": (study_points(data, downstream, languages, labels), WORD_ORDER_SCATTER),
+        "retrieval": (retrieval_points(data, retrieval, languages, list(cfg.languages),
+                                       labels, modification), RETRIEVAL_SCATTER),
+    }
+    for measure, (points, figure) in measured.items():
+        text, correlations = correlation_markdown(points, labels[0], modification,
+                                                  measure=measure)
+        sections.append(text)
+        if correlations:
+            found |= {f"{name} ({measure})" if measure != "accuracy" else name: corr
+                      for name, corr in correlations.items()}
+            scatter = plot_correlation(points, cfg.paths.figures / figure, measure)
+            files.append(scatter)
+            for run_id in rows[0].run_ids if rows else ():
+                tracking.log_artifact_to_run(cfg.paths, run_id, scatter, "word-order")
     if found:
-        files.append(plot_correlation(points, cfg.paths.figures / WORD_ORDER_SCATTER))
         write_json(cfg.paths.reports / "word_order_correlation.json",
                    {name: vars(corr) for name, corr in found.items()})
         files.append(cfg.paths.reports / "word_order_correlation.json")
     else:
         (cfg.paths.reports / "word_order_correlation.json").unlink(missing_ok=True)
-    return word_order_markdown(data) + "\n\n" + correlation, files
+    return "\n\n".join(sections), files
 
 
 def _with_paper(ours: str, paper: str) -> str:

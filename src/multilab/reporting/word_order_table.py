@@ -1,10 +1,12 @@
 """The report's word-order section: each edition's Kendall's tau beside seed 000's Table 4, and
-its correlation with the study's zero-shot accuracy (seed 000 App. B.2).
+its correlation with the study's zero-shot accuracy (seed 000 App. B.2) and with its verse
+retrieval at layer 8 (issue 20 item 3b).
 
-Reads ``metrics/word_order.json`` (the ``word_order`` stage) and the downstream frame the
-report already built. Seed 000 correlates mBERT's XNLI accuracy over 15 languages; here the
-accuracy is the study's own model's (its first row, mean over seeds) on the book-group task,
-so a correlation needs a study of at least three languages besides English (say so otherwise).
+Reads ``metrics/word_order.json`` (the ``word_order`` stage) and the downstream and retrieval
+frames the report already built. Seed 000 correlates mBERT's XNLI accuracy over 15 languages;
+here the accuracy is the study's own model's (its first row, mean over seeds) on the book-group
+task, so a correlation needs a study of at least three languages besides English (say so
+otherwise).
 """
 
 from __future__ import annotations
@@ -13,16 +15,21 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from multilab.data.languages import Language
+from multilab.data.layout import metric_name
 from multilab.evaluation.wordorder import Correlation, correlate
 from multilab.reporting.figures import save_png
 
 WORD_ORDER_JSON = "word_order.json"
 WORD_ORDER_CHART = "word-order.png"
 WORD_ORDER_SCATTER = "word-order-vs-zero-shot.png"
+RETRIEVAL_SCATTER = "word-order-vs-retrieval.png"
+#: The layer of seed 000's ρ₈, whose verse retrieval issue 20 correlates with tau.
+RETRIEVAL_LAYER = 8
 #: A uniformly random order's expected tau with Birch & Osborne's square root (1 − √½).
 RANDOM_TAU = 0.29
 #: Seed 000, Table 4 (by ISO code): Kendall's tau against English and mBERT's zero-shot XNLI
@@ -101,13 +108,52 @@ def study_points(data: Mapping, downstream: pd.DataFrame, languages: Sequence[La
     return points
 
 
+def retrieval_points(data: Mapping, retrieval: pd.DataFrame, languages: Sequence[Language],
+                     keys: Sequence[str], labels: Sequence[str], modification: str,
+                     *, layer: int = RETRIEVAL_LAYER) -> dict[str, tuple[float, float]]:
+    """``label → (tau, verse retrieval P@1)`` for the study's editions after the first:
+    retrieval at ``layer`` between the first language (English) and the language, the mean
+    of both directions (each a mean over seeds), of the row ``modification``. English has no
+    point: retrieval of a language against itself is not measured."""
+    if retrieval.empty:
+        return {}
+    mine = retrieval[(retrieval["modification"] == modification)
+                     & (retrieval["layer"] == layer)]
+    p1 = {(r.query, r.key): r.p1_mean for r in mine.itertuples()}
+    english = metric_name(keys[0])
+    points = {}
+    for language, key, label in zip(languages[1:], keys[1:], labels[1:], strict=True):
+        entry = data["editions"].get(language.edition)
+        both = [p1.get((english, metric_name(key))), p1.get((metric_name(key), english))]
+        if language.is_edition and entry and all(v is not None and not pd.isna(v) for v in both):
+            points[label] = (float(entry["tau"]), float(np.mean(both)))
+    return points
+
+
+#: What each correlated measure is: section title, the sentence defining it, the plot's axis.
+MEASURES = {
+    "accuracy": ("Word order against zero-shot accuracy",
+                 "accuracy = book-group test accuracy (in-language for English, zero-shot "
+                 "otherwise).", "book-group accuracy"),
+    "retrieval": ("Word order against verse retrieval",
+                  f"P@1 = verse retrieval at layer {RETRIEVAL_LAYER} between English and the "
+                  "language, mean of both directions. English has no retrieval against "
+                  "itself, so only the correlation without English exists; seed 000 "
+                  "correlates tau with accuracy only (its Pearson is shown for scale).",
+                  f"verse retrieval P@1 (layer {RETRIEVAL_LAYER})"),
+}
+
+
 def correlation_markdown(points: Mapping[str, tuple[float, float]], english: str,
-                         modification: str) -> tuple[str, dict[str, Correlation]]:
-    """Pearson and Spearman with and without English, or why there are none."""
+                         modification: str, *, measure: str = "accuracy",
+                         ) -> tuple[str, dict[str, Correlation]]:
+    """Pearson and Spearman of tau against ``measure`` (``accuracy`` or ``retrieval``), with
+    English (when it has a point) and without, or why there are none."""
+    title, definition, _ = MEASURES[measure]
     taus = {label: tau for label, (tau, _) in points.items()}
-    accuracies = {label: acc for label, (_, acc) in points.items()}
+    values = {label: value for label, (_, value) in points.items()}
     others = [label for label in points if label != english]
-    head = ["### Word order against zero-shot accuracy", ""]
+    head = [f"### {title}", ""]
     if len(others) < MIN_LANGUAGES:
         return "\n".join([*head,
             f"Not computed: the study has {len(others)} zero-shot language(s) with a tau "
@@ -116,13 +162,12 @@ def correlation_markdown(points: Mapping[str, tuple[float, float]], english: str
             "y,t,9,l,h,7]'`."]), {}
     found: dict[str, Correlation] = {}
     for method in ("pearson", "spearman"):
-        found[f"{method} with English"] = correlate(taus, accuracies, method=method)
+        if english in taus:
+            found[f"{method} with English"] = correlate(taus, values, method=method)
         found[f"{method} without English"] = correlate(
-            taus, accuracies, method=method,
-            exclude=(english,) if english in taus else ())
+            taus, values, method=method, exclude=(english,) if english in taus else ())
     lines = [*head,
-        f"Model: the study's `{modification}` (mean over its seeds); accuracy = book-group "
-        "test accuracy (in-language for English, zero-shot otherwise).", "",
+        f"Model: the study's `{modification}` (mean over its seeds); {definition}", "",
         "| correlation | r | p | languages | paper (Pearson) |", "|---|--:|--:|--:|--:|"]
     for name, corr in found.items():
         paper = PAPER_PEARSON.get(name.split(" ", 1)[1]) if name.startswith("pearson") else None
@@ -155,8 +200,10 @@ def plot_word_order(data: Mapping, path: Path) -> Path:
     return save_png(figure, path)
 
 
-def plot_correlation(points: Mapping[str, tuple[float, float]], path: Path) -> Path:
-    """Scatter of tau against zero-shot accuracy, one labelled point per language."""
+def plot_correlation(points: Mapping[str, tuple[float, float]], path: Path,
+                     measure: str = "accuracy") -> Path:
+    """Scatter of tau against ``measure`` (zero-shot accuracy or verse retrieval), one
+    labelled point per language."""
     figure = Figure(figsize=(4.5, 3.6))
     axes = figure.add_subplot()
     for label, (tau, accuracy) in points.items():
@@ -164,7 +211,7 @@ def plot_correlation(points: Mapping[str, tuple[float, float]], path: Path) -> P
         axes.annotate(label, (tau, accuracy), textcoords="offset points", xytext=(3, 3),
                       fontsize=8)
     axes.set_xlabel("Kendall's tau vs English")
-    axes.set_ylabel("book-group accuracy")
+    axes.set_ylabel(MEASURES[measure][2])
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     return save_png(figure, path)
