@@ -262,6 +262,10 @@ def test_config_task_keys(tmp_path: Path) -> None:
     with pytest.raises(UserError) as err:
         smoke_config(tmp_path, downstream={"task": "xnli"})
     assert "downstream.task = 'xnli' needs downstream.task_path" in _one_line(err)
+    with pytest.raises(UserError) as err:  # a folder the book-group task would not read
+        smoke_config(tmp_path, downstream={"task_path": str(tmp_path)})
+    assert (f"downstream.task_path = {tmp_path}: downstream.task = 'bible-books' reads no "
+            "folder (only xnli does)") in _one_line(err)
     with pytest.raises(UserError, match=r"downstream\.task_path = 3: must be null or a path"):
         smoke_config(tmp_path, downstream={"task": "xnli", "task_path": 3})
 

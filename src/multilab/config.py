@@ -1111,11 +1111,18 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
 def _check_task(downstream: DownstreamConfig) -> None:
     """``downstream.task``: a registered task, with ``task_path`` where it reads one (whether
     the folder exists is checked when the task runs, so ``check`` works without the data)."""
-    from multilab.data.tasks import get_task
+    from multilab.data.tasks import TASKS, get_task
 
-    if get_task(downstream.task).needs_path and downstream.task_path is None:
+    task = get_task(downstream.task)
+    if task.needs_path and downstream.task_path is None:
         raise UserError(f"downstream.task = {downstream.task!r} needs downstream.task_path: "
                         "the folder its data is in (README, \"Downstream task\")")
+    if not task.needs_path and downstream.task_path is not None:
+        # a path nobody reads would look like the task's data while the Bible DB is used
+        readers = ", ".join(name for name, other in TASKS.items() if other.needs_path)
+        raise UserError(f"downstream.task_path = {downstream.task_path}: downstream.task = "
+                        f"{downstream.task!r} reads no folder (only {readers} does); set "
+                        "task_path to null or choose that task")
 
 
 def _check_word_order(word_order: WordOrderConfig) -> None:
