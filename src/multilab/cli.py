@@ -323,6 +323,27 @@ def cmd_mrr(args: argparse.Namespace) -> None:
     print(f"JSON: {folder}")
 
 
+def cmd_static(args: argparse.Namespace) -> None:
+    """Seeds 001/004: static wordpiece embeddings (fastText skipgram / CBOW) on the study's
+    train rows, word retrieval MRR and the zero-shot task, over data sizes and windows."""
+    from multilab.evaluation.static_embeddings import static_and_record, static_request
+
+    cfg = _config(args)
+    request = static_request(cfg, args.source, args.target, args.models, args.rows,
+                             args.windows, args.sentences, args.dim, args.epochs, args.seed)
+    record, path = static_and_record(cfg, request, Path(args.out) if args.out else None)
+    first = record["task_languages"][0]
+    print(f"{record['source']} -> {record['target']}, {record['dictionary']} dictionary "
+          f"({record['dictionary_pairs']} pairs), dim {record['dim']}, {record['epochs']} "
+          f"epochs; zero-shot accuracy per language ({first} fine-tuned on):")
+    for row in record["results"]:
+        accuracy = ", ".join(f"{label} {score['accuracy']:.3f}"
+                             for label, score in row["zero_shot"]["test"].items())
+        print(f"  {row['model']:8s} rows {row['rows']:>6} window {row['window']:>3}: MRR "
+              f"{row['mrr']:.3f} (P@1 {row['p1']:.3f}); {accuracy} ({row['seconds']:.0f} s)")
+    print(f"JSON: {path}")
+
+
 def cmd_model_order(args: argparse.Namespace) -> None:
     """Kendall's tau of Match alignments on a lab model's own vectors (issue 20)."""
     from multilab.evaluation.model_word_order import model_order_and_record
@@ -548,6 +569,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder for the JSON (default: "
                    "reports/word_retrieval/<model>-<source>-<target>/)")
     p.set_defaults(func=cmd_mrr)
+
+    p = sub.add_parser("static", help="seeds 001/004: static wordpiece embeddings (fastText "
+                       "skipgram/CBOW) on the study's train rows: word retrieval MRR and the "
+                       "zero-shot task per model, data size and window")
+    p.add_argument("--models", default="skipgram,cbow", help="skipgram and/or cbow")
+    p.add_argument("--rows", default="all", help="train rows: counts, fractions in (0, 1) or "
+                   "all, e.g. 2000,all (the first rows, as train.max_train_sentences cuts)")
+    p.add_argument("--windows", default="5", help="fastText ws (word2vec's window), e.g. 5,20")
+    p.add_argument("--source", required=True, help="a study language, e.g. 3")
+    p.add_argument("--target", required=True, help="another, e.g. fake or s")
+    p.add_argument("--sentences", type=int, default=2000, help="dev sentences for the MRR "
+                   "(multilab mrr's default)")
+    p.add_argument("--dim", type=int, help="vector size (default: the study BERT's hidden size)")
+    p.add_argument("--epochs", type=int, default=10, help="fastText epochs (default 10)")
+    p.add_argument("--seed", type=int, help="seed (default: the study's first)")
+    p.add_argument("--out", help="JSON file (default: reports/static/<source>-<target>.json)")
+    p.set_defaults(func=cmd_static)
 
     p = sub.add_parser("model-order", help="word order from a model's own vectors: Kendall's "
                        "tau of Match alignments on its layer-l word vectors (seed 000 App. B.2)")
