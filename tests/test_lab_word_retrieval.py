@@ -34,6 +34,8 @@ def test_english_to_fake_english_per_layer_beside_the_untrained_twin(
     model = trained.paths.model_dir("original", 0)
     record = lab_word_retrieval(trained, model, "3", "fake", 60)
     assert record["dictionary"] == "fake" and record["sentences"] == 60
+    # what the report's data-size and window axes read: the model's 128 train rows, whole
+    assert record["train_rows"] == 128 and record["window"] == 0
     for name in ("trained", "untrained"):
         rows = record[name]
         assert [row["layer"] for row in rows] == list(range(13))

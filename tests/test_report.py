@@ -172,3 +172,25 @@ def test_report_counts_one_finished_run_per_fingerprint_and_seed(tmp_path: Path)
     table = pd.read_csv(cfg.paths.reports / "table1.csv", keep_default_na=False)
     row = table.set_index("modification").loc["original"]
     assert row["n_seeds"] == 1 and row["mu_mean"] == pytest.approx(0.4)
+
+
+def test_an_earlier_reports_files_go_and_command_results_stay(tmp_path: Path) -> None:
+    """The stage's out persists (commands leave results in reports/): the report removes what
+    an earlier report wrote, keeps `multilab static`'s JSON and gathers it."""
+    from tests.test_liu_sections import static_record
+
+    cfg = smoke_config(tmp_path, seeds=[0], study=["original"])
+    fake_run(cfg, tracking.connect(cfg.paths, cfg.experiment), "original", 0, 0.6)
+    reports = cfg.paths.reports
+    (reports / "figures").mkdir(parents=True)
+    (reports / "static").mkdir()
+    stale = [reports / "table2.md", reports / "downstream.csv", reports / "figures" / "old.png"]
+    for path in stale:
+        path.write_text("of an earlier study")
+    (reports / "static" / "3-fake.json").write_text(json.dumps(static_record()))
+    build_report(cfg)
+    assert not any(path.exists() for path in stale)
+    assert (reports / "static" / "3-fake.json").exists()
+    table = (reports / "table1.md").read_text()
+    assert "word retrieval MRR (seeds 001/004)" in table
+    assert "![mrr-by-window-3-fake](figures/mrr-by-window-3-fake.png)" in table

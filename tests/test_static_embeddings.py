@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from multilab import tracking
 from multilab.cli import main
 from multilab.config import Config
 from multilab.evaluation import static_embeddings as se
@@ -125,6 +126,9 @@ def test_cli_writes_one_json_and_a_finished_run(project: Config, capsys, tmp_pat
         assert 0 < row["mrr"] <= 1 and set(row["zero_shot"]["test"]) == {"en", "en-fake"}
         assert row["seconds"] >= row["seconds_train"] > 0
     assert run_statuses(project) == ["FINISHED"]
+    # the report logs its MRR figures to this run
+    assert record["run_id"] == tracking.search_runs(project.paths, project.experiment)[
+        "run_id"].tolist()[0]
 
 
 @pytest.mark.parametrize("option, value, named", [

@@ -124,6 +124,20 @@ def exact_pairs(kind: str, source_words: Sequence[str], target_words: Sequence[s
     return [(w, spell(w)) for w in source_words if spell(w) in present]
 
 
+def pretraining_rows(cfg: Config) -> int:
+    """How many train rows per language the study's models pretrain on (sentences of
+    ``[3, fake]``, verses of real languages; ``train.max_train_sentences`` applied): the data
+    size axis of the report's static-vs-contextual figure."""
+    from multilab.data.corpus import training_lines
+    from multilab.data.layout import read_verse_table
+
+    if not cfg.verses:
+        return len(training_lines(cfg))
+    ids, _ = read_verse_table(cfg.paths.corpora / "train.txt")
+    limit = cfg.train.max_train_sentences
+    return min(len(ids), limit) if limit else len(ids)
+
+
 def lab_word_retrieval(cfg: Config, model_dir: Path, source: str, target: str,
                        sentences: int) -> dict[str, Any]:
     """MRR / P@1 per layer of the trained model and of its untrained twin (module doc)."""
@@ -156,7 +170,8 @@ def lab_word_retrieval(cfg: Config, model_dir: Path, source: str, target: str,
         "source": source, "target": target, "sentences": len(keep), "dictionary": kind,
         "dictionary_pairs": len(pairs) if pairs else results["trained"][0]["queries"],
         "trained": results["trained"], "untrained": results["untrained"],
-        "run_id": done.get("run_id"),
+        "run_id": done.get("run_id"), "train_rows": pretraining_rows(cfg),
+        "window": run.recipe.window,
     }
 
 

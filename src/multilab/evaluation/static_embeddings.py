@@ -442,7 +442,7 @@ def static_and_record(cfg: Config, request: StaticRequest, out: Path | None = No
     path = out or cfg.paths.reports / "static" / f"{pair}.json"
     with tempfile.TemporaryDirectory() as scratch, tracking.run(
             experiment_id, name=f"static {pair}",
-            tags={"stage": "static", "pair": pair, **tracking.source_tags()}):
+            tags={"stage": "static", "pair": pair, **tracking.source_tags()}) as run_id:
         tracking.log_params({"static.models": ",".join(request.models),
                              "static.rows": ",".join(map(str, request.counts)),
                              "static.windows": ",".join(map(str, request.windows)),
@@ -450,7 +450,7 @@ def static_and_record(cfg: Config, request: StaticRequest, out: Path | None = No
                              "static.seed": request.seed,
                              "static.sentences": request.sentences,
                              "static.source": request.source, "static.target": request.target})
-        record = static_grid(cfg, request, progress)
+        record = static_grid(cfg, request, progress) | {"run_id": run_id}
         metrics: dict[str, float] = {}
         for row in record["results"]:
             stem = metric_key(row)

@@ -40,6 +40,7 @@ from multilab.lab.modifications import (
 )
 from multilab.reporting.downstream_table import downstream_frame, downstream_markdown
 from multilab.reporting.figures import curve_stats, metric_frame, study_figures
+from multilab.reporting.liu_sections import liu_sections
 from multilab.reporting.word_order_table import (
     RETRIEVAL_SCATTER,
     WORD_ORDER_CHART,
@@ -384,6 +385,24 @@ def perplexity_markdown(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+#: What the report writes under reports/ (its tables, figures and plot data), removed at the
+#: start of each run so that nothing of an earlier study lingers: the stage's out is
+#: ``persist``, as commands outside the pipeline (``multilab static``, ``mrr``, ``translate``,
+#: ``model-order``, ``similarity``) leave their results in folders of reports/ for the report
+#: to gather. Patterns, never the folder itself: ``paths.reports`` may be any folder.
+REPORT_OUTPUTS = ("table1.*", "table2.*", "retrieval.*", "perplexity.csv", "downstream.*",
+                  "word_order.md", "word_order_correlation.json", "liu.md",
+                  "static_vs_bert.csv", "figures/*.png", "plots/*.csv")
+
+
+def clear_own_outputs(reports: Path) -> None:
+    """Remove the files an earlier report wrote (:data:`REPORT_OUTPUTS`)."""
+    for pattern in REPORT_OUTPUTS:
+        for path in reports.glob(pattern):
+            if path.is_file():
+                path.unlink()
+
+
 def build_report(cfg: Config) -> list[Path]:
     """Write reports/table1.{md,csv,tex}, table2.{md,csv,tex} (when runs of the
     non-parallel rows exist), downstream.{md,csv} (when downstream results exist), figures,
@@ -396,6 +415,7 @@ def build_report(cfg: Config) -> list[Path]:
             "first (`dvc repro`); if mlruns/ was lost, `multilab evaluate <model dir>` "
             "re-creates each model's run from its multilab.json"
         )
+    clear_own_outputs(cfg.paths.reports)
     study = list(cfg.study)
     rows = table_rows(cfg, runs, study)
     table2_mods = list(TABLE2_IDS)
@@ -465,6 +485,12 @@ def build_report(cfg: Config) -> list[Path]:
                     *correlation_files]
     else:
         (reports / "word_order.md").unlink(missing_ok=True)
+    liu, liu_files = liu_sections(cfg)  # `multilab static` / `mrr` / `translate` results
+    if liu:
+        body += "\n\n" + liu
+        written += [write_text(reports / "liu.md", liu + "\n"), *liu_files]
+    else:
+        (reports / "liu.md").unlink(missing_ok=True)
     body += "\n\n## Modifications\n\n" + legend(rows + rows2)
     # figures and plot data from exactly the runs behind the table's numbers
     behind = {run_id for row in rows for run_id in row.run_ids}
