@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,15 @@ def test_english_to_fake_english_per_layer_beside_the_untrained_twin(
     # layer 0 of the original setup: a word and its fake twin differ only in the (separate,
     # untied) word embedding, so the two models differ there too
     assert record["trained"] != record["untrained"]
+
+
+def test_train_rows_only_under_the_models_own_configuration(trained: Config,
+                                                           one_thread: None) -> None:
+    """The count is read from the configuration: under another one (here 64 train sentences
+    instead of the model's 128) it would be wrong, so it is not recorded."""
+    other = replace(trained, train=replace(trained.train, max_train_sentences=64))
+    record = lab_word_retrieval(other, trained.paths.model_dir("original", 0), "3", "fake", 10)
+    assert record["train_rows"] is None and record["window"] == 0
 
 
 def test_cli_writes_json_and_logs_to_the_finished_run(trained: Config, one_thread: None,

@@ -21,6 +21,7 @@ w and its translation share positions, so an untrained model already scores far 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ import torch
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
 from multilab import tracking
-from multilab.config import Config
+from multilab.config import Config, RunConfig
 from multilab.data.dictionary import induce_dictionary
 from multilab.data.inputs import INVERTED, InputEncoder
 from multilab.data.layout import layout, tokenized_verses
@@ -43,7 +44,10 @@ from multilab.evaluation.word_retrieval import ContextualWordVectors, word_retri
 from multilab.files import write_json
 from multilab.lab.modifications import file_stem
 from multilab.training.model import build_model, load_model
+from multilab.training.model_dir import model_fingerprint
 from multilab.training.train import study_encoder
+
+log = logging.getLogger(__name__)
 
 BATCH_SIZE = 64
 SILVER_MIN_COUNT = 5  # a word takes part in the silver matching from 5 training verses on
@@ -138,6 +142,19 @@ def pretraining_rows(cfg: Config) -> int:
     return min(len(ids), limit) if limit else len(ids)
 
 
+def model_train_rows(cfg: Config, run: RunConfig, done: dict[str, Any], model_dir: Path
+                     ) -> int | None:
+    """The model's train rows when the current configuration is the one it was trained under
+    (same fingerprint); None otherwise (said in a warning), since the count is read from the
+    configuration, not from the model."""
+    if model_fingerprint(run) == done["fingerprint"]:
+        return pretraining_rows(cfg)
+    log.warning("%s was trained under another configuration than the current one: its train "
+                "rows are not recorded (--set the values it was trained with, e.g. "
+                "train.max_train_sentences)", model_dir)
+    return None
+
+
 def lab_word_retrieval(cfg: Config, model_dir: Path, source: str, target: str,
                        sentences: int) -> dict[str, Any]:
     """MRR / P@1 per layer of the trained model and of its untrained twin (module doc)."""
@@ -170,7 +187,7 @@ def lab_word_retrieval(cfg: Config, model_dir: Path, source: str, target: str,
         "source": source, "target": target, "sentences": len(keep), "dictionary": kind,
         "dictionary_pairs": len(pairs) if pairs else results["trained"][0]["queries"],
         "trained": results["trained"], "untrained": results["untrained"],
-        "run_id": done.get("run_id"), "train_rows": pretraining_rows(cfg),
+        "run_id": done.get("run_id"), "train_rows": model_train_rows(cfg, run, done, model_dir),
         "window": run.recipe.window,
     }
 
