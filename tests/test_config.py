@@ -246,3 +246,43 @@ def test_check_rejects_what_train_rejects(capsys) -> None:
 ])
 def test_knn_neighbours_default_to_the_papers(settings: list[str], neighbours: int) -> None:
     assert load_config(PARAMS, parse_overrides(settings)).knn_neighbours == neighbours
+
+
+def test_vocab_modes_union_is_a_shared_block_like_joint() -> None:
+    """``vocab.mode: union`` (seed 003's default-anchors) is accepted; like ``joint`` it puts
+    every language in one block, so what needs blocks per language is refused with it, each
+    refusal one line naming the mode and what is valid."""
+    from multilab.lab.modifications import ModificationError
+
+    def study(mode: str, languages: tuple[str, ...] = ("3", "s")):
+        return load_config(PARAMS, {"profile": "smoke", "languages": list(languages),
+                                    "vocab": {"mode": mode}})
+
+    assert [study(m).vocab.shared for m in ("separate", "joint", "union")] == [
+        False, True, True]
+    for modification in ("original", "lang-pos", "inv-order", "no-parallel", "nsp"):
+        assert study("union").run(modification, 0).study.vocab.mode == "union"
+    for modification, says in (("knn-replace", "gives the languages shared ids"),
+                               ("shift-special", "has one block for all languages"),
+                               ("lang-id", "has one block for all languages"),
+                               ("sep-emb", "has one block for all languages"),
+                               ("sep-L1-3", "has one block for all languages")):
+        for mode in ("joint", "union"):
+            with pytest.raises(ModificationError) as err:
+                study(mode).run(modification, 0)
+            message = str(err.value)
+            assert f"vocab.mode = {mode!r} {says}" in message and "valid with it" in message
+            assert "\n" not in message
+        study("separate").run(modification, 0)
+    # extra-anchors switches words on one shared WordPiece: joint only
+    assert study("joint").run("extra-anchors", 0).recipe.code_switch
+    with pytest.raises(ModificationError, match=r"vocab\.mode = 'joint' \(not union"):
+        study("union").run("extra-anchors", 0)
+    with pytest.raises(UserError, match=r"^vocab\.mode = 'union' needs real languages; \[3, "):
+        study("union", ("3", "fake"))
+
+
+def test_unknown_vocab_mode_names_the_valid_ones() -> None:
+    with pytest.raises(UserError) as err:
+        load_config(PARAMS, {"vocab": {"mode": "anchors"}})
+    assert str(err.value) == "vocab.mode = 'anchors'; valid: separate, joint, union"

@@ -1,6 +1,9 @@
-"""Vocabularies of N languages: separate id blocks (today's layout for [3, fake]) or joint."""
+"""Vocabularies of N languages: separate id blocks (today's layout for [3, fake]), joint, or
+the union of per-language WordPieces (seed 003's default-anchors)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,13 +12,24 @@ from multilab.data import bible
 from multilab.data.languages import parse_languages
 from multilab.data.multilingual_vocab import (
     JOINT,
+    UNION,
+    UNREACHABLE,
     build_blocks,
     minimum_size,
     to_block,
+    tokenizer_tokens,
+    union_tokens,
     vocabulary,
 )
 from multilab.data.transforms import bert_words
-from multilab.data.vocab import fake_tokens, to_fake, train_wordpiece
+from multilab.data.vocab import (
+    SPECIAL_TOKENS,
+    _save_bert_tokenizer,
+    fake_tokens,
+    load_tokenizer,
+    to_fake,
+    train_wordpiece,
+)
 from multilab.errors import UserError
 
 SIZE = 400
@@ -59,6 +73,76 @@ def test_joint_block_is_shared(texts: dict[str, list[str]]) -> None:
     assert [b.offset for b in blocks] == [0, 0, SIZE]
     assert blocks[0].tokens == blocks[1].tokens
     assert len(vocabulary(blocks)) == 2 * SIZE
+
+
+def _own(text: list[str]) -> list[str]:
+    tokenizer = train_wordpiece(text, SIZE)
+    return [tokenizer.id_to_token(i) for i in range(SIZE)]
+
+
+def test_union_block_shares_identical_strings_only(texts: dict[str, list[str]]) -> None:
+    """``vocab.mode: union``: a WordPiece per language, their union at offset 0 (each string
+    once, English's ids unchanged), fake a shifted copy of the union cut by its base."""
+    langs = parse_languages(["3", "s", "fake"])
+    blocks = build_blocks(langs, {lang: texts[lang.edition] for lang in langs[:2]}, SIZE, UNION)
+    english, spanish = _own(texts["3"]), _own(texts["s"])
+    union = blocks[0].tokens
+    assert blocks[1].tokens == union and len(set(union)) == len(union)
+    assert list(union[:SIZE]) == english  # the first language's ids are its own
+    assert list(union[SIZE:]) == [t for t in spanish if t not in set(english)]  # in order
+    assert set(union) == set(english) | set(spanish)
+    shared = (set(english) & set(spanish)) - set(SPECIAL_TOKENS)
+    assert len(shared) >= 20 and SIZE < len(union) < 2 * SIZE
+    assert [b.offset for b in blocks] == [0, 0, len(union)]
+    assert blocks[0].learned == tuple(english) and blocks[1].learned == tuple(spanish)
+    assert blocks[2].tokens == tuple("::" + t for t in union) and not blocks[2].learned
+    assert blocks[2].tokenizer_of == langs[0] and blocks[1].tokenizer_of == langs[1]
+    assert vocabulary(blocks) == [*union, *("::" + t for t in union)]
+    again = build_blocks(langs, {lang: texts[lang.edition] for lang in langs[:2]}, SIZE, UNION)
+    assert again == blocks  # deterministic
+    assert union_tokens([["a", "b"], ["c", "a", "d"], ["d", "e"]]) == ("a", "b", "c", "d", "e")
+
+
+def test_union_tokenizers_cut_by_their_own_wordpiece(texts: dict[str, list[str]],
+                                                     tmp_path: Path) -> None:
+    """Each language's tokenizer yields exactly its own WordPiece's pieces, at their union ids:
+    a string both learned has one id, a string only one learned is produced only by its
+    tokenizer (the other's holds an unreachable placeholder there), even on the other's text,
+    and on text spelling a placeholder."""
+    langs = parse_languages(["3", "s"])
+    blocks = build_blocks(langs, {lang: texts[lang.edition] for lang in langs}, SIZE, UNION)
+    union = blocks[0].tokens
+    index = {t: i for i, t in enumerate(union)}
+    for block in blocks:
+        _save_bert_tokenizer(tokenizer_tokens(block), tmp_path / block.language.edition)
+    saved = {code: load_tokenizer(tmp_path, code) for code in "3s"}
+    own = {code: train_wordpiece(texts[code], SIZE) for code in "3s"}
+    trap = " ".join(UNREACHABLE.format(i) for i in (SIZE, SIZE + 1, 7))
+    for code in "3s":
+        vocab = tokenizer_tokens(blocks["3s".index(code)])
+        assert len(vocab) == len(union) and vocab[:5] == list(SPECIAL_TOKENS)
+        learned = {index[t] for t in own[code].get_vocab()}
+        for line in [*texts["3"][:150], *texts["s"][:150], trap, "¿Dónde está Jesús?"]:
+            ids = saved[code](line, add_special_tokens=False)["input_ids"]
+            pieces = own[code].encode(line, add_special_tokens=False).tokens
+            assert ids == [index[p] for p in pieces], (code, line)
+            assert set(ids) <= learned
+    spanish_only = next(t for t in union[SIZE:] if not t.startswith("##") and len(t) > 3)
+    assert tokenizer_tokens(blocks[0])[index[spanish_only]] == UNREACHABLE.format(
+        index[spanish_only])
+    assert saved["s"](spanish_only, add_special_tokens=False)["input_ids"] == [
+        index[spanish_only]]
+    assert index[spanish_only] not in saved["3"](spanish_only, add_special_tokens=False)[
+        "input_ids"]
+    both = next(t for t in union[5:SIZE] if t in own["s"].get_vocab() and t.isalpha()
+                and len(t) > 2)
+    assert (saved["3"](both, add_special_tokens=False)["input_ids"]
+            == saved["s"](both, add_special_tokens=False)["input_ids"] == [index[both]])
+    for code in "3s":  # byte-identical when built again
+        rebuilt = tmp_path / f"again-{code}"
+        _save_bert_tokenizer(tokenizer_tokens(blocks["3s".index(code)]), rebuilt)
+        for name in ("vocab.txt", "tokenizer.json"):
+            assert (rebuilt / name).read_bytes() == (tmp_path / code / name).read_bytes()
 
 
 def test_sizes(texts: dict[str, list[str]]) -> None:

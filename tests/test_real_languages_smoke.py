@@ -183,6 +183,11 @@ def _check_knn_replace(cfg: Config, settings: list[str], capsys) -> None:
     ("[s]", {"modification": "unigram-target"}, "'unigram-target' acts between languages"),
     ("[3,s]", {"vocab.mode": "joint", "modification": "lang-id"},
      "'lang-id' gives each language its own [SEP]"),
+    ("[3,s]", {"vocab.mode": "union", "modification": "lang-id"},
+     "vocab.mode = 'union' has one block for all languages"),
+    ("[3,s]", {"vocab.mode": "union", "modification": "knn-replace"},
+     "vocab.mode = 'union' gives the languages shared ids"),
+    ("[3,fake]", {"vocab.mode": "union"}, "vocab.mode = 'union' needs real languages"),
     ("[3,s]", {"modification": "permute-1.5"}, "p = 1.5 is outside [0, 1]; valid: permute-<p>"),
     ("[3,s]", {"modification": "nsp;lang-pos"},
      "lang-pos gives segment ids to languages; nsp gives them to the two sentences"),
@@ -243,6 +248,52 @@ def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path
     assert main(cli_args(_settings(tmp_path, "[3,fake]", **{"vocab.mode": "joint"}),
                          "check")) == 2
     assert "vocab.mode = 'joint' needs real languages" in capsys.readouterr().err
+
+
+def test_union_vocabulary_cuts_each_language_by_its_own_wordpiece(
+        built_project: Path, tmp_path: Path, capsys) -> None:
+    """``vocab.mode: union`` (seed 003's default-anchors): English's and German's own
+    WordPieces (2,048 each), their union at offset 0 (identical strings one id), fake a shifted
+    copy; each language's tokenizer yields only ids of its own pieces; rebuilt byte-identical."""
+    (tmp_path / "data").symlink_to(built_project / "data")
+    settings = _settings(tmp_path, "[3,s,fake]", **{"vocab.mode": "union"})
+    for command in (["corpus", "build"], ["vocab"]):
+        assert main(cli_args(settings, *command)) == 0, capsys.readouterr().err
+    cfg = config_of(settings)
+    lay = layout(cfg)
+    union = lay.sizes[0]
+    assert 2048 < union < 4096 and lay.offsets == (0, 0, union) and lay.sizes == (union,) * 3
+    assert lay.tokenizers == ("language-0", "language-1", "language-0")
+    saved = load_tokenizer(cfg.paths.vocab, "multilingual").convert_ids_to_tokens(
+        range(2 * union))
+    assert len(set(saved)) == 2 * union and saved[union:] == ["::" + t for t in saved[:union]]
+    own = {k: load_tokenizer(cfg.paths.vocab, f"language-{k}").convert_ids_to_tokens(
+        range(union)) for k in (0, 1)}
+    learned = {k: {i for i, t in enumerate(own[k]) if t == saved[i]} for k in (0, 1)}
+    assert learned[0] == set(range(2048)) and len(learned[1]) == 2048
+    encoder = InputEncoder(cfg.run("original", 0).recipe, union, 128, lay.offsets, lay.total)
+    rows = tokenized_verses(cfg, lay, "dev", 20, 128)[0]
+    ids = [torch.cat([encoder.encode(verse, k)[0] for verse in rows[k]]) for k in range(3)]
+    english, german, fake = (set(i.tolist()) - set(range(5)) for i in ids)
+    assert english <= learned[0] and german <= learned[1]
+    assert len(english & german) >= 5 and max(german) >= 2048 > max(english)
+    assert min(fake) >= union and {i - union for i in fake} == english
+    with pytest.raises(ModificationError, match="'union' has one block"):
+        cfg.run("shift-special", 0)
+    with pytest.raises(ModificationError, match=r"vocab\.mode = 'joint' \(not union"):
+        cfg.run("extra-anchors", 0)
+    assert main(cli_args(settings, "spaces")) == 0
+    assert "no fastText spaces for vocab.mode 'union'" in capsys.readouterr().out
+    files = sorted(p for p in cfg.paths.vocab.rglob("*") if p.is_file())
+    before = {p: p.read_bytes() for p in files}
+    assert main(cli_args(settings, "vocab")) == 0
+    assert {p: p.read_bytes() for p in files} == before
+    from multilab.training.model_dir import data_fingerprint
+
+    fingerprint = data_fingerprint(cfg.run("original", 0))  # a model's identity holds what
+    with (cfg.paths.vocab / "language-1" / "vocab.txt").open("a") as out:  # German's
+        out.write("x\n")  # tokenizer can make, which the union's vocab.txt does not say
+    assert data_fingerprint(cfg.run("original", 0)) != fingerprint
 
 
 def test_modifications_act_per_language_on_three_blocks(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from multilab.config import VOCAB_JOINT, Config, SpacesConfig, load_config, parse_overrides
+from multilab.config import Config, SpacesConfig, load_config, parse_overrides
 from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
 from multilab.files import write_json
@@ -93,7 +93,7 @@ def cmd_spaces(args: argparse.Namespace) -> None:
     from multilab.spaces import fasttext_spaces, verse_spaces
 
     cfg = _config(args)
-    if cfg.verses and cfg.vocab.mode == VOCAB_JOINT:
+    if cfg.verses and cfg.vocab.shared:
         _skip_spaces(cfg)
         return
     # a dead server fails before any work; the VecMap objective is no model's metric, so the
@@ -121,16 +121,16 @@ def cmd_spaces(args: argparse.Namespace) -> None:
 
 
 def _skip_spaces(cfg: Config) -> None:
-    """A joint vocabulary: no spaces (knn-replace is refused with it by the config, since its
-    languages share ids); the stage still writes its outputs, an empty knn table and why, so
-    that DVC's graph holds."""
+    """A shared vocabulary (joint or union): no spaces (knn-replace is refused with it by the
+    config, since its languages share ids); the stage still writes its outputs, an empty knn
+    table and why, so that DVC's graph holds."""
     import torch
 
     from multilab.spaces.fasttext_spaces import KNN_TABLE
 
-    reason = (f"no fastText spaces for vocab.mode 'joint' (languages [{', '.join(cfg.languages)}]"
-              " share ids, so a neighbour's language cannot be told by its id; knn-replace is "
-              "refused with it)")
+    reason = (f"no fastText spaces for vocab.mode {cfg.vocab.mode!r} (languages "
+              f"[{', '.join(cfg.languages)}] share ids, so a neighbour's language cannot be "
+              "told by its id; knn-replace is refused with it)")
     cfg.paths.spaces.mkdir(parents=True, exist_ok=True)
     torch.save(torch.empty(0, 0, dtype=torch.long), cfg.paths.spaces / KNN_TABLE)
     write_json(cfg.paths.metrics / "spaces.json", {"skipped": reason})

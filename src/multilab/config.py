@@ -126,12 +126,19 @@ class UserCorpusConfig:
 @dataclass(frozen=True)
 class VocabConfig:
     size: int = 2048
-    #: real languages: ``separate`` (a WordPiece per language, disjoint ids: seed 000 §5) or
-    #: ``joint`` (one WordPiece over all of them, shared ids: mBERT-style, seeds 002/003)
+    #: real languages: ``separate`` (a WordPiece per language, disjoint ids: seed 000 §5),
+    #: ``joint`` (one WordPiece over all of them, shared ids: mBERT-style, seeds 002/003) or
+    #: ``union`` (a WordPiece per language, their union: identical strings share ids; seed
+    #: 003's default-anchors)
     mode: str = "separate"
     #: the unit below the word (seed 002 Table 10): ``wordpiece`` (the lab's default), ``word``
     #: (the most frequent words, others [UNK]) or ``char`` (every character of the corpus)
     unit: str = "wordpiece"
+
+    @property
+    def shared(self) -> bool:
+        """Every language in one block at offset 0 (``joint``, ``union``): shared ids."""
+        return self.mode in SHARED_VOCAB_MODES
 
 
 @dataclass(frozen=True)
@@ -355,23 +362,24 @@ class Config:
         if self.train.replacement_override is not None:
             recipe = replace(recipe, replacement=tuple(self.train.replacement_override))
         langs.check_modification(modification, self.language_list)
-        if self.verses and recipe.needs_knn and self.vocab.mode == VOCAB_JOINT:
+        mode = self.vocab.mode
+        if self.verses and recipe.needs_knn and self.vocab.shared:
             raise mods.ModificationError(
                 f"modification {mods.canonical_name(modification)!r} replaces a token by a "
-                "neighbour in another language, told apart by its id; vocab.mode = 'joint' "
+                f"neighbour in another language, told apart by its id; vocab.mode = {mode!r} "
                 "gives the languages shared ids (valid with it: any modification without "
                 "knn-replace)"
             )
-        if recipe.shift_special and self.vocab.mode == VOCAB_JOINT:
+        if recipe.shift_special and self.vocab.shared:
             raise mods.ModificationError(
                 f"modification {mods.canonical_name(modification)!r} gives each language's "
-                "block its own specials; vocab.mode = 'joint' has one block for all languages "
-                "(valid with it: any modification without shift-special)"
+                f"block its own specials; vocab.mode = {mode!r} has one block for all "
+                "languages (valid with it: any modification without shift-special)"
             )
-        if recipe.language_sep and self.vocab.mode == VOCAB_JOINT:
+        if recipe.language_sep and self.vocab.shared:
             raise mods.ModificationError(
                 f"modification {mods.canonical_name(modification)!r} gives each language its "
-                "own [SEP] in its own block; vocab.mode = 'joint' has one block for all "
+                f"own [SEP] in its own block; vocab.mode = {mode!r} has one block for all "
                 "languages (valid with it: any modification without lang-id)"
             )
         model = self.models[recipe.model_size]
@@ -398,13 +406,13 @@ class Config:
             raise mods.ModificationError(
                 f"modification {mods.canonical_name(modification)!r} switches words into "
                 "another language's by a dictionary induced from verse-aligned train text and "
-                "read with one shared vocabulary; valid with: real languages of the Bible, "
-                "vocab.mode = 'joint', without unigram-target")
-        if (recipe.separate_layers or recipe.random_in_language) and (
-                self.vocab.mode == VOCAB_JOINT):
+                "read with one shared WordPiece; valid with: real languages of the Bible, "
+                "vocab.mode = 'joint' (not union: a switched word would be cut by its host "
+                "language's pieces), without unigram-target")
+        if (recipe.separate_layers or recipe.random_in_language) and self.vocab.shared:
             raise mods.ModificationError(
                 f"modification {mods.canonical_name(modification)!r} tells languages apart by "
-                "their blocks of ids; vocab.mode = 'joint' has one block for all languages "
+                f"their blocks of ids; vocab.mode = {mode!r} has one block for all languages "
                 "(valid with it: any modification without sep-emb and sep-L1-<n>)")
         if recipe.separate_layers > model.num_hidden_layers:
             raise mods.ModificationError(
@@ -488,8 +496,8 @@ class RunConfig:
 
 #: Parameters that never change the trained weights: every step's randomness is seeded from
 #: (seed, step), so when curves are measured, logged or checkpointed does not matter.
-#: ``vocab.mode``: the first is the default (multilingual_vocab.SEPARATE, JOINT)
-VOCAB_MODES = ("separate", "joint")
+#: ``vocab.mode``: the first is the default (multilingual_vocab.MODES)
+VOCAB_MODES = ("separate", "joint", "union")
 #: ``vocab.unit``: the first is the default (data/vocab.py's train_tokens)
 VOCAB_UNITS = ("wordpiece", "word", "char")
 #: ``spaces.seed_dictionary``: the first is the default (the paper's unsupervised start)
@@ -497,6 +505,8 @@ SEED_DICTIONARIES = ("none", "silver")
 #: ``word_order.editions``: every edition of the Bible DB
 ALL_EDITIONS = "all"
 VOCAB_JOINT = "joint"
+#: the modes with one block for every language (multilingual_vocab.SHARED_MODES)
+SHARED_VOCAB_MODES = (VOCAB_JOINT, "union")
 NOT_IN_FINGERPRINT = frozenset({"train.eval_points", "train.checkpoint_every", "train.log_every"})
 
 PROFILES_KEY = "profiles"
@@ -1070,10 +1080,11 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         raise UserError(f"vocab.mode = {vocab.mode!r}; valid: {', '.join(VOCAB_MODES)}")
     if vocab.unit not in VOCAB_UNITS:
         raise UserError(f"vocab.unit = {vocab.unit!r}; valid: {', '.join(VOCAB_UNITS)}")
-    if vocab.mode == VOCAB_JOINT and languages == (corpus.train_edition, "fake"):
+    if vocab.shared and languages == (corpus.train_edition, "fake"):
         raise UserError(
-            f"vocab.mode = 'joint' needs real languages; [{', '.join(languages)}] has one "
-            "vocabulary and its id-shifted copy (valid: separate, or e.g. languages [3, s, i])"
+            f"vocab.mode = {vocab.mode!r} needs real languages; [{', '.join(languages)}] has "
+            "one vocabulary and its id-shifted copy (valid: separate, or e.g. languages "
+            "[3, s, i])"
         )
     downstream = _build(DownstreamConfig, merged.get("downstream"), "downstream")
     if downstream.max_length > train.max_length:

@@ -14,7 +14,10 @@ Two setups share every stage after this module:
   (``vocab/multilingual/``, saved with every model; ``vocab/blocks.json`` says where each
   language's block starts), and an id transform (``fake``) reuses its base's tokenizer.
   ``vocab.mode: joint`` trains one WordPiece over every language instead, every language's
-  block at offset 0 (mBERT-style shared ids; :mod:`multilab.data.multilingual_vocab`).
+  block at offset 0 (mBERT-style shared ids; :mod:`multilab.data.multilingual_vocab`);
+  ``vocab.mode: union`` (seed 003's default-anchors) keeps a WordPiece per language and puts
+  every language at offset 0 of their union (identical strings share ids), each language's
+  ``language-<i>/`` tokenizer cutting its text by its own pieces into the union's ids.
   User corpora (``corpora:``, :mod:`multilab.data.user_corpora`) are verse tables too, of
   numbered lines: dev rows aligned, train rows unrelated (columns of different lengths).
 
@@ -40,6 +43,7 @@ from multilab.data.multilingual_vocab import (
     Block,
     build_blocks,
     minimum_size,
+    tokenizer_tokens,
     vocabulary,
 )
 from multilab.data.transforms import bert_words
@@ -248,12 +252,13 @@ def build_verse_vocab(cfg: Config) -> dict[str, int]:
     if cfg.vocab.mode == JOINT:  # as many ids as the separate blocks: the same model size
         blocks = build_blocks(languages, train, sum(sizes.values()) or cfg.vocab.size,
                               mode=JOINT, unit=unit)
-    else:
-        blocks = build_blocks(languages, train, cfg.vocab.size, sizes=sizes, unit=unit)
+    else:  # separate, or union: each language's own WordPiece, the same sizes
+        blocks = build_blocks(languages, train, cfg.vocab.size, mode=cfg.vocab.mode,
+                              sizes=sizes, unit=unit)
     index = {lang: i for i, lang in enumerate(languages)}
     for block in blocks:
         if block.tokenizer_of == block.language:
-            _save_bert_tokenizer(list(block.tokens), cfg.paths.vocab / language_dir(
+            _save_bert_tokenizer(tokenizer_tokens(block), cfg.paths.vocab / language_dir(
                 index[block.language]))
     _save_bert_tokenizer(saved_tokens(blocks, languages), cfg.paths.vocab / MULTILINGUAL_DIR)
     entries = [_entry(block, index, languages) for block in blocks]
@@ -268,12 +273,12 @@ def saved_tokens(blocks: Sequence[Block], languages: Sequence[Language]) -> list
     first = languages[0].edition
     tokens: list[str] = []
     for index, block in enumerate(blocks):
-        if block.offset < len(tokens):  # a joint vocabulary: the first block's ids again
+        if block.offset < len(tokens):  # a joint or union vocabulary: the first block's ids
             continue
         own = index == 0 or (block.language == Language(first, "fake"))
         prefix = "" if own else metric_name(block.language.key(first)) + "::"
         tokens.extend(prefix + t for t in block.tokens)
-    if len(set(tokens)) != len(tokens):  # e.g. two blocks of one joint vocabulary
+    if len(set(tokens)) != len(tokens):  # e.g. two blocks of one shared vocabulary
         raise UserError("the languages' vocabularies overlap; list each language once")
     return tokens
 

@@ -1,4 +1,4 @@
-"""Vocabularies of N languages (issue 16 item 3): one id block per language, or one joint block.
+"""Vocabularies of N languages (issue 16 item 3): one id block per language, or one shared block.
 
 Seed 000 §5: "each language has its own vocabulary". Generalising today's English +
 Fake-English layout (``vocab.to_fake``: the fake block is the English block shifted by its
@@ -13,6 +13,13 @@ size) to N languages:
 - **joint** (seeds 002/003, mBERT-style): one WordPiece over the train verses of every
   language, every language at offset 0, so words the languages spell alike share ids. The
   ``fake`` transform still gets its own shifted block: sharing nothing is its point.
+- **union** (seed 003's ``default-anchors``, issue 18): every language trains its own WordPiece
+  as in ``separate``; the vocabulary is their union (the first language's tokens, then each
+  further language's tokens not yet in it, in order), every language at offset 0 as in
+  ``joint``, so identical strings share one id and nothing else is shared. Each language's
+  text is still cut by its own WordPiece: its tokenizer (:func:`tokenizer_tokens`) holds the
+  union's ids, a token the language did not learn replaced by a placeholder no text can
+  produce (:data:`UNREACHABLE`), so it yields exactly its own pieces, at their union ids.
 
 Size: every language block must at least hold the specials and every character of its corpus
 (a WordPiece without a character cannot spell words with it): :func:`minimum_size`. On the
@@ -34,6 +41,14 @@ from multilab.data.vocab import FAKE_PREFIX, SPECIAL_TOKENS, train_tokens
 
 SEPARATE = "separate"
 JOINT = "joint"
+UNION = "union"
+MODES = (SEPARATE, JOINT, UNION)
+#: modes whose languages share one block at offset 0 (identical strings share ids)
+SHARED_MODES = (JOINT, UNION)
+#: A union-vocabulary token a language's own WordPiece did not learn, in that language's
+#: tokenizer: it holds a space, and BERT's pre-tokenizer splits words on whitespace (and
+#: ``[`` / ``]`` off as punctuation), so no piece of any text is ever looked up as it.
+UNREACHABLE = "[not learned {}]"
 
 
 def minimum_size(words: Sequence[str]) -> int:
@@ -51,13 +66,16 @@ class Block:
     ``tokens`` are the block's own tokens (specials at 0–4); language ``i`` of the study has
     ids ``offset`` … ``offset + len(tokens) - 1``. ``tokenizer_of`` names the language whose
     trained WordPiece tokenizes this language's text (itself for an edition, the base for
-    ``fake``, the first language for every language of a joint vocabulary).
+    ``fake``, the first language for every language of a joint vocabulary). ``learned``: in a
+    union vocabulary, the tokens the language's own WordPiece learned (the only ones its
+    tokenizer may produce); empty otherwise (every token of the block is its).
     """
 
     language: Language
     offset: int
     tokens: tuple[str, ...]
     tokenizer_of: Language
+    learned: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -91,10 +109,11 @@ def build_blocks(
     too small), a ``fake`` block the size of its base. ``sizes`` gives a language its own
     size instead (``layout.block_size``); such a block may come out smaller, when WordPiece has
     no merge left before it (Chinese: every ideograph is a word). ``unit`` (``vocab.unit``)
-    picks word or character vocabularies instead (``vocab.train_tokens``).
+    picks word or character vocabularies instead (``vocab.train_tokens``). ``union``: trained
+    as ``separate``, every language's block the union (:func:`union_tokens`) at offset 0.
     """
-    if mode not in (SEPARATE, JOINT):
-        raise ValueError(f"unknown vocabulary mode {mode!r}; valid: {SEPARATE}, {JOINT}")
+    if mode not in MODES:
+        raise ValueError(f"unknown vocabulary mode {mode!r}; valid: {', '.join(MODES)}")
     trained: dict[Language, tuple[str, ...]] = {}
 
     def tokens_of(texts: list[str], own: int | None = None) -> tuple[str, ...]:
@@ -108,13 +127,23 @@ def build_blocks(
         trained = {lang: tokens_of(list(train_texts[lang]), (sizes or {}).get(lang))
                    for lang in own}
 
-    blocks: list[Block] = []
+    if mode == UNION:
+        union = union_tokens([trained[lang] for lang in own])
+        blocks = [Block(lang, 0, union, lang, trained[lang]) for lang in own]
+        offset = len(union)
+        for lang in languages:
+            if lang.id_copy:  # its own shifted block of the union, cut by its base's tokenizer
+                blocks.append(Block(lang, offset, _copy(lang, union), Language(lang.edition)))
+                offset += len(union)
+        order = {lang: i for i, lang in enumerate(languages)}
+        return tuple(sorted(blocks, key=lambda block: order[block.language]))
+
+    blocks = []
     offset = 0
     for lang in languages:
         if lang.id_copy:
             owner = own[0] if mode == JOINT else Language(lang.edition)
-            prefix = FAKE_PREFIX if lang.transform == "fake" else f"{lang.transform}{FAKE_PREFIX}"
-            tokens = tuple(prefix + t for t in trained[owner])
+            tokens = _copy(lang, trained[owner])
             blocks.append(Block(lang, offset, tokens, owner))
             offset += len(tokens)
         elif mode == JOINT:
@@ -126,8 +155,33 @@ def build_blocks(
     return tuple(blocks)
 
 
+def _copy(lang: Language, tokens: Sequence[str]) -> tuple[str, ...]:
+    """An id-transformed language's block: ``tokens`` prefixed (``::the``, ``fake_s::``…)."""
+    prefix = FAKE_PREFIX if lang.transform == "fake" else f"{lang.transform}{FAKE_PREFIX}"
+    return tuple(prefix + t for t in tokens)
+
+
+def union_tokens(vocabularies: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """The union of the languages' vocabularies, each string once: the first vocabulary in its
+    order (specials at 0–4), then each further one's strings not yet in it, in its order."""
+    return tuple(dict.fromkeys(t for tokens in vocabularies for t in tokens))
+
+
+def tokenizer_tokens(block: Block) -> list[str]:
+    """The vocabulary of a block's own tokenizer: the block's tokens, in a union block those
+    its language did not learn replaced by :data:`UNREACHABLE` placeholders (WordPiece looks
+    up only substrings of whitespace-free words, so it never produces one): its text is cut
+    exactly as its own WordPiece cuts it, into the union's ids."""
+    if not block.learned:
+        return list(block.tokens)
+    learned = set(block.learned)
+    if any(token.split() != [token] for token in block.tokens):
+        raise ValueError(f"a token of {block.language.name}'s vocabulary holds whitespace")
+    return [t if t in learned else UNREACHABLE.format(i) for i, t in enumerate(block.tokens)]
+
+
 def vocabulary(blocks: Sequence[Block]) -> list[str]:
-    """Every token of the concatenated vocabulary in id order (a joint block counted once)."""
+    """Every token of the concatenated vocabulary in id order (a shared block counted once)."""
     tokens: list[str] = []
     for block in blocks:
         if block.offset == len(tokens):

@@ -15,8 +15,8 @@ Reading the paper where the lab differs:
   exact reference, real languages a verse translation (so BLEU-1 there is a loose score, never
   near 1, and the convert rate is the telling number);
 * shared tokens (V_s ∩ V_t) are the shared specials: every language has a block of its own.
-  A joint vocabulary (``vocab.mode: joint``) gives the languages one block, so a token's language
-  is unknown and the convert rate undefined: refused in one line;
+  A joint or union vocabulary (``vocab.mode: joint`` / ``union``) gives the languages one block,
+  so a token's language is unknown and the convert rate undefined: refused in one line;
 * "unshifted" (α = 0) is reported beside the sweep: the model's own reconstruction of the
   source, the floor every shift is read against.
 """
@@ -115,9 +115,10 @@ def _batches(encoder: InputEncoder, rows: Sequence[torch.Tensor], language: int
 def token_translation(cfg: Config, model_dir: Path, source: str, target: str,
                       sentences: int, alphas: Sequence[float] = DEFAULT_ALPHAS) -> dict[str, Any]:
     """The α × layer sweep of one model from ``source`` to ``target`` (see the module doc)."""
-    if cfg.verses and cfg.vocab.mode == "joint":
-        raise UserError("vocab.mode = 'joint' gives the languages one vocabulary block, so an "
-                        "output token's language is unknown (valid: vocab.mode = 'separate')")
+    if cfg.verses and cfg.vocab.shared:
+        raise UserError(f"vocab.mode = {cfg.vocab.mode!r} gives the languages one vocabulary "
+                        "block, so an output token's language is unknown (valid: vocab.mode = "
+                        "'separate')")
     if not alphas or any(not np.isfinite(a) or a <= 0 for a in alphas):
         raise UserError(f"--alphas {list(alphas)}: need numbers > 0, e.g. 1,2,3")
     src, tgt, run, done = model_pair(cfg, model_dir, source, target, sentences)

@@ -9,7 +9,7 @@ Design, so that a model stays a ``save_pretrained`` folder:
   from its ids (a pre-hook on ``model.bert``): every language has its own block of ids
   (``config.multilab_language_offsets``), and the block most of a row's word-pieces are in
   names its language (:meth:`RowLanguages.read`). This needs separate vocabularies (the config
-  refuses ``vocab.mode: joint``);
+  refuses ``vocab.mode: joint`` and ``union``);
 - ``save_pretrained`` writes every copy (``bert.encoder.layer.<i>.others.<j>.…``) and
   ``config.multilab_separate_layers``. :func:`attach_saved` (called by every loader of the
   lab) puts the copies back after ``from_pretrained``. A plain

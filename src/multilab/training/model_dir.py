@@ -27,7 +27,7 @@ from typing import Any
 
 from multilab.config import Paths, RunConfig
 from multilab.errors import UserError
-from multilab.files import write_json
+from multilab.files import read_utf8, write_json
 from multilab.spaces.fasttext_spaces import KNN_TABLE
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,12 @@ def data_fingerprint(run: RunConfig) -> str:
     if run.study.verses:  # every language's block, and where each one starts
         made_by = {run.study.paths.corpora / "train.txt": "corpus",
                    vocab / "multilingual" / "vocab.txt": "vocab", vocab / "blocks.json": "vocab"}
+        blocks = vocab / "blocks.json"
+        if run.study.vocab.mode == "union" and blocks.exists():  # which union ids each
+            # language's own tokenizer can make: not said by the union's vocab.txt
+            names = {b["tokenizer"] for b in json.loads(read_utf8(
+                blocks, "rebuild it with `dvc repro vocab`"))["blocks"]}
+            made_by |= {vocab / name / "vocab.txt": "vocab" for name in sorted(names)}
     if run.recipe.needs_knn:
         made_by[run.study.paths.spaces / KNN_TABLE] = "spaces"
     for path, stage in made_by.items():
