@@ -64,8 +64,9 @@ def test_sections_figures_and_stale_files(tmp_path: Path) -> None:
     heat.mkdir(parents=True)
     (heat / "translation.json").write_text(json.dumps({
         "modification": "original", "seed": 0, "source": "3", "target": "fake",
-        "best": {"alpha": 3.0, "layer": 12, "convert_rate": 0.75, "bleu1": 41.5},
-        "unshifted": {"convert_rate": 0.001, "bleu1": 0.0}}))
+        "alphas": [1.0, 3.0], "layers": [11, 12],
+        "convert_rate": [[0.1, 0.2], [0.5, 0.75]], "bleu1": [[0.03, 0.415], [0.12, 0.02]],
+        "unshifted": {"convert_rate": 0.001, "bleu1": 0.002}}))
     for measure in ("convert_rate", "bleu1"):
         save_png(Figure(figsize=(1, 1)), heat / f"{measure}.png")
     stale = cfg.paths.figures / "translation-gone-bleu1.png"
@@ -75,7 +76,8 @@ def test_sections_figures_and_stale_files(tmp_path: Path) -> None:
     assert "MRR (seeds 001/004)" in section and "token translation" in section
     assert "| 3-fake | BERT | 400 | 20 | 0.500 | 0.250 | 1 | 1 |" in section
     assert "| 3-fake | skipgram | 100 | whole |" not in section  # static rows keep windows
-    assert "| 3 → fake | 0.750 (3, 12) | 41.5 | 0.001 / 0.0 |" in section
+    # the best convert rate and the best BLEU-1 are different cells of the heat maps
+    assert "| 3 → fake | 0.750 (3, 12) | 41.5 (1, 12) | 0.001 / 0.2 |" in section
     names = {path.name for path in files}
     assert {"mrr-by-train-rows-3-fake.png", "mrr-by-window-3-fake.png",
             "translation-original-seed0-3-fake-convert_rate.png",

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -126,19 +127,30 @@ def plot_mrr(frame: pd.DataFrame, axis: str, pair: str, path: Path) -> Path:
     return save_png(figure, path)
 
 
+def best_cell(record: dict[str, Any], measure: str) -> tuple[float, float, int]:
+    """(value, α, layer) of the highest cell of a translation heat map (the first on ties)."""
+    grid = np.asarray(record[measure], dtype=float)  # alphas × layers
+    row, column = np.unravel_index(int(np.nanargmax(grid)), grid.shape)
+    return float(grid[row, column]), record["alphas"][row], record["layers"][column]
+
+
 def translation_markdown(records: list[tuple[str, dict[str, Any]]]) -> str:
-    """One row per translated pair: the best convert rate (α, layer), its BLEU-1, unshifted."""
+    """One row per translated pair: the best convert rate and the best BLEU-1, each with its
+    (α, layer) (the two need not coincide: a full conversion can decode nonsense), and the
+    unshifted model's values. BLEU-1 (in [0, 1] in the JSON) × 100, the paper's scale."""
     lines = ["## Unsupervised token translation by the mean difference shift (seed 004 §4)", "",
-             "| model | pair | best convert rate (α, layer) | its BLEU-1 | unshifted convert rate "
-             "/ BLEU-1 | heat maps |", "|---|---|---|--:|---|---|"]
+             "| model | pair | best convert rate (α, layer) | best BLEU-1 × 100 (α, layer) | "
+             "unshifted convert rate / BLEU-1 × 100 | heat maps |", "|---|---|---|---|---|---|"]
     for name, record in records:
-        best, plain = record["best"], record["unshifted"]
+        plain = record["unshifted"]
+        rate, rate_alpha, rate_layer = best_cell(record, "convert_rate")
+        bleu, bleu_alpha, bleu_layer = best_cell(record, "bleu1")
         maps = ", ".join(f"`{TRANSLATION_PREFIX}{name}-{m}.png`" for m in MEASURES)
         lines.append(
             f"| {record['modification']} s{record['seed']} | {record['source']} → "
-            f"{record['target']} | {best['convert_rate']:.3f} ({best['alpha']:g}, "
-            f"{best['layer']}) | {best['bleu1']:.1f} | {plain['convert_rate']:.3f} / "
-            f"{plain['bleu1']:.1f} | {maps} |")
+            f"{record['target']} | {rate:.3f} ({rate_alpha:g}, {rate_layer}) | {100 * bleu:.1f} "
+            f"({bleu_alpha:g}, {bleu_layer}) | {plain['convert_rate']:.3f} / "
+            f"{100 * plain['bleu1']:.1f} | {maps} |")
     return "\n".join(lines)
 
 
