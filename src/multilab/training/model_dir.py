@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from multilab.config import Paths, RunConfig
+from multilab.data.multilingual_vocab import UNION
 from multilab.errors import UserError
 from multilab.files import read_utf8, write_json
 from multilab.spaces.fasttext_spaces import KNN_TABLE
@@ -53,7 +54,7 @@ def data_fingerprint(run: RunConfig) -> str:
         made_by = {run.study.paths.corpora / "train.txt": "corpus",
                    vocab / "multilingual" / "vocab.txt": "vocab", vocab / "blocks.json": "vocab"}
         blocks = vocab / "blocks.json"
-        if run.study.vocab.mode == "union" and blocks.exists():  # which union ids each
+        if run.study.vocab.mode == UNION and blocks.exists():  # which union ids each
             # language's own tokenizer can make: not said by the union's vocab.txt
             names = {b["tokenizer"] for b in json.loads(read_utf8(
                 blocks, "rebuild it with `dvc repro vocab`"))["blocks"]}
