@@ -175,9 +175,10 @@ def liu_sections(cfg: Config) -> tuple[str, list[Path]]:
     if not frame.empty:
         sections.append(mrr_markdown(frame))
         files.append(write_text(reports / "static_vs_bert.csv", frame.to_csv(index=False)))
-        run_ids = {r.get("run_id") for r in static + bert if r.get("run_id")}
         for pair in sorted(frame["pair"].unique()):
             stem = pair.replace(":", "_")
+            run_ids = {r["run_id"] for r in static + bert if r.get("run_id")
+                       and f"{r['source']}-{r['target']}" == pair}
             for axis, name in (("rows", MRR_BY_ROWS), ("window", MRR_BY_WINDOW)):
                 path = plot_mrr(frame, axis, pair, figures / f"{name}-{stem}.png")
                 files.append(path)
