@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from mlflow.tracking import MlflowClient
 
 from multilab import tracking
 from multilab.cli import main
@@ -15,6 +17,7 @@ from multilab.evaluation import static_embeddings as se
 from multilab.evaluation.lab_word_retrieval import language_tokenizers, word_vectors
 from multilab.evaluation.token_translation import dev_rows
 from multilab.evaluation.word_retrieval import word_retrieval
+from multilab.reporting.liu_sections import liu_sections
 from multilab.training.model import build_model
 from tests.helpers import cli_args, run_statuses
 
@@ -126,9 +129,16 @@ def test_cli_writes_one_json_and_a_finished_run(project: Config, capsys, tmp_pat
         assert 0 < row["mrr"] <= 1 and set(row["zero_shot"]["test"]) == {"en", "en-fake"}
         assert row["seconds"] >= row["seconds_train"] > 0
     assert run_statuses(project) == ["FINISHED"]
-    # the report logs its MRR figures to this run
+    # the report draws this JSON (from reports/static/) and logs its MRR figures to this run
     assert record["run_id"] == tracking.search_runs(project.paths, project.experiment)[
         "run_id"].tolist()[0]
+    (project.paths.reports / "static").mkdir(parents=True, exist_ok=True)
+    shutil.copy(out, project.paths.reports / "static" / "3-fake.json")
+    liu_sections(project)
+    logged = MlflowClient(tracking.tracking_uri(project.paths)).list_artifacts(
+        record["run_id"], "word-retrieval")
+    assert {Path(a.path).name for a in logged} == {"mrr-by-train-rows-3-fake.png",
+                                                    "mrr-by-window-3-fake.png"}
 
 
 @pytest.mark.parametrize("option, value, named", [
