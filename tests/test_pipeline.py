@@ -124,6 +124,22 @@ def test_forced_reevaluation_leaves_no_duplicate_metric_points(pipeline: Path) -
             assert len(steps) == len(set(steps)), (run_id, key, steps)
 
 
+def test_report_stage_keeps_and_gathers_command_results(pipeline: Path) -> None:
+    """The report stage's out persists: `multilab static`'s JSON under reports/ survives
+    `dvc repro` of the report (DVC would delete an out before rerunning it) and is gathered
+    into the table's seeds 001/004 section."""
+    from tests.test_liu_sections import static_record
+
+    kept = pipeline / "reports" / "static" / "3-fake.json"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text(json.dumps(static_record()))
+    _run([DVC, "repro", "--force", "--single-item", "report"], pipeline)
+    assert kept.exists()
+    table = (pipeline / "reports" / "table1.md").read_text()
+    assert "word retrieval MRR (seeds 001/004)" in table
+    assert (pipeline / "reports" / "figures" / "mrr-by-train-rows-3-fake.png").exists()
+
+
 def _check_variant(pipeline: Path, modification: str) -> None:
     """`dvc exp run -S modification=...` wrote the DVC metrics of one seed and the summary
     that names the modification (canonical form)."""
@@ -158,18 +174,3 @@ def test_bad_parameter_is_one_clear_line(pipeline: Path) -> None:
     lines = [ln for ln in done.stderr.splitlines() if ln.startswith("multilab: error:")]
     assert lines and "unknown modification 'bogus'" in lines[0], done.stderr[-2000:]
 
-
-def test_report_stage_keeps_and_gathers_command_results(pipeline: Path) -> None:
-    """The report stage's out persists: `multilab static`'s JSON under reports/ survives
-    `dvc repro` of the report (DVC would delete an out before rerunning it) and is gathered
-    into the table's seeds 001/004 section."""
-    from tests.test_liu_sections import static_record
-
-    kept = pipeline / "reports" / "static" / "3-fake.json"
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    kept.write_text(json.dumps(static_record()))
-    _run([DVC, "repro", "--force", "--single-item", "report"], pipeline)
-    assert kept.exists()
-    table = (pipeline / "reports" / "table1.md").read_text()
-    assert "word retrieval MRR (seeds 001/004)" in table
-    assert (pipeline / "reports" / "figures" / "mrr-by-train-rows-3-fake.png").exists()
