@@ -496,17 +496,19 @@ class RunConfig:
 
 #: Parameters that never change the trained weights: every step's randomness is seeded from
 #: (seed, step), so when curves are measured, logged or checkpointed does not matter.
-#: ``vocab.mode``: the first is the default (multilingual_vocab.MODES)
-VOCAB_MODES = ("separate", "joint", "union")
+VOCAB_SEPARATE = "separate"
+VOCAB_JOINT = "joint"
+VOCAB_UNION = "union"
+#: ``vocab.mode``: the first is the default (data/multilingual_vocab.py builds each)
+VOCAB_MODES = (VOCAB_SEPARATE, VOCAB_JOINT, VOCAB_UNION)
+#: the modes with one block for every language: identical strings share one id
+SHARED_VOCAB_MODES = (VOCAB_JOINT, VOCAB_UNION)
 #: ``vocab.unit``: the first is the default (data/vocab.py's train_tokens)
 VOCAB_UNITS = ("wordpiece", "word", "char")
 #: ``spaces.seed_dictionary``: the first is the default (the paper's unsupervised start)
 SEED_DICTIONARIES = ("none", "silver")
 #: ``word_order.editions``: every edition of the Bible DB
 ALL_EDITIONS = "all"
-VOCAB_JOINT = "joint"
-#: the modes with one block for every language (multilingual_vocab.SHARED_MODES)
-SHARED_VOCAB_MODES = (VOCAB_JOINT, "union")
 NOT_IN_FINGERPRINT = frozenset({"train.eval_points", "train.checkpoint_every", "train.log_every"})
 
 PROFILES_KEY = "profiles"

@@ -36,15 +36,14 @@ from dataclasses import dataclass
 
 import torch
 
+# the modes' one home is the config, which validates vocab.mode against them
+from multilab.config import VOCAB_JOINT as JOINT
+from multilab.config import VOCAB_MODES as MODES
+from multilab.config import VOCAB_SEPARATE as SEPARATE
+from multilab.config import VOCAB_UNION as UNION
 from multilab.data.languages import Language
 from multilab.data.vocab import FAKE_PREFIX, SPECIAL_TOKENS, train_tokens
 
-SEPARATE = "separate"
-JOINT = "joint"
-UNION = "union"
-MODES = (SEPARATE, JOINT, UNION)
-#: modes whose languages share one block at offset 0 (identical strings share ids)
-SHARED_MODES = (JOINT, UNION)
 #: A union-vocabulary token a language's own WordPiece did not learn, in that language's
 #: tokenizer: it holds a space, and BERT's pre-tokenizer splits words on whitespace (and
 #: ``[`` / ``]`` off as punctuation), so no piece of any text is ever looked up as it.
