@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from multilab.reporting.figures import save_png
 from multilab.reporting.liu_sections import liu_sections, mrr_frame
+from multilab.reporting.report import clear_own_outputs
 from tests.helpers import smoke_config
 
 
@@ -72,6 +73,7 @@ def test_sections_figures_and_stale_files(tmp_path: Path) -> None:
     stale = cfg.paths.figures / "translation-gone-bleu1.png"
     save_png(Figure(figsize=(1, 1)), stale)
 
+    clear_own_outputs(reports)  # as the report does first: nothing of an earlier run lingers
     section, files = liu_sections(cfg)
     assert "MRR (seeds 001/004)" in section and "token translation" in section
     assert "| 3-fake | BERT | 400 | 20 | 0.500 | 0.250 | 1 | 1 |" in section
@@ -88,6 +90,7 @@ def test_sections_figures_and_stale_files(tmp_path: Path) -> None:
     for folder in ("static", "word_retrieval", "translation"):  # results removed: no section
         for path in sorted((reports / folder).rglob("*"), reverse=True):
             path.unlink() if path.is_file() else path.rmdir()
+    clear_own_outputs(reports)
     assert liu_sections(cfg) == ("", [])
     assert not list(cfg.paths.figures.glob("mrr-by-*.png"))
     assert not (reports / "static_vs_bert.csv").exists()

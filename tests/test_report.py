@@ -184,7 +184,10 @@ def test_an_earlier_reports_files_go_and_command_results_stay(tmp_path: Path) ->
     reports = cfg.paths.reports
     (reports / "figures").mkdir(parents=True)
     (reports / "static").mkdir()
-    stale = [reports / "table2.md", reports / "downstream.csv", reports / "figures" / "old.png"]
+    (reports / "plots" / "original").mkdir(parents=True)  # the per-model layout of old
+    stale = [reports / "table2.md", reports / "downstream.csv", reports / "figures" / "old.png",
+             reports / "retrieval.md", reports / "word_order.md",
+             reports / "word_order_correlation.json", reports / "plots" / "original" / "loss.csv"]
     for path in stale:
         path.write_text("of an earlier study")
     (reports / "static" / "3-fake.json").write_text(json.dumps(static_record()))

@@ -154,20 +154,11 @@ def translation_markdown(records: list[tuple[str, dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
-def _clear_stale(figures: Path) -> None:
-    if figures.exists():
-        for pattern in (f"{MRR_BY_ROWS}-*.png", f"{MRR_BY_WINDOW}-*.png",
-                        f"{TRANSLATION_PREFIX}*.png"):
-            for stale in figures.glob(pattern):
-                stale.unlink()
-
-
 def liu_sections(cfg: Config) -> tuple[str, list[Path]]:
     """The report's MRR section with its two figures per pair (also logged to the static
     run and the BERTs' runs behind them), and the translation section with its heat maps
     copied into the report's figures; ``("", [])`` when no command has left results."""
-    reports, figures = cfg.paths.reports, cfg.paths.figures
-    _clear_stale(figures)
+    reports, figures = cfg.paths.reports, cfg.paths.figures  # cleared by the report
     sections, files = [], []
     static = _read(reports.glob("static/*.json"))
     bert = _read(reports.glob("word_retrieval/*/word_retrieval.json"))
@@ -185,8 +176,6 @@ def liu_sections(cfg: Config) -> tuple[str, list[Path]]:
                 for run_id in sorted(run_ids):
                     if tracking.run_exists(cfg.paths, run_id):
                         tracking.log_artifact_to_run(cfg.paths, run_id, path, "word-retrieval")
-    else:
-        (reports / "static_vs_bert.csv").unlink(missing_ok=True)
     translated = [(path.parent.name, json.loads(path.read_text(encoding="utf-8")))
                   for path in sorted(reports.glob("translation/*/translation.json"))]
     if translated:

@@ -260,8 +260,6 @@ def write_plot_data(cfg: Config, runs: pd.DataFrame) -> list[Path]:
     ``y: ${study}``), each the mean over the seeds. Every entry has its column, empty where
     it has no value (``untrained`` never trains: no curve), so DVC always finds the fields."""
     folder = cfg.paths.reports / "plots"
-    for stale in folder.glob("*/*.csv") if folder.exists() else []:
-        stale.unlink()  # the per-model layout of earlier versions: DVC would not read it
     written = []
     for quantity, metric in PLOTS.items():
         columns = {}
@@ -392,11 +390,13 @@ def perplexity_markdown(frame: pd.DataFrame) -> str:
 #: to gather. Patterns, never the folder itself: ``paths.reports`` may be any folder.
 REPORT_OUTPUTS = ("table1.*", "table2.*", "retrieval.*", "perplexity.csv", "downstream.*",
                   "word_order.md", "word_order_correlation.json", "liu.md",
-                  "static_vs_bert.csv", "figures/*.png", "plots/*.csv")
+                  "static_vs_bert.csv", "figures/*.png", "plots/*.csv",
+                  "plots/*/*.csv")  # the last: the per-model layout of earlier versions
 
 
 def clear_own_outputs(reports: Path) -> None:
-    """Remove the files an earlier report wrote (:data:`REPORT_OUTPUTS`)."""
+    """Remove the files an earlier report wrote (:data:`REPORT_OUTPUTS`): the one place
+    that clears them, so a section the study no longer has leaves nothing behind."""
     for pattern in REPORT_OUTPUTS:
         for path in reports.glob(pattern):
             if path.is_file():
@@ -461,9 +461,6 @@ def build_report(cfg: Config) -> list[Path]:
         written += [write_text(reports / "retrieval.md", section + "\n"),
                     write_text(reports / "retrieval.csv", retrieval.to_csv(index=False)),
                     write_text(reports / "perplexity.csv", ppl.to_csv(index=False))]
-    else:  # English + Fake-English: no language tables of an earlier real-language study
-        for name in ("retrieval.md", "retrieval.csv", "perplexity.csv"):
-            (reports / name).unlink(missing_ok=True)
     downstream = downstream_frame(runs, {row.modification: list(row.run_ids) for row in rows},
                                   {row.modification: row.paper_id for row in rows})
     if not downstream.empty:  # `multilab downstream` has run for some of the study's models
@@ -471,26 +468,17 @@ def build_report(cfg: Config) -> list[Path]:
         body += "\n\n" + table
         written += [write_text(reports / "downstream.md", table + "\n"),
                     write_text(reports / "downstream.csv", downstream.to_csv(index=False))]
-    else:  # none (any more): no table of an earlier study left behind
-        for stale in (reports / "downstream.md", reports / "downstream.csv"):
-            stale.unlink(missing_ok=True)
     word_order = read_word_order(cfg.paths.metrics)
-    for stale in (WORD_ORDER_CHART, WORD_ORDER_SCATTER, RETRIEVAL_SCATTER):
-        (cfg.paths.figures / stale).unlink(missing_ok=True)
     if word_order is not None:  # the `word_order` stage has run
         section, correlation_files = word_order_section(cfg, word_order, downstream,
                                                         retrieval, rows)
         body += "\n\n" + section
         written += [write_text(reports / "word_order.md", section + "\n"),
                     *correlation_files]
-    else:
-        (reports / "word_order.md").unlink(missing_ok=True)
     liu, liu_files = liu_sections(cfg)  # `multilab static` / `mrr` / `translate` results
     if liu:
         body += "\n\n" + liu
         written += [write_text(reports / "liu.md", liu + "\n"), *liu_files]
-    else:
-        (reports / "liu.md").unlink(missing_ok=True)
     body += "\n\n## Modifications\n\n" + legend(rows + rows2)
     # figures and plot data from exactly the runs behind the table's numbers
     behind = {run_id for row in rows for run_id in row.run_ids}
@@ -545,8 +533,6 @@ def word_order_section(cfg: Config, data: dict, downstream: pd.DataFrame,
         write_json(cfg.paths.reports / "word_order_correlation.json",
                    {name: vars(corr) for name, corr in found.items()})
         files.append(cfg.paths.reports / "word_order_correlation.json")
-    else:
-        (cfg.paths.reports / "word_order_correlation.json").unlink(missing_ok=True)
     return "\n\n".join(sections), files
 
 
