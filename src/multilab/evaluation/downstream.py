@@ -67,6 +67,7 @@ from multilab.evaluation import mds_transfer
 from multilab.evaluation.evaluate import _model_run, evaluation_device, model_record
 from multilab.evaluation.mean_shift import shifted
 from multilab.files import write_json
+from multilab.progress import progress_bar, show_postfix
 from multilab.training import language_layers
 from multilab.training.model import check_finite_weights, quiet_transformers
 from multilab.training.model_dir import DONE_FILE, check_weights, read_done
@@ -319,7 +320,7 @@ def fine_tune(model: PreTrainedModel, train: Encoded, dev: Encoded,
             optimizer.zero_grad(set_to_none=True)
             losses.append(float(loss.detach()))
             bar.update(len(rows))
-            bar.set_postfix(epoch=epoch, loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+            show_postfix(bar, epoch=epoch, loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
         scores = classification_scores(predict(model, dev, settings.batch_size * 4, bar),
                                        dev.labels.tolist(), model.config.num_labels)
         result.train_loss.append(sum(losses) / len(losses))
@@ -388,9 +389,9 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
     name = f"downstream{' mds' if mds else ''} {run.modification} s{run.seed}"
     work = settings.epochs * (len(train) + len(dev)) + sum(len(t) for t in tests.values())
     work += sum(len(settings.mds_alphas) * len(d) + len(tests[lang]) for lang, d in devs.items())
-    with tqdm(total=work, desc=name, unit="example", disable=not progress) as bar:
+    with progress_bar(total=work, desc=name, unit="example", disable=not progress) as bar:
         tuned = fine_tune(model, train, dev, settings, seed, bar)
-        bar.set_postfix(epoch=tuned.epoch, testing=len(tests))
+        show_postfix(bar, epoch=tuned.epoch, testing=len(tests))
         scores = {lang: classification_scores(predict(model, test, settings.batch_size * 4,
                                                       bar), test.labels.tolist(),
                                               len(task.labels))

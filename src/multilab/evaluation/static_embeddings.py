@@ -53,7 +53,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from multilab import tracking
 from multilab.config import Config
@@ -69,6 +68,7 @@ from multilab.evaluation.lab_word_retrieval import (
 from multilab.evaluation.token_translation import dev_rows, pair_numbers
 from multilab.evaluation.word_retrieval import word_retrieval
 from multilab.files import write_json
+from multilab.progress import progress_bar
 from multilab.spaces.fasttext_spaces import write_initial_vectors
 
 MODELS = ("skipgram", "cbow")
@@ -410,7 +410,8 @@ def static_grid(cfg: Config, request: StaticRequest, progress: bool = True) -> d
     combos = [StaticSettings(m, r, w, dim, request.epochs, seed)
               for m in request.models for r in request.counts for w in request.windows]
     results = []
-    for settings in tqdm(combos, desc="static embeddings", unit="model", disable=not progress):
+    for settings in progress_bar(combos, desc="static embeddings", unit="model",
+                                 disable=not progress):
         started = time.perf_counter()
         vectors = train_static(corpus_lines(request.train, settings.rows, seed), settings)
         trained = time.perf_counter() - started

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
 from multilab.files import atomic_open
+from multilab.progress import progress_bar, show_postfix
 
 #: CSLS neighbourhood size of the reference ``--unsupervised`` mode.
 CSLS_K = 10
@@ -423,7 +423,8 @@ def _map_unsupervised(
     # No total: the schedule decides when to stop (400-550 iterations on the Bible spaces).
     # `disable` only when asked: passed explicitly it would override TQDM_DISABLE=1 (tqdm reads
     # its environment defaults only for arguments left out)
-    bar = tqdm(desc="vecmap", unit="it", leave=False, **({} if progress else {"disable": True}))
+    bar = progress_bar(desc="vecmap", unit="it", leave=False,
+                       **({} if progress else {"disable": True}))
     while True:
         iteration += 1
         converged = False
@@ -441,7 +442,7 @@ def _map_unsupervised(
             last_improvement = iteration
             best_objective = objective
         bar.update(1)
-        bar.set_postfix(objective=f"{objective:.4f}", keep_prob=f"{keep_prob:.2f}")
+        show_postfix(bar, objective=f"{objective:.4f}", keep_prob=f"{keep_prob:.2f}")
     bar.close()
     xw, zw = _robust_map(x, z, src_indices, trg_indices)
     return MappingResult(

@@ -58,6 +58,7 @@ from multilab.data.vocab import load_tokenizer, vocabulary_words
 from multilab.errors import StoppedEarly, UserError
 from multilab.files import replace_dir, write_text
 from multilab.lab.metric_table import TRAIN_LOSS, curve_key
+from multilab.progress import progress_bar, show_postfix
 from multilab.spaces import fasttext_spaces, verse_spaces
 from multilab.training.model import (
     CurveHook,
@@ -736,8 +737,8 @@ def _log_curve_point(curve_hook: CurveHook, objective, model: BertForMaskedLM, s
 
 
 def _progress_bar(run: RunConfig, plan: Plan, start: int, show: bool) -> tqdm:
-    return tqdm(total=plan.total_steps, initial=start, disable=not show,
-                desc=f"{run.modification} s{run.seed}", unit="step")
+    return progress_bar(total=plan.total_steps, initial=start, disable=not show,
+                        desc=f"{run.modification} s{run.seed}", unit="step")
 
 
 def _logged_through(run: RunConfig, run_id: str) -> int:
@@ -763,7 +764,7 @@ class _StepLog:
         if not send:
             return
         mean_loss = sum(r["loss"] for r in self.pending) / len(self.pending)
-        self.bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
+        show_postfix(self.bar, loss=f"{mean_loss:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
         fresh = [r for r in self.pending if r["step"] > self.logged_through]
         if self.run_id and fresh:
             tracking.log_step_rows(self.run_id, fresh, STEP_METRICS)
