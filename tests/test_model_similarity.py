@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
@@ -16,7 +17,12 @@ from multilab.cli import main
 from multilab.config import Paths
 from multilab.data.parallel import read_edition
 from multilab.data.vocab import save_tokenizer, train_wordpiece
-from multilab.evaluation.model_similarity import compare_models
+from multilab.errors import UserError
+from multilab.evaluation.model_similarity import (
+    aligned_occurrences,
+    compare_models,
+    contextual_word_by_layer,
+)
 from tests.helpers import cli_args
 
 EDITIONS = ("k", "2", "s")
@@ -53,7 +59,7 @@ def test_curves_per_layer_with_an_untrained_floor(models: dict[str, Path]) -> No
     for record in (twin, other):
         assert record["layers"] == [0, 1, 2] and record["verses"] == 80
         for kind in ("trained", "untrained"):
-            for measure in ("sentence_retrieval", "cka", "word_translation"):
+            for measure in ("sentence_retrieval", "cka", "word_translation", "contextual_word"):
                 assert len(record[kind][measure]) == 3
                 assert all(0.0 <= v <= 1.0 + 1e-9 for v in record[kind][measure])
     # one model reading two near-identical editions: near-identical verse vectors
@@ -64,6 +70,39 @@ def test_curves_per_layer_with_an_untrained_floor(models: dict[str, Path]) -> No
     assert twin["dictionary"]["kind"] == other["dictionary"]["kind"] == "silver"
     assert twin["trained"]["word_translation"][0] > 0.8
     assert other["trained"]["word_translation"][0] < twin["trained"]["word_translation"][0]
+    # contextual word level: aligned occurrences of the dictionary's words, retrieved among
+    # each other; one model on near-identical verses finds most of its own occurrences (the
+    # misses: the same word in another held-out verse), two unrelated models far fewer
+    assert twin["aligned_occurrences"] > other["aligned_occurrences"] > 20
+    assert twin["trained"]["contextual_word"][-1] > max(
+        0.5, 3 * twin["untrained"]["contextual_word"][-1])
+    assert other["trained"]["contextual_word"][-1] < twin["trained"]["contextual_word"][-1]
+
+
+def test_aligned_occurrences_are_unique_and_one_to_one() -> None:
+    pairs = [("god", "gott"), ("and", "und"), ("light", "licht"), ("was", "war"),
+             ("was", "ward"), ("day", "licht")]
+    verses_a = [["and", "god", "said", "light", "and"], ["was", "day", "light"]]
+    verses_b = [["und", "gott", "sprach", "licht", "und"], ["war", "ward", "licht"]]
+    # verse 0: "and" occurs twice (no link), god-gott and light-licht once each;
+    # verse 1: "was" has two partners present (no link), "day" and "light" both claim "licht"
+    assert aligned_occurrences(verses_a, verses_b, pairs).tolist() == [[0, 1, 1], [0, 3, 3]]
+
+
+def test_contextual_retrieval_learns_the_map_on_the_training_verses_only() -> None:
+    rng = np.random.default_rng(0)
+    verses, per_verse, layers, d = 40, 5, 2, 8
+    vectors_a = [rng.normal(size=(per_verse, layers, d)).astype(np.float32)
+                 for _ in range(verses)]
+    rotation = np.linalg.qr(rng.normal(size=(d, d)))[0]
+    # B is A rotated at layer 0 (recoverable by Procrustes) and noise at layer 1
+    vectors_b = [np.stack([v[:, 0] @ rotation, rng.normal(size=(per_verse, d))], 1)
+                 for v in vectors_a]
+    aligned = np.array([(v, k, k) for v in range(verses) for k in range(per_verse)])
+    layer0, layer1 = contextual_word_by_layer(vectors_a, vectors_b, aligned, 0.5, 0)
+    assert layer0 == pytest.approx(1.0) and layer1 < 0.2
+    with pytest.raises(UserError, match="aligned word occurrences"):
+        contextual_word_by_layer(vectors_a, vectors_b, aligned[:2], 0.5, 0)
 
 
 def test_one_edition_read_by_both_models_uses_the_identity_dictionary(
@@ -86,7 +125,8 @@ def test_command_writes_figures_json_and_an_mlflow_run(models: dict[str, Path], 
     folder = tmp_path / "reports" / "similarity" / "k-s"
     record = json.loads((folder / "similarity.json").read_text())
     assert record["editions"] == ["k", "s"] and record["verses"] == 40
-    for name in ("sentence_retrieval.png", "cka.png", "word_translation.png"):
+    for name in ("sentence_retrieval.png", "cka.png", "word_translation.png",
+                 "contextual_word.png"):
         assert (folder / name).read_bytes()[:4] == b"\x89PNG"
     args[4] = "k,2"  # a second pair: Figure 2 draws a line for each
     assert main(cli_args(_settings(tmp_path), *args)) == 0, capsys.readouterr().err

@@ -16,11 +16,18 @@ on a seeded half of its pairs and P@1 of the held-out half among all of B's word
 (:func:`multilab.evaluation.similarity.translation_precision_at_1`). PanLex is not here: the
 dictionary is the identity when both models read one edition, else *silver* (mutual best IBM-1
 matches over the same verses, words in >= 3 of them; never checked against gold here).
-The contextual word-level measure (aligned occurrences) is not wired.
+Contextual word level (Figure 2's "contextual word"): the paper aligns the words of parallel
+sentences with fast_align; here an occurrence of a dictionary word in a verse is aligned with
+its translation in the parallel verse where both words occur exactly once there, one-to-one
+(:func:`aligned_occurrences`). Each aligned pair is two contextual vectors (a word's pieces
+averaged); the orthogonal map is learned on the occurrences of the training half of the verses
+(the sentence-level split) and each held-out occurrence retrieves its partner among the
+held-out ones (at most :data:`MAX_CONTEXTUAL_TEST`, a seeded sample).
 """
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,9 +39,13 @@ from multilab.errors import UserError
 from multilab.evaluation.probe import load_masked_lm
 from multilab.evaluation.similarity import mean_pool, sentence_similarity_by_layer
 
-MEASURES = ("sentence_retrieval", "cka", "word_translation")
+MEASURES = ("sentence_retrieval", "cka", "word_translation", "contextual_word")
 MEASURE_LABELS = {"sentence_retrieval": "verse retrieval P@1", "cka": "linear CKA",
-                  "word_translation": "word translation P@1"}
+                  "word_translation": "word translation P@1",
+                  "contextual_word": "contextual word retrieval P@1"}
+#: Held-out aligned occurrences retrieved among each other, at most (a seeded sample): the
+#: retrieval is a square matrix per layer, and 5,000 rows keep it at 200 MB.
+MAX_CONTEXTUAL_TEST = 5000
 #: Words in fewer verses than this take no part in the silver dictionary.
 SILVER_MIN_COUNT = 3
 
@@ -58,16 +69,15 @@ def verse_layers(model: torch.nn.Module, tokenizer, verses: Sequence[str],
 
 
 @torch.no_grad()
-def word_layers(model: torch.nn.Module, tokenizer, verses: Sequence[str],
-                max_length: int = 128, batch_size: int = 64
-                ) -> tuple[list[str], np.ndarray, list[list[str]]]:
-    """Every word's mean contextual vector at every layer ([words, layers + 1, d]) and each
-    verse's words (for the dictionary)."""
+def occurrence_layers(model: torch.nn.Module, tokenizer, verses: Sequence[str],
+                      max_length: int = 128, batch_size: int = 64
+                      ) -> tuple[list[list[str]], list[np.ndarray]]:
+    """Each verse's words and, per verse, one vector per word occurrence at every layer
+    ([words, layers + 1, d]: the mean of the word's pieces; [CLS], [SEP], padding left out)."""
     from multilab.evaluation.lab_word_retrieval import words_of
-    from multilab.evaluation.word_retrieval import ContextualWordVectors
 
-    accumulator = ContextualWordVectors()
     segments: list[list[str]] = []
+    vectors: list[np.ndarray] = []
     special = set(tokenizer.all_special_ids)
     for start in range(0, len(verses), batch_size):
         encoded = tokenizer(list(verses[start:start + batch_size]), truncation=True,
@@ -76,11 +86,72 @@ def word_layers(model: torch.nn.Module, tokenizer, verses: Sequence[str],
         for row, ids in enumerate(encoded["input_ids"].tolist()):
             keep = [k for k, token in enumerate(ids) if token not in special]
             words, word_ids = words_of(tokenizer.convert_ids_to_tokens([ids[k] for k in keep]))
+            pieces = hidden[row, keep].double().numpy()
+            sums = np.zeros((len(words), *pieces.shape[1:]))
+            np.add.at(sums, np.asarray(word_ids, dtype=np.int64), pieces)
+            counts = np.bincount(word_ids, minlength=len(words)).reshape(-1, 1, 1)
             segments.append(words)
-            if keep:
-                accumulator.add(hidden[row, keep].float().numpy(), word_ids, words)
-    words, vectors = accumulator.result()
-    return words, vectors, segments
+            vectors.append((sums / np.maximum(counts, 1)).astype(np.float32))  # half the RAM
+    return segments, vectors
+
+
+def word_layers(segments: list[list[str]], vectors: list[np.ndarray]
+                ) -> tuple[list[str], np.ndarray]:
+    """Every word's mean contextual vector at every layer ([words, layers + 1, d]) from
+    :func:`occurrence_layers`: each occurrence weighs the same."""
+    from multilab.evaluation.word_retrieval import ContextualWordVectors
+
+    accumulator = ContextualWordVectors()
+    for words, occurrences in zip(segments, vectors, strict=True):
+        if words:
+            accumulator.add(occurrences, range(len(words)), words)
+    return accumulator.result()
+
+
+def aligned_occurrences(segments_a: list[list[str]], segments_b: list[list[str]],
+                        pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    """(verse, position in A, position in B) of every aligned word occurrence: a dictionary
+    pair whose two words occur exactly once in the verse of their edition, where neither
+    occurrence is also claimed by another pair (one-to-one)."""
+    translations: dict[str, set[str]] = defaultdict(set)
+    for source, target in pairs:
+        translations[source].add(target)
+    found = []
+    for verse, (words_a, words_b) in enumerate(zip(segments_a, segments_b, strict=True)):
+        count_a, count_b = Counter(words_a), Counter(words_b)
+        once_b = {word: k for k, word in enumerate(words_b) if count_b[word] == 1}
+        links = []
+        for k, word in enumerate(words_a):
+            if count_a[word] == 1:
+                partners = [once_b[t] for t in translations.get(word, ()) if t in once_b]
+                if len(partners) == 1:
+                    links.append((k, partners[0]))
+        claimed = Counter(b for _, b in links)
+        found += [(verse, a, b) for a, b in links if claimed[b] == 1]
+    return np.array(found, dtype=np.int64).reshape(-1, 3)
+
+
+def contextual_word_by_layer(vectors_a: list[np.ndarray], vectors_b: list[np.ndarray],
+                             aligned: np.ndarray, train_fraction: float, seed: int
+                             ) -> list[float]:
+    """P@1 per layer of each held-out aligned occurrence of A retrieving its partner in B
+    among the held-out occurrences, after Procrustes on the training verses' occurrences."""
+    from multilab.evaluation.similarity import paired_retrieval_precision_at_1, split_rows
+
+    train_verses, _ = split_rows(len(vectors_a), train_fraction, seed)
+    in_train = np.isin(aligned[:, 0], train_verses)
+    train, test = np.flatnonzero(in_train), np.flatnonzero(~in_train)
+    if len(train) < 2 or len(test) < 2:
+        raise UserError(f"{len(aligned)} aligned word occurrences ({len(train)} in the training "
+                        f"verses, {len(test)} held out): need at least 2 of each (more verses: "
+                        "--verses)")
+    if len(test) > MAX_CONTEXTUAL_TEST:
+        test = np.sort(np.random.default_rng(seed).choice(test, MAX_CONTEXTUAL_TEST,
+                                                          replace=False))
+    source = np.stack([vectors_a[v][a] for v, a, _ in aligned])
+    target = np.stack([vectors_b[v][b] for v, _, b in aligned])
+    return [paired_retrieval_precision_at_1(source[:, layer], target[:, layer], train, test)
+            for layer in range(source.shape[1])]
 
 
 def word_translation_by_layer(a: tuple[list[str], np.ndarray], b: tuple[list[str], np.ndarray],
@@ -143,19 +214,24 @@ def compare_models(dir_a: Path, dir_b: Path, verses_a: Sequence[str], verses_b: 
     floor = sentence_similarity_by_layer(verse_layers(untrained_a, tok_a, verses_a),
                                          verse_layers(untrained_b, tok_b, verses_b),
                                          train_fraction, seed)
-    words_a, vectors_a, segments_a = word_layers(model_a, tok_a, verses_a)
-    words_b, vectors_b, segments_b = word_layers(model_b, tok_b, verses_b)
-    pairs, kind = word_dictionary(segments_a, segments_b, same_edition)
-    curves["word_translation"] = word_translation_by_layer(
-        (words_a, vectors_a), (words_b, vectors_b), pairs, train_fraction, seed)
-    floor["word_translation"] = word_translation_by_layer(
-        word_layers(untrained_a, tok_a, verses_a)[:2], word_layers(untrained_b, tok_b,
-                                                                 verses_b)[:2],
-        pairs, train_fraction, seed)
+    occurrences = {name: occurrence_layers(model, tokenizer, verses) for name, model, tokenizer,
+                   verses in (("a", model_a, tok_a, verses_a), ("b", model_b, tok_b, verses_b),
+                              ("untrained a", untrained_a, tok_a, verses_a),
+                              ("untrained b", untrained_b, tok_b, verses_b))}
+    pairs, kind = word_dictionary(occurrences["a"][0], occurrences["b"][0], same_edition)
+    # the untrained models read the same words (same tokenizers): same dictionary, same links
+    aligned = aligned_occurrences(occurrences["a"][0], occurrences["b"][0], pairs)
+    for result, a, b in ((curves, "a", "b"), (floor, "untrained a", "untrained b")):
+        result["word_translation"] = word_translation_by_layer(
+            word_layers(*occurrences[a]), word_layers(*occurrences[b]), pairs, train_fraction,
+            seed)
+        result["contextual_word"] = contextual_word_by_layer(
+            occurrences[a][1], occurrences[b][1], aligned, train_fraction, seed)
     return {
         "model_a": str(dir_a), "model_b": str(dir_b), "verses": len(verses_a),
         "layers": list(range(depth_a + 1)), "train_fraction": train_fraction, "seed": seed,
         "dictionary": {"kind": kind, "pairs": len(pairs)},
+        "aligned_occurrences": len(aligned),
         "trained": {m: list(map(float, curves[m])) for m in MEASURES},
         "untrained": {m: list(map(float, floor[m])) for m in MEASURES},
     }
@@ -186,7 +262,7 @@ def pairs_figure(records: Sequence[dict[str, Any]], measure: str, path: Path) ->
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    for record in records:
+    for record in (r for r in records if measure in r["trained"]):  # older JSON: fewer
         label = f"{record['editions'][0]}–{record['editions'][1]}"
         line, = ax.plot(record["layers"], record["trained"][measure], marker="o", label=label)
         ax.plot(record["layers"], record["untrained"][measure], linestyle=":",
