@@ -19,11 +19,13 @@ from multilab.data.parallel import read_edition
 from multilab.data.vocab import save_tokenizer, train_wordpiece
 from multilab.errors import UserError
 from multilab.evaluation.model_similarity import (
+    MEASURES,
     aligned_occurrences,
     compare_models,
     contextual_word_by_layer,
 )
-from tests.helpers import cli_args
+from multilab.reporting.similarity_section import similarity_section
+from tests.helpers import cli_args, smoke_config
 
 EDITIONS = ("k", "2", "s")
 
@@ -138,6 +140,14 @@ def test_command_writes_figures_json_and_an_mlflow_run(models: dict[str, Path], 
     first = runs[runs["params.editions"] == "k,s"].iloc[0]
     assert first["metrics.cka"] == pytest.approx(record["trained"]["cka"][-1])
     assert first["params.dictionary"] == "silver"
+    # the report gathers both pairs: a table row per pair and measure, Figure 2's panels
+    cfg = smoke_config(tmp_path)
+    section, figures = similarity_section(cfg)
+    assert section.count("| k–s | 40 | silver") == 4 and section.count("| k–2 | 40 |") == 4
+    assert "| contextual word retrieval P@1 |" in section
+    assert sorted(p.name for p in figures) == [f"figure2-{m}.png" for m in sorted(MEASURES)]
+    assert all(p.parent == cfg.paths.figures and p.read_bytes()[:4] == b"\x89PNG"
+               for p in figures)
 
 
 @pytest.mark.parametrize(("which", "extra", "says"), [

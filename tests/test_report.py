@@ -191,9 +191,18 @@ def test_an_earlier_reports_files_go_and_command_results_stay(tmp_path: Path) ->
     for path in stale:
         path.write_text("of an earlier study")
     (reports / "static" / "3-fake.json").write_text(json.dumps(static_record()))
+    (reports / "similarity" / "3-l").mkdir(parents=True)  # `multilab similarity`'s result
+    curve = {"sentence_retrieval": [0.1, 0.5], "cka": [0.3, 0.4]}  # an older JSON's measures
+    (reports / "similarity" / "3-l" / "similarity.json").write_text(json.dumps({
+        "editions": ["3", "l"], "verses": 100, "layers": [0, 1], "aligned_occurrences": 7,
+        "dictionary": {"kind": "silver", "pairs": 9}, "trained": curve,
+        "untrained": {m: [v / 2 for v in values] for m, values in curve.items()}}))
     build_report(cfg)
     assert not any(path.exists() for path in stale)
     assert (reports / "static" / "3-fake.json").exists()
     table = (reports / "table1.md").read_text()
     assert "word retrieval MRR (seeds 001/004)" in table
     assert "![mrr-by-window-3-fake](figures/mrr-by-window-3-fake.png)" in table
+    assert "| 3–l | 100 | silver (9) | 7 | verse retrieval P@1 | 1 | 0.500 | 0.250 | +0.250 |" \
+        in table and "![figure2-cka](figures/figure2-cka.png)" in table
+    assert (reports / "similarity.md").exists()

@@ -41,6 +41,7 @@ from multilab.lab.modifications import (
 from multilab.reporting.downstream_table import downstream_frame, downstream_markdown
 from multilab.reporting.figures import curve_stats, metric_frame, study_figures
 from multilab.reporting.liu_sections import liu_sections
+from multilab.reporting.similarity_section import similarity_section
 from multilab.reporting.word_order_table import (
     RETRIEVAL_SCATTER,
     WORD_ORDER_CHART,
@@ -389,7 +390,7 @@ def perplexity_markdown(frame: pd.DataFrame) -> str:
 #: ``model-order``, ``similarity``) leave their results in folders of reports/ for the report
 #: to gather. Patterns, never the folder itself: ``paths.reports`` may be any folder.
 REPORT_OUTPUTS = ("table1.*", "table2.*", "retrieval.*", "perplexity.csv", "downstream.*",
-                  "word_order.md", "word_order_correlation.json", "liu.md",
+                  "word_order.md", "word_order_correlation.json", "liu.md", "similarity.md",
                   "static_vs_bert.csv", "figures/*.png", "plots/*.csv",
                   "plots/*/*.csv")  # the last: the per-model layout of earlier versions
 
@@ -479,6 +480,11 @@ def build_report(cfg: Config) -> list[Path]:
     if liu:
         body += "\n\n" + liu
         written += [write_text(reports / "liu.md", liu + "\n"), *liu_files]
+    similarity, similarity_files = similarity_section(cfg)  # `multilab similarity` results
+    if similarity:
+        body += "\n\n" + similarity
+        written += [write_text(reports / "similarity.md", similarity + "\n"),
+                    *similarity_files]
     body += "\n\n## Modifications\n\n" + legend(rows + rows2)
     # figures and plot data from exactly the runs behind the table's numbers
     behind = {run_id for row in rows for run_id in row.run_ids}
