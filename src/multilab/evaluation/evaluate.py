@@ -192,16 +192,20 @@ def verse_metrics(
     English + Fake-English); MLM perplexity per language and over all of them.
 
     Word alignment, word translation and μ need word-level gold, which real languages do not
-    have: they are not computed (the report says so).
+    have: they are not computed (the report says so). A one-language study (seed 003 §5's
+    monolingual models) has no pair to retrieve: perplexity only.
     """
     ev, names = run.study.evaluate, [metric_name(key) for key in lay.keys]
-    by_layer: dict[int, dict[str, torch.Tensor]] = {layer: {} for layer in layers}
+    retrieved = layers if len(names) > 1 else ()
+    by_layer: dict[int, dict[str, torch.Tensor]] = {layer: {} for layer in retrieved}
     for language, (name, verses) in enumerate(zip(names, dev, strict=True)):
-        for layer, vectors in verse_vectors(model, encoder, verses, language, layers,
+        if not retrieved:
+            break
+        for layer, vectors in verse_vectors(model, encoder, verses, language, retrieved,
                                             ev.batch_size).items():
             by_layer[layer][name] = vectors
     results: dict[str, float] = {}
-    for layer in layers:
+    for layer in retrieved:
         matrix = verse_retrieval.retrieval_matrix(by_layer[layer])
         key = layer_key("retrieval_p1", layer)
         results[key] = verse_retrieval.overall(matrix)
