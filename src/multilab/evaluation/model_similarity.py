@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,59 +51,55 @@ MAX_CONTEXTUAL_TEST = 5000
 SILVER_MIN_COUNT = 3
 
 
+@dataclass
+class Reading:
+    """What one model makes of a list of verses, from one forward pass: per layer
+    (0 = embeddings) the mean-pooled vector of each verse (layers × (verses × d)), each
+    verse's words, and per verse one vector per word occurrence at every layer
+    ([words, layers + 1, d]: its pieces' mean). [CLS], [SEP] and padding are left out."""
+
+    verses: list[np.ndarray]
+    segments: list[list[str]]
+    occurrences: list[np.ndarray]
+
+
 @torch.no_grad()
-def verse_layers(model: torch.nn.Module, tokenizer, verses: Sequence[str],
-                 max_length: int = 128, batch_size: int = 64) -> list[np.ndarray]:
-    """Per layer (0 = embeddings), the mean-pooled vector of each verse: layers × (verses × d)."""
+def read_verses(model: torch.nn.Module, tokenizer, verses: Sequence[str],
+                max_length: int = 128, batch_size: int = 64) -> Reading:
+    """:class:`Reading` of ``verses`` by ``model`` with its ``tokenizer``."""
+    from multilab.evaluation.lab_word_retrieval import words_of
+    from multilab.evaluation.word_retrieval import occurrence_means
+
     by_layer: list[list[np.ndarray]] = []
+    segments: list[list[str]] = []
+    occurrences: list[np.ndarray] = []
+    special = torch.tensor(tokenizer.all_special_ids)
     for start in range(0, len(verses), batch_size):
         encoded = tokenizer(list(verses[start:start + batch_size]), truncation=True,
                             max_length=max_length, padding=True, return_tensors="pt")
-        hidden = model(**encoded, output_hidden_states=True).hidden_states
-        special = torch.tensor(tokenizer.all_special_ids)
+        states = model(**encoded, output_hidden_states=True).hidden_states
         keep = (encoded["attention_mask"].bool() & ~torch.isin(encoded["input_ids"], special))
         if not by_layer:
-            by_layer = [[] for _ in hidden]
-        for layer, states in enumerate(hidden):
-            by_layer[layer].append(mean_pool(states.float().numpy(), keep.numpy()))
-    return [np.concatenate(parts) for parts in by_layer]
-
-
-@torch.no_grad()
-def occurrence_layers(model: torch.nn.Module, tokenizer, verses: Sequence[str],
-                      max_length: int = 128, batch_size: int = 64
-                      ) -> tuple[list[list[str]], list[np.ndarray]]:
-    """Each verse's words and, per verse, one vector per word occurrence at every layer
-    ([words, layers + 1, d]: the mean of the word's pieces; [CLS], [SEP], padding left out)."""
-    from multilab.evaluation.lab_word_retrieval import words_of
-
-    segments: list[list[str]] = []
-    vectors: list[np.ndarray] = []
-    special = set(tokenizer.all_special_ids)
-    for start in range(0, len(verses), batch_size):
-        encoded = tokenizer(list(verses[start:start + batch_size]), truncation=True,
-                            max_length=max_length, padding=True, return_tensors="pt")
-        hidden = torch.stack(model(**encoded, output_hidden_states=True).hidden_states, 2)
+            by_layer = [[] for _ in states]
+        for layer, layer_states in enumerate(states):
+            by_layer[layer].append(mean_pool(layer_states.float().numpy(), keep.numpy()))
+        hidden = torch.stack(states, 2).float()
         for row, ids in enumerate(encoded["input_ids"].tolist()):
-            keep = [k for k, token in enumerate(ids) if token not in special]
-            words, word_ids = words_of(tokenizer.convert_ids_to_tokens([ids[k] for k in keep]))
-            pieces = hidden[row, keep].double().numpy()
-            sums = np.zeros((len(words), *pieces.shape[1:]))
-            np.add.at(sums, np.asarray(word_ids, dtype=np.int64), pieces)
-            counts = np.bincount(word_ids, minlength=len(words)).reshape(-1, 1, 1)
+            kept = keep[row].nonzero()[:, 0].tolist()
+            words, word_ids = words_of(tokenizer.convert_ids_to_tokens([ids[k] for k in kept]))
+            _, means = occurrence_means(hidden[row, kept].numpy(), word_ids, len(words))
             segments.append(words)
-            vectors.append((sums / np.maximum(counts, 1)).astype(np.float32))  # half the RAM
-    return segments, vectors
+            occurrences.append(means.astype(np.float32))  # half the RAM of float64
+    return Reading([np.concatenate(parts) for parts in by_layer], segments, occurrences)
 
 
-def word_layers(segments: list[list[str]], vectors: list[np.ndarray]
-                ) -> tuple[list[str], np.ndarray]:
-    """Every word's mean contextual vector at every layer ([words, layers + 1, d]) from
-    :func:`occurrence_layers`: each occurrence weighs the same."""
+def word_layers(reading: Reading) -> tuple[list[str], np.ndarray]:
+    """Every word's mean contextual vector at every layer ([words, layers + 1, d]): the mean
+    of its occurrences, each weighing the same."""
     from multilab.evaluation.word_retrieval import ContextualWordVectors
 
     accumulator = ContextualWordVectors()
-    for words, occurrences in zip(segments, vectors, strict=True):
+    for words, occurrences in zip(reading.segments, reading.occurrences, strict=True):
         if words:
             accumulator.add(occurrences, range(len(words)), words)
     return accumulator.result()
@@ -208,25 +205,19 @@ def compare_models(dir_a: Path, dir_b: Path, verses_a: Sequence[str], verses_b: 
         raise UserError(f"{dir_a} has {depth_a} layers and {dir_b} {depth_b}: the curves compare "
                         "layer l with layer l, so both models need the same depth")
     untrained_a, untrained_b = _untrained_copy(model_a, seed), _untrained_copy(model_b, seed + 1)
-    curves = sentence_similarity_by_layer(verse_layers(model_a, tok_a, verses_a),
-                                          verse_layers(model_b, tok_b, verses_b),
-                                          train_fraction, seed)
-    floor = sentence_similarity_by_layer(verse_layers(untrained_a, tok_a, verses_a),
-                                         verse_layers(untrained_b, tok_b, verses_b),
-                                         train_fraction, seed)
-    occurrences = {name: occurrence_layers(model, tokenizer, verses) for name, model, tokenizer,
-                   verses in (("a", model_a, tok_a, verses_a), ("b", model_b, tok_b, verses_b),
-                              ("untrained a", untrained_a, tok_a, verses_a),
-                              ("untrained b", untrained_b, tok_b, verses_b))}
-    pairs, kind = word_dictionary(occurrences["a"][0], occurrences["b"][0], same_edition)
+    a, b = read_verses(model_a, tok_a, verses_a), read_verses(model_b, tok_b, verses_b)
+    floor_a, floor_b = (read_verses(untrained_a, tok_a, verses_a),
+                        read_verses(untrained_b, tok_b, verses_b))
+    pairs, kind = word_dictionary(a.segments, b.segments, same_edition)
     # the untrained models read the same words (same tokenizers): same dictionary, same links
-    aligned = aligned_occurrences(occurrences["a"][0], occurrences["b"][0], pairs)
-    for result, a, b in ((curves, "a", "b"), (floor, "untrained a", "untrained b")):
+    aligned = aligned_occurrences(a.segments, b.segments, pairs)
+    curves, floor = {}, {}
+    for result, one, other in ((curves, a, b), (floor, floor_a, floor_b)):
+        result |= sentence_similarity_by_layer(one.verses, other.verses, train_fraction, seed)
         result["word_translation"] = word_translation_by_layer(
-            word_layers(*occurrences[a]), word_layers(*occurrences[b]), pairs, train_fraction,
-            seed)
+            word_layers(one), word_layers(other), pairs, train_fraction, seed)
         result["contextual_word"] = contextual_word_by_layer(
-            occurrences[a][1], occurrences[b][1], aligned, train_fraction, seed)
+            one.occurrences, other.occurrences, aligned, train_fraction, seed)
     return {
         "model_a": str(dir_a), "model_b": str(dir_b), "verses": len(verses_a),
         "layers": list(range(depth_a + 1)), "train_fraction": train_fraction, "seed": seed,

@@ -110,6 +110,23 @@ def word_retrieval(
     )
 
 
+def occurrence_means(hidden: ArrayLike, word_ids: ArrayLike, n_words: int
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """One vector per word occurrence of a sentence: the mean of its pieces' vectors.
+
+    ``hidden[i]`` is token i's vector (trailing dimensions kept), ``word_ids[i]`` the index of
+    its word, negative for [CLS], [SEP], padding. Returns the positions of the words that have
+    a piece and their vectors, in order."""
+    hidden = np.asarray(hidden, dtype=np.float64)
+    ids = np.asarray(word_ids, dtype=np.int64)
+    keep = ids >= 0
+    sums = np.zeros((n_words, *hidden.shape[1:]))
+    np.add.at(sums, ids[keep], hidden[keep])
+    pieces = np.bincount(ids[keep], minlength=n_words)
+    positions = np.flatnonzero(pieces)
+    return positions, sums[positions] / pieces[positions].reshape(-1, *[1] * (hidden.ndim - 1))
+
+
 class ContextualWordVectors:
     """Accumulates a word's contextual vectors over a corpus; :meth:`result` averages them.
 
@@ -134,14 +151,8 @@ class ContextualWordVectors:
         ids = np.array([-1 if w is None else int(w) for w in word_ids], dtype=np.int64)
         if (ids >= len(words)).any():
             raise ValueError(f"a word id is ≥ the sentence's {len(words)} words")
-        keep = ids >= 0
-        if not keep.any():
-            return
-        sums = np.zeros((len(words), *hidden.shape[1:]))
-        np.add.at(sums, ids[keep], hidden[keep])
-        pieces = np.bincount(ids[keep], minlength=len(words))
-        for position in np.flatnonzero(pieces):
-            occurrence = sums[position] / pieces[position]
+        positions, means = occurrence_means(hidden, ids, len(words))
+        for position, occurrence in zip(positions.tolist(), means, strict=True):
             word = words[position]
             if word not in self._index:
                 self._index[word] = len(self._sums)
