@@ -198,9 +198,7 @@ def verse_metrics(
     ev, names = run.study.evaluate, [metric_name(key) for key in lay.keys]
     retrieved = layers if len(names) > 1 else ()
     by_layer: dict[int, dict[str, torch.Tensor]] = {layer: {} for layer in retrieved}
-    for language, (name, verses) in enumerate(zip(names, dev, strict=True)):
-        if not retrieved:
-            break
+    for language, (name, verses) in enumerate(zip(names, dev, strict=True) if retrieved else ()):
         for layer, vectors in verse_vectors(model, encoder, verses, language, retrieved,
                                             ev.batch_size).items():
             by_layer[layer][name] = vectors
