@@ -134,10 +134,16 @@ def test_command_writes_figures_json_and_an_mlflow_run(models: dict[str, Path], 
     assert main(cli_args(_settings(tmp_path), *args)) == 0, capsys.readouterr().err
     assert "Figure 2 over 2 pair(s)" in capsys.readouterr().out
     assert (folder.parent / "figure2-word_translation.png").read_bytes()[:4] == b"\x89PNG"
+    # k-s again, its JSON elsewhere: its line replaces the earlier k-s, not a third line
+    elsewhere = tmp_path / "elsewhere"
+    assert main(cli_args(_settings(tmp_path), *args[:4], "k,s", "--verses", "40",
+                         "--out", str(elsewhere))) == 0, capsys.readouterr().err
+    assert "Figure 2 over 2 pair(s)" in capsys.readouterr().out
+    assert (elsewhere / "similarity.json").is_file()
     runs = tracking.search_runs(Paths(mlruns=tmp_path / "mlruns"),
                                 tracking.similarity_experiment("smoke"))
-    assert runs["status"].tolist() == ["FINISHED", "FINISHED"]
-    first = runs[runs["params.editions"] == "k,s"].iloc[0]
+    assert runs["status"].tolist() == ["FINISHED"] * 3
+    first = runs[runs["params.editions"] == "k,s"].iloc[-1]  # the first k-s run (newest first)
     assert first["metrics.cka"] == pytest.approx(record["trained"]["cka"][-1])
     assert first["params.dictionary"] == "silver"
     # the report gathers both pairs: a table row per pair and measure, Figure 2's panels

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import logging
 import os
 import sys
@@ -241,6 +240,7 @@ def cmd_similarity(args: argparse.Namespace) -> None:
         similarity_figure,
     )
     from multilab.evaluation.probe import probe_verses
+    from multilab.reporting.similarity_section import read_records
 
     cfg = _config(args)
     editions = [code.strip() for code in args.languages.split(",") if code.strip()]
@@ -259,10 +259,11 @@ def cmd_similarity(args: argparse.Namespace) -> None:
     record["editions"] = editions
     folder = Path(args.out) if args.out else (
         cfg.paths.reports / "similarity" / f"{editions[0]}-{editions[1]}")
-    # Figure 2: this pair and every other one measured in this reports folder, a line each
+    # Figure 2: one line per pair of editions measured in this reports folder, this run's
+    # replacing an earlier one of the same pair (wherever --out puts this run's JSON)
     shared = cfg.paths.reports / "similarity"
-    records = [json.loads(path.read_text()) for path in sorted(shared.glob("*/similarity.json"))
-               if path.parent.resolve() != folder.resolve()] + [record]
+    records = [other for other in read_records(cfg.paths.reports)
+               if other["editions"] != editions] + [record]
     experiment_id = tracking.connect(cfg.paths, tracking.similarity_experiment(cfg.profile))
     with tracking.run(experiment_id, name=f"{editions[0]}-vs-{editions[1]}",
                       tags={"model_a": args.model_a, "model_b": args.model_b,
