@@ -200,19 +200,31 @@ def cmd_word_order(args: argparse.Namespace) -> None:
     print(f"all: {out} (the report draws the chart and the correlations)")
 
 
-def cmd_probe(args: argparse.Namespace) -> None:
-    """A Hugging Face masked LM from anywhere: retrieval and word alignment on Bible verses."""
+def _editions_and_verses(cfg: Config, text: str, pair: bool = False
+                         ) -> tuple[list[str], dict[str, list]]:
+    """``--languages 3,l``: the edition codes as written (checked; exactly two where ``pair``,
+    model A's then model B's) and each one's verses."""
     from multilab.data.bible import check_edition
     from multilab.data.parallel import read_edition
+
+    editions = [code.strip() for code in text.split(",") if code.strip()]
+    if pair and len(editions) != 2:
+        raise UserError(f"--languages {text}: name two editions, model A's then model B's, "
+                        "e.g. 3,l")
+    for code in editions:
+        check_edition(code)
+    return editions, {code: read_edition(code, cfg.paths.data)
+                      for code in dict.fromkeys(editions)}
+
+
+def cmd_probe(args: argparse.Namespace) -> None:
+    """A Hugging Face masked LM from anywhere: retrieval and word alignment on Bible verses."""
     from multilab.evaluation.probe import probe_model
 
     cfg = _config(args)
     if args.verses < 1:
         raise UserError(f"--verses {args.verses}: must be >= 1 (Old Testament dev verses)")
-    editions = [code.strip() for code in args.languages.split(",") if code.strip()]
-    for code in editions:
-        check_edition(code)
-    verses = {code: read_edition(code, cfg.paths.data) for code in dict.fromkeys(editions)}
+    editions, verses = _editions_and_verses(cfg, args.languages)
     result = probe_model(Path(args.model_dir), verses, editions, layer=args.layer,
                          count=args.verses)
     print(f"verse retrieval P@1, layer {args.layer}, {result['verses']} verses: mean "
@@ -231,8 +243,6 @@ def cmd_probe(args: argparse.Namespace) -> None:
 def cmd_similarity(args: argparse.Namespace) -> None:
     """Seed 003 §5: two independently trained models, layer by layer, on parallel verses."""
     from multilab import tracking
-    from multilab.data.bible import check_edition
-    from multilab.data.parallel import read_edition
     from multilab.evaluation.model_similarity import (
         MEASURES,
         compare_models,
@@ -243,15 +253,9 @@ def cmd_similarity(args: argparse.Namespace) -> None:
     from multilab.reporting.similarity_section import read_records
 
     cfg = _config(args)
-    editions = [code.strip() for code in args.languages.split(",") if code.strip()]
-    if len(editions) != 2:
-        raise UserError(f"--languages {args.languages}: name two editions, model A's then "
-                        "model B's, e.g. 3,l")
-    for code in editions:
-        check_edition(code)
     if args.verses < 4:
         raise UserError(f"--verses {args.verses}: must be >= 4 (half learn the map, half test)")
-    verses = {code: read_edition(code, cfg.paths.data) for code in dict.fromkeys(editions)}
+    editions, verses = _editions_and_verses(cfg, args.languages, pair=True)
     ids = probe_verses(verses, list(dict.fromkeys(editions)), args.verses)
     texts = [[dict(verses[code])[vid] for vid in ids] for code in editions]
     record = compare_models(Path(args.model_a), Path(args.model_b), texts[0], texts[1],
