@@ -98,6 +98,40 @@ def test_all_layers_are_evaluated_and_agree_with_the_default_ones(project: Confi
         assert everything[key] == pytest.approx(default[key]), key
 
 
+def test_a_standalone_evaluation_shows_its_parts_and_curve_points_show_none(
+    project: Config, monkeypatch
+) -> None:
+    """`multilab evaluate` takes minutes on a real-language model at every layer: a bar counts
+    its parts to the end; a curve point (no label) draws no second bar inside training's."""
+    from multilab.evaluation import evaluate
+
+    bars: list[dict] = []
+
+    class Recorder:
+        def __init__(self, total: int, desc: str, unit: str) -> None:
+            self.seen = {"total": total, "desc": desc, "updates": 0, "parts": []}
+            bars.append(self.seen)
+
+        def set_postfix(self, refresh: bool, done: str) -> None:
+            self.seen["parts"].append(done)
+
+        def update(self) -> None:
+            self.seen["updates"] += 1
+
+        def close(self) -> None:
+            self.seen["closed"] = True
+
+    monkeypatch.setattr(evaluate, "progress_bar", Recorder)
+    run = project.run("original", 0)
+    model = build_model(run.model, 4096, 0)
+    evaluate_model(model, run, dev_sentences=20, train_sentences=20)
+    assert bars == []
+    evaluate_model(model, run, dev_sentences=20, train_sentences=20, progress="evaluate x")
+    assert bars == [{"total": 4, "desc": "evaluate x", "updates": 4, "closed": True,
+                     "parts": ["alignment, retrieval", "translation", "ppl_train", "ppl_dev"]}]
+    assert evaluate.verse_parts(1) == 2 and evaluate.verse_parts(3) == 9
+
+
 @pytest.mark.parametrize("value", ["none", [-1, 8], [], "0,x"])
 def test_bad_layers_are_one_clear_error(value) -> None:
     from multilab.config import parse_layers

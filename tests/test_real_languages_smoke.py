@@ -100,6 +100,8 @@ def test_two_real_languages_through_the_pipeline(built_project: Path, tmp_path: 
                     ["evaluate", model_dir], ["downstream", model_dir], ["word-order"],
                     ["report"]):
         assert main(cli_args(settings, *command)) == 0, (command, capsys.readouterr().err)
+    # the evaluation's bar ran to its end: two languages' vectors, train and dev perplexity
+    assert "evaluate original s0: 100%" in capsys.readouterr().err
 
     ids, texts = read_verse_table(cfg.paths.corpora / "dev.txt")
     assert list(texts) == ["3", "s"] and len(ids) == 200 and ids[0] == "01.001.001"

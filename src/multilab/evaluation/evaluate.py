@@ -11,6 +11,8 @@ import csv
 import logging
 import math
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -34,6 +36,7 @@ from multilab.evaluation import metrics, verse_retrieval
 from multilab.files import write_json
 from multilab.lab.metric_table import MU_PARTS, TRAIN_LOSS, layer_key
 from multilab.lab.modifications import Recipe
+from multilab.progress import progress_bar, show_postfix
 from multilab.training.model import (
     CurveHook,
     check_finite_weights,
@@ -53,6 +56,34 @@ from multilab.training.model_dir import (
 log = logging.getLogger(__name__)
 
 PERPLEXITY_REPLACEMENT = (1.0, 0.0, 0.0, 0.0)  # every selected token becomes [MASK]
+
+#: called once a part of an evaluation is done, with the part's name
+PartDone = Callable[[str], None]
+
+
+def _no_progress(part: str) -> None:
+    """The default :data:`PartDone`: curve points inside training show no bar of their own."""
+
+
+@contextmanager
+def part_progress(total: int, label: str | None) -> Iterator[PartDone]:
+    """A bar over an evaluation's ``total`` parts (languages' vectors, perplexities …).
+
+    A standalone evaluation of a real-language model at every layer takes minutes: without a
+    bar it looks hung. ``label`` None gives no bar (a curve point inside a training bar)."""
+    if label is None:
+        yield _no_progress
+        return
+    bar = progress_bar(total=total, desc=label, unit="part")
+
+    def done(part: str) -> None:
+        show_postfix(bar, done=part)
+        bar.update()
+
+    try:
+        yield done
+    finally:
+        bar.close()
 
 
 def _device(model: torch.nn.Module) -> torch.device:
@@ -185,7 +216,7 @@ def verse_vectors(
 def verse_metrics(
     model: BertForMaskedLM, encoder: InputEncoder, lay: Layout,
     dev: list[list[torch.Tensor]], train: list[list[torch.Tensor]], run: RunConfig,
-    layers: tuple[int, ...],
+    layers: tuple[int, ...], part_done: PartDone = _no_progress,
 ) -> dict[str, float]:
     """Real languages: verse retrieval P@1 of every ordered pair at each layer (gold: the
     verse id), each language's mean and the overall mean (``retrieval_p1.l8`` as for
@@ -193,7 +224,8 @@ def verse_metrics(
 
     Word alignment, word translation and μ need word-level gold, which real languages do not
     have: they are not computed (the report says so). A one-language study (seed 003 §5's
-    monolingual models) has no pair to retrieve: perplexity only.
+    monolingual models) has no pair to retrieve: perplexity only. ``part_done`` hears of each
+    of the :func:`verse_parts` parts as it ends.
     """
     ev, names = run.study.evaluate, [metric_name(key) for key in lay.keys]
     retrieved = layers if len(names) > 1 else ()
@@ -202,6 +234,7 @@ def verse_metrics(
         for layer, vectors in verse_vectors(model, encoder, verses, language, retrieved,
                                             ev.batch_size).items():
             by_layer[layer][name] = vectors
+        part_done(f"vectors {name}")
     results: dict[str, float] = {}
     for layer in retrieved:
         matrix = verse_retrieval.retrieval_matrix(by_layer[layer])
@@ -226,8 +259,15 @@ def verse_metrics(
             nll, count = _masked_nll(model, encoder, examples, mask_prob, seed, ev.batch_size)
             results[f"ppl_{split}.{name}"] = metrics.perplexity(nll, count)
             total_nll, total_count = total_nll + nll, total_count + count
+            part_done(f"ppl_{split} {name}")
         results[f"ppl_{split}"] = metrics.perplexity(total_nll, total_count)
     return results
+
+
+def verse_parts(languages: int) -> int:
+    """How many parts :func:`verse_metrics` reports: each language's vectors (where there is
+    a pair to retrieve), then its train and dev perplexity."""
+    return (languages if languages > 1 else 0) + 2 * languages
 
 
 @torch.no_grad()
@@ -252,8 +292,10 @@ def evaluate_model(
     run: RunConfig,
     dev_sentences: int | None = None,
     train_sentences: int | None = None,
+    progress: str | None = None,
 ) -> dict[str, float]:
-    """All metrics of one model on the dev corpus (+ train perplexity)."""
+    """All metrics of one model on the dev corpus (+ train perplexity); ``progress`` names a
+    bar over its parts (None: no bar, as for curve points inside training)."""
     cfg = run.study
     ev = cfg.evaluate
     layers = resolve_layers(ev.layers, model.config.num_hidden_layers)
@@ -265,7 +307,7 @@ def evaluate_model(
         )
     if cfg.verses:
         return _evaluate_verses(model, run, layers, dev_sentences or ev.dev_sentences,
-                                train_sentences)
+                                train_sentences, progress)
     tokenizer = load_tokenizer(cfg.paths.vocab)
     encoder = InputEncoder(run.recipe, len(tokenizer), cfg.train.max_length)
     dev_text = dev_lines(cfg.paths.corpora / "dev.txt", dev_sentences or ev.dev_sentences)
@@ -277,16 +319,21 @@ def evaluate_model(
     was_training = model.training
     model.eval()
     started = time.perf_counter()
-    results = multilinguality(model, encoder, dev, layers, ev.batch_size)
-    results |= translation(model, encoder, layers, ev.batch_size)
-    if all(key in results for key in MU_PARTS):  # layers 0 and 8 evaluated
-        results["mu"] = metrics.multilinguality_score(*(results[key] for key in MU_PARTS))
     mask_prob, seed = cfg.train.mask_prob, ev.mask_seed
-    results["ppl_train"] = perplexity(
-        model, encoder, train, run.recipe, mask_prob, seed, ev.batch_size
-    )
-    results["ppl_dev"] = perplexity(model, encoder, dev, _parallel(run.recipe), mask_prob, seed,
-                                    ev.batch_size)
+    with part_progress(4, progress) as part_done:
+        results = multilinguality(model, encoder, dev, layers, ev.batch_size)
+        part_done("alignment, retrieval")
+        results |= translation(model, encoder, layers, ev.batch_size)
+        part_done("translation")
+        if all(key in results for key in MU_PARTS):  # layers 0 and 8 evaluated
+            results["mu"] = metrics.multilinguality_score(*(results[key] for key in MU_PARTS))
+        results["ppl_train"] = perplexity(
+            model, encoder, train, run.recipe, mask_prob, seed, ev.batch_size
+        )
+        part_done("ppl_train")
+        results["ppl_dev"] = perplexity(model, encoder, dev, _parallel(run.recipe), mask_prob,
+                                        seed, ev.batch_size)
+        part_done("ppl_dev")
     results["eval_seconds"] = time.perf_counter() - started
     results["eval_sentences"] = len(dev)
     model.train(was_training)
@@ -294,7 +341,8 @@ def evaluate_model(
 
 
 def _evaluate_verses(model: BertForMaskedLM, run: RunConfig, layers: tuple[int, ...],
-                     wanted: int, train_verses: int | None) -> dict[str, float]:
+                     wanted: int, train_verses: int | None,
+                     progress: str | None = None) -> dict[str, float]:
     """:func:`verse_metrics` on the first ``wanted`` dev verses (+ train perplexity)."""
     cfg = run.study
     lay = layout(cfg)
@@ -314,7 +362,8 @@ def _evaluate_verses(model: BertForMaskedLM, run: RunConfig, layers: tuple[int, 
     was_training = model.training
     model.eval()
     started = time.perf_counter()
-    results = verse_metrics(model, encoder, lay, dev, train, run, layers)
+    with part_progress(verse_parts(len(dev)), progress) as part_done:
+        results = verse_metrics(model, encoder, lay, dev, train, run, layers, part_done)
     results["eval_seconds"] = time.perf_counter() - started
     results["eval_sentences"] = len(dev[0])
     model.train(was_training)
@@ -393,7 +442,9 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
     model = load_model(model_dir)  # an unreadable file: "corrupted checkpoint"
     check_weights(model_dir, done)  # a readable one that changed since training
     check_finite_weights(model.state_dict(), model_dir)
-    results = check_finite_metrics(evaluate_model(model.to(evaluation_device()), run), model_dir)
+    results = check_finite_metrics(
+        evaluate_model(model.to(evaluation_device()), run,
+                       progress=f"evaluate {run.modification} s{run.seed}"), model_dir)
     if run_id and experiment_id is not None:
         run_id = _model_run(cfg, run, done, Path(model_dir), experiment_id)
         record_in_mlflow(cfg, run_id, model_dir, results, done.get("steps", 0))
