@@ -130,6 +130,7 @@ def test_a_standalone_evaluation_shows_its_parts_and_curve_points_show_none(
     assert bars == [{"total": 4, "desc": "evaluate x", "updates": 4, "closed": True,
                      "parts": ["alignment, retrieval", "translation", "ppl_train", "ppl_dev"]}]
     assert evaluate.verse_parts(1) == 2 and evaluate.verse_parts(3) == 9
+    assert not evaluate.has_retrieval(1) and evaluate.has_retrieval(2)  # the rule both read
 
 
 @pytest.mark.parametrize("value", ["none", [-1, 8], [], "0,x"])

@@ -228,7 +228,7 @@ def verse_metrics(
     of the :func:`verse_parts` parts as it ends.
     """
     ev, names = run.study.evaluate, [metric_name(key) for key in lay.keys]
-    retrieved = layers if len(names) > 1 else ()
+    retrieved = layers if has_retrieval(len(names)) else ()
     by_layer: dict[int, dict[str, torch.Tensor]] = {layer: {} for layer in retrieved}
     for language, (name, verses) in enumerate(zip(names, dev, strict=True) if retrieved else ()):
         for layer, vectors in verse_vectors(model, encoder, verses, language, retrieved,
@@ -264,10 +264,16 @@ def verse_metrics(
     return results
 
 
+def has_retrieval(languages: int) -> bool:
+    """Verse retrieval needs a pair of languages; a monolingual study has perplexity only
+    (one rule for :func:`verse_metrics` and the count of its parts)."""
+    return languages > 1
+
+
 def verse_parts(languages: int) -> int:
     """How many parts :func:`verse_metrics` reports: each language's vectors (where there is
     a pair to retrieve), then its train and dev perplexity."""
-    return (languages if languages > 1 else 0) + 2 * languages
+    return (languages if has_retrieval(languages) else 0) + 2 * languages
 
 
 @torch.no_grad()
