@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from multilab.cli import main
+from multilab.data.layout import read_verse_table
+from multilab.data.tokenizers import paper_word_vocab_size, word_counts
 from multilab.data.vocab import SPECIAL_TOKENS, load_tokenizer, train_tokens
 from tests.helpers import cli_args, config_of
 
@@ -66,6 +68,21 @@ def test_a_study_trains_and_evaluates_on_word_or_char_units(
         assert len(tokenizer) > 1000
     metrics = json.loads(cfg.paths.eval_file("original", 0).read_text())["metrics"]
     assert metrics["eval_sentences"] == 100
+
+
+def test_a_joint_word_vocabulary_scales_from_every_language(
+        built_project: Path, tmp_path: Path, one_thread: None, capsys) -> None:
+    """Joint word-pieces get `vocab.size` ids per language; joint words must stand to them as
+    the paper's 100k to its 60k, so they scale from the same total, not from one language."""
+    settings = [*_settings(tmp_path, built_project, "[3,s]", "word"), "vocab.mode=joint"]
+    cfg = config_of(settings)
+    for command in (["corpus", "build"], ["vocab"]):
+        assert main(cli_args(settings, *command)) == 0, (command, capsys.readouterr().err)
+    _, texts = read_verse_table(cfg.paths.corpora / "train.txt")
+    words = len(word_counts(t for column in ("3", "s") for t in texts[column]))
+    expected = min(paper_word_vocab_size(2 * cfg.vocab.size), words + len(SPECIAL_TOKENS))
+    assert expected > paper_word_vocab_size(cfg.vocab.size)  # the case the test is about
+    assert len(load_tokenizer(cfg.paths.vocab, "language-0")) == expected
 
 
 def test_an_unknown_unit_is_one_line_exit_2(tmp_path: Path, capsys) -> None:

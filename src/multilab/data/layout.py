@@ -249,9 +249,11 @@ def build_verse_vocab(cfg: Config) -> dict[str, int]:
     unit = cfg.vocab.unit
     if unit != "wordpiece":  # word and char vocabularies: their size is the corpus's
         sizes = {}
-    if cfg.vocab.mode == JOINT:  # as many ids as the separate blocks: the same model size
-        blocks = build_blocks(languages, train, sum(sizes.values()) or cfg.vocab.size,
-                              mode=JOINT, unit=unit)
+    if cfg.vocab.mode == JOINT:  # as many ids as the separate blocks: the same model size;
+        # a word vocabulary of every language scales from all of them (the paper's 100k words
+        # stand to its joint 60k word-pieces), not from one language's `vocab.size`
+        joint_size = sum(sizes.values()) or cfg.vocab.size * len(columns)
+        blocks = build_blocks(languages, train, joint_size, mode=JOINT, unit=unit)
     else:  # separate, or union: each language's own WordPiece, the same sizes
         blocks = build_blocks(languages, train, cfg.vocab.size, mode=cfg.vocab.mode,
                               sizes=sizes, unit=unit)
