@@ -83,8 +83,8 @@ def train_tokens(sentences: list[str], size: int, unit: str = "wordpiece",
     - ``wordpiece``: :func:`train_wordpiece` of ``size`` tokens;
     - ``word`` (seed 002 Table 10): the most frequent words, as many as the paper's 100k word
       vocabulary stands to its 60k word-pieces (5/3 × ``size``), at most every word of the
-      corpus (the Bible's New Testament has fewer: then every train word is in and only
-      unseen words are ``[UNK]``);
+      corpus (Basic English's New Testament has fewer: then every train word is in and only
+      unseen words are ``[UNK]``; Spanish's has more);
     - ``char``: every character of the corpus, word-initial and ``##``-internal (``size`` is
       not used: the corpus fixes it).
 
