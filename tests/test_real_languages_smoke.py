@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +28,7 @@ from multilab.data.parallel import dev_corpora, train_corpora
 from multilab.data.vocab import bert_pipeline, load_tokenizer
 from multilab.evaluation.verse_retrieval import retrieval_matrix
 from multilab.lab.modifications import ModificationError
-from tests.helpers import cli_args, config_of
+from tests.helpers import PARAMS, cli_args, config_of, subprocess_env
 
 SIZE = 300
 
@@ -358,6 +361,18 @@ def test_seed_002_table_1_enfake_pair(built_project: Path, tmp_path: Path, one_t
     mrr = json.loads(next((cfg.paths.reports / "word_retrieval").rglob("*.json")).read_text())
     assert mrr["dictionary"] == "silver" and mrr["dictionary_pairs"] > 0  # German vs enfake
     assert all(0 < row["mrr"] <= 1 for row in mrr["trained"])
+    # scripts/nsp_probe.py rebuilds the model's own pairs: a 4-step model knows nothing yet,
+    # so NSP sits at chance (ln 2) and MLM near the uniform guess over the vocabulary
+    probe = subprocess.run(
+        [sys.executable, str(PARAMS.parent / "scripts" / "nsp_probe.py"), model_dir,
+         "--params", str(PARAMS), "--modification", modification, "--seed", "0",
+         "--pairs", "64", *(f"--set={s}" for s in settings)],
+        capture_output=True, text=True, env=subprocess_env(), check=False)
+    assert probe.returncode == 0, probe.stderr
+    scores = dict(re.findall(r"(MLM loss|NSP loss|NSP accuracy) ([0-9.]+)", probe.stdout))
+    assert abs(float(scores["NSP loss"]) - math.log(2)) < 0.05, probe.stdout
+    assert 0.0 <= float(scores["NSP accuracy"]) <= 1.0
+    assert abs(float(scores["MLM loss"]) - math.log(4096)) < 1.0, probe.stdout
 
 
 def test_other_domain_trains_on_held_out_free_old_testament_verses(tmp_path: Path) -> None:
