@@ -1,10 +1,11 @@
 """Did an ``nsp`` model learn next-sentence prediction? (seed 002 Table 8, a diagnostic)
 
-Rebuilds the model's own training pairs and MLM masks with the library (``prepare_data``,
-``mask_tokens``), reads the saved ``BertForPreTraining`` and prints its MLM loss, NSP loss and
-NSP accuracy on a random sample of those pairs. Why: the trainer logs MLM + NSP as one number,
-and a model that never learned NSP (loss ln 2, accuracy 1/2) reads differently from one that
-did. Run it in the workspace that trained the model, with the same ``--set`` overrides::
+Rebuilds the model's own training pairs with the library (``prepare_data``), draws MLM masks
+as training does (``mask_tokens``, fresh draws), reads the saved ``BertForPreTraining`` and
+prints its MLM loss, NSP loss and NSP accuracy on a random sample of those pairs. Why: the
+trainer logs MLM + NSP as one number, and a model that never learned NSP (loss ln 2, accuracy
+1/2) reads differently from one that did. Run it in the workspace that trained the model,
+with the same ``--set`` overrides::
 
     python scripts/nsp_probe.py artifacts/models/nsp/seed42 --seed 42 \\
         --set 'languages=[v,enfake:3]' --set vocab.mode=joint --set 'study=[nsp]'
