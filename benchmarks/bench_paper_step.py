@@ -227,8 +227,9 @@ def main() -> None:
     args = parser.parse_args()
 
     if not (args.checkpoint / "state.pt").is_file():
-        sys.exit(f"bench_paper_step: {args.checkpoint} has no state.pt; valid: a checkpoint-N "
-                 "folder of a training run")
+        print(f"bench_paper_step: {args.checkpoint} has no state.pt; valid: a checkpoint-N "
+              "folder of a training run (artifacts/checkpoints/…/checkpoint-N)", file=sys.stderr)
+        sys.exit(2)
     cfg = project_config(args.project, {"profile": "paper"})  # the repository's params.yaml
     run = cfg.run(MODIFICATION, args.seed)
     data = Data(run)
