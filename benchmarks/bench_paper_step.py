@@ -24,7 +24,8 @@ a change of load hits all alike):
 * one thread vs two (with ``OMP_WAIT_POLICY=PASSIVE``, as the trainer sets it).
 
 Then a profiler breakdown of the default step by kind of work (matrix products, dropout,
-layer norm, optimizer, …): the matrix products are the floor that no overhead lever removes.
+layer norm, optimizer, …): the matrix products are the floor that no overhead lever removes;
+and what a paper run spends besides its steps (curve points, checkpoints).
 
 Run from the project root, on a built project with a checkpoint of the original model, e.g. a
 fresh clone in which ``dvc exp run -S profile=paper -S 'study=[original]'`` has run a while:
@@ -93,10 +94,6 @@ class HashDropout(torch.nn.Module):
         return hidden * keep.to(hidden.dtype) * (1.0 / (1.0 - self.p))
 
 
-def run_lr(data: Data) -> float:
-    return data.run.model.lr
-
-
 class CheckpointArm(Arm):
     """An arm that starts from a saved training state and may flush denormals in its step."""
 
@@ -109,7 +106,7 @@ class CheckpointArm(Arm):
         if optimizer != "default":  # AdamW's fused (one kernel) or foreach (batched) path
             groups = [{k: v for k, v in g.items() if k != "initial_lr"}
                       for g in self.optimizer.param_groups]
-            self.optimizer = torch.optim.AdamW(groups, lr=run_lr(data), eps=groups[0]["eps"],
+            self.optimizer = torch.optim.AdamW(groups, lr=data.run.model.lr, eps=groups[0]["eps"],
                                                **{optimizer: True})
             self.scheduler = get_linear_schedule_with_warmup(
                 self.optimizer, data.run.study.train.warmup_steps, schedule_steps)
@@ -142,7 +139,7 @@ class CheckpointArm(Arm):
 
 
 def denormal_share(arm: Arm) -> dict[str, float]:
-    """Fraction of the weights and of AdamW's second moments that are subnormal floats."""
+    """Fraction of the weights and of AdamW's moments that are subnormal (denormal) floats."""
     tiny = torch.finfo(torch.float32).tiny
 
     def share(tensors: list[torch.Tensor]) -> float:
