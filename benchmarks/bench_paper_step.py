@@ -49,6 +49,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from bench_train import BASELINE, MULTILAB, Arm, Data, Levers, take_turns
 from common import RESULTS, load_average, machine, project_config, write_json
+from multilab.training.train import _load_checkpoint
 
 MODIFICATION = "original"
 
@@ -112,7 +113,7 @@ class CheckpointArm(Arm):
                 self.optimizer, data.run.study.train.warmup_steps, schedule_steps)
         self.flush_denormal = flush_denormal
         if checkpoint is not None:
-            saved = torch.load(checkpoint / "state.pt", weights_only=False)
+            saved = _load_checkpoint(checkpoint)  # the trainer's reader (checks state.sha256)
             self.model.load_state_dict(saved["model"])
             self.optimizer.load_state_dict(saved["optimizer"])
             self.scheduler.load_state_dict(saved["scheduler"])
@@ -182,10 +183,11 @@ def breakdown(arm: Arm, steps: int) -> dict[str, Any]:
     }
 
 
-def side_costs(arm: Arm, rounds: int = 2) -> dict[str, float]:
+def side_costs(arm: Arm, schedule_steps: int, rounds: int = 2) -> dict[str, float]:
     """Seconds of what a paper run does besides its steps: one curve point (the trainer's
     ``curve_hook`` on ``curve_sentences`` dev and train sentences) and one checkpoint's
-    ``state.pt`` (weights + AdamW state, flushed to disk as the trainer does)."""
+    ``state.pt`` (weights + AdamW state, flushed to disk as the trainer does), and their
+    minutes over a run of ``schedule_steps``."""
     import tempfile
     import time
 
@@ -207,7 +209,11 @@ def side_costs(arm: Arm, rounds: int = 2) -> dict[str, float]:
                 handle.flush()
                 os.fsync(handle.fileno())
         checkpoint = (time.perf_counter() - started) / rounds
-    return {"curve_point_seconds": curve, "checkpoint_state_seconds": checkpoint}
+    train = arm.data.run.study.train
+    curve_points, checkpoints = len(train.eval_points), schedule_steps // train.checkpoint_every
+    return {"curve_point_seconds": curve, "checkpoint_state_seconds": checkpoint,
+            "curve_points": curve_points, "checkpoints": checkpoints,
+            "minutes_per_paper_model": (curve_points * curve + checkpoints * checkpoint) / 60}
 
 
 def main() -> None:
@@ -284,13 +290,7 @@ def main() -> None:
     write_json(args.out, record)
     torch.set_num_threads(2)
     record["profile_trained_2_threads"] = breakdown(trained, args.profile_steps)
-    record["side_costs_2_threads"] = side_costs(trained)
-    plan = {"curve_points": len(run.study.train.eval_points),
-            "checkpoints": schedule_steps // run.study.train.checkpoint_every}
-    record["side_costs_2_threads"]["minutes_per_paper_model"] = (
-        plan["curve_points"] * record["side_costs_2_threads"]["curve_point_seconds"]
-        + plan["checkpoints"] * record["side_costs_2_threads"]["checkpoint_state_seconds"]) / 60
-    record["side_costs_2_threads"] |= plan
+    record["side_costs_2_threads"] = side_costs(trained, schedule_steps)
     record["load_average_at_end"] = load_average()
     write_json(args.out, record)
     for name, row in rows.items():
