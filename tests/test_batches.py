@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ from multilab.data.batches import (
     training_examples,
     unigram_lines,
 )
-from multilab.data.inputs import CLS_ID, ENGLISH, FAKE, MASK_ID, SEP_ID, InputEncoder
+from multilab.data.inputs import CLS_ID, ENGLISH, FAKE, MASK_ID, PAD_ID, SEP_ID, InputEncoder
 from multilab.lab.modifications import resolve_recipe
 
 V, MAX_LEN = 2048, 128
@@ -389,3 +390,46 @@ def test_window_slices_pretraining_sentences_only_and_keeps_every_token() -> Non
     paired = training_examples(sentences, resolve_recipe("window-5;nsp"),
                                encoder("window-5;nsp"), pretraining_seed=0)
     assert len(paired) == 6 and int(paired.lengths.max()) <= 13  # 4 windows, 3 pairs each
+
+
+@pytest.mark.parametrize("mod", ["attend-padding", "attend-padding;shift-special",
+                                 "attend-padding;lang-pos;shift-special"])
+def test_attend_padding_shows_padding_as_the_authors_code(mod: str) -> None:
+    """No attention mask; each pad continues its row's positions and segment and is the row's
+    own [PAD]; the real tokens are the default batch's, bit for bit."""
+    enc = encoder(mod)
+    plain = InputEncoder(replace(enc.recipe, attend_padding=False), V, MAX_LEN)
+    rows, languages = [WORDS, WORDS[:3], WORDS[:5]], [ENGLISH, FAKE, FAKE]
+    batch, masked_batch = enc.batch(rows, languages), plain.batch(rows, languages)
+    real = masked_batch.attention_mask.bool()
+    assert batch.attention_mask.bool().all() and torch.equal(batch.real_tokens(),
+                                                             masked_batch.attention_mask)
+    for name in ("input_ids", "position_ids", "token_type_ids"):
+        assert torch.equal(getattr(batch, name)[real], getattr(masked_batch, name)[real])
+    assert torch.equal(batch.word_mask, masked_batch.word_mask)
+    shifted = enc.recipe.shift_special
+    offset = 128 if enc.recipe.language_positions else 0
+    fake_pad = PAD_ID + V if shifted else PAD_ID
+    assert batch.input_ids[1, 5:].tolist() == [fake_pad] * 4  # 3 words + 2 specials, width 9
+    assert batch.position_ids[1].tolist() == list(range(offset, offset + 9))
+    assert batch.token_type_ids[1].tolist() == [1 if offset else 0] * 9
+    assert batch.position_ids[0].tolist() == list(range(9))  # English: no padding
+
+
+def test_padding_stays_masked_and_zero_without_attend_padding() -> None:
+    batch = encoder("lang-pos;shift-special").batch([WORDS, WORDS[:3]], [ENGLISH, FAKE])
+    assert batch.token_mask is None and batch.attention_mask[1].tolist() == [1] * 5 + [0] * 4
+    pads = ~batch.attention_mask[1].bool()
+    for name in ("input_ids", "position_ids", "token_type_ids"):
+        assert getattr(batch, name)[1][pads].tolist() == [0] * 4
+
+
+def test_attend_padding_reaches_training_examples_and_masking() -> None:
+    enc = encoder("attend-padding")
+    rows = [WORDS, WORDS[:2]]
+    examples = training_examples(rows, enc.recipe, enc)
+    batch = examples.batch(torch.arange(len(examples)))
+    assert examples.attend_padding and batch.attention_mask.bool().all()
+    masked = mask_tokens(batch, enc, 0.5, enc.recipe.replacement, seeded_generator(3))
+    assert torch.equal(masked.token_mask, batch.token_mask)
+    assert not masked.selected[~batch.token_mask.bool()].any()  # padding is never a target

@@ -129,6 +129,9 @@ STRICT = [
     ({"modification": "no-random;knn-replace"}, "both set replacement differently"),
     ({"study": ["no-random+knn-replace"]}, "both set replacement differently"),
     ({"study": ["lang-pos+no-random", "no-random+lang-pos"]}, "the same model twice"),
+    ({"study": ["attend-padding"], "train": {"length_pieces": 4}},
+     "train.length_pieces = 4 with 'attend-padding': attending to padding needs each batch run "
+     "whole"),
 ]
 
 

@@ -187,6 +187,24 @@ def test_seed_002_rewrites_touch_the_pretraining_corpus_only(project: Config) ->
     assert read_done(model_dir)["modification"] == "permute-1;unigram-target;lang-id"
 
 
+def test_attend_padding_changes_only_padded_rows_and_trains(project: Config) -> None:
+    """The model sees padding under attend-padding: a padded row's hidden states change, a row
+    without padding does not; a smoke model trains with whole batches."""
+    run = replace(project, train=replace(project.train, length_pieces=1,
+                                         max_train_sentences=32)).run("attend-padding", 0)
+    model = build_model(run.model, 4096, 0).eval()
+    encoder = InputEncoder(run.recipe, 2048, run.study.train.max_length)
+    plain = InputEncoder(resolve_recipe("original"), 2048, run.study.train.max_length)
+    rows = [torch.arange(5, 25), torch.arange(30, 36)]
+    with torch.no_grad():
+        seen = model(**encoder.batch(rows, [0, 1]).model_inputs()).logits
+        masked = model(**plain.batch(rows, [0, 1]).model_inputs()).logits
+    assert torch.allclose(seen[0], masked[0], atol=1e-5)  # the widest row has no padding
+    assert not torch.allclose(seen[1, :8], masked[1, :8], atol=1e-3)
+    model_dir = train_model(run, progress=False)
+    assert read_done(model_dir)["modification"] == "attend-padding"
+
+
 def test_an_nsp_model_trains_saves_its_head_and_loads_as_a_masked_lm(project: Config) -> None:
     """nsp trains ``BertForPreTraining`` (pooler + NSP head); its folder loads with
     ``AutoModelForMaskedLM`` (the head left out), so evaluation reads it as any other model,

@@ -786,7 +786,14 @@ def _check_run(recipe: mods.Recipe, model: ModelConfig, train: TrainConfig, size
                modification: str) -> None:
     """What only a (modification, model) pair can get wrong: lang-pos gives Fake-English
     positions ``max_length … 2·max_length - 1``, so the model needs twice the embeddings
-    (a third and further language: :meth:`Config.run` widens the table to N blocks)."""
+    (a third and further language: :meth:`Config.run` widens the table to N blocks);
+    attend-padding needs whole batches (``train.length_pieces`` 1)."""
+    if recipe.attend_padding and train.length_pieces != 1:
+        raise UserError(
+            f"train.length_pieces = {train.length_pieces} with {modification!r}: attending to "
+            f"padding needs each batch run whole, padded to its longest row (pieces would "
+            f"change the padding every row sees); valid: 1"
+        )
     needed = 2 * train.max_length if recipe.language_positions else train.max_length
     if model.max_position_embeddings < needed:
         raise UserError(

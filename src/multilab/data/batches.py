@@ -60,6 +60,7 @@ class Examples:
     languages: list[int]
     lengths: torch.Tensor
     next_sentence: torch.Tensor | None = None  # nsp: 0 = true next, 1 = random (per example)
+    attend_padding: bool = False  # attend-padding: batches show the model their padding
 
     def __len__(self) -> int:
         return len(self.encoded)
@@ -68,7 +69,7 @@ class Examples:
         idx = indices.tolist()
         labels = None if self.next_sentence is None else self.next_sentence[indices]
         return collate([self.encoded[i] for i in idx], [self.languages[i] for i in idx],
-                       labels)
+                       labels, attend_padding=self.attend_padding)
 
     def tokens(self) -> int:
         return int(self.lengths.sum())
@@ -116,6 +117,7 @@ def training_examples(
         encoded=encoded,
         languages=[lang for _, lang in pairs],
         lengths=torch.tensor([len(e[0]) for e in encoded]),
+        attend_padding=recipe.attend_padding,
     )
 
 
@@ -159,7 +161,8 @@ def next_sentence_examples(texts: list[list[torch.Tensor]], encoder: InputEncode
         labels.append(pairs.next_sentence_label)
     return Examples(encoded=encoded, languages=languages,
                     lengths=torch.tensor([len(e[0]) for e in encoded]),
-                    next_sentence=torch.cat(labels))
+                    next_sentence=torch.cat(labels),
+                    attend_padding=encoder.recipe.attend_padding)
 
 
 def permuted_corpus(by_language: list[list[torch.Tensor]], p: float, seed: int
@@ -342,6 +345,8 @@ class MaskedBatch:
     selected: torch.Tensor  # bool [B, L]
     labels: torch.Tensor  # [N] true ids of the selected positions, row-major order
     next_sentence: torch.Tensor | None = None  # nsp labels [B] (the batch's), else None
+    #: 1 at real tokens (``inputs["attention_mask"]`` is all ones under attend-padding)
+    token_mask: torch.Tensor | None = None
 
 
 def mask_tokens(
@@ -389,7 +394,7 @@ def mask_tokens(
     inputs = batch.model_inputs()
     inputs["input_ids"] = corrupted
     return MaskedBatch(inputs=inputs, selected=selected, labels=labels,
-                       next_sentence=batch.next_sentence)
+                       next_sentence=batch.next_sentence, token_mask=batch.real_tokens())
 
 
 def _knn_neighbours(

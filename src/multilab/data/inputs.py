@@ -40,6 +40,12 @@ class Batch:
     #: nsp: 0 where the second sentence of the pair is the true next one, 1 where random
     #: (``BertForPreTraining``'s convention); None for single sentences
     next_sentence: torch.Tensor | None = None
+    #: attend-padding: 1 at real tokens (``attention_mask`` is then all ones); None otherwise
+    token_mask: torch.Tensor | None = None
+
+    def real_tokens(self) -> torch.Tensor:
+        """1 at real tokens, 0 at padding: the attention mask unless padding is attended."""
+        return self.attention_mask if self.token_mask is None else self.token_mask
 
     def to(self, device: torch.device | str) -> Batch:
         return Batch(**{k: None if v is None else v.to(device) for k, v in vars(self).items()})
@@ -151,7 +157,7 @@ class InputEncoder:
         """Encode and right-pad a list of sentences into one :class:`Batch`."""
         pairs = zip(sentences, languages, strict=True)
         encoded = [self.encode(words, lang) for words, lang in pairs]
-        return collate(encoded, languages)
+        return collate(encoded, languages, attend_padding=self.recipe.attend_padding)
 
     def gold_alignment(self, lengths: torch.Tensor, width: int) -> torch.Tensor:
         """Index of the Fake-English word aligned to each English word, per sentence.
@@ -167,19 +173,53 @@ class InputEncoder:
 
 
 def collate(encoded: list[tuple[torch.Tensor, ...]], languages: list[int],
-            next_sentence: torch.Tensor | None = None) -> Batch:
-    """Right-pad pre-encoded sentences (``InputEncoder.encode`` or ``encode_pair`` outputs)."""
+            next_sentence: torch.Tensor | None = None, attend_padding: bool = False) -> Batch:
+    """Right-pad pre-encoded sentences (``InputEncoder.encode`` or ``encode_pair`` outputs).
+
+    With ``attend_padding`` (the attend-padding modification) the model sees the padding as
+    the authors' code shows it: no attention mask, each pad at its row's continuing position
+    and last segment, and the row's own [PAD] (its block's under shift-special, read off its
+    [CLS]); ``token_mask`` keeps the real tokens. Otherwise padding is masked and its
+    position, segment and id are 0 (never seen).
+    """
     ids, positions, segments, words = zip(*encoded, strict=True)
-    input_ids = pad_sequence(list(ids), batch_first=True, padding_value=PAD_ID)
-    attention = pad_sequence(
+    real = pad_sequence(
         [torch.ones(len(x), dtype=torch.long) for x in ids], batch_first=True, padding_value=0
     )
+    word_mask = pad_sequence(list(words), batch_first=True, padding_value=False)
+    language_ids = torch.tensor(languages, dtype=torch.long)
+    if attend_padding:
+        width = real.shape[1]
+        return Batch(
+            input_ids=_pad_rows(ids, width, lambda row: row[0] - CLS_ID + PAD_ID),
+            attention_mask=torch.ones_like(real),
+            position_ids=_pad_rows(positions, width, None),
+            token_type_ids=_pad_rows(segments, width, lambda row: row[-1]),
+            word_mask=word_mask,
+            languages=language_ids,
+            next_sentence=next_sentence,
+            token_mask=real,
+        )
     return Batch(
-        input_ids=input_ids,
-        attention_mask=attention,
+        input_ids=pad_sequence(list(ids), batch_first=True, padding_value=PAD_ID),
+        attention_mask=real,
         position_ids=pad_sequence(list(positions), batch_first=True, padding_value=0),
         token_type_ids=pad_sequence(list(segments), batch_first=True, padding_value=0),
-        word_mask=pad_sequence(list(words), batch_first=True, padding_value=False),
-        languages=torch.tensor(languages, dtype=torch.long),
+        word_mask=word_mask,
+        languages=language_ids,
         next_sentence=next_sentence,
     )
+
+
+def _pad_rows(rows: tuple[torch.Tensor, ...], width: int, fill) -> torch.Tensor:
+    """Rows right-padded to ``width``: with ``fill(row)`` (a 0-d tensor), or, for ``None``,
+    by continuing the row's positions (``row[0] + j`` at column j)."""
+    padded = []
+    for row in rows:
+        missing = width - len(row)
+        if fill is None:
+            tail = row[0] + torch.arange(len(row), width, dtype=row.dtype)
+        else:
+            tail = fill(row).expand(missing)
+        padded.append(torch.cat([row, tail]))
+    return torch.stack(padded)

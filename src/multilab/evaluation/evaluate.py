@@ -255,7 +255,8 @@ def verse_metrics(
         for language, name in enumerate(names):
             keep = (of_language == language).nonzero()[:, 0]
             examples = Examples([every.encoded[i] for i in keep.tolist()],
-                                [language] * len(keep), every.lengths[keep])
+                                [language] * len(keep), every.lengths[keep],
+                                attend_padding=every.attend_padding)
             nll, count = _masked_nll(model, encoder, examples, mask_prob, seed, ev.batch_size)
             results[f"ppl_{split}.{name}"] = metrics.perplexity(nll, count)
             total_nll, total_count = total_nll + nll, total_count + count

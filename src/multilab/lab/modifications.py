@@ -44,6 +44,7 @@ class Recipe:
     shift_special: bool = False  # Fake-English gets its own [CLS], [SEP], [MASK], ...
     language_sep: bool = False  # each language its own [SEP] (seed 002's [SEP-A], [SEP-B])
     language_positions: bool = False  # Fake-English: positions + max_length, segment id 1
+    attend_padding: bool = False  # the authors' code: padding attended (no attention mask)
     # model shape at a fixed parameter count (seed 002 §3.3): 0 = the model size's own
     layers: int = 0  # Transformer layers; the hidden size is solved (config.Config.run)
     heads: int = 0  # attention heads; likewise
@@ -132,6 +133,14 @@ REGISTRY: dict[str, Modification] = {
             {"language_positions": True, "shift_special": True, "random_in_language": True},
         ),
         Modification(
+            "attend-padding",
+            "the authors' padding (their run_language_modeling.py passes no attention mask): "
+            "padding is attended, at its row's continuing positions and segment, as the row's "
+            "own [PAD] under shift-special; needs train.length_pieces = 1 (each batch padded "
+            "to its longest row, as theirs)",
+            {"attend_padding": True},
+        ),
+        Modification(
             "inv-order",
             "Fake-English word order inverted",
             {"invert_fake": True},
@@ -161,7 +170,7 @@ LATER_FIELDS: dict[str, Any] = {"permute": 0.0, "unigram_target": False, "langua
                                 "layers": 0, "heads": 0, "size_factor": 0.0,
                                 "next_sentence": False, "window": 0,
                                 "random_in_language": False, "separate_layers": 0,
-                                "code_switch": False}
+                                "code_switch": False, "attend_padding": False}
 
 
 @dataclass(frozen=True)

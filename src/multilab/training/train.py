@@ -379,7 +379,7 @@ class _Step:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        tokens = int(batch.attention_mask.sum())  # the global batch's real tokens
+        tokens = int(batch.real_tokens().sum())  # the global batch's real tokens
         return {
             "step": step + 1,
             "epoch": (step + 1) / self.batches.steps_per_epoch,
@@ -411,7 +411,9 @@ def _accumulate(
             piece = rows[:1]
         selected = masked.selected[piece]
         inputs = {k: v[piece].to(accelerator.device) for k, v in masked.inputs.items()}
-        width = int(inputs["attention_mask"].sum(1).max())
+        real = masked.token_mask if masked.token_mask is not None else masked.inputs[
+            "attention_mask"]
+        width = int(real[piece].sum(1).max())  # the piece's widest real row
         inputs = {k: v[:, :width] for k, v in inputs.items()}
         selected = selected[:, :width].to(accelerator.device)
         labels = _labels_of(masked, piece).to(accelerator.device)
