@@ -45,6 +45,20 @@ def test_punkt_only_split_matches_the_measured_count(built_project: Path) -> Non
     assert stats.sentences == 9009 and stats.median_length == 24
     colons = corpus.CorpusStats.of(corpus.build_sentences(verses, split_colons=True))
     assert colons.words == stats.words  # the same words, cut into more sentences
+    # split_clauses: the paper's length profile (17,178 sentences of median 12) from these words
+    clauses = corpus.CorpusStats.of(corpus.build_sentences(verses, True, split_clauses=True))
+    assert (clauses.sentences, clauses.median_length) == (16384, 12)
+    assert clauses.words == stats.words
+
+
+def test_split_clauses_cuts_after_a_comma_before_a_conjunction_only() -> None:
+    verses = ["And he said , Go ; and they went , for the day was near , the day of God ."]
+    splitter = corpus.SentenceSplitter(verses, split_colons=True, split_clauses=True)
+    assert list(splitter(verses[0])) == ["And he said , Go ;", "and they went ,",
+                                         "for the day was near , the day of God ."]
+    plain = corpus.SentenceSplitter(verses, split_colons=True)
+    assert list(plain(verses[0])) == ["And he said , Go ;",
+                                      "and they went , for the day was near , the day of God ."]
 
 
 def test_export_is_byte_for_byte_deterministic(tmp_path: Path, built_project: Path) -> None:

@@ -105,6 +105,9 @@ class CorpusConfig:
     dev_books: tuple[int, int] = (1, 39)
     dev_sentences: int = 10000
     split_colons: bool = False  # also split train sentences at ';' and ':' (see README)
+    # also split train sentences after ', ' + and/but/for/so/then/because/who/which/that
+    # (English only): the paper's sentence-length profile from the same words (issue 24 E3)
+    split_clauses: bool = False
     export_editions: tuple[str, ...] = ("3", "k")
 
 
@@ -486,6 +489,9 @@ class RunConfig:
             del relevant["vocab.mode"]
         if self.study.vocab.unit == VOCAB_UNITS[0]:  # likewise
             del relevant["vocab.unit"]
+        for later, default in LATER_PARAMS.items():  # likewise for later parameters
+            if relevant[later] == default:
+                del relevant[later]
         for later, default in mods.LATER_FIELDS.items():  # likewise for later recipe fields
             if relevant[f"recipe.{later}"] == default:
                 del relevant[f"recipe.{later}"]
@@ -509,6 +515,9 @@ VOCAB_UNITS = ("wordpiece", "word", "char")
 SEED_DICTIONARIES = ("none", "silver")
 #: ``word_order.editions``: every edition of the Bible DB
 ALL_EDITIONS = "all"
+#: Parameters added after models were trained, with their defaults: a fingerprint leaves one
+#: out while it has its default, so those models keep their fingerprints.
+LATER_PARAMS: dict[str, Any] = {"corpus.split_clauses": False}
 NOT_IN_FINGERPRINT = frozenset({"train.eval_points", "train.checkpoint_every", "train.log_every"})
 
 PROFILES_KEY = "profiles"
