@@ -246,7 +246,8 @@ def _masked(selected_rows: list[list[bool]]):
         "position_ids": torch.arange(ids.shape[1]).expand_as(ids),
         "token_type_ids": torch.zeros_like(ids),
     }
-    return MaskedBatch(inputs=inputs, selected=selected, labels=ids[selected])
+    return MaskedBatch(inputs=inputs, selected=selected, labels=ids[selected],
+                       token_mask=torch.ones_like(ids))
 
 
 @pytest.mark.parametrize(

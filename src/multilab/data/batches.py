@@ -344,9 +344,9 @@ class MaskedBatch:
     inputs: dict[str, torch.Tensor]
     selected: torch.Tensor  # bool [B, L]
     labels: torch.Tensor  # [N] true ids of the selected positions, row-major order
-    next_sentence: torch.Tensor | None = None  # nsp labels [B] (the batch's), else None
     #: 1 at real tokens (``inputs["attention_mask"]`` is all ones under attend-padding)
-    token_mask: torch.Tensor | None = None
+    token_mask: torch.Tensor
+    next_sentence: torch.Tensor | None = None  # nsp labels [B] (the batch's), else None
 
 
 def mask_tokens(
@@ -394,7 +394,7 @@ def mask_tokens(
     inputs = batch.model_inputs()
     inputs["input_ids"] = corrupted
     return MaskedBatch(inputs=inputs, selected=selected, labels=labels,
-                       next_sentence=batch.next_sentence, token_mask=batch.real_tokens())
+                       token_mask=batch.real_tokens(), next_sentence=batch.next_sentence)
 
 
 def _knn_neighbours(

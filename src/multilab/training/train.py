@@ -411,9 +411,7 @@ def _accumulate(
             piece = rows[:1]
         selected = masked.selected[piece]
         inputs = {k: v[piece].to(accelerator.device) for k, v in masked.inputs.items()}
-        real = masked.token_mask if masked.token_mask is not None else masked.inputs[
-            "attention_mask"]
-        width = int(real[piece].sum(1).max())  # the piece's widest real row
+        width = int(masked.token_mask[piece].sum(1).max())  # the piece's widest real row
         inputs = {k: v[:, :width] for k, v in inputs.items()}
         selected = selected[:, :width].to(accelerator.device)
         labels = _labels_of(masked, piece).to(accelerator.device)
