@@ -38,7 +38,8 @@ def test_batch_shape_keys_must_be_positive_integers(key: str, value) -> None:
 def test_run_config_applies_the_modification() -> None:
     cfg = load_config(PARAMS, {"profile": "paper"})
     run = cfg.run("21", 42)
-    assert run.modification == "no-parallel" and run.epochs == 200
+    # no-parallel: twice the profile's epochs (the paper's: 2 x its 100 = 13.5k updates each)
+    assert run.modification == "no-parallel" and run.epochs == 2 * cfg.train.epochs == 294
     assert cfg.run("overparam", 0).model.hidden_size == 768
     assert run.model_dir.parts[-2:] == ("no-parallel", "seed42")
     assert run.fingerprint("a") != run.fingerprint("b")
