@@ -29,11 +29,13 @@ overrides() {  # overrides <corpus>: the config of that corpus, 2,300 updates
 }
 
 if [ "${1:-}" = build ]; then  # corpora + vocabularies of every corpus, on the CPU
+  data=/tmp/multilab-gpu-data   # a copy: the WEB export must not land in the DVC-tracked data/
+  mkdir -p "$data/bible" && cp data/bible/*.tsv "$data/bible/"
   for corpus in $CORPORA; do
-    dir="$PREBUILT/$corpus" data=/tmp/multilab-gpu-data
-    mkdir -p "$data/bible" && cp data/bible/*.tsv "$data/bible/"
+    extra=$(overrides "$corpus") || exit 2
+    dir="$PREBUILT/$corpus"
     sets="--set paths.data=$data --set paths.artifacts=$dir --set paths.mlruns=/tmp/multilab-gpu-build
-      --set paths.metrics=/tmp/multilab-gpu-build --set paths.reports=/tmp/multilab-gpu-build $(overrides "$corpus")"
+      --set paths.metrics=/tmp/multilab-gpu-build --set paths.reports=/tmp/multilab-gpu-build $extra"
     # shellcheck disable=SC2086
     { case $corpus in web*) multilab $sets corpus export --edition 4 ;; esac
       multilab $sets corpus build && multilab $sets vocab; } > "/tmp/multilab-gpu-build-$corpus.log" 2>&1 \
