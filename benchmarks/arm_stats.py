@@ -32,7 +32,7 @@ FILE_NAME = re.compile(r"^[^-]+-(?P<arm>.+)-s(?P<seed>\d+)\.json$")
 def read_arms(folder: Path) -> dict[str, dict[str, list[float]]]:
     """Each arm's metric values, one per seed, in seed order."""
     arms: dict[str, dict[str, list[float]]] = {}
-    for path in sorted(folder.glob("*-s*.json"), key=lambda p: p.name):
+    for path in sorted(folder.glob("*-s*.json")):
         match = FILE_NAME.match(path.name)
         if match is None:
             continue
@@ -45,6 +45,11 @@ def read_arms(folder: Path) -> dict[str, dict[str, list[float]]]:
 
 def main(folder: Path, pairs: list[tuple[str, str]]) -> None:
     arms = read_arms(folder)
+    unknown = sorted({name for pair in pairs for name in pair} - arms.keys())
+    if unknown or any(len(pair) != 2 for pair in pairs):
+        print(f"arm_stats: bad pair or unknown arm {', '.join(unknown) or pairs}; "
+              f"arms in {folder}: {', '.join(sorted(arms))} (pairs are BASE:ARM)", file=sys.stderr)
+        sys.exit(2)
     names = list(dict.fromkeys(name for pair in pairs for name in pair if name in arms))
     print("metric".ljust(18) + "".join(f"{name:>26}" for name in names))
     for metric in METRICS:
