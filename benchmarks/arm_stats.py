@@ -1,5 +1,6 @@
-"""Issue 24's GPU experiments (E3, E4): mean ± std over seeds of each arm, and Welch's t-test of
-each arm against its baseline, read from the evaluation JSONs copied out of the runs.
+"""Issue 24's seed experiments (E3, E4 on a GPU; E5 on the CPU): mean ± std over seeds of each
+arm, and Welch's t-test of each arm against its baseline, read from the evaluation JSONs copied
+out of the runs.
 
     python benchmarks/arm_stats.py [FOLDER] [BASE:ARM ...]
 
