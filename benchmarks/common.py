@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:  # the tests' reference definitions (tests/referen
     sys.path.append(str(ROOT))
 PARAMS = ROOT / "params.yaml"
 RESULTS = ROOT / "benchmarks" / "results"
-PATH_KEYS = ("data", "artifacts", "reports", "metrics", "mlruns")
+PATH_KEYS = ("data", "artifacts", "reports", "metrics", "mlruns", "results")
 
 
 def project_config(project: Path | None, overrides: dict[str, Any] | None = None) -> Config:

@@ -159,3 +159,17 @@ def served(tracking_server: str, built_project: Path, tmp_path_factory: pytest.T
                      for run_id in runs["run_id"]}
     return {"cfg": cfg, "records": records, "report": report, "runs": runs, "full": full,
             "history": history, "artifacts": artifacts, "uri": tracking_server}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def repository_results_untouched() -> Iterator[None]:
+    """No test writes into the repository's committed results/ (every test project sets
+    ``paths.results`` inside its temp dir)."""
+    results = Path(__file__).resolve().parent.parent / "results"
+
+    def listing() -> dict[str, float]:
+        return {str(p): p.stat().st_mtime for p in results.rglob("*")} if results.is_dir() else {}
+
+    before = listing()
+    yield
+    assert listing() == before, "a test wrote into the repository's results/"

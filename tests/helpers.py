@@ -57,6 +57,7 @@ def smoke_config(tmp: Path, **overrides) -> Config:
         "reports": str(tmp / "reports"),
         "metrics": str(tmp / "metrics"),
         "mlruns": str(tmp / "mlruns"),
+        "results": str(tmp / "results"),
     }
     merged = {"profile": "smoke", "paths": paths}
     for key, value in overrides.items():
@@ -123,8 +124,9 @@ def tracked_model_cli(cfg: Config, *command: str, extra: Sequence[str] = ()) -> 
     settings, plus the ``--set`` values ``extra``); the exit status."""
     from multilab.cli import main
 
-    settings = ["profile=smoke", *(f"paths.{n}={getattr(cfg.paths, n)}" for n in
-                                   ("data", "artifacts", "reports", "metrics", "mlruns")),
+    settings = ["profile=smoke",
+                *(f"paths.{n}={getattr(cfg.paths, n)}" for n in
+                  ("data", "artifacts", "reports", "metrics", "mlruns", "results")),
                 "train.max_train_sentences=128", "train.eval_points=[]", *extra]
     return main(cli_args(settings, *command))
 
@@ -134,7 +136,7 @@ def cli_settings(root: Path, **extra: object) -> list[str]:
     values: dict[str, object] = {
         "profile": "smoke",
         **{f"paths.{name}": root / name
-           for name in ("data", "artifacts", "reports", "metrics", "mlruns")},
+           for name in ("data", "artifacts", "reports", "metrics", "mlruns", "results")},
         "seeds": "[0, 1]",
         "study": "[original]",
         "train.max_train_sentences": SENTENCES,

@@ -44,7 +44,8 @@ slow = pytest.mark.slow
 
 
 def _settings(root: Path) -> list[str]:
-    paths = {name: root / name for name in ("data", "artifacts", "reports", "metrics", "mlruns")}
+    paths = {name: root / name
+             for name in ("data", "artifacts", "reports", "metrics", "mlruns", "results")}
     return [
         "profile=smoke",
         *(f"paths.{name}={path}" for name, path in paths.items()),

@@ -63,7 +63,7 @@ PINNED = {
 def _pinned_project(root: Path):
     """The pinned configuration with fixed bytes in every file the data fingerprint hashes."""
     paths = {name: str(root / name) for name in ("data", "artifacts", "reports", "metrics",
-                                                 "mlruns")}
+                                                 "mlruns", "results")}
     cfg = config_from_dict({**PINNED_PARAMS, "paths": paths})
     files = {
         cfg.paths.corpora / "train.txt": b"In the beginning was the Word .\n",

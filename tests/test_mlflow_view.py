@@ -134,7 +134,7 @@ def test_report_puts_the_mean_over_seeds_on_the_parent(evaluated: Evaluated) -> 
 
 def _settings(cfg: Config) -> list[str]:
     paths = {f"paths.{name}": getattr(cfg.paths, name)
-             for name in ("data", "artifacts", "reports", "metrics", "mlruns")}
+             for name in ("data", "artifacts", "reports", "metrics", "mlruns", "results")}
     values = {"profile": "smoke", "seeds": "[0]", "study": "[original]",
               "train.epochs": 1, "train.max_train_sentences": 128, **paths}
     return [f"--set={key}={value}" for key, value in values.items()]

@@ -116,7 +116,7 @@ def test_one_edition_read_by_both_models_uses_the_identity_dictionary(
 
 def _settings(tmp_path: Path) -> list[str]:
     return ["profile=smoke", f"paths.reports={tmp_path / 'reports'}",
-            f"paths.mlruns={tmp_path / 'mlruns'}"]
+            f"paths.mlruns={tmp_path / 'mlruns'}", f"paths.results={tmp_path / 'results'}"]
 
 
 def test_command_writes_figures_json_and_an_mlflow_run(models: dict[str, Path], tmp_path: Path,

@@ -77,7 +77,7 @@ def _settings(root: Path, languages: str, **extra: object) -> list[str]:
     values: dict[str, object] = {
         "profile": "smoke", "languages": languages, "study": "[original]", "seeds": "[0]",
         **{f"paths.{name}": root / name
-           for name in ("data", "artifacts", "reports", "metrics", "mlruns")},
+           for name in ("data", "artifacts", "reports", "metrics", "mlruns", "results")},
         "corpus.dev_sentences": 200, "train.max_train_sentences": 128,
         "train.eval_points": "[]", "evaluate.dev_sentences": 100,
         "downstream.epochs": 1, "downstream.max_train_verses": 64,

@@ -31,7 +31,7 @@ def settings(model: str = "skipgram", rows: int = 64, window: int = 5, seed: int
 
 def project_cli(cfg: Config, *command: str) -> int:
     paths = [f"paths.{n}={getattr(cfg.paths, n)}"
-             for n in ("data", "artifacts", "reports", "metrics", "mlruns")]
+             for n in ("data", "artifacts", "reports", "metrics", "mlruns", "results")]
     return main(cli_args(["profile=smoke", *paths], *command))
 
 

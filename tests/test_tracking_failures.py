@@ -151,7 +151,7 @@ def test_a_model_whose_run_the_store_lost_gets_it_back(built_project: Path, tmp_
 
     cfg = replace(cfg, paths=replace(cfg.paths, mlruns=tmp_path / "new-mlruns"))
     settings = [f"--set=paths.{name}={getattr(cfg.paths, name)}" for name in
-                ("data", "artifacts", "reports", "metrics", "mlruns")]
+                ("data", "artifacts", "reports", "metrics", "mlruns", "results")]
     common = ["--params", str(PARAMS), "--set=profile=smoke", "--set=seeds=[0]",
               "--set=study=[original]", "--set=train.epochs=1",
               "--set=train.max_train_sentences=64", "--set=train.eval_points=[]", *settings]

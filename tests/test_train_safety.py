@@ -315,7 +315,8 @@ def test_killed_dvc_exp_run_resumes_from_its_checkpoint(built_project: Path,
     the stage again; the checkpoints outside it survive, and the rerun resumes the same run."""
     repo = _dvc_repo(built_project, tmp_path)
     cfg = load_config(repo / "params.yaml", {"paths": {"artifacts": str(repo / "artifacts"),
-                                                      "mlruns": str(repo / "mlruns")}})
+                                                      "mlruns": str(repo / "mlruns"),
+                                                      "results": str(repo / "results")}})
     run = cfg.run("original", 0)
     log = tmp_path / "exp.log"
     with log.open("w") as out:

@@ -26,7 +26,7 @@ def _settings(root: Path, corpora: dict, languages: str = LANGUAGES, **extra: ob
     values: dict[str, object] = {
         "profile": "smoke", "languages": languages, "study": "[original]", "seeds": "[0]",
         **{f"paths.{name}": root / name
-           for name in ("data", "artifacts", "reports", "metrics", "mlruns")},
+           for name in ("data", "artifacts", "reports", "metrics", "mlruns", "results")},
         "corpus.dev_sentences": 100, "evaluate.dev_sentences": 100,
         "evaluate.curve_sentences": 50, "train.max_train_sentences": 64,
         "train.eval_points": "[]", **extra,

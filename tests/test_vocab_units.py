@@ -35,7 +35,7 @@ def _settings(root: Path, built: Path, languages: str, unit: str) -> list[str]:
     values = {"profile": "smoke", "languages": languages, "study": "[original]",
               "seeds": "[0]", "vocab.unit": unit,
               **{f"paths.{n}": root / n for n in ("data", "artifacts", "reports", "metrics",
-                                                  "mlruns")},
+                                                  "mlruns", "results")},
               "corpus.dev_sentences": 200, "train.max_train_sentences": 64,
               "train.eval_points": "[]", "evaluate.dev_sentences": 100,
               "downstream.epochs": 1, "downstream.max_train_verses": 32,
@@ -86,7 +86,7 @@ def test_a_joint_word_vocabulary_scales_from_every_language(
 
 
 def test_an_unknown_unit_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
-    settings = [f"paths.{n}={tmp_path / n}" for n in ("artifacts", "mlruns")]
+    settings = [f"paths.{n}={tmp_path / n}" for n in ("artifacts", "mlruns", "results")]
     assert main(cli_args([*settings, "vocab.unit=bpe"], "check")) == 2
     err = capsys.readouterr().err.strip()
     assert err == "multilab: error: vocab.unit = 'bpe'; valid: wordpiece, word, char"

@@ -111,6 +111,7 @@ def cmd_spaces(args: argparse.Namespace) -> None:
                                                cfg.paths.spaces, spaces_cfg)
     _log_spaces(cfg, spaces_cfg, metrics, experiment_id)
     write_json(cfg.paths.metrics / "spaces.json", metrics)
+    _record(cfg, "spaces", metrics, extra={f"spaces.{k}": v for k, v in vars(spaces_cfg).items()})
     shown = {k: v for k, v in metrics.items() if isinstance(v, int | float | str)}
     print("spaces: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
                                  for k, v in shown.items()))
@@ -197,6 +198,7 @@ def cmd_word_order(args: argparse.Namespace) -> None:
         tracking.log_artifact(plot_word_order(data, Path(scratch) / "word-order.png"),
                               "figures")
     write_json(out, data)
+    _record(cfg, "word-order", data)
     print(f"all: {out} (the report draws the chart and the correlations)")
 
 
@@ -238,6 +240,8 @@ def cmd_probe(args: argparse.Namespace) -> None:
     if args.out:
         write_json(Path(args.out), result)
         print(f"all: {args.out}")
+    _record(cfg, "probe", result, qualifier=f"{Path(args.model_dir).name}-{'-'.join(editions)}"
+            f"-l{args.layer}", extra={"model_dir": str(args.model_dir)})
 
 
 def cmd_similarity(args: argparse.Namespace) -> None:
@@ -284,6 +288,10 @@ def cmd_similarity(args: argparse.Namespace) -> None:
             tracking.log_artifact(pairs_figure(records, measure,
                                                shared / f"figure2-{measure}.png"), "figures")
     write_json(folder / "similarity.json", record)
+    _record(cfg, "similarity", record, qualifier=f"{editions[0]}-{editions[1]}-"
+            f"{_fingerprint_of(Path(args.model_a))}-{_fingerprint_of(Path(args.model_b))}",
+            extra={"model_a": _identity_of(Path(args.model_a)),
+                   "model_b": _identity_of(Path(args.model_b))})
     for measure in MEASURES:
         values = " ".join(f"{v:.2f}" for v in record["trained"][measure])
         floor = " ".join(f"{v:.2f}" for v in record["untrained"][measure])
@@ -309,6 +317,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
           f"convert rate {best['convert_rate']:.3f} (alpha {best['alpha']:g}, layer "
           f"{best['layer']}; BLEU-1 {best['bleu1']:.3f}); unshifted {plain['convert_rate']:.3f} "
           f"(BLEU-1 {plain['bleu1']:.3f})")
+    _record(cfg, "translate", record, Path(args.model_dir),
+            qualifier=f"{record['source']}-{record['target']}")
     print(f"heat maps and JSON: {folder}")
 
 
@@ -325,6 +335,8 @@ def cmd_mrr(args: argparse.Namespace) -> None:
           f"{record['dictionary']} dictionary ({best['queries']} queries): best MRR "
           f"{best['mrr']:.3f} (P@1 {best['p1']:.3f}) at layer {best['layer']}; untrained "
           f"{floor['mrr']:.3f}")
+    _record(cfg, "mrr", record, Path(args.model_dir),
+            qualifier=f"{record['source']}-{record['target']}")
     print(f"JSON: {folder}")
 
 
@@ -346,6 +358,7 @@ def cmd_static(args: argparse.Namespace) -> None:
                              for label, score in row["zero_shot"]["test"].items())
         print(f"  {row['model']:8s} rows {row['rows']:>6} window {row['window']:>3}: MRR "
               f"{row['mrr']:.3f} (P@1 {row['p1']:.3f}); {accuracy} ({row['seconds']:.0f} s)")
+    _record(cfg, "static", record, qualifier=f"{record['source']}-{record['target']}")
     print(f"JSON: {path}")
 
 
@@ -359,6 +372,8 @@ def cmd_model_order(args: argparse.Namespace) -> None:
                                           Path(args.out) if args.out else None)
     print(f"{record['source']} -> {record['target']}, {record['verses']} verses, layer "
           f"{record['layer']}: tau {record['tau']:.3f} ± {record['tau_std']:.3f}")
+    _record(cfg, "model-order", record, Path(args.model_dir),
+            qualifier=f"{record['source']}-{record['target']}-l{record['layer']}")
     print(f"JSON: {path}")
 
 
@@ -371,6 +386,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     experiment_id = tracking.connect(cfg.paths, cfg.experiment)
     model_dir = train_model(run, experiment_id=experiment_id, curve_hook=curve_hook(run))
+    _record(cfg, "train", _train_result(model_dir), model_dir, once=True)
     print(f"model in {model_dir}")
 
 
@@ -386,6 +402,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         cfg = replace(cfg, evaluate=replace(cfg.evaluate, layers=parse_layers(args.layers)))
     out = args.out and Path(args.out)
     record = evaluate_and_record(cfg, Path(args.model_dir), out)
+    _record(cfg, "evaluate", record, Path(args.model_dir),
+            qualifier=f"layers-{args.layers}" if args.layers else "")
     from multilab.lab.metric_table import short_table
 
     name = f"{record['modification']} s{record['seed']}"
@@ -402,6 +420,9 @@ def cmd_downstream(args: argparse.Namespace) -> None:
                  if args.languages else None)
     out = args.out and Path(args.out)
     record = downstream_and_record(cfg, Path(args.model_dir), languages, out, mds=args.mds)
+    qualifier = "-".join([*(["mds"] if args.mds else []),
+                          *([args.languages.replace(",", "-")] if args.languages else [])])
+    _record(cfg, "downstream", record, Path(args.model_dir), qualifier=qualifier)
     shifted = record.get("mds", {}).get("languages", {})
 
     def score(label: str) -> str:
@@ -427,6 +448,7 @@ def cmd_variant(args: argparse.Namespace) -> None:
 
     cfg = _config(args)
     summary = run_variant(cfg)
+    _record(cfg, "variant", summary, qualifier=summary["modification"])
     n = summary["n_seeds"]
     name = f"{summary['modification']} ({'1 seed' if n == 1 else f'mean of {n} seeds'})"
     print(short_table({name: summary}))
@@ -455,6 +477,67 @@ def cmd_figures(args: argparse.Namespace) -> None:
 def cmd_ids(args: argparse.Namespace) -> None:
     for pid, mod in PAPER_IDS.items():
         print(f"{pid:>4}  {mod:45s} {describe(mod)}")
+
+
+def _record(cfg: Config, kind: str, result: dict, model_dir: Path | None = None,
+            qualifier: str = "", extra: dict | None = None, once: bool = False) -> None:
+    """Leave the command's result as a record in ``results/`` (studies/records.py): the
+    lasting form of a number, whatever happens to MLflow or the machine. ``once``: keep an
+    existing record (a training skipped as done keeps its first provenance)."""
+    from multilab.studies.records import model_identity, record_path, write_record
+    from multilab.training.model_dir import read_done
+
+    config: dict = {"profile": cfg.profile, "languages": list(cfg.languages),
+                    "vocab.mode": cfg.vocab.mode, "vocab.unit": cfg.vocab.unit}
+    model = None
+    if model_dir is not None and (done := read_done(model_dir)) is not None:
+        model = model_identity(done)
+        config = cfg.run(done["modification"], done["seed"]).as_params()
+    config |= extra or {}
+    if once and record_path(cfg.paths.results, cfg.experiment, kind, model, qualifier).exists():
+        return
+    path = write_record(cfg.paths.results, cfg.experiment, kind, result, model=model,
+                        config=config, qualifier=qualifier)
+    print(f"record: {path}")
+
+
+def _identity_of(model_dir: Path) -> dict | None:
+    from multilab.studies.records import model_identity
+    from multilab.training.model_dir import read_done
+
+    done = read_done(model_dir)
+    return model_identity(done) if done is not None else None
+
+
+def _fingerprint_of(model_dir: Path) -> str:
+    identity = _identity_of(model_dir)
+    return str(identity["fingerprint"])[:8] if identity and identity["fingerprint"] else "x"
+
+
+def _train_result(model_dir: Path) -> dict:
+    """A training's record: its done file and its last logged step (loss, lr, tokens/s)."""
+    import csv
+
+    from multilab.training.model_dir import read_done
+
+    result = dict(read_done(model_dir) or {})
+    log_file = model_dir / "train_log.csv"
+    if log_file.is_file():
+        with log_file.open(encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        if rows:
+            result["last_log"] = {k: float(v) for k, v in rows[-1].items()
+                                  if v not in ("", None) and _is_number(v)}
+            result["log_rows"] = len(rows)
+    return result
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def cmd_check(args: argparse.Namespace) -> None:

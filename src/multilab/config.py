@@ -40,6 +40,7 @@ class Paths:
     reports: Path = Path("reports")
     metrics: Path = Path("metrics")
     mlruns: Path = Path("mlruns")
+    results: Path = Path("results")  # committed records of every measurement (studies/records)
 
     @property
     def corpora(self) -> Path:

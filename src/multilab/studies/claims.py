@@ -1,0 +1,207 @@
+"""The papers' claims: the fixed list every count of the lab's findings is made over.
+
+``studies/claims/<paper>.yaml`` holds one paper's claims, each with a stable id, where the
+paper makes it, its wording (quoted), and the comparison that would test it (``compare``,
+by ``kind``). Study specs name claims by id; :mod:`multilab.studies.verdict` turns a claim's
+comparison and the records into a verdict. The list is strictly validated: an unknown key, a
+missing field, an unknown kind or direction, a duplicate id is one line naming the file, the
+claim and the valid values. ``studies/claims/ids.lock`` pins the ids: a claim may be added
+(with the lock), never silently dropped or renamed, so the denominator stays fixed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from multilab.errors import UserError
+from multilab.studies.verdict import DIRECTIONS, PaperValue
+
+#: The five papers, by key: the authors and year users read.
+PAPERS = {
+    "dufter2020": "Dufter & Schütze 2020",
+    "liu2020a": "Liu et al. 2020a",
+    "k2020": "K et al. 2020",
+    "conneau2020": "Conneau et al. 2020",
+    "liu2020b": "Liu et al. 2020b",
+}
+#: What a claim compares, and the fields its ``compare`` has.
+COMPARE_FIELDS: dict[str, tuple[str, ...]] = {
+    "rows": ("metric", "a", "b", "direction"),
+    "paper": ("row", "metric", "paper"),
+    "correlation": ("x", "y", "over", "direction"),
+    "curve": ("metric", "over", "shape", "rows"),
+    "similarity": ("measure", "a", "b", "over", "shape"),
+    "qualitative": (),
+}
+#: Optional ``compare`` fields: an equivalence margin for ``equal`` claims.
+OPTIONAL_COMPARE = ("margin",)
+CORRELATION_DIRECTIONS = ("positive", "negative")
+SCALES = ("bert-small", "bert-base", "mbert", "xlm", "other")
+CLAIM_FIELDS = ("id", "where", "wording", "kind", "compare", "setup", "scale", "testable",
+                "lab", "today", "note")
+_OPTIONAL_FIELDS = ("lab", "today", "note")
+PAPER_FIELDS = ("key", "citation", "counting")
+_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
+LOCK_FILE = "ids.lock"
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    paper: str
+    where: str
+    wording: str
+    kind: str
+    compare: Mapping[str, Any]
+    setup: str
+    scale: str
+    testable: bool
+    untestable_reason: str | None
+    lab: str | None
+    today: str | None
+    note: str | None
+
+    @property
+    def paper_value(self) -> PaperValue | None:
+        """The paper's mean (std, seed count where given) of a row-vs-paper claim."""
+        if self.kind != "paper":
+            return None
+        value = self.compare["paper"]
+        return PaperValue(float(value["mean"]), value.get("std"), value.get("n"))
+
+
+def _fail(source: Path, where: str, message: str) -> UserError:
+    return UserError(f"{source}: {where}: {message}")
+
+
+def _claim(raw: Any, paper: str, source: Path, index: int) -> Claim:
+    where = f"claim {index + 1}"
+    if not isinstance(raw, dict):
+        raise _fail(source, where, "a claim is a mapping of " + ", ".join(CLAIM_FIELDS))
+    claim_id = raw.get("id")
+    if isinstance(claim_id, str):
+        where = f"claim {claim_id}"
+    unknown = sorted(set(raw) - set(CLAIM_FIELDS))
+    if unknown:
+        raise _fail(source, where, f"unknown key {unknown[0]!r}; valid: {', '.join(CLAIM_FIELDS)}")
+    missing = [key for key in CLAIM_FIELDS if key not in raw and key not in _OPTIONAL_FIELDS]
+    if missing:
+        raise _fail(source, where, f"missing {', '.join(missing)}")
+    if not isinstance(claim_id, str) or not _ID.match(claim_id) or \
+            not claim_id.startswith(f"{paper}-"):
+        raise _fail(source, where, f"id {claim_id!r}: lowercase words joined by '-', starting "
+                    f"with the paper key '{paper}-'")
+    for key in ("where", "wording", "setup"):
+        if not isinstance(raw[key], str) or not raw[key].strip():
+            raise _fail(source, where, f"{key} must be non-empty text")
+    kind = raw["kind"]
+    if kind not in COMPARE_FIELDS:
+        raise _fail(source, where, f"kind {kind!r}; valid: {', '.join(COMPARE_FIELDS)}")
+    compare = raw["compare"] if raw["compare"] is not None else {}
+    if not isinstance(compare, dict):
+        raise _fail(source, where, "compare must be a mapping")
+    _check_compare(compare, kind, source, where)
+    if raw["scale"] not in SCALES:
+        raise _fail(source, where, f"scale {raw['scale']!r}; valid: {', '.join(SCALES)}")
+    testable = raw["testable"]
+    if testable is True:
+        reason = None
+    elif isinstance(testable, str) and testable.startswith("no:") and testable[3:].strip():
+        reason = testable[3:].strip()
+    else:
+        raise _fail(source, where, f"testable {testable!r}: true, or 'no: <the reason>'")
+    for key in _OPTIONAL_FIELDS:
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise _fail(source, where, f"{key} must be text or null")
+    return Claim(id=claim_id, paper=paper, where=raw["where"], wording=raw["wording"],
+                 kind=kind, compare=compare, setup=raw["setup"], scale=raw["scale"],
+                 testable=reason is None, untestable_reason=reason, lab=raw.get("lab"),
+                 today=raw.get("today"), note=raw.get("note"))
+
+
+def _check_compare(compare: dict[str, Any], kind: str, source: Path, where: str) -> None:
+    expected = COMPARE_FIELDS[kind]
+    unknown = sorted(set(compare) - set(expected) - set(OPTIONAL_COMPARE))
+    if unknown:
+        raise _fail(source, where, f"compare has unknown key {unknown[0]!r} for kind {kind}; "
+                    f"valid: {', '.join(expected + OPTIONAL_COMPARE)}")
+    missing = [key for key in expected if key not in compare]
+    if missing:
+        raise _fail(source, where, f"compare of kind {kind} lacks {', '.join(missing)}")
+    direction = compare.get("direction")
+    if kind == "rows" and direction not in DIRECTIONS:
+        raise _fail(source, where, f"direction {direction!r}; valid: {', '.join(DIRECTIONS)}")
+    if kind == "correlation" and direction not in CORRELATION_DIRECTIONS:
+        raise _fail(source, where, f"direction {direction!r}; valid: "
+                    f"{', '.join(CORRELATION_DIRECTIONS)}")
+    if kind == "paper":
+        value = compare["paper"]
+        if not isinstance(value, dict) or set(value) != {"mean", "std", "n"}:
+            raise _fail(source, where, "paper must be {mean: <number>, std: <number or null>, "
+                        "n: <seeds or null>}")
+        if not _number(value["mean"]) or not (value["std"] is None or _number(value["std"])):
+            raise _fail(source, where, f"paper mean/std must be numbers: {value}")
+        if value["n"] is not None and (not isinstance(value["n"], int) or value["n"] < 1):
+            raise _fail(source, where, f"paper n must be a seed count >= 1 or null: {value}")
+    margin = compare.get("margin")
+    if margin is not None and (not _number(margin) or margin <= 0):
+        raise _fail(source, where, f"margin {margin!r}: a number > 0")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def load_paper_claims(source: Path) -> tuple[dict[str, str], list[Claim]]:
+    """One paper's file: its header (key, citation, counting) and its claims."""
+    try:
+        data = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UserError(f"{source}: not readable YAML ({first})") from None
+    if not isinstance(data, dict) or set(data) != {"paper", "claims"}:
+        raise UserError(f"{source}: a claims file has exactly two keys, paper and claims")
+    header = data["paper"]
+    if not isinstance(header, dict) or set(header) != set(PAPER_FIELDS):
+        raise UserError(f"{source}: paper needs exactly {', '.join(PAPER_FIELDS)}")
+    key = header["key"]
+    if key not in PAPERS:
+        raise UserError(f"{source}: paper key {key!r}; valid: {', '.join(PAPERS)}")
+    if Path(source).stem != key:
+        raise UserError(f"{source}: the file of paper {key!r} is named {key}.yaml")
+    if not isinstance(data["claims"], list) or not data["claims"]:
+        raise UserError(f"{source}: claims must be a non-empty list")
+    return header, [_claim(raw, key, Path(source), i) for i, raw in enumerate(data["claims"])]
+
+
+def load_claims(folder: Path) -> dict[str, Claim]:
+    """Every claim of every paper in ``folder``, by id (ids unique across papers)."""
+    claims: dict[str, Claim] = {}
+    files = sorted(Path(folder).glob("*.yaml"))
+    if not files:
+        raise UserError(f"{folder}: no claims files (<paper>.yaml)")
+    for source in files:
+        for claim in load_paper_claims(source)[1]:
+            if claim.id in claims:
+                raise UserError(f"{source}: claim id {claim.id!r} is used twice")
+            claims[claim.id] = claim
+    return claims
+
+
+def read_lock(folder: Path) -> list[str]:
+    """The pinned ids (one a line, ``#`` comments)."""
+    lines = (Path(folder) / LOCK_FILE).read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def lock_text(claims: Mapping[str, Claim]) -> str:
+    """The lock file's content for ``claims``: ids grouped by paper, in file order."""
+    header = ("# The fixed list of claim ids (studies/claims/*.yaml): every count of verdicts is\n"
+              "# made over these. Add ids with their claims; never drop or rename one.\n")
+    return header + "".join(f"{claim_id}\n" for claim_id in claims)

@@ -1,0 +1,196 @@
+"""Results as data: the small record every number-producing command leaves in ``results/``.
+
+Only git survives a session, and an MLflow store can be lost, so a record is the lasting form
+of a run: the command's whole result (every layer, language pair, curve point), which model it
+measured (modification, seed, fingerprint, profile), under which configuration, and where and
+when (commit, a dirty source tree, date, device, threads). Study tables are computed from
+records alone; a number without a record cannot appear in a generated table.
+
+Layout (one folder per model, one file per command and qualifier)::
+
+    results/<experiment>/<modification>/seed<N>-<fingerprint>/<kind>[.<qualifier>].json
+    results/<experiment>/<kind>/<qualifier>.json          (no single lab model: word order …)
+
+Records are written atomically; a record of the same model, kind and qualifier replaces the
+older one (the same measurement, measured again). A file that does not parse as a record is
+refused in one line naming it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from multilab.errors import UserError
+from multilab.files import write_json
+
+SCHEMA = 1
+#: The commands that leave records (a record's ``kind``).
+KINDS = ("train", "spaces", "evaluate", "downstream", "mrr", "static", "similarity", "translate",
+         "model-order", "word-order", "probe", "variant", "imported")
+_REQUIRED = {"schema": int, "kind": str, "qualifier": str, "model": (dict, type(None)),
+             "config": dict, "provenance": dict, "result": dict}
+_SAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
+
+
+def safe_name(text: str) -> str:
+    """A path component from a label: ``lang-pos;no-random`` → ``lang-pos+no-random``."""
+    return _SAFE.sub("-", text.replace(";", "+")).strip("-") or "-"
+
+
+@dataclass(frozen=True)
+class Record:
+    path: Path
+    data: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return self.data["kind"]
+
+    @property
+    def model(self) -> dict[str, Any] | None:
+        return self.data["model"]
+
+    @property
+    def device(self) -> str:
+        return self.data["provenance"].get("machine", {}).get("device", "unknown")
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Every number of the result under its dotted path (``metrics.mu``,
+        ``test.s.accuracy``, ``trained.3.mrr``)."""
+        return flatten(self.data["result"])
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, float]:
+    """Numeric leaves of nested dicts and lists, keyed by dotted paths (booleans left out)."""
+    out: dict[str, float] = {}
+    if isinstance(tree, Mapping):
+        items: Any = ((str(k), v) for k, v in tree.items())
+    elif isinstance(tree, list | tuple):
+        items = ((str(i), v) for i, v in enumerate(tree))
+    else:
+        if isinstance(tree, int | float) and not isinstance(tree, bool):
+            out[prefix] = float(tree)
+        return out
+    for key, value in items:
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else key))
+    return out
+
+
+def machine() -> dict[str, Any]:
+    """Where a number was measured: results are bit-identical only on the same kind of CPU,
+    and CPU and GPU runs differ."""
+    cpu = platform.processor() or platform.machine()
+    flags = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            text = info.read()
+        cpu = next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                    if line.startswith("model name")), cpu)
+        flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    except OSError:
+        pass
+    described: dict[str, Any] = {"cpu": cpu, "avx512": " avx512f" in flags,
+                                 "python": platform.python_version(), "device": f"cpu: {cpu}"}
+    torch = sys.modules.get("torch")  # only when the command used it: no import here
+    if torch is not None:
+        described["torch"] = torch.__version__
+        described["threads"] = torch.get_num_threads()
+        if torch.cuda.is_available():
+            described["device"] = f"cuda: {torch.cuda.get_device_name(0)}"
+    return described
+
+
+def source_state(root: Path | None = None) -> dict[str, Any]:
+    """The commit and whether the source differs from it (None outside a git checkout)."""
+    cwd = root or Path.cwd()
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                                  timeout=20, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no", "--", "src") if commit else None
+    return {"commit": commit, "dirty": bool(status) if commit else None}
+
+
+def provenance() -> dict[str, Any]:
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else ""
+    return source_state() | {"date": now, "machine": machine(), "command": command,
+                             "pid": os.getpid()}
+
+
+def record_path(root: Path, experiment: str, kind: str, model: Mapping[str, Any] | None,
+                qualifier: str = "") -> Path:
+    name = f"{kind}.{safe_name(qualifier)}.json" if qualifier else f"{kind}.json"
+    if model is None:
+        return root / safe_name(experiment) / kind / (
+            f"{safe_name(qualifier)}.json" if qualifier else f"{kind}.json")
+    folder = f"seed{model['seed']}-{model.get('fingerprint') or 'unknown'}"
+    return root / safe_name(experiment) / safe_name(str(model["modification"])) / folder / name
+
+
+def model_identity(done: Mapping[str, Any]) -> dict[str, Any]:
+    """The model a record measures, from its ``multilab.json`` (the done file)."""
+    keys = ("modification", "paper_id", "seed", "profile", "fingerprint", "run_id", "steps",
+            "weights_sha256")
+    return {key: done.get(key) for key in keys}
+
+
+def write_record(root: Path, experiment: str, kind: str, result: Mapping[str, Any], *,
+                 model: Mapping[str, Any] | None, config: Mapping[str, Any],
+                 qualifier: str = "") -> Path:
+    """Write one record atomically and return its path."""
+    if kind not in KINDS:
+        raise ValueError(f"record kind {kind!r}: one of {', '.join(KINDS)}")
+    data = {"schema": SCHEMA, "kind": kind, "qualifier": qualifier,
+            "model": dict(model) if model is not None else None, "config": dict(config),
+            "provenance": provenance(), "result": json.loads(json.dumps(result, default=str))}
+    return write_json(record_path(root, experiment, kind, model, qualifier), data)
+
+
+def parse_record(path: Path) -> Record:
+    """Read one record; anything that is not one is a one-line UserError naming the file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: not a readable results record ({err})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a results record (a JSON object is needed)")
+    for key, kind in _REQUIRED.items():
+        if key not in data:
+            raise UserError(f"{path}: not a results record (no {key!r}; a record has "
+                            f"{', '.join(_REQUIRED)})")
+        if not isinstance(data[key], kind):
+            raise UserError(f"{path}: {key!r} has the wrong type ({type(data[key]).__name__})")
+    if data["schema"] != SCHEMA:
+        raise UserError(f"{path}: record schema {data['schema']}; this multilab reads {SCHEMA}")
+    if data["kind"] not in KINDS:
+        raise UserError(f"{path}: record kind {data['kind']!r}; valid: {', '.join(KINDS)}")
+    model = data["model"]
+    if model is not None and not {"modification", "seed"} <= model.keys():
+        raise UserError(f"{path}: its model names no modification and seed")
+    return Record(Path(path), data)
+
+
+def iter_records(root: Path) -> Iterator[Record]:
+    """Every record under ``root``, in path order (deterministic tables)."""
+    if not Path(root).is_dir():
+        return
+    for path in sorted(Path(root).rglob("*.json")):
+        yield parse_record(path)

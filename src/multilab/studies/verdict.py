@@ -1,0 +1,295 @@
+"""The lab's one verdict rule: what a claim's measurements say, computed, never written by hand.
+
+A claim compares two arms — two rows of a study (``compare_rows``) or our row against the
+paper's reported value (``compare_with_paper``) — on one metric, over seeds. The rule:
+
+- **held** / **did not hold** need at least :data:`MIN_SEEDS` (3) values in every measured arm
+  and a test at :data:`ALPHA` (.05). Between rows: Welch's t-test over the seeds (unequal
+  variances; two-sided p). Against the paper: Welch's t-test from the paper's mean, std and
+  seed count where the paper gives all three; a one-sample t-test against the paper's mean
+  where it gives no std or no seed count (the reason says so).
+- A claim of a direction (``less`` / ``greater``: "A lowers μ") **held** when the difference
+  is significant and has the claimed sign, **did not hold** when it is significant with the
+  other sign, and is **not separable from seed noise** when p ≥ α.
+- A claim of no difference (``equal``: "word-piece overlap is not needed", or our row against
+  the paper's value) **did not hold** when the difference is significant. It **held** only when
+  the claim states an equivalence margin and both one-sided tests of TOST reject a difference
+  of that size; without a margin, p ≥ α reads *not separable from seed noise* (consistent with
+  the claim, not proof of it).
+- Fewer than 3 values in an arm: **indicative** (the direction is read and reported, no test);
+  no value at all: **not measured**. A claim whose magnitude cannot be compared (the paper's
+  model or task is of another scale) is **not comparable**; one the lab cannot test, or whose
+  run failed in a way that voids it (e.g. the NSP head never learned), is **not testable**, with
+  the reason.
+
+Hard cases, decided once:
+
+- *Zero variance in both arms* (F1 1.00 ± .00 against 1.00 ± .00): the t statistic is 0/0.
+  Equal means: no difference exists at this precision — a claimed direction **did not hold**,
+  a claimed equality **held**. Different means with no spread: the difference is treated as
+  certain (p = 0). One arm without spread is an ordinary Welch test.
+- *Three seeds* give 2–4 degrees of freedom: Welch's test is valid but weak, so most small
+  gaps read *not separable*; that is the honest answer, not a defect. The p-value is reported
+  beside every verdict.
+- *Many claims at once*: no correction for multiple testing is applied to the verdict (each
+  claim is its own question); the report prints every p and the number of tests, so a reader
+  can apply Holm's correction (:func:`holm`) — at α = .05 about one true null in twenty reads
+  significant.
+- *Mixed devices*: CPU and GPU runs of one configuration are not bit-identical. An arm whose
+  seeds ran on different device kinds is flagged (``mixed_devices``); the verdict is computed
+  the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from scipy import stats
+
+#: The significance level of every test.
+ALPHA = 0.05
+#: Seeds an arm needs before a test may say held or did not hold.
+MIN_SEEDS = 3
+#: The directions a claim may state (arm a against arm b).
+DIRECTIONS = ("less", "greater", "equal")
+
+
+class Verdict(StrEnum):
+    HELD = "held"
+    NOT_HELD = "did not hold"
+    NOT_SEPARABLE = "not separable from seed noise"
+    INDICATIVE = "indicative"
+    NOT_COMPARABLE = "not comparable"
+    NOT_TESTABLE = "not testable"
+    NOT_MEASURED = "not measured"
+
+    @property
+    def counts(self) -> bool:
+        """A verdict the lab is judged by: a test over ≥ 3 seeds per arm was made."""
+        return self in (Verdict.HELD, Verdict.NOT_HELD, Verdict.NOT_SEPARABLE)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """The values of one metric over the seeds of one row, with the device each ran on."""
+
+    values: tuple[float, ...]
+    devices: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, values: Iterable[float], devices: Iterable[str] = ()) -> Arm:
+        return cls(tuple(float(v) for v in values), tuple(devices))
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values)
+
+    @property
+    def std(self) -> float:
+        """Sample standard deviation (n − 1); 0 for one value."""
+        return statistics.stdev(self.values) if self.n > 1 else 0.0
+
+    @property
+    def mixed_devices(self) -> bool:
+        return len({device_kind(d) for d in self.devices}) > 1
+
+
+@dataclass(frozen=True)
+class PaperValue:
+    """What a paper reports for one row and metric; std and n are None where it gives none."""
+
+    mean: float
+    std: float | None = None
+    n: int | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A verdict with the numbers behind it."""
+
+    verdict: Verdict
+    reason: str
+    p: float | None = None
+    difference: float | None = None  # mean of a minus mean of b (or minus the paper's mean)
+    n: tuple[int, ...] = ()
+    mixed_devices: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, object]:
+        return {"verdict": str(self.verdict), "reason": self.reason, "p": self.p,
+                "difference": self.difference, "n": list(self.n),
+                "mixed_devices": self.mixed_devices, "notes": list(self.notes)}
+
+
+def device_kind(device: str) -> str:
+    """``cpu: AMD EPYC …`` and ``cpu`` are one kind; ``cuda: NVIDIA H200`` another."""
+    return device.split(":", 1)[0].strip().lower()
+
+
+def welch(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float, n_b: int
+          ) -> tuple[float, float]:
+    """Welch's t statistic and Welch–Satterthwaite degrees of freedom from summary statistics.
+
+    ``var`` are sample variances (n − 1). Both variances zero is the caller's case."""
+    se_a, se_b = var_a / n_a, var_b / n_b
+    t = (mean_a - mean_b) / math.sqrt(se_a + se_b)
+    df = (se_a + se_b) ** 2 / ((se_a**2 / (n_a - 1) if se_a else 0.0)
+                                + (se_b**2 / (n_b - 1) if se_b else 0.0))
+    return t, df
+
+
+def _p_two_sided(t: float, df: float) -> float:
+    return float(2 * stats.t.sf(abs(t), df))
+
+
+def _p_one_sided_greater(t: float, df: float) -> float:
+    """P(T ≥ t): small when the difference is clearly above zero."""
+    return float(stats.t.sf(t, df))
+
+
+def _direction_verdict(difference: float, p: float, direction: str, alpha: float,
+                       margin: float | None, tost_p: float | None) -> tuple[Verdict, str]:
+    if direction == "equal":
+        if p < alpha:
+            return Verdict.NOT_HELD, f"a difference of {difference:+.3g} (p {p:.3g} < {alpha})"
+        if margin is not None and tost_p is not None and tost_p < alpha:
+            return Verdict.HELD, (f"equivalent within ±{margin:g} (TOST p {tost_p:.3g} "
+                                  f"< {alpha})")
+        if margin is not None:
+            return Verdict.NOT_SEPARABLE, (f"no difference found (p {p:.3g}) but equivalence "
+                                           f"within ±{margin:g} not shown (TOST p "
+                                           f"{tost_p:.3g})")
+        return Verdict.NOT_SEPARABLE, (f"no difference found (p {p:.3g} ≥ {alpha}); no margin "
+                                       "stated, so equality is not shown either")
+    claimed_sign = -1 if direction == "less" else 1
+    if p >= alpha:
+        return Verdict.NOT_SEPARABLE, f"difference {difference:+.3g}, p {p:.3g} ≥ {alpha}"
+    if math.copysign(1, difference) == claimed_sign and difference != 0:
+        return Verdict.HELD, f"difference {difference:+.3g} as claimed, p {p:.3g} < {alpha}"
+    return Verdict.NOT_HELD, f"difference {difference:+.3g} against the claim, p {p:.3g}"
+
+
+def _tost(mean_diff: float, se: float, df: float, margin: float) -> float:
+    """Two one-sided tests: the larger p of 'difference > −margin' and '< +margin'."""
+    p_low = _p_one_sided_greater((mean_diff + margin) / se, df)
+    p_high = _p_one_sided_greater((margin - mean_diff) / se, df)
+    return max(p_low, p_high)
+
+
+def _too_few(arms: Sequence[Arm], difference: float | None, direction: str) -> Outcome:
+    ns = tuple(arm.n for arm in arms)
+    if min(ns) == 0:
+        return Outcome(Verdict.NOT_MEASURED, "no record in an arm", n=ns)
+    assert difference is not None
+    if direction == "equal":
+        read = f"difference {difference:+.3g}"
+    else:
+        agrees = difference != 0 and math.copysign(1, difference) == (
+            -1 if direction == "less" else 1)
+        read = f"difference {difference:+.3g}, {'as' if agrees else 'against the'} claimed"
+    seeds = " / ".join(str(n) for n in ns)
+    return Outcome(Verdict.INDICATIVE, f"{read} (seeds {seeds}: fewer than {MIN_SEEDS})",
+                   difference=difference, n=ns,
+                   mixed_devices=any(arm.mixed_devices for arm in arms))
+
+
+def compare_rows(a: Arm, b: Arm, direction: str, alpha: float = ALPHA,
+                 margin: float | None = None) -> Outcome:
+    """Claim: arm ``a`` is ``direction`` (less / greater / equal) than arm ``b``."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction {direction!r}: one of {', '.join(DIRECTIONS)}")
+    difference = a.mean - b.mean if a.n and b.n else None
+    if a.n < MIN_SEEDS or b.n < MIN_SEEDS:
+        return _too_few((a, b), difference, direction)
+    assert difference is not None
+    mixed = a.mixed_devices or b.mixed_devices
+    notes = ("seeds ran on different devices in an arm",) if mixed else ()
+    var_a, var_b = a.std**2, b.std**2
+    if var_a == 0 and var_b == 0:
+        return _zero_variance(difference, direction, (a.n, b.n), mixed, notes)
+    t, df = welch(a.mean, var_a, a.n, b.mean, var_b, b.n)
+    p = _p_two_sided(t, df)
+    se = math.sqrt(var_a / a.n + var_b / b.n)
+    tost_p = _tost(difference, se, df, margin) if margin is not None else None
+    verdict, reason = _direction_verdict(difference, p, direction, alpha, margin, tost_p)
+    return Outcome(verdict, f"Welch's t over seeds: {reason}", p=p, difference=difference,
+                   n=(a.n, b.n), mixed_devices=mixed, notes=notes)
+
+
+def compare_with_paper(ours: Arm, paper: PaperValue, direction: str = "equal",
+                       alpha: float = ALPHA, margin: float | None = None,
+                       comparable: bool = True) -> Outcome:
+    """Claim: our row's value is ``direction`` (by default equal to) the paper's value.
+
+    ``comparable=False`` (the paper's scale or task differs): the magnitude cannot be
+    compared, whatever the numbers say."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction {direction!r}: one of {', '.join(DIRECTIONS)}")
+    difference = ours.mean - paper.mean if ours.n else None
+    if not comparable:
+        return Outcome(Verdict.NOT_COMPARABLE, "the paper's model or task is of another "
+                       "scale: the magnitude cannot be compared", difference=difference,
+                       n=(ours.n,))
+    if ours.n < MIN_SEEDS:
+        if not ours.n:
+            return Outcome(Verdict.NOT_MEASURED, "no record", n=(0,))
+        return _too_few((ours,), difference, direction)
+    assert difference is not None
+    mixed = ours.mixed_devices
+    notes: tuple[str, ...] = ("seeds ran on different devices",) if mixed else ()
+    var = ours.std**2
+    if paper.std is not None and paper.n is not None and paper.n >= 2:
+        how = f"Welch's t against the paper's mean, std and {paper.n} seeds"
+        paper_var = paper.std**2
+        if var == 0 and paper_var == 0:
+            return _zero_variance(difference, direction, (ours.n, paper.n), mixed, notes)
+        t, df = welch(ours.mean, var, ours.n, paper.mean, paper_var, paper.n)
+        se = math.sqrt(var / ours.n + paper_var / paper.n)
+    else:
+        missing = "std" if paper.std is None else "seed count"
+        how = f"one-sample t against the paper's mean (the paper gives no {missing})"
+        notes = (*notes, f"the paper gives no {missing}")
+        if var == 0:
+            return _zero_variance(difference, direction, (ours.n,), mixed, notes)
+        se = math.sqrt(var / ours.n)
+        t, df = difference / se, ours.n - 1
+    p = _p_two_sided(t, df)
+    tost_p = _tost(difference, se, df, margin) if margin is not None else None
+    verdict, reason = _direction_verdict(difference, p, direction, alpha, margin, tost_p)
+    return Outcome(verdict, f"{how}: {reason}", p=p, difference=difference,
+                   n=(ours.n,) if paper.n is None else (ours.n, paper.n),
+                   mixed_devices=mixed, notes=notes)
+
+
+def _zero_variance(difference: float, direction: str, ns: tuple[int, ...], mixed: bool,
+                   notes: tuple[str, ...]) -> Outcome:
+    """Neither side varies: the difference is exact (see the module docstring)."""
+    if difference == 0:
+        if direction == "equal":
+            return Outcome(Verdict.HELD, "identical values on every seed (no spread)", p=1.0,
+                           difference=0.0, n=ns, mixed_devices=mixed, notes=notes)
+        return Outcome(Verdict.NOT_HELD, "no difference on any seed (no spread): the claimed "
+                       "direction is absent", p=1.0, difference=0.0, n=ns,
+                       mixed_devices=mixed, notes=notes)
+    verdict, reason = _direction_verdict(difference, 0.0, direction, ALPHA, None, None)
+    return Outcome(verdict, f"no spread, exact difference: {reason}", p=0.0,
+                   difference=difference, n=ns, mixed_devices=mixed, notes=notes)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values, in the input's order (for a reader's correction)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [0.0] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted

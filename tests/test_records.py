@@ -1,0 +1,104 @@
+"""Records (multilab.studies.records): every number-producing command leaves one in results/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from multilab.cli import main
+from multilab.config import Config
+from multilab.errors import UserError
+from multilab.studies.records import (
+    flatten,
+    iter_records,
+    parse_record,
+    record_path,
+    write_record,
+)
+from tests.helpers import cli_args, tracked_model_cli, tracked_smoke_model
+
+MODEL = {"modification": "lang-pos;no-random", "seed": 43, "fingerprint": "0123456789abcdef",
+         "profile": "quick"}
+
+
+def test_write_then_read_a_record(tmp_path: Path) -> None:
+    result = {"metrics": {"mu": 0.25, "retrieval_p1.l8": 0.5}, "layers": [0.1, 0.2],
+              "ok": True, "name": "x"}
+    path = write_record(tmp_path, "multilab-quick", "evaluate", result, model=MODEL,
+                        config={"profile": "quick"})
+    assert path == tmp_path / "multilab-quick" / "lang-pos+no-random" / \
+        "seed43-0123456789abcdef" / "evaluate.json"
+    record = parse_record(path)
+    assert record.kind == "evaluate" and record.model == MODEL
+    assert record.metrics == {"metrics.mu": 0.25, "metrics.retrieval_p1.l8": 0.5,
+                              "layers.0": 0.1, "layers.1": 0.2}
+    provenance = record.data["provenance"]
+    assert {"commit", "dirty", "date", "machine", "command"} <= provenance.keys()
+    assert provenance["machine"]["device"].startswith("cpu")
+    assert [r.path for r in iter_records(tmp_path)] == [path]
+
+
+def test_qualified_and_model_free_records_have_their_own_files(tmp_path: Path) -> None:
+    a = record_path(tmp_path, "e", "mrr", MODEL, "3-fake")
+    b = record_path(tmp_path, "e", "mrr", MODEL, "3-s")
+    assert a != b and a.name == "mrr.3-fake.json"
+    assert record_path(tmp_path, "e", "word-order", None) == tmp_path / "e" / "word-order" / \
+        "word-order.json"
+
+
+def test_flatten_leaves_out_booleans_and_text() -> None:
+    assert flatten({"a": [1, {"b": 2.5}], "c": False, "d": "x"}) == {"a.0": 1.0, "a.1.b": 2.5}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{not json", "not a readable results record"),
+    ("[1, 2]", "a JSON object is needed"),
+    ('{"schema": 1}', "no 'kind'"),
+    ('{"schema": 9, "kind": "evaluate", "qualifier": "", "model": null, "config": {}, '
+     '"provenance": {}, "result": {}}', "record schema 9"),
+    ('{"schema": 1, "kind": "guess", "qualifier": "", "model": null, "config": {}, '
+     '"provenance": {}, "result": {}}', "record kind 'guess'"),
+    ('{"schema": 1, "kind": "evaluate", "qualifier": "", "model": {"seed": 1}, "config": {}, '
+     '"provenance": {}, "result": {}}', "names no modification and seed"),
+])
+def test_a_file_that_is_not_a_record_is_one_line(tmp_path: Path, text: str, message: str
+                                                 ) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(UserError, match=message) as caught:
+        parse_record(path)
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def trained(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Config:
+    return tracked_smoke_model(built_project, tmp_path_factory.mktemp("records"))
+
+
+def test_train_and_evaluate_leave_records(trained: Config, one_thread: None, capsys) -> None:
+    model_dir = trained.paths.model_dir("original", 0)
+    done = json.loads((model_dir / "multilab.json").read_text())
+    assert tracked_model_cli(trained, "train", "--seed", "0") == 0  # done already: skipped
+    assert tracked_model_cli(trained, "evaluate", str(model_dir)) == 0
+    assert "record: " in capsys.readouterr().out
+    records = {r.kind: r for r in iter_records(trained.paths.results)}
+    assert set(records) == {"train", "evaluate"}
+    evaluate = records["evaluate"]
+    assert evaluate.model["fingerprint"] == done["fingerprint"]
+    assert evaluate.model["seed"] == 0 and evaluate.model["modification"] == "original"
+    assert evaluate.metrics["metrics.mu"] == pytest.approx(
+        evaluate.data["result"]["metrics"]["mu"])
+    assert evaluate.data["config"]["profile"] == "smoke"
+    assert evaluate.data["provenance"]["machine"]["threads"] == 1
+    assert records["train"].data["result"]["steps"] == done["steps"]
+    assert records["train"].data["result"]["last_log"]["step"] == done["steps"]
+
+
+def test_a_refused_command_leaves_no_record(tmp_path: Path, capsys) -> None:
+    results = tmp_path / "results"
+    args = cli_args([f"paths.results={results}", "profile=smoke"], "evaluate",
+                    str(tmp_path / "nothing-here"))
+    assert main(args) == 2
+    assert not results.exists()
