@@ -17,7 +17,7 @@ from pathlib import Path
 from multilab.config import Config, SpacesConfig, load_config, parse_overrides
 from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
-from multilab.files import write_json
+from multilab.files import write_json, write_text
 from multilab.lab.modifications import PAPER_IDS, describe
 from multilab.threads import choose_threads, configure_threads, usable_cores
 
@@ -474,6 +474,48 @@ def cmd_figures(args: argparse.Namespace) -> None:
         print(f"wrote {path}")
 
 
+def cmd_study(args: argparse.Namespace) -> None:
+    """``study list`` / ``study report NAME|--all``: the studies, their records and verdicts."""
+    from multilab.studies.claims import PAPERS, load_claims
+    from multilab.studies.records import iter_records
+    from multilab.studies.spec import load_studies
+    from multilab.studies.tables import (
+        claim_verdicts,
+        render_study,
+        render_summary,
+        study_result,
+    )
+
+    cfg = _config(args)
+    folder = Path(args.studies)
+    claims = load_claims(folder / "claims")
+    studies = load_studies(folder, claims)
+    names = list(studies) if args.all or args.action == "list" else args.names
+    unknown = [name for name in names if name not in studies]
+    if unknown or not names:
+        raise UserError(f"study {unknown[0] if unknown else '(none)'!r}; name one of "
+                        f"{', '.join(studies)} or --all")
+    records = list(iter_records(cfg.paths.results))  # a damaged record: one line, no output
+    results = [study_result(studies[name], records, claims) for name in names]
+    if args.action == "list":
+        for result in results:
+            study = result.study
+            recorded = sum(len(seeds) for seeds in result.seeds_found.values())
+            counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
+            print(f"{study.name:28s} {PAPERS[study.paper]:22s} {study.table:10s} runs "
+                  f"{recorded}/{len(study.rows) * len(study.seeds)}  claims {counted}/"
+                  f"{len(result.outcomes)} with a verdict   multilab study report {study.name}")
+        return
+    out = Path(args.out)
+    texts = {out / f"{r.study.name}.md": render_study(r, claims) for r in results}
+    if args.all:
+        texts[out / "index.md"] = render_summary(claim_verdicts(results, claims), claims,
+                                                 results)
+    for path, text in texts.items():
+        write_text(path, text)
+        print(f"wrote {path}")
+
+
 def cmd_ids(args: argparse.Namespace) -> None:
     for pid, mod in PAPER_IDS.items():
         print(f"{pid:>4}  {mod:45s} {describe(mod)}")
@@ -705,6 +747,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("figures", help="figures of one model (directory or MLflow run id)")
     p.add_argument("target")
     p.set_defaults(func=cmd_figures)
+    p = sub.add_parser("study", help="the papers' tables as studies: list them, or report a "
+                       "study's rows and claim verdicts from the records in results/")
+    p.add_argument("action", choices=["list", "report"])
+    p.add_argument("names", nargs="*", help="study names (studies/<name>.yaml)")
+    p.add_argument("--all", action="store_true", help="every study, and the claims summary")
+    p.add_argument("--studies", default="studies", help="the folder of study specs")
+    p.add_argument("--out", default="docs/studies", help="where report writes its tables")
+    p.set_defaults(func=cmd_study)
+
     sub.add_parser("ids", help="the paper-ID table").set_defaults(func=cmd_ids)
     sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)
     return parser

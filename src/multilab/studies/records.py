@@ -36,7 +36,7 @@ from multilab.files import write_json
 SCHEMA = 1
 #: The commands that leave records (a record's ``kind``).
 KINDS = ("train", "spaces", "evaluate", "downstream", "mrr", "static", "similarity", "translate",
-         "model-order", "word-order", "probe", "variant", "imported")
+         "model-order", "word-order", "probe", "variant")
 _REQUIRED = {"schema": int, "kind": str, "qualifier": str, "model": (dict, type(None)),
              "config": dict, "provenance": dict, "result": dict}
 _SAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
@@ -154,13 +154,15 @@ def model_identity(done: Mapping[str, Any]) -> dict[str, Any]:
 
 def write_record(root: Path, experiment: str, kind: str, result: Mapping[str, Any], *,
                  model: Mapping[str, Any] | None, config: Mapping[str, Any],
-                 qualifier: str = "") -> Path:
-    """Write one record atomically and return its path."""
+                 qualifier: str = "", origin: Mapping[str, Any] | None = None) -> Path:
+    """Write one record atomically and return its path. ``origin``: the provenance of a
+    result measured elsewhere and imported (commit, date, machine, the file it came from)."""
     if kind not in KINDS:
         raise ValueError(f"record kind {kind!r}: one of {', '.join(KINDS)}")
     data = {"schema": SCHEMA, "kind": kind, "qualifier": qualifier,
             "model": dict(model) if model is not None else None, "config": dict(config),
-            "provenance": provenance(), "result": json.loads(json.dumps(result, default=str))}
+            "provenance": dict(origin) if origin is not None else provenance(),
+            "result": json.loads(json.dumps(result, default=str))}
     return write_json(record_path(root, experiment, kind, model, qualifier), data)
 
 

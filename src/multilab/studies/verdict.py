@@ -234,13 +234,13 @@ def compare_with_paper(ours: Arm, paper: PaperValue, direction: str = "equal",
     if direction not in DIRECTIONS:
         raise ValueError(f"direction {direction!r}: one of {', '.join(DIRECTIONS)}")
     difference = ours.mean - paper.mean if ours.n else None
+    if not ours.n:
+        return Outcome(Verdict.NOT_MEASURED, "no record", n=(0,))
     if not comparable:
         return Outcome(Verdict.NOT_COMPARABLE, "the paper's model or task is of another "
                        "scale: the magnitude cannot be compared", difference=difference,
                        n=(ours.n,))
     if ours.n < MIN_SEEDS:
-        if not ours.n:
-            return Outcome(Verdict.NOT_MEASURED, "no record", n=(0,))
         return _too_few((ours,), difference, direction)
     assert difference is not None
     mixed = ours.mixed_devices

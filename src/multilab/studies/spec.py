@@ -1,0 +1,262 @@
+"""A study is a file: one paper table (or claim set) declared in ``studies/<name>.yaml``.
+
+The spec says what to run (languages, profile, shared settings, rows as modification strings,
+seeds), what the paper reports for each row and metric (mean, and std where the paper gives
+it, over ``paper_seeds``), and which claims of ``studies/claims/`` the rows test. Everything
+is strictly validated, as ``params.yaml`` is: an unknown key, an unknown modification, a
+claim naming a row or metric the study does not have is one line naming the file and the
+valid values.
+
+Example (abridged)::
+
+    name: dufter2020-table1
+    paper: dufter2020
+    table: Table 1
+    title: Architectural modifications on English + Fake-English
+    languages: ["3", fake]
+    profile: quick
+    seeds: [42, 43, 44]
+    settings: {}                 # params every row shares, as --set keys
+    paper_seeds: 5
+    paper_comparable: "no: the quick profile trains 2,300 of the paper's 13,524 updates"
+    metrics: [mu, retrieval_p1.l8]
+    rows:
+      - {id: "0", modification: original, paper: {mu: 0.70, retrieval_p1.l8: [0.97, 0.01]}}
+    claims:
+      - dufter2020-t1-r1-lang-pos
+      - {id: dufter2020-t1-r5-7-two-modifications, pending: "a mean over three rows"}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from multilab.errors import UserError
+from multilab.lab import modifications as mods
+from multilab.studies.claims import PAPERS, Claim
+from multilab.studies.verdict import PaperValue
+
+SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds", "settings",
+               "paper_seeds", "paper_comparable", "metrics", "rows", "claims", "about")
+_REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds", "metrics",
+             "rows")
+ROW_FIELDS = ("id", "label", "modification", "paper", "settings")
+CLAIM_ENTRY_FIELDS = ("id", "pending", "not_testable")
+PROFILES = ("smoke", "quick", "paper", "real")
+_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    modification: str
+    paper_id: str | None
+    paper: Mapping[str, PaperValue]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClaimEntry:
+    id: str
+    pending: str | None = None  # the comparison is not expressed by the runner yet: why
+    not_testable: str | None = None  # the study's own reason (e.g. the NSP head never learned)
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    paper: str
+    table: str
+    title: str
+    languages: tuple[str, ...]
+    profile: str
+    seeds: tuple[int, ...]
+    settings: Mapping[str, Any]
+    paper_seeds: int | None
+    paper_comparable: str | None  # None: comparable; otherwise why the magnitude is not
+    metrics: tuple[str, ...]
+    rows: tuple[Row, ...]
+    claims: tuple[ClaimEntry, ...]
+    about: str | None
+    source: Path
+
+    def row(self, label: str) -> Row | None:
+        return next((row for row in self.rows if row.label == label), None)
+
+
+def _fail(source: Path, message: str) -> UserError:
+    return UserError(f"{source}: {message}")
+
+
+def _reject_unknown(keys: Any, valid: tuple[str, ...], source: Path, where: str) -> None:
+    unknown = sorted(set(keys) - set(valid))
+    if unknown:
+        raise _fail(source, f"{where}unknown key {unknown[0]!r}; valid: {', '.join(valid)}")
+
+
+def _paper_value(value: Any, paper_seeds: int | None, source: Path, where: str) -> PaperValue:
+    """``0.70`` (mean only) or ``[0.97, 0.01]`` (mean, std)."""
+    mean, std = (value, None) if not isinstance(value, list) else (
+        value + [None] * (2 - len(value)) if len(value) in (1, 2) else (None, None))
+    ok = isinstance(mean, int | float) and not isinstance(mean, bool) and (
+        std is None or (isinstance(std, int | float) and std >= 0))
+    if not ok:
+        raise _fail(source, f"{where}: {value!r}; a paper value is a number or [mean, std]")
+    return PaperValue(float(mean), None if std is None else float(std), paper_seeds)
+
+
+def _row(raw: Any, index: int, metrics: tuple[str, ...], paper_seeds: int | None,
+         source: Path) -> Row:
+    if not isinstance(raw, dict):
+        raise _fail(source, f"row {index + 1}: a mapping of {', '.join(ROW_FIELDS)}")
+    _reject_unknown(raw, ROW_FIELDS, source, f"row {index + 1}: ")
+    modification = raw.get("modification")
+    if not isinstance(modification, str):
+        raise _fail(source, f"row {index + 1}: modification (a name of `multilab ids`) needed")
+    try:
+        mods.resolve_recipe(modification)
+    except (UserError, KeyError, ValueError) as err:
+        raise _fail(source, f"row {index + 1}: {str(err).splitlines()[0]}") from None
+    label = str(raw.get("label") or modification)
+    paper = raw.get("paper") or {}
+    if not isinstance(paper, dict):
+        raise _fail(source, f"row {label}: paper must map metrics to values")
+    _reject_unknown(paper, metrics, source, f"row {label}: paper: ")
+    settings = raw.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise _fail(source, f"row {label}: settings must map --set keys to values")
+    return Row(label=label, modification=modification,
+               paper_id=None if raw.get("id") is None else str(raw["id"]),
+               paper={key: _paper_value(value, paper_seeds, source, f"row {label}: {key}")
+                      for key, value in paper.items()},
+               settings=settings)
+
+
+def _claim_entry(raw: Any, source: Path) -> ClaimEntry:
+    if isinstance(raw, str):
+        return ClaimEntry(raw)
+    if not isinstance(raw, dict) or "id" not in raw:
+        raise _fail(source, f"claims: {raw!r}; an entry is a claim id or {{id: …, pending: "
+                    "why}}")
+    _reject_unknown(raw, CLAIM_ENTRY_FIELDS, source, f"claim {raw['id']}: ")
+    return ClaimEntry(str(raw["id"]), raw.get("pending"), raw.get("not_testable"))
+
+
+def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
+    """Read and validate one spec against the claim list."""
+    source = Path(source)
+    try:
+        raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise _fail(source, f"not readable YAML ({first})") from None
+    if not isinstance(raw, dict):
+        raise _fail(source, "a study is a mapping of " + ", ".join(SPEC_FIELDS))
+    _reject_unknown(raw, SPEC_FIELDS, source, "")
+    missing = [key for key in _REQUIRED if key not in raw]
+    if missing:
+        raise _fail(source, f"missing {', '.join(missing)}")
+    name = raw["name"]
+    if not isinstance(name, str) or not _NAME.match(name) or source.stem != name:
+        raise _fail(source, f"name {name!r}: lowercase words joined by '-', the file's name")
+    if raw["paper"] not in PAPERS:
+        raise _fail(source, f"paper {raw['paper']!r}; valid: {', '.join(PAPERS)}")
+    if raw["profile"] not in PROFILES:
+        raise _fail(source, f"profile {raw['profile']!r}; valid: {', '.join(PROFILES)}")
+    seeds = raw["seeds"]
+    if not isinstance(seeds, list) or not seeds or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise _fail(source, f"seeds {seeds!r}: a list of integers >= 0")
+    languages = raw["languages"]
+    if not isinstance(languages, list) or not languages:
+        raise _fail(source, f"languages {languages!r}: a list of edition codes")
+    metrics = raw["metrics"]
+    if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str)
+                                                                for m in metrics):
+        raise _fail(source, f"metrics {metrics!r}: a list of metric keys")
+    metrics = tuple(metrics)
+    paper_seeds = raw.get("paper_seeds")
+    if paper_seeds is not None and (not isinstance(paper_seeds, int) or paper_seeds < 1):
+        raise _fail(source, f"paper_seeds {paper_seeds!r}: the paper's seed count or null")
+    comparable = raw.get("paper_comparable", True)
+    if comparable is True:
+        not_comparable = None
+    elif isinstance(comparable, str) and comparable.startswith("no:"):
+        not_comparable = comparable[3:].strip()
+    else:
+        raise _fail(source, f"paper_comparable {comparable!r}: true, or 'no: <why>'")
+    settings = raw.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise _fail(source, "settings must map --set keys to values")
+    if not isinstance(raw["rows"], list) or not raw["rows"]:
+        raise _fail(source, "rows must be a non-empty list")
+    rows = tuple(_row(r, i, metrics, paper_seeds, source) for i, r in enumerate(raw["rows"]))
+    labels = [row.label for row in rows]
+    if len(set(labels)) != len(labels):
+        raise _fail(source, f"two rows share a label: {labels}")
+    entries = tuple(_claim_entry(c, source) for c in raw.get("claims") or [])
+    study = Study(name=name, paper=raw["paper"], table=str(raw["table"]), title=str(raw["title"]),
+                  languages=tuple(str(code) for code in languages), profile=raw["profile"],
+                  seeds=tuple(seeds), settings=settings, paper_seeds=paper_seeds,
+                  paper_comparable=not_comparable, metrics=metrics, rows=rows, claims=entries,
+                  about=raw.get("about"), source=source)
+    for entry in entries:
+        _check_claim(study, entry, claims)
+    return study
+
+
+def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -> None:
+    source = study.source
+    if entry.id not in claims:
+        raise _fail(source, f"claim {entry.id!r} is not in studies/claims/ (ids.lock)")
+    claim = claims[entry.id]
+    if claim.paper != study.paper:
+        raise _fail(source, f"claim {entry.id!r} is {claim.paper}'s, the study is {study.paper}'s")
+    if entry.pending or entry.not_testable or not claim.testable:
+        return
+    labels = ", ".join(row.label for row in study.rows)
+    compare = claim.compare
+    named = {"rows": ("a", "b"), "paper": ("row",)}.get(claim.kind, ())
+    for key in named:
+        if study.row(str(compare[key])) is None:
+            raise _fail(source, f"claim {entry.id}: row {compare[key]!r} is not a row of the "
+                        f"study; rows: {labels} (or mark the claim pending: why)")
+    if claim.kind == "curve":
+        for label in compare["rows"]:
+            if study.row(str(label)) is None:
+                raise _fail(source, f"claim {entry.id}: row {label!r} is not a row of the "
+                            f"study; rows: {labels}")
+    metric_names = _claim_metrics(claim, study)
+    for metric in metric_names:
+        if metric not in study.metrics:
+            raise _fail(source, f"claim {entry.id}: metric {metric!r} is not among the "
+                        f"study's metrics: {', '.join(study.metrics)}")
+    if claim.kind not in ("rows", "paper", "curve"):
+        raise _fail(source, f"claim {entry.id}: a {claim.kind} claim is not run by studies yet;"
+                    " mark it pending: why")
+
+
+def _claim_metrics(claim: Claim, study: Study) -> list[str]:
+    """The study metrics a claim reads (a layer curve reads its first and last layer)."""
+    compare = claim.compare
+    if claim.kind in ("rows", "paper"):
+        return [str(compare["metric"])]
+    if claim.kind == "curve" and compare["over"] == "layers":
+        layers = [m for m in study.metrics if m.startswith(f"{compare['metric']}.l")]
+        return layers or [f"{compare['metric']}.l0"]
+    return []
+
+
+def load_studies(folder: Path, claims: Mapping[str, Claim]) -> dict[str, Study]:
+    """Every ``<name>.yaml`` directly in ``folder`` (the claims live in a subfolder)."""
+    studies = {}
+    for source in sorted(Path(folder).glob("*.yaml")):
+        study = load_study(source, claims)
+        studies[study.name] = study
+    return studies

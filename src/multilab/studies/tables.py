@@ -1,0 +1,285 @@
+"""Study tables and verdicts, computed from the committed records alone.
+
+For each study: which records belong to which (row, seed) — the record's modification, seed
+and configuration (profile, languages, the study's and the row's settings) must match —,
+each row's mean ± std per metric beside the paper's, and each claim's verdict by the one rule
+(:mod:`multilab.studies.verdict`). A number without a record never appears; a (row, seed)
+without one is counted as missing. The claims summary counts over the whole claim list, so a
+claim no study tests yet is *not measured*, never dropped.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from multilab.lab import modifications as mods
+from multilab.lab.metric_table import METRICS
+from multilab.studies.claims import PAPERS, Claim
+from multilab.studies.records import Record
+from multilab.studies.spec import Row, Study, _claim_metrics
+from multilab.studies.verdict import (
+    Arm,
+    Outcome,
+    Verdict,
+    compare_rows,
+    compare_with_paper,
+)
+
+
+def metric_source(metric: str) -> tuple[str, str]:
+    """Which record kind holds a study metric, under which dotted path."""
+    if metric.startswith("downstream.zero_shot."):
+        return "downstream", f"test.{metric.rsplit('.', 1)[1]}.accuracy"
+    return "evaluate", f"metrics.{metric}"
+
+
+def _matches(record: Record, study: Study, row: Row, seed: int) -> bool:
+    model = record.model
+    if model is None or model.get("seed") != seed:
+        return False
+    if not mods.same_modification(str(model["modification"]), row.modification):
+        return False
+    config = record.data["config"]
+    expected: dict[str, Any] = {"profile": study.profile,
+                                "languages": ",".join(study.languages)}
+    expected |= {key: value for key, value in {**study.settings, **row.settings}.items()}
+    return all(_same(config.get(key), value) for key, value in expected.items())
+
+
+def _same(found: Any, wanted: Any) -> bool:
+    if isinstance(wanted, int | float) and isinstance(found, int | float):
+        return float(found) == float(wanted)
+    return str(found) == str(wanted)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One row's values of one metric over the study's seeds."""
+
+    values: tuple[float, ...]
+    devices: tuple[str, ...]
+
+    @property
+    def arm(self) -> Arm:
+        return Arm.of(self.values, self.devices)
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    study: Study
+    cells: Mapping[tuple[str, str], Cell]  # (row label, metric) → values over seeds
+    seeds_found: Mapping[str, tuple[int, ...]]  # row label → seeds with an evaluate record
+    outcomes: Mapping[str, Outcome]  # claim id → verdict
+    sources: tuple[Path, ...]  # the records read
+
+
+def collect(study: Study, records: Iterable[Record]) -> dict[tuple[str, int, str], Record]:
+    """(row label, seed, kind) → the newest matching record."""
+    chosen: dict[tuple[str, int, str], Record] = {}
+    for record in records:
+        for row in study.rows:
+            for seed in study.seeds:
+                if not _matches(record, study, row, seed):
+                    continue
+                key = (row.label, seed, record.kind)
+                older = chosen.get(key)
+                if older is None or record.data["provenance"].get("date", "") >= \
+                        older.data["provenance"].get("date", ""):
+                    chosen[key] = record
+    return chosen
+
+
+def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, Claim]
+                 ) -> StudyResult:
+    chosen = collect(study, list(records))
+    cells: dict[tuple[str, str], Cell] = {}
+    for row in study.rows:
+        for metric in study.metrics:
+            kind, path = metric_source(metric)
+            values, devices = [], []
+            for seed in study.seeds:
+                record = chosen.get((row.label, seed, kind))
+                if record is not None and path in record.metrics:
+                    values.append(record.metrics[path])
+                    devices.append(record.device)
+            cells[(row.label, metric)] = Cell(tuple(values), tuple(devices))
+    seeds_found = {row.label: tuple(seed for seed in study.seeds
+                                    if (row.label, seed, "evaluate") in chosen)
+                   for row in study.rows}
+    outcomes = {entry.id: claim_outcome(study, claims[entry.id], cells, entry.pending,
+                                        entry.not_testable)
+                for entry in study.claims}
+    sources = tuple(sorted({record.path for record in chosen.values()}))
+    return StudyResult(study, cells, seeds_found, outcomes, sources)
+
+
+def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Cell],
+                  pending: str | None = None, not_testable: str | None = None) -> Outcome:
+    """The verdict of one claim on the study's cells."""
+    if not claim.testable:
+        return Outcome(Verdict.NOT_TESTABLE, claim.untestable_reason or "")
+    if not_testable:
+        return Outcome(Verdict.NOT_TESTABLE, not_testable)
+    if pending:
+        return Outcome(Verdict.NOT_MEASURED, f"not run by the study yet: {pending}")
+    compare = claim.compare
+    margin = compare.get("margin")
+    if claim.kind == "rows":
+        metric = str(compare["metric"])
+        return compare_rows(cells[(str(compare["a"]), metric)].arm,
+                            cells[(str(compare["b"]), metric)].arm,
+                            str(compare["direction"]), margin=margin)
+    if claim.kind == "paper":
+        row = study.row(str(compare["row"]))
+        # the study's table carries the paper's std where the claim list quotes the mean only
+        value = (row.paper.get(str(compare["metric"])) if row else None) or claim.paper_value
+        assert value is not None
+        ours = cells[(str(compare["row"]), str(compare["metric"]))].arm
+        outcome = compare_with_paper(ours, value, margin=margin,
+                                     comparable=study.paper_comparable is None)
+        if outcome.verdict is Verdict.NOT_COMPARABLE and study.paper_comparable:
+            return replace(outcome, reason=study.paper_comparable)
+        return outcome
+    if claim.kind == "curve" and compare["over"] == "layers":
+        first, *_, last = _claim_metrics(claim, study)
+        row = str(compare["rows"][0])
+        shape = str(compare["shape"])
+        direction = "greater" if shape.startswith("increasing") else "less"
+        return compare_rows(cells[(row, last)].arm, cells[(row, first)].arm, direction,
+                            margin=margin)
+    return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} claim is not computed yet")
+
+
+# ------------------------------------------------------------------------------- rendering
+
+
+def _fmt(value: float, metric: str) -> str:
+    """One precision rule: perplexities as integers, scores with three decimals."""
+    return f"{value:,.0f}" if metric.startswith("ppl") else f"{value:.3f}"
+
+
+def _cell_text(cell: Cell, metric: str) -> str:
+    if not cell.values:
+        return "–"
+    mean = statistics.fmean(cell.values)
+    if len(cell.values) == 1:
+        return f"{_fmt(mean, metric)} (1)"
+    return f"{_fmt(mean, metric)} ± {_fmt(statistics.stdev(cell.values), metric)} " \
+           f"({len(cell.values)})"
+
+
+def _paper_text(row: Row, metric: str) -> str:
+    value = row.paper.get(metric)
+    if value is None:
+        return "–"
+    return _fmt(value.mean, metric) + ("" if value.std is None else
+                                       f" ± {_fmt(value.std, metric)}")
+
+
+def render_study(result: StudyResult, claims: Mapping[str, Claim]) -> str:
+    study = result.study
+    lines = [f"# {study.name}: {PAPERS[study.paper]}, {study.table}", "",
+             f"{study.title}. Languages [{', '.join(study.languages)}], profile `{study.profile}`"
+             f", seeds {', '.join(map(str, study.seeds))}"
+             + (f", settings {dict(study.settings)}" if study.settings else "") + ".", ""]
+    if study.about:
+        lines += [study.about.strip(), ""]
+    lines += ["Ours: mean ± std over seeds (number of seeds); paper: mean ± std over "
+              f"{study.paper_seeds or 'an unstated number of'} seeds as it reports them. "
+              "Every value comes from a record under `results/`.", ""]
+    if study.paper_comparable:
+        lines += [f"Magnitudes are not comparable with the paper's: {study.paper_comparable}.",
+                  ""]
+    header = ["ID", "row", *(METRICS[m].column if m in METRICS else m for m in study.metrics),
+              "seeds"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in study.rows:
+        cells = [f"{_cell_text(result.cells[(row.label, m)], m)}<br>paper "
+                 f"{_paper_text(row, m)}" for m in study.metrics]
+        found = result.seeds_found[row.label]
+        lines.append(f"| {row.paper_id or ''} | {row.label} | " + " | ".join(cells)
+                     + f" | {len(found)}/{len(study.seeds)} |")
+    lines += ["", "## Claims", "", "| claim | where | comparison | verdict | p | why |",
+              "|---|---|---|---|---|---|"]
+    for entry in study.claims:
+        claim, outcome = claims[entry.id], result.outcomes[entry.id]
+        p = "" if outcome.p is None else f"{outcome.p:.3g}"
+        flag = " (mixed devices)" if outcome.mixed_devices else ""
+        lines.append(f"| `{claim.id}` | {claim.where} | {_comparison(claim)} | "
+                     f"**{outcome.verdict}**{flag} | {p} | {_escape(outcome.reason)} |")
+    lines += ["", f"{len(result.sources)} records read.", ""]
+    return "\n".join(lines)
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _comparison(claim: Claim) -> str:
+    compare = claim.compare
+    if claim.kind == "rows":
+        sign = {"less": "<", "greater": ">", "equal": "="}[str(compare["direction"])]
+        return f"{compare['a']} {sign} {compare['b']} on {compare['metric']}"
+    if claim.kind == "paper":
+        return f"{compare['row']} {compare['metric']} = paper's"
+    if claim.kind == "curve":
+        return f"{compare['metric']} over {compare['over']}: {compare['shape']}"
+    return claim.kind
+
+
+SUMMARY_COLUMNS = (Verdict.HELD, Verdict.NOT_HELD, Verdict.NOT_SEPARABLE, Verdict.INDICATIVE,
+                   Verdict.NOT_COMPARABLE, Verdict.NOT_TESTABLE, Verdict.NOT_MEASURED)
+
+
+def claim_verdicts(results: Iterable[StudyResult], claims: Mapping[str, Claim]
+                   ) -> dict[str, Verdict]:
+    """Every claim's verdict: a study's where one tests it (the first counting verdict
+    wins), *not testable* where the claim says so, else *not measured*."""
+    verdicts: dict[str, Verdict] = {}
+    for claim in claims.values():
+        verdicts[claim.id] = Verdict.NOT_MEASURED if claim.testable else Verdict.NOT_TESTABLE
+    for result in results:
+        for claim_id, outcome in result.outcomes.items():
+            current = verdicts[claim_id]
+            if current is Verdict.NOT_MEASURED or (outcome.verdict.counts
+                                                   and not current.counts):
+                verdicts[claim_id] = outcome.verdict
+    return verdicts
+
+
+def render_summary(verdicts: Mapping[str, Verdict], claims: Mapping[str, Claim],
+                   studies: Iterable[StudyResult]) -> str:
+    lines = ["# Claims of the five papers: where the lab stands", "",
+             "Generated by `multilab study report --all` from `studies/` and the records under "
+             "`results/`. A claim *with a verdict* was tested over ≥ 3 seeds in every arm "
+             "(held, did not hold, or not separable from seed noise); *indicative* rests on "
+             "fewer seeds; the rule is in `studies/README.md`.", "",
+             "| paper | claims | with a verdict | " + " | ".join(map(str, SUMMARY_COLUMNS))
+             + " |", "|---|" + "---|" * (len(SUMMARY_COLUMNS) + 2)]
+    totals: Counter[str] = Counter()
+    for key, name in PAPERS.items():
+        counts = Counter(verdicts[c.id] for c in claims.values() if c.paper == key)
+        total = sum(counts.values())
+        counted = sum(n for v, n in counts.items() if v.counts)
+        totals.update({"claims": total, "verdict": counted})
+        totals.update({str(v): counts[v] for v in SUMMARY_COLUMNS})
+        lines.append(f"| {name} | {total} | {counted} | "
+                     + " | ".join(str(counts[v]) for v in SUMMARY_COLUMNS) + " |")
+    lines.append(f"| all | {totals['claims']} | {totals['verdict']} | "
+                 + " | ".join(str(totals[str(v)]) for v in SUMMARY_COLUMNS) + " |")
+    lines += ["", "## Studies", "", "| study | paper | table | rows × seeds recorded | claims "
+              "tested | with a verdict |", "|---|---|---|---|---|---|"]
+    for result in studies:
+        study = result.study
+        recorded = sum(len(seeds) for seeds in result.seeds_found.values())
+        needed = len(study.rows) * len(study.seeds)
+        counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
+        lines.append(f"| [{study.name}]({study.name}.md) | {PAPERS[study.paper]} | "
+                     f"{study.table} | {recorded}/{needed} | {len(result.outcomes)} | "
+                     f"{counted} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,146 @@
+"""Study specs (studies/*.yaml), their tables from records, and `multilab study`."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from multilab.cli import main
+from multilab.errors import UserError
+from multilab.studies.claims import load_claims
+from multilab.studies.records import iter_records, write_record
+from multilab.studies.spec import load_studies, load_study
+from multilab.studies.tables import study_result
+from multilab.studies.verdict import Verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDIES = ROOT / "studies"
+CLAIMS = load_claims(STUDIES / "claims")
+
+
+def test_the_committed_studies_validate() -> None:
+    studies = load_studies(STUDIES, CLAIMS)
+    assert "dufter2020-table1" in studies
+    table1 = studies["dufter2020-table1"]
+    assert table1.row("original").paper["translation_p1.l8"].std == pytest.approx(0.03)
+    assert table1.row("original").paper["translation_p1.l8"].n == 5
+
+
+def test_generated_tables_match_the_committed_records(tmp_path: Path, capsys) -> None:
+    """docs/studies/ is a lockfile of studies/ + results/: regenerate and compare bytes."""
+    out = tmp_path / "studies"
+    assert main(["--set", f"paths.results={ROOT / 'results'}", "study", "report", "--all",
+                 "--out", str(out), "--studies", str(STUDIES)]) == 0
+    committed = ROOT / "docs" / "studies"
+    for path in sorted(out.iterdir()):
+        assert path.read_text() == (committed / path.name).read_text(), \
+            f"docs/studies/{path.name} is stale: run `multilab study report --all`"
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in committed.iterdir())
+
+
+SPEC = {"name": "toy-study", "paper": "dufter2020", "table": "Table 1", "title": "toy",
+        "languages": ["3", "fake"], "profile": "smoke", "seeds": [0, 1, 2], "paper_seeds": 5,
+        "metrics": ["mu", "retrieval_p1.l0", "retrieval_p1.l8"],
+        "rows": [{"id": "0", "modification": "original", "paper": {"mu": 0.70}},
+                 {"id": "1", "modification": "lang-pos", "paper": {"mu": [0.30, 0.05]}}],
+        "claims": ["dufter2020-t1-r1-lang-pos", "dufter2020-t1-r0-retrieval-layer8",
+                   "dufter2020-t1-r1-paper"]}
+
+
+def _spec(tmp_path: Path, **change: object) -> Path:
+    path = tmp_path / f"{change.get('name', 'toy-study')}.yaml"
+    path.write_text(yaml.safe_dump(SPEC | change, allow_unicode=True))
+    return path
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"colour": 1}, "unknown key 'colour'; valid: name, paper"),
+    ({"rows": [{"modification": "lang-poss"}]}, "row 1: "),
+    ({"rows": [{"modification": "original", "paper": {"rho": 1}}]},
+     "row original: paper: unknown key 'rho'; valid: mu"),
+    ({"claims": ["dufter2020-t1-r3-inv-order"]},
+     "row 'inv-order' is not a row of the study; rows: original, lang-pos"),
+    ({"claims": ["dufter2020-t1-r3-inv-order-perplexity"]}, "row 'inv-order'"),
+    ({"claims": ["no-such-claim"]}, "claim 'no-such-claim' is not in studies/claims/"),
+    ({"claims": ["k2020-t1-wordpiece-overlap-es"]}, "the study is dufter2020's"),
+    ({"metrics": ["mu"]}, "metric 'retrieval_p1.l0' is not among the study's metrics: mu"),
+    ({"profile": "huge"}, "profile 'huge'; valid: smoke, quick, paper, real"),
+    ({"seeds": [1, -2]}, "seeds [1, -2]: a list of integers >= 0"),
+])
+def test_a_bad_spec_is_one_line(tmp_path: Path, change: dict, message: str) -> None:
+    if change.get("claims") == ["k2020-t1-wordpiece-overlap-es"] and \
+            "k2020-t1-wordpiece-overlap-es" not in CLAIMS:
+        change = {"claims": [next(c for c in CLAIMS if c.startswith("k2020-"))]}
+    path = _spec(tmp_path, **change)
+    with pytest.raises(UserError, match=re.escape(message)) as caught:
+        load_study(path, CLAIMS)
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
+def _toy_records(results: Path) -> None:
+    """Three seeds a row of made-up evaluations (the verdicts are the rule's, not ours)."""
+    values = {"original": ([0.24, 0.28, 0.21], [0.01, 0.02, 0.01], [0.5, 0.6, 0.55]),
+              "lang-pos": ([0.01, 0.02, 0.015], [0.0, 0.01, 0.0], [0.01, 0.02, 0.01])}
+    for modification, (mu, rho0, rho8) in values.items():
+        for seed in range(3):
+            config = {"profile": "smoke", "languages": "3,fake", "modification": modification}
+            model = {"modification": modification, "seed": seed,
+                     "fingerprint": f"{modification}{seed}"}
+            write_record(results, "multilab-smoke", "evaluate",
+                         {"metrics": {"mu": mu[seed], "retrieval_p1.l0": rho0[seed],
+                                      "retrieval_p1.l8": rho8[seed]}},
+                         model=model, config=config)
+    # a record of another profile never enters the table
+    write_record(results, "multilab-quick", "evaluate", {"metrics": {"mu": 9.0}},
+                 model={"modification": "original", "seed": 0, "fingerprint": "q"},
+                 config={"profile": "quick", "languages": "3,fake"})
+
+
+def test_verdicts_come_from_records_only(tmp_path: Path) -> None:
+    study = load_study(_spec(tmp_path), CLAIMS)
+    _toy_records(tmp_path / "results")
+    result = study_result(study, iter_records(tmp_path / "results"), CLAIMS)
+    assert result.cells[("original", "mu")].values == (0.24, 0.28, 0.21)
+    assert result.outcomes["dufter2020-t1-r1-lang-pos"].verdict is Verdict.HELD
+    assert result.outcomes["dufter2020-t1-r0-retrieval-layer8"].verdict is Verdict.HELD
+    paper = result.outcomes["dufter2020-t1-r1-paper"]
+    assert paper.verdict is Verdict.NOT_HELD and "Welch" in paper.reason  # .015 vs .30 ± .05
+
+
+def test_study_cli_lists_and_reports_a_toy_study(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    _toy_records(tmp_path / "results")
+    common = ["--studies", str(folder)]
+    where = ["--set", f"paths.results={tmp_path / 'results'}"]
+    assert main([*where, "study", "list", *common]) == 0
+    listed = capsys.readouterr().out
+    assert "toy-study" in listed and "runs 6/6" in listed and "claims 3/3" in listed
+    out = tmp_path / "docs"
+    assert main([*where, "study", "report", "toy-study", "--out", str(out), *common]) == 0
+    table = (out / "toy-study.md").read_text()
+    assert "| 1 | lang-pos | 0.015 ± 0.005 (3)<br>paper 0.300 ± 0.050" in table
+    assert "**held**" in table
+    assert main([*where, "study", "report", "no-such-study", *common]) == 2
+    assert "study 'no-such-study'; name one of toy-study or --all" in capsys.readouterr().err
+
+
+def test_a_damaged_record_stops_the_report_before_writing(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    bad = tmp_path / "results" / "x" / "evaluate.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("{truncated")
+    out = tmp_path / "docs"
+    assert main(["--set", f"paths.results={tmp_path / 'results'}", "study", "report", "--all",
+                 "--out", str(out), "--studies", str(folder)]) == 2
+    assert "not a readable results record" in capsys.readouterr().err
+    assert not out.exists()
