@@ -16,6 +16,7 @@ from multilab.studies.records import iter_records, write_record
 from multilab.studies.spec import load_studies, load_study
 from multilab.studies.tables import study_result
 from multilab.studies.verdict import Verdict
+from tests.helpers import PARAMS
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDIES = ROOT / "studies"
@@ -144,3 +145,40 @@ def test_a_damaged_record_stops_the_report_before_writing(tmp_path: Path, capsys
                  "--out", str(out), "--studies", str(folder)]) == 2
     assert "not a readable results record" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_toy_study_runs_end_to_end_and_resumes(built_project: Path, tmp_path: Path,
+                                                 monkeypatch, capsys, one_thread: None) -> None:
+    """Adding an experiment is one file: a spec runs on the smoke profile, leaves records and
+    a table with verdicts; a second run trains nothing."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").symlink_to(built_project / "data")
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    spec = SPEC | {"rows": [{"id": "0", "modification": "original"},
+                            {"id": "18", "modification": "untrained"}],
+                   "metrics": ["mu", "align_f1.l0"],
+                   "settings": {"train.max_train_sentences": 128, "train.eval_points": "[]",
+                                "evaluate.dev_sentences": 100},
+                   "claims": ["dufter2020-t1-r0-original-multilingual",
+                              "dufter2020-t1-r18-paper"]}
+    (folder / "toy-study.yaml").write_text(yaml.safe_dump(spec))
+    args = ["--params", str(PARAMS), "study", "run", "toy-study", "--studies", str(folder),
+            "--out", str(tmp_path / "docs")]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "original seed 0 (1/6)" in out and "runs 6/6" in out, captured.out + captured.err
+    records = list(iter_records(tmp_path / "results"))
+    assert sorted((r.kind, r.model["modification"], r.model["seed"]) for r in records
+                  if r.kind == "evaluate") == [("evaluate", m, s) for m in ("original",
+                                                                             "untrained")
+                                               for s in (0, 1, 2)]
+    assert main([*args[:3], "report", "toy-study", *args[5:]]) == 0
+    table = (tmp_path / "docs" / "toy-study.md").read_text()
+    assert "| 0 | original |" in table and "(3)" in table
+    assert "dufter2020-t1-r0-original-multilingual" in table
+    assert main(args) == 0  # everything recorded: nothing runs again
+    assert "(1/" not in capsys.readouterr().out

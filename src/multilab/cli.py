@@ -12,9 +12,10 @@ import logging
 import os
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
-from multilab.config import Config, SpacesConfig, load_config, parse_overrides
+from multilab.config import Config, SpacesConfig, check_seed, load_config, parse_overrides
 from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
 from multilab.files import write_json, write_text
@@ -496,8 +497,11 @@ def cmd_study(args: argparse.Namespace) -> None:
         raise UserError(f"study {unknown[0] if unknown else '(none)'!r}; name one of "
                         f"{', '.join(studies)} or --all")
     records = list(iter_records(cfg.paths.results))  # a damaged record: one line, no output
+    if args.action == "run":
+        _run_studies(args, [studies[name] for name in names], records)
+        records = list(iter_records(cfg.paths.results))
     results = [study_result(studies[name], records, claims) for name in names]
-    if args.action == "list":
+    if args.action in ("list", "run"):
         for result in results:
             study = result.study
             recorded = sum(len(seeds) for seeds in result.seeds_found.values())
@@ -514,6 +518,25 @@ def cmd_study(args: argparse.Namespace) -> None:
     for path, text in texts.items():
         write_text(path, text)
         print(f"wrote {path}")
+
+
+def _run_studies(args: argparse.Namespace, studies: list, records: list) -> None:
+    """``study run``: each study's missing (row, seed) pairs, through this command line."""
+    from multilab.studies.runner import missing_runs, run_study, study_settings
+
+    seeds = [check_seed(s.strip(), "--seeds") for s in args.seeds.split(",") if s.strip()] \
+        if args.seeds else None
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
+    base = ["--params", args.params, *(f"--set={value}" for value in args.set or [])]
+    for study in studies:
+        steps = missing_runs(study, records, seeds, rows)
+        settings = study_settings(study, Path.cwd())
+        if args.plan or not steps:
+            print(f"study {study.name}: {len(steps)} run(s) missing"
+                  + "".join(f"\n  {step.row.label} seed {step.seed}" for step in steps))
+            continue
+        artifacts = Path.cwd() / "artifacts" / "studies" / study.name
+        run_study(study, steps, lambda argv: main(base + argv), settings, artifacts)
 
 
 def cmd_ids(args: argparse.Namespace) -> None:
@@ -535,6 +558,8 @@ def _record(cfg: Config, kind: str, result: dict, model_dir: Path | None = None,
     if model_dir is not None and (done := read_done(model_dir)) is not None:
         model = model_identity(done)
         config = cfg.run(done["modification"], done["seed"]).as_params()
+    config |= {f"evaluate.{k}": v for k, v in asdict(cfg.evaluate).items()}
+    config |= {f"downstream.{k}": v for k, v in asdict(cfg.downstream).items()}
     config |= extra or {}
     if once and record_path(cfg.paths.results, cfg.experiment, kind, model, qualifier).exists():
         return
@@ -749,7 +774,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_figures)
     p = sub.add_parser("study", help="the papers' tables as studies: list them, or report a "
                        "study's rows and claim verdicts from the records in results/")
-    p.add_argument("action", choices=["list", "report"])
+    p.add_argument("action", choices=["list", "report", "run"],
+                   help="run: train and evaluate the (row, seed) pairs without a record")
+    p.add_argument("--seeds", help="run: only these seeds, e.g. 42,43")
+    p.add_argument("--rows", help="run: only these rows (labels), e.g. original,lang-pos")
+    p.add_argument("--plan", action="store_true", help="run: say what is missing, run nothing")
     p.add_argument("names", nargs="*", help="study names (studies/<name>.yaml)")
     p.add_argument("--all", action="store_true", help="every study, and the claims summary")
     p.add_argument("--studies", default="studies", help="the folder of study specs")

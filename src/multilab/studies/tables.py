@@ -10,12 +10,15 @@ claim no study tests yet is *not measured*, never dropped.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from multilab.lab import modifications as mods
 from multilab.lab.metric_table import METRICS
@@ -52,9 +55,24 @@ def _matches(record: Record, study: Study, row: Row, seed: int) -> bool:
 
 
 def _same(found: Any, wanted: Any) -> bool:
-    if isinstance(wanted, int | float) and isinstance(found, int | float):
-        return float(found) == float(wanted)
-    return str(found) == str(wanted)
+    """A record's configuration value against a study's setting (written as on ``--set``:
+    ``"[]"`` is the empty list, ``128`` equals ``128.0``)."""
+    if isinstance(wanted, str):
+        with contextlib.suppress(yaml.YAMLError):
+            wanted = yaml.safe_load(wanted)
+    return _plain(found) == _plain(wanted)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
 
 
 @dataclass(frozen=True)

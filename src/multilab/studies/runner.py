@@ -1,0 +1,86 @@
+"""``multilab study run``: train and evaluate what a study still lacks, nothing else.
+
+The plan is computed from the records: a (row, seed) with a matching ``evaluate`` record is
+done. Each missing one runs the ordinary commands — ``corpus build`` and ``vocab`` once per
+study, ``spaces`` when a row needs the knn table, then ``train`` and ``evaluate`` — so
+fingerprints, checkpoints, resume after a kill, MLflow runs and records work exactly as they
+do for ``dvc repro``: a model whose fingerprint exists is not trained again, a killed run
+resumes from its last checkpoint when the same command is given again. A study's corpora,
+vocabulary and models live in ``artifacts/studies/<name>/`` so that studies of other languages
+never share (or overwrite) the default study's.
+
+The commands are passed in as a function (the command line's own ``main``), so this module
+stays below the command line in the import structure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from multilab.errors import UserError
+from multilab.lab import modifications as mods
+from multilab.studies.records import Record
+from multilab.studies.spec import Row, Study
+from multilab.studies.tables import collect
+
+Command = Callable[[list[str]], int]
+
+
+@dataclass(frozen=True)
+class Step:
+    row: Row
+    seed: int
+
+
+def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] | None = None,
+                 rows: Sequence[str] | None = None) -> list[Step]:
+    """The (row, seed) pairs without an evaluate record, in the spec's order."""
+    chosen = collect(study, list(records))
+    wanted_seeds = tuple(seeds) if seeds else study.seeds
+    unknown = [label for label in rows or () if study.row(label) is None]
+    if unknown:
+        raise UserError(f"--rows {unknown[0]!r}: rows of {study.name} are "
+                        f"{', '.join(row.label for row in study.rows)}")
+    return [Step(row, seed) for row in study.rows if not rows or row.label in rows
+            for seed in wanted_seeds if (row.label, seed, "evaluate") not in chosen]
+
+
+def study_settings(study: Study, root: Path) -> list[str]:
+    """The ``--set`` values every command of the study runs with."""
+    base = root / "artifacts" / "studies" / study.name
+    values = {"profile": study.profile,
+              "languages": "[" + ", ".join(study.languages) + "]",
+              "paths.artifacts": base, "paths.metrics": base / "metrics",
+              "paths.reports": base / "reports", "study": "[original]", "seeds": "[0]",
+              **study.settings}
+    return [f"{key}={value}" for key, value in values.items()]
+
+
+def run_study(study: Study, steps: Sequence[Step], command: Command, settings: list[str],
+              artifacts: Path, say: Callable[[str], None] = print) -> None:
+    """Run ``steps`` through ``command`` (``multilab``'s main); stop at the first failure."""
+
+    def run(*argv: str, extra: Sequence[str] = ()) -> None:
+        args = [f"--set={value}" for value in [*settings, *extra]] + list(argv)
+        if command(args) != 0:
+            raise UserError(f"study {study.name}: `multilab {' '.join(argv)}` failed (its "
+                            "message is above); fix it and run `multilab study run "
+                            f"{study.name}` again: finished runs are kept")
+
+    if not (artifacts / "corpora" / "train.txt").is_file():
+        say(f"study {study.name}: building its corpora")
+        run("corpus", "build")
+    if not (artifacts / "vocab").is_dir():
+        run("vocab")
+    needs_knn = any(mods.resolve_recipe(step.row.modification).needs_knn for step in steps)
+    if needs_knn and not (artifacts / "spaces" / "knn.pt").is_file():
+        run("spaces")
+    for number, step in enumerate(steps, 1):
+        row_settings = [f"{key}={value}" for key, value in step.row.settings.items()]
+        say(f"study {study.name}: {step.row.label} seed {step.seed} ({number}/{len(steps)})")
+        run("train", "--modification", step.row.modification, "--seed", str(step.seed),
+            extra=row_settings)
+        model_dir = artifacts / "models" / mods.slug(step.row.modification) / f"seed{step.seed}"
+        run("evaluate", str(model_dir), extra=row_settings)
