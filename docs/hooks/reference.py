@@ -111,7 +111,8 @@ def cli_page() -> str:
            "Every command reads `params.yaml` (or `--params FILE`) and validates it first; a bad "
            "value stops it in one line, exit code 2, nothing written. The options before the "
            "command apply to all of them.", "",
-           "```text", _usage(parser), "```", "", *_arguments(parser), "",
+           "```text", re.sub(r"\s*\{[^}]*\}\s*\.\.\.", " <command> ...", _usage(parser)), "```", "",
+           *_arguments(parser), "",
            "| command | what it does |", "|---|---|"]
     out += [f"| [`{name}`](#multilab-{name}) | {cell(helps.get(name, ''))} |"
             for name in sub.choices]
