@@ -126,7 +126,7 @@ def downstream_markdown(frame: pd.DataFrame) -> str:
         f"{over}, mean ± std over seeds (one seed: its value); the majority baseline always "
         f"predicts the most frequent train label; Δ: the mean zero-shot accuracy minus "
         f"{DEFAULT_ROW}'s (seed 003 Table 1's column).{mixed} What the numbers mean, and what "
-        "they do not: README, \"Downstream task\".", "",
+        "they do not: docs/downstream.md.", "",
         "| " + " | ".join(head) + " |", "|---|---|" + "--:|" * (2 * len(labels) + 3) + "---|",
     ]
     for _, row in frame.iterrows():
