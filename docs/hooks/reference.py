@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import itertools
 import re
 import types
 import typing
@@ -30,7 +31,6 @@ PAPERS = {"000": "Dufter & Schütze 2020", "001": "Liu et al. 2020a", "002": "K 
           "003": "Conneau et al. 2020", "004": "Liu et al. 2020b"}
 _SEED = re.compile(r"\b[Ss]eeds?[ -](00[0-4](?:\s*(?:/|,|and)\s*00[0-4])*)(?: \((?:K|Conneau|Liu|"
                    r"Dufter)[^)]{0,20}\))?")
-GENERATED = ("index.md", "cli.md", "params.md", "modifications.md")
 
 
 def name_papers(text: str) -> str:
@@ -237,7 +237,8 @@ def params_page() -> str:
 
     header = ["| key | params.yaml | profiles override | type; valid values (schema default) | "
               "comment in params.yaml |", "|---|---|---|---|---|"]
-    intro = [line.lstrip("# ").rstrip() for line in text.splitlines() if line.startswith("#")]
+    intro = [line.lstrip("# ").rstrip()
+             for line in itertools.takewhile(lambda ln: ln.startswith("#"), text.splitlines())]
     out = ["# params.yaml reference", "",
            "*Generated from `params.yaml` (values and comments) and the schema in "
            "`multilab.config` (types, defaults, valid ranges) each time the site is built.*", "",
@@ -268,7 +269,7 @@ def params_page() -> str:
         tree = data.get(name)
         out += ["", f"## {name}", ""]
         if name in data:
-            comment, notes = comments.of(*data.lc.key(name))
+            comment, _ = comments.of(*data.lc.key(name))
             out += [cell(comment), ""] if comment else []
         if per_name and tree:
             entries = list(tree.items())
