@@ -20,7 +20,7 @@ applies exactly as the model was trained, and Fake-English is the ``fake`` trans
 id-shifted input ids of the English text, not a text of its own. Which languages a model
 can read is decided in one place, :func:`language_inputs`.
 
-What a number means, compared with XNLI: docs in the README ("Downstream task").
+What a number means, compared with XNLI: docs/downstream.md.
 
 Cost on a CPU: dynamic padding, and batches of similar length (each epoch's shuffled order
 is cut into chunks of 50 batches sorted by length, as Hugging Face's ``group_by_length``);

@@ -125,8 +125,8 @@ def downstream_markdown(frame: pd.DataFrame) -> str:
         f"Fine-tuned on {first} (in-language){zero_shot}. Test accuracy and macro-F1 over "
         f"{over}, mean ± std over seeds (one seed: its value); the majority baseline always "
         f"predicts the most frequent train label; Δ: the mean zero-shot accuracy minus "
-        f"{DEFAULT_ROW}'s (seed 003 Table 1's column).{mixed} What the numbers mean, and what "
-        "they do not: README, \"Downstream task\".", "",
+        f"{DEFAULT_ROW}'s (the column of Conneau et al. 2020's Table 1).{mixed} What the numbers "
+        "mean, and what they do not: docs/downstream.md.", "",
         "| " + " | ".join(head) + " |", "|---|---|" + "--:|" * (2 * len(labels) + 3) + "---|",
     ]
     for _, row in frame.iterrows():
