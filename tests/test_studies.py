@@ -182,3 +182,25 @@ def test_a_toy_study_runs_end_to_end_and_resumes(built_project: Path, tmp_path: 
     assert "dufter2020-t1-r0-original-multilingual" in table
     assert main(args) == 0  # everything recorded: nothing runs again
     assert "(1/" not in capsys.readouterr().out
+
+
+def test_the_papers_rounding_is_the_margin_of_an_equality(tmp_path: Path) -> None:
+    """Untrained rows do not depend on the budget; the paper's μ .00 (two decimals) is matched
+    by our .002 ± .001 — equal within the paper's rounding — but not by .02."""
+    spec = SPEC | {"paper_decimals": 2, "paper_comparable": "no: quick budget",
+                   "rows": [{"id": "18", "modification": "untrained", "paper": {"mu": 0.0},
+                             "paper_comparable": True},
+                            {"id": "1", "modification": "lang-pos", "paper": {"mu": 0.30}}],
+                   "claims": ["dufter2020-t1-r18-paper", "dufter2020-t1-r1-paper"]}
+    study = load_study(_spec(tmp_path, **spec), CLAIMS)
+    results = tmp_path / "results"
+    for modification, values in (("untrained", [0.002, 0.001, 0.003]),
+                                 ("lang-pos", [0.02, 0.03, 0.025])):
+        for seed, value in enumerate(values):
+            write_record(results, "multilab-smoke", "evaluate", {"metrics": {"mu": value}},
+                         model={"modification": modification, "seed": seed, "fingerprint": "f"},
+                         config={"profile": "smoke", "languages": "3,fake"})
+    outcomes = study_result(study, iter_records(results), CLAIMS).outcomes
+    assert outcomes["dufter2020-t1-r18-paper"].verdict is Verdict.HELD
+    assert outcomes["dufter2020-t1-r1-paper"].verdict is Verdict.NOT_COMPARABLE
+    assert outcomes["dufter2020-t1-r1-paper"].reason == "quick budget"

@@ -43,10 +43,11 @@ from multilab.studies.claims import PAPERS, Claim
 from multilab.studies.verdict import PaperValue
 
 SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds", "settings",
-               "paper_seeds", "paper_comparable", "metrics", "rows", "claims", "about")
+               "paper_seeds", "paper_decimals", "paper_comparable", "metrics", "rows", "claims",
+               "about")
 _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds", "metrics",
              "rows")
-ROW_FIELDS = ("id", "label", "modification", "paper", "settings")
+ROW_FIELDS = ("id", "label", "modification", "paper", "settings", "paper_comparable")
 CLAIM_ENTRY_FIELDS = ("id", "pending", "not_testable")
 PROFILES = ("smoke", "quick", "paper", "real")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
@@ -59,6 +60,9 @@ class Row:
     paper_id: str | None
     paper: Mapping[str, PaperValue]
     settings: Mapping[str, Any] = field(default_factory=dict)
+    # True: this row's magnitude is comparable with the paper's although the study's is not
+    # (an untrained row does not depend on the training budget)
+    paper_comparable: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ class Study:
     seeds: tuple[int, ...]
     settings: Mapping[str, Any]
     paper_seeds: int | None
+    paper_decimals: int | None  # the paper's rounding: .00 means within ±.005
     paper_comparable: str | None  # None: comparable; otherwise why the magnitude is not
     metrics: tuple[str, ...]
     rows: tuple[Row, ...]
@@ -131,7 +136,10 @@ def _row(raw: Any, index: int, metrics: tuple[str, ...], paper_seeds: int | None
     settings = raw.get("settings") or {}
     if not isinstance(settings, dict):
         raise _fail(source, f"row {label}: settings must map --set keys to values")
-    return Row(label=label, modification=modification,
+    comparable = raw.get("paper_comparable", False)
+    if not isinstance(comparable, bool):
+        raise _fail(source, f"row {label}: paper_comparable {comparable!r}: true or false")
+    return Row(label=label, modification=modification, paper_comparable=comparable,
                paper_id=None if raw.get("id") is None else str(raw["id"]),
                paper={key: _paper_value(value, paper_seeds, source, f"row {label}: {key}")
                       for key, value in paper.items()},
@@ -184,6 +192,10 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     paper_seeds = raw.get("paper_seeds")
     if paper_seeds is not None and (not isinstance(paper_seeds, int) or paper_seeds < 1):
         raise _fail(source, f"paper_seeds {paper_seeds!r}: the paper's seed count or null")
+    decimals = raw.get("paper_decimals")
+    if decimals is not None and (not isinstance(decimals, int) or isinstance(decimals, bool)
+                                 or not 0 <= decimals <= 6):
+        raise _fail(source, f"paper_decimals {decimals!r}: the decimals the paper reports, 0-6")
     comparable = raw.get("paper_comparable", True)
     if comparable is True:
         not_comparable = None
@@ -204,6 +216,7 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     study = Study(name=name, paper=raw["paper"], table=str(raw["table"]), title=str(raw["title"]),
                   languages=tuple(str(code) for code in languages), profile=raw["profile"],
                   seeds=tuple(seeds), settings=settings, paper_seeds=paper_seeds,
+                  paper_decimals=decimals,
                   paper_comparable=not_comparable, metrics=metrics, rows=rows, claims=entries,
                   about=raw.get("about"), source=source)
     for entry in entries:

@@ -158,8 +158,12 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         value = (row.paper.get(str(compare["metric"])) if row else None) or claim.paper_value
         assert value is not None
         ours = cells[(str(compare["row"]), str(compare["metric"]))].arm
-        outcome = compare_with_paper(ours, value, margin=margin,
-                                     comparable=study.paper_comparable is None)
+        comparable = study.paper_comparable is None or bool(row and row.paper_comparable)
+        if margin is None and study.paper_decimals is not None:
+            # the paper's .00 is anything below .005; its perplexities are whole numbers
+            digits = 0 if str(compare["metric"]).startswith("ppl") else study.paper_decimals
+            margin = 0.5 * 10 ** -digits
+        outcome = compare_with_paper(ours, value, margin=margin, comparable=comparable)
         if outcome.verdict is Verdict.NOT_COMPARABLE and study.paper_comparable:
             return replace(outcome, reason=study.paper_comparable)
         return outcome
