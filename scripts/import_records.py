@@ -42,9 +42,36 @@ def origin(source: Path, ran_at: str | None, device: str, note: str) -> dict[str
             "config_rebuilt": True, "note": note}
 
 
-def _config(modification: str, seed: int) -> dict[str, Any]:
-    return load_config(Path("params.yaml"), {"profile": "quick"}).run(modification,
-                                                                      seed).as_params()
+def _config(modification: str, seed: int, overrides: dict[str, Any] | None = None
+            ) -> dict[str, Any]:
+    """Today's configuration of a run, with the settings its document names (``overrides``,
+    as params.yaml's nested keys: ``{"vocab": {"mode": "joint"}}``)."""
+    return load_config(Path("params.yaml"), {"profile": "quick", **(overrides or {})}).run(
+        modification, seed).as_params()
+
+
+def _downstream_config(run: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """A downstream JSON's model configuration plus its fine-tuning settings and direction
+    (``downstream.languages``: fine-tuned on the first, tested on every one)."""
+    config = _config(run["modification"], run["seed"], overrides)
+    config |= {f"downstream.{key}": value for key, value in run["settings"].items()}
+    config["downstream.languages"] = ",".join(run["languages"])
+    return config
+
+
+def _downstream_model(run: dict[str, Any]) -> dict[str, Any]:
+    return {key: run.get(key) for key in ("modification", "paper_id", "seed", "profile",
+                                          "fingerprint", "run_id")}
+
+
+def _import_downstream(results: Path, source: Path, overrides: dict[str, Any],
+                       ran_at: str | None, note: str) -> Path:
+    """One ``multilab downstream`` JSON as a downstream record (its numbers unchanged)."""
+    run = json.loads(source.read_text())
+    return write_record(results, "multilab-quick", "downstream", run,
+                        model=_downstream_model(run), config=_downstream_config(run, overrides),
+                        qualifier="-".join(run["languages"]).replace(":", "-"),
+                        origin=origin(source, ran_at, "cpu", note))
 
 
 def import_quick_study(results: Path) -> list[Path]:
@@ -86,6 +113,85 @@ def import_e5_base(results: Path) -> list[Path]:
     return written
 
 
+#: K et al. 2020 Table 1 (word-piece overlap, Spanish; REPRODUCTION "Seed 002 Table 1"): the
+#: pretraining languages of each file (fine-tuned on English or enfake, tested on Spanish)
+K2020_TABLE1 = {"en-es.json": ["v", "3"], "enfake-es.json": ["v", "enfake:3"]}
+
+
+def import_k2020_table1(results: Path) -> list[Path]:
+    """K et al. 2020 Table 1 on Spanish, seed 42, quick: `[v, 3]` and `[v, enfake:3]`, under
+    separate vocabularies (the default; the two models are bit-identical) and a joint one
+    (the folder's name and REPRODUCTION's section say which). The section names no commit."""
+    written = []
+    for mode in ("joint", "separate"):
+        folder = Path(f"docs/results/seed002-table1-es-{mode}-s42")
+        for name, languages in K2020_TABLE1.items():
+            written.append(_import_downstream(
+                results, folder / name, {"languages": languages, "vocab": {"mode": mode}},
+                None, f"K et al. 2020 Table 1, Spanish, vocab.mode {mode}: pretrained on "
+                f"[{', '.join(languages)}], fine-tuned on the English side, Spanish "
+                "zero-shot; the run's commit is not named in REPRODUCTION"))
+    return written
+
+
+#: Conneau et al. 2020 Table 1 on English–French (REPRODUCTION "Seed 003 (Conneau et al.)
+#: Table 1", its table's vocabulary column): each file's vocabulary mode
+CONNEAU2020_TABLE1 = {"default-joint-en-fr.json": "joint",
+                      "no-anchors-separate-en-fr.json": "separate",
+                      "default-anchors-union-en-fr.json": "union",
+                      "extra-anchors-joint-en-fr.json": "joint",
+                      "sep-emb-en-fr.json": "separate", "sep-L1-3-en-fr.json": "separate",
+                      "sep-L1-6-en-fr.json": "separate",
+                      "sep-emb+sep-L1-6-en-fr.json": "separate"}
+
+
+def import_conneau2020_table1(results: Path) -> list[Path]:
+    """Conneau et al. 2020 Table 1 groups 2-3 on `[3, l]`, quick, seed 42,
+    `train.eval_points=[]`, fine-tuned on English, French zero-shot."""
+    folder = Path("docs/results/seed003-table1-3-l-s42")
+    return [_import_downstream(
+        results, folder / name, {"languages": ["3", "l"], "vocab": {"mode": mode},
+                                 "train": {"eval_points": []}},
+        None, f"Conneau et al. 2020 Table 1 on English-French, vocab.mode {mode}, "
+        "train.eval_points=[]; the run's commit is not named in REPRODUCTION")
+        for name, mode in CONNEAU2020_TABLE1.items()]
+
+
+#: Dufter & Schütze 2020 Table 3 analogue on `[3, s, i]` (REPRODUCTION "Measured: real
+#: languages" and its rows 3 and 8): folder → the commit each run was made at (fresh clones)
+DUFTER2020_TABLE3 = {"lang3-quick-s42": "f7f3102", "lang3-quick-row3-s42": "9c72dfc",
+                     "lang3-quick-row8-s42": "4054327"}
+
+
+def import_dufter2020_table3(results: Path) -> list[Path]:
+    """The downstream tables of `dvc exp run -S 'languages=[3,s,i]'` (quick, seed 42, the
+    default separate vocabularies): one seed each, so the CSV's means are the values and its
+    zero stds are not kept. Fine-tuned on English, tested on en, de and hi."""
+    written = []
+    for name, ran_at in DUFTER2020_TABLE3.items():
+        source = Path("docs/results") / name / "downstream.csv"
+        with source.open(encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                assert row["n_seeds"] == "1", source
+                result = {"test": {iso: {"accuracy": float(row[f"acc.{iso}_mean"]),
+                                         "macro_f1": float(row[f"f1.{iso}_mean"])}
+                                   for iso in ("en", "de", "hi")},
+                          "majority": {"accuracy": float(row["majority_acc_mean"]),
+                                       "macro_f1": float(row["majority_f1_mean"])},
+                          "languages": ["3", "s", "i"], "task": "bible-books"}
+                modification = row["modification"]
+                model = {"modification": modification, "paper_id": row["paper_id"],
+                         "seed": 42, "profile": "quick", "fingerprint": None, "run_id": None}
+                config = _config(modification, 42, {"languages": ["3", "s", "i"]})
+                config["downstream.languages"] = "3,s,i"
+                written.append(write_record(
+                    results, "multilab-quick", "downstream", result, model=model,
+                    config=config, qualifier="3-s-i", origin=origin(
+                        source, ran_at, "cpu", "a [3, s, i] study's downstream table (one "
+                        "seed; the CSV's mean columns); no fingerprint was recorded")))
+    return written
+
+
 def import_run(folder: Path, results: Path) -> list[Path]:
     """A background run's folder: run.json (provenance), model.json, eval.json,
     downstream.json (each present only if that step finished)."""
@@ -120,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs is not None:
         written = [path for folder in args.runs for path in import_run(Path(folder), results)]
     else:
-        written = import_quick_study(results) + import_e5_base(results)
+        written = (import_quick_study(results) + import_e5_base(results)
+                   + import_k2020_table1(results) + import_conneau2020_table1(results)
+                   + import_dufter2020_table3(results))
     for path in written:
         print(f"wrote {path}")
     return 0

@@ -204,3 +204,71 @@ def test_the_papers_rounding_is_the_margin_of_an_equality(tmp_path: Path) -> Non
     assert outcomes["dufter2020-t1-r18-paper"].verdict is Verdict.HELD
     assert outcomes["dufter2020-t1-r1-paper"].verdict is Verdict.NOT_COMPARABLE
     assert outcomes["dufter2020-t1-r1-paper"].reason == "quick budget"
+
+
+def test_downstream_metrics_name_editions_and_records_key_iso_codes() -> None:
+    from multilab.studies.tables import metric_source
+
+    assert metric_source("downstream.zero_shot.s") == ("downstream", "test.de.accuracy")
+    assert metric_source("downstream.zero_shot.v") == ("downstream", "test.es.accuracy")
+    assert metric_source("downstream.zero_shot.de") == ("downstream", "test.de.accuracy")
+    assert metric_source("mu") == ("evaluate", "metrics.mu")
+
+
+def _downstream_record(root: Path, languages: str, accuracy: float, mode: str = "joint"
+                       ) -> None:
+    model = {"modification": "original", "seed": 42,
+             "fingerprint": f"{languages.replace(',', '-').replace(':', '-')}-{mode}"}
+    write_record(root, "x", "downstream", {"test": {"es": {"accuracy": accuracy}}},
+                 model=model, qualifier=languages,
+                 config={"profile": "quick", "languages": languages, "vocab.mode": mode})
+
+
+def test_a_row_with_its_own_languages_and_aliases(tmp_path: Path) -> None:
+    """A row's `languages` setting wins over the study's (in the matching and in the
+    runner's settings and artifacts); a claim may name a row by an alias."""
+    from multilab.studies.runner import study_artifacts, study_settings
+
+    spec = {"name": "k2020-toy", "paper": "k2020", "table": "Table 1", "title": "toy",
+            "languages": ["v", "3"], "profile": "quick", "seeds": [42],
+            "settings": {"vocab.mode": "joint"}, "paper_seeds": None,
+            "paper_comparable": "no: toy", "metrics": ["downstream.zero_shot.v"],
+            "rows": [{"label": "[v, 3] joint", "aliases": ["en-es"],
+                      "modification": "original", "paper": {"downstream.zero_shot.v": 0.723}},
+                     {"label": "[v, enfake:3] joint", "aliases": ["enfake-es"],
+                      "modification": "original",
+                      "settings": {"languages": "[v, enfake:3]"}}],
+            "claims": ["k2020-t1-wordpiece-overlap-es", "k2020-t1-row-en-es"]}
+    path = tmp_path / "k2020-toy.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study = load_study(path, CLAIMS)
+    assert study.row("en-es") is study.row("[v, 3] joint")
+    results = tmp_path / "results"
+    _downstream_record(results, "v,3", 0.41)
+    _downstream_record(results, "v,enfake:3", 0.38)
+    _downstream_record(results, "v,enfake:3", 0.99, mode="separate")  # another study's
+    result = study_result(study, iter_records(results), CLAIMS)
+    assert result.cells[("[v, 3] joint", "downstream.zero_shot.v")].values == (0.41,)
+    assert result.cells[("[v, enfake:3] joint", "downstream.zero_shot.v")].values == (0.38,)
+    assert result.seeds_found == {"[v, 3] joint": (42,), "[v, enfake:3] joint": (42,)}
+    assert result.outcomes["k2020-t1-wordpiece-overlap-es"].verdict is Verdict.INDICATIVE
+    assert result.outcomes["k2020-t1-row-en-es"].verdict is Verdict.NOT_COMPARABLE
+    enfake = study.row("enfake-es")
+    assert "languages=[v, enfake:3]" in study_settings(study, tmp_path, enfake)
+    assert "languages=[v, 3]" in study_settings(study, tmp_path, study.row("en-es"))
+    assert study_artifacts(study, tmp_path, enfake) != study_artifacts(study, tmp_path)
+    assert study_artifacts(study, tmp_path, study.row("en-es")) == study_artifacts(study,
+                                                                                   tmp_path)
+    path.write_text(yaml.safe_dump(spec | {"rows": [spec["rows"][0],
+                                                    {**spec["rows"][1], "aliases": ["en-es"]}]}))
+    with pytest.raises(UserError, match="share a label or alias"):
+        load_study(path, CLAIMS)
+
+
+def test_a_claim_metric_placeholder_is_the_studys_one_metric(tmp_path: Path) -> None:
+    from multilab.studies.spec import resolve_metric
+
+    study = load_studies(STUDIES, CLAIMS)["conneau2020-table1"]
+    assert resolve_metric("downstream.zero_shot.<lang>", study) == "downstream.zero_shot.l"
+    assert resolve_metric("downstream.delta.<lang>", study) == "downstream.delta.<lang>"
+    assert resolve_metric("mu", study) == "mu"

@@ -522,7 +522,7 @@ def cmd_study(args: argparse.Namespace) -> None:
 
 def _run_studies(args: argparse.Namespace, studies: list, records: list) -> None:
     """``study run``: each study's missing (row, seed) pairs, through this command line."""
-    from multilab.studies.runner import missing_runs, run_study, study_settings
+    from multilab.studies.runner import missing_runs, run_study
 
     seeds = [check_seed(s.strip(), "--seeds") for s in args.seeds.split(",") if s.strip()] \
         if args.seeds else None
@@ -530,13 +530,11 @@ def _run_studies(args: argparse.Namespace, studies: list, records: list) -> None
     base = ["--params", args.params, *(f"--set={value}" for value in args.set or [])]
     for study in studies:
         steps = missing_runs(study, records, seeds, rows)
-        settings = study_settings(study, Path.cwd())
         if args.plan or not steps:
             print(f"study {study.name}: {len(steps)} run(s) missing"
                   + "".join(f"\n  {step.row.label} seed {step.seed}" for step in steps))
             continue
-        artifacts = Path.cwd() / "artifacts" / "studies" / study.name
-        run_study(study, steps, lambda argv: main(base + argv), settings, artifacts)
+        run_study(study, steps, lambda argv: main(base + argv), Path.cwd())
 
 
 def cmd_ids(args: argparse.Namespace) -> None:

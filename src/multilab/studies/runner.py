@@ -21,7 +21,7 @@ from pathlib import Path
 
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
-from multilab.studies.records import Record
+from multilab.studies.records import Record, safe_name
 from multilab.studies.spec import Row, Study
 from multilab.studies.tables import collect
 
@@ -47,40 +47,66 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
             for seed in wanted_seeds if (row.label, seed, "evaluate") not in chosen]
 
 
-def study_settings(study: Study, root: Path) -> list[str]:
-    """The ``--set`` values every command of the study runs with."""
+#: settings that change what a row's corpora or vocabulary are: a row overriding one gets
+#: its own artifacts folder (its own corpora, vocabulary and models)
+_DATA_KEYS = ("languages",)
+_DATA_PREFIXES = ("corpus.", "vocab.", "corpora")
+
+
+def _own_data(row: Row | None) -> bool:
+    return row is not None and any(key in _DATA_KEYS or key.startswith(_DATA_PREFIXES)
+                                   for key in row.settings)
+
+
+def study_artifacts(study: Study, root: Path, row: Row | None = None) -> Path:
+    """Where a study's corpora, vocabulary and models live: ``artifacts/studies/<name>/``,
+    and a subfolder per row whose settings change the languages, corpus or vocabulary."""
     base = root / "artifacts" / "studies" / study.name
+    return base / f"row-{safe_name(row.label)}" if row is not None and _own_data(row) else base
+
+
+def study_settings(study: Study, root: Path, row: Row | None = None) -> list[str]:
+    """The ``--set`` values every command of the study runs with (for ``row``: with the
+    row's settings, its ``languages`` winning over the study's)."""
+    base = study_artifacts(study, root, row)
     values = {"profile": study.profile,
               "languages": "[" + ", ".join(study.languages) + "]",
               "paths.artifacts": base, "paths.metrics": base / "metrics",
               "paths.reports": base / "reports", "study": "[original]", "seeds": "[0]",
-              **study.settings}
+              **study.settings, **(row.settings if row is not None else {})}
     return [f"{key}={value}" for key, value in values.items()]
 
 
-def run_study(study: Study, steps: Sequence[Step], command: Command, settings: list[str],
-              artifacts: Path, say: Callable[[str], None] = print) -> None:
-    """Run ``steps`` through ``command`` (``multilab``'s main); stop at the first failure."""
+def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
+              say: Callable[[str], None] = print) -> None:
+    """Run ``steps`` through ``command`` (``multilab``'s main); stop at the first failure.
+    Corpora and vocabulary are built once per artifacts folder (the study's, or a row's own
+    where its settings change the languages, corpus or vocabulary)."""
 
-    def run(*argv: str, extra: Sequence[str] = ()) -> None:
-        args = [f"--set={value}" for value in [*settings, *extra]] + list(argv)
+    def run(settings: list[str], *argv: str) -> None:
+        args = [f"--set={value}" for value in settings] + list(argv)
         if command(args) != 0:
             raise UserError(f"study {study.name}: `multilab {' '.join(argv)}` failed (its "
                             "message is above); fix it and run `multilab study run "
                             f"{study.name}` again: finished runs are kept")
 
-    if not (artifacts / "corpora" / "train.txt").is_file():
-        say(f"study {study.name}: building its corpora")
-        run("corpus", "build")
-    if not (artifacts / "vocab").is_dir():
-        run("vocab")
-    needs_knn = any(mods.resolve_recipe(step.row.modification).needs_knn for step in steps)
-    if needs_knn and not (artifacts / "spaces" / "knn.pt").is_file():
-        run("spaces")
+    prepared: set[Path] = set()
     for number, step in enumerate(steps, 1):
-        row_settings = [f"{key}={value}" for key, value in step.row.settings.items()]
+        settings = study_settings(study, root, step.row)
+        artifacts = study_artifacts(study, root, step.row)
+        if artifacts not in prepared:
+            if not (artifacts / "corpora" / "train.txt").is_file():
+                say(f"study {study.name}: building its corpora"
+                    + (f" (row {step.row.label})" if _own_data(step.row) else ""))
+                run(settings, "corpus", "build")
+            if not (artifacts / "vocab").is_dir():
+                run(settings, "vocab")
+            prepared.add(artifacts)
+        needs_knn = mods.resolve_recipe(step.row.modification).needs_knn
+        if needs_knn and not (artifacts / "spaces" / "knn.pt").is_file():
+            run(settings, "spaces")
         say(f"study {study.name}: {step.row.label} seed {step.seed} ({number}/{len(steps)})")
-        run("train", "--modification", step.row.modification, "--seed", str(step.seed),
-            extra=row_settings)
+        run(settings, "train", "--modification", step.row.modification, "--seed",
+            str(step.seed))
         model_dir = artifacts / "models" / mods.slug(step.row.modification) / f"seed{step.seed}"
-        run("evaluate", str(model_dir), extra=row_settings)
+        run(settings, "evaluate", str(model_dir))

@@ -20,8 +20,12 @@ Example (abridged)::
     paper_seeds: 5
     paper_comparable: "no: the quick profile trains 2,300 of the paper's 13,524 updates"
     metrics: [mu, retrieval_p1.l8]
+    paper_decimals: 2            # the paper's rounding: its .00 is anything within ±.005
     rows:
       - {id: "0", modification: original, paper: {mu: 0.70, retrieval_p1.l8: [0.97, 0.01]}}
+      - {id: "18", modification: untrained, paper_comparable: true}   # no budget involved
+      - {label: enfake-es, aliases: ["[v, enfake:3] joint"], modification: original,
+         settings: {languages: "[v, enfake:3]", vocab.mode: joint}}    # a row's own languages
     claims:
       - dufter2020-t1-r1-lang-pos
       - {id: dufter2020-t1-r5-7-two-modifications, pending: "a mean over three rows"}
@@ -47,7 +51,7 @@ SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds
                "about")
 _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds", "metrics",
              "rows")
-ROW_FIELDS = ("id", "label", "modification", "paper", "settings", "paper_comparable")
+ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable")
 CLAIM_ENTRY_FIELDS = ("id", "pending", "not_testable")
 PROFILES = ("smoke", "quick", "paper", "real")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
@@ -63,6 +67,8 @@ class Row:
     # True: this row's magnitude is comparable with the paper's although the study's is not
     # (an untrained row does not depend on the training budget)
     paper_comparable: bool = False
+    # other names the claim list uses for this row (a paper's own label: ``en-es``)
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,9 @@ class Study:
     source: Path
 
     def row(self, label: str) -> Row | None:
-        return next((row for row in self.rows if row.label == label), None)
+        """The row of this label or alias."""
+        return next((row for row in self.rows if label == row.label or label in row.aliases),
+                    None)
 
 
 def _fail(source: Path, message: str) -> UserError:
@@ -139,7 +147,11 @@ def _row(raw: Any, index: int, metrics: tuple[str, ...], paper_seeds: int | None
     comparable = raw.get("paper_comparable", False)
     if not isinstance(comparable, bool):
         raise _fail(source, f"row {label}: paper_comparable {comparable!r}: true or false")
-    return Row(label=label, modification=modification, paper_comparable=comparable,
+    aliases = raw.get("aliases") or []
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise _fail(source, f"row {label}: aliases must be a list of names")
+    return Row(label=label, modification=modification, aliases=tuple(aliases),
+               paper_comparable=comparable,
                paper_id=None if raw.get("id") is None else str(raw["id"]),
                paper={key: _paper_value(value, paper_seeds, source, f"row {label}: {key}")
                       for key, value in paper.items()},
@@ -209,9 +221,9 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     if not isinstance(raw["rows"], list) or not raw["rows"]:
         raise _fail(source, "rows must be a non-empty list")
     rows = tuple(_row(r, i, metrics, paper_seeds, source) for i, r in enumerate(raw["rows"]))
-    labels = [row.label for row in rows]
+    labels = [name for row in rows for name in (row.label, *row.aliases)]
     if len(set(labels)) != len(labels):
-        raise _fail(source, f"two rows share a label: {labels}")
+        raise _fail(source, f"two rows share a label or alias: {labels}")
     entries = tuple(_claim_entry(c, source) for c in raw.get("claims") or [])
     study = Study(name=name, paper=raw["paper"], table=str(raw["table"]), title=str(raw["title"]),
                   languages=tuple(str(code) for code in languages), profile=raw["profile"],
@@ -255,11 +267,22 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
                     " mark it pending: why")
 
 
+def resolve_metric(metric: str, study: Study) -> str:
+    """A claim's metric in the study's terms: a placeholder (``downstream.zero_shot.<lang>``,
+    the claim's language left open) is the study's one metric of that prefix, where the study
+    has exactly one (``downstream.zero_shot.l`` for an English–French study)."""
+    if "<" not in metric or not metric.endswith(">"):
+        return metric
+    prefix = metric[:metric.index("<")]
+    found = [m for m in study.metrics if m.startswith(prefix) and "." not in m[len(prefix):]]
+    return found[0] if len(found) == 1 else metric
+
+
 def _claim_metrics(claim: Claim, study: Study) -> list[str]:
     """The study metrics a claim reads (a layer curve reads its first and last layer)."""
     compare = claim.compare
     if claim.kind in ("rows", "paper"):
-        return [str(compare["metric"])]
+        return [resolve_metric(str(compare["metric"]), study)]
     if claim.kind == "curve" and compare["over"] == "layers":
         layers = [m for m in study.metrics if m.startswith(f"{compare['metric']}.l")]
         return layers or [f"{compare['metric']}.l0"]

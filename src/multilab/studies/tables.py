@@ -24,7 +24,7 @@ from multilab.lab import modifications as mods
 from multilab.lab.metric_table import METRICS
 from multilab.studies.claims import PAPERS, Claim
 from multilab.studies.records import Record
-from multilab.studies.spec import Row, Study, _claim_metrics
+from multilab.studies.spec import Row, Study, _claim_metrics, resolve_metric
 from multilab.studies.verdict import (
     Arm,
     Outcome,
@@ -35,10 +35,42 @@ from multilab.studies.verdict import (
 
 
 def metric_source(metric: str) -> tuple[str, str]:
-    """Which record kind holds a study metric, under which dotted path."""
+    """Which record kind holds a study metric, under which dotted path. Claims name a
+    downstream language by its edition code (``downstream.zero_shot.s``), a downstream
+    record keys its test sets by ISO code (``test.de``): the edition's code is translated."""
     if metric.startswith("downstream.zero_shot."):
-        return "downstream", f"test.{metric.rsplit('.', 1)[1]}.accuracy"
+        return "downstream", f"test.{_test_key(metric.split('.', 2)[2])}.accuracy"
     return "evaluate", f"metrics.{metric}"
+
+
+def _test_key(language: str) -> str:
+    """``s`` → ``de``, ``enfake:3`` → ``en-enfake``; an ISO code (or anything that is no
+    edition) stays as written."""
+    from multilab.data.languages import LanguageError, parse_languages
+
+    try:
+        (parsed,) = parse_languages([language])
+    except (LanguageError, ValueError):
+        return language
+    return parsed.iso
+
+
+def row_languages(study: Study, row: Row) -> str:
+    """The languages a row trains on, joined by ',' as a record's configuration has them:
+    the row's ``languages`` setting where it has one, else the study's."""
+    if "languages" in row.settings:
+        return _languages_text(row.settings["languages"])
+    return ",".join(study.languages)
+
+
+def _languages_text(value: Any) -> str:
+    """``"[v, enfake:3]"``, ``["v", "enfake:3"]`` and ``"v,enfake:3"`` → ``v,enfake:3``."""
+    if isinstance(value, str):
+        with contextlib.suppress(yaml.YAMLError):
+            value = yaml.safe_load(value) if value.strip().startswith("[") else value
+    if isinstance(value, list | tuple):
+        return ",".join(str(v).strip() for v in value)
+    return ",".join(part.strip() for part in str(value).split(","))
 
 
 def _matches(record: Record, study: Study, row: Row, seed: int) -> bool:
@@ -48,9 +80,11 @@ def _matches(record: Record, study: Study, row: Row, seed: int) -> bool:
     if not mods.same_modification(str(model["modification"]), row.modification):
         return False
     config = record.data["config"]
-    expected: dict[str, Any] = {"profile": study.profile,
-                                "languages": ",".join(study.languages)}
-    expected |= {key: value for key, value in {**study.settings, **row.settings}.items()}
+    if _languages_text(config.get("languages", "")) != row_languages(study, row):
+        return False
+    expected: dict[str, Any] = {"profile": study.profile}
+    expected |= {key: value for key, value in {**study.settings, **row.settings}.items()
+                 if key != "languages"}
     return all(_same(config.get(key), value) for key, value in expected.items())
 
 
@@ -112,6 +146,12 @@ def collect(study: Study, records: Iterable[Record]) -> dict[tuple[str, int, str
     return chosen
 
 
+def study_kinds(study: Study) -> tuple[str, ...]:
+    """The record kinds a (row, seed) needs to count as recorded: those of its metrics
+    (``evaluate``; ``downstream`` for a table of zero-shot accuracies)."""
+    return tuple(dict.fromkeys(metric_source(metric)[0] for metric in study.metrics))
+
+
 def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, Claim]
                  ) -> StudyResult:
     chosen = collect(study, list(records))
@@ -126,8 +166,9 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
                     values.append(record.metrics[path])
                     devices.append(record.device)
             cells[(row.label, metric)] = Cell(tuple(values), tuple(devices))
+    kinds = study_kinds(study)
     seeds_found = {row.label: tuple(seed for seed in study.seeds
-                                    if (row.label, seed, "evaluate") in chosen)
+                                    if all((row.label, seed, kind) in chosen for kind in kinds))
                    for row in study.rows}
     outcomes = {entry.id: claim_outcome(study, claims[entry.id], cells, entry.pending,
                                         entry.not_testable)
@@ -147,21 +188,27 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         return Outcome(Verdict.NOT_MEASURED, f"not run by the study yet: {pending}")
     compare = claim.compare
     margin = compare.get("margin")
+
+    def label(name: Any) -> str:  # a row named by its label or an alias
+        row = study.row(str(name))
+        return row.label if row is not None else str(name)
+
     if claim.kind == "rows":
-        metric = str(compare["metric"])
-        return compare_rows(cells[(str(compare["a"]), metric)].arm,
-                            cells[(str(compare["b"]), metric)].arm,
+        metric = resolve_metric(str(compare["metric"]), study)
+        return compare_rows(cells[(label(compare["a"]), metric)].arm,
+                            cells[(label(compare["b"]), metric)].arm,
                             str(compare["direction"]), margin=margin)
     if claim.kind == "paper":
         row = study.row(str(compare["row"]))
+        metric = resolve_metric(str(compare["metric"]), study)
         # the study's table carries the paper's std where the claim list quotes the mean only
-        value = (row.paper.get(str(compare["metric"])) if row else None) or claim.paper_value
+        value = (row.paper.get(metric) if row else None) or claim.paper_value
         assert value is not None
-        ours = cells[(str(compare["row"]), str(compare["metric"]))].arm
+        ours = cells[(label(compare["row"]), metric)].arm
         comparable = study.paper_comparable is None or bool(row and row.paper_comparable)
         if margin is None and study.paper_decimals is not None:
             # the paper's .00 is anything below .005; its perplexities are whole numbers
-            digits = 0 if str(compare["metric"]).startswith("ppl") else study.paper_decimals
+            digits = 0 if metric.startswith("ppl") else study.paper_decimals
             margin = 0.5 * 10 ** -digits
         outcome = compare_with_paper(ours, value, margin=margin, comparable=comparable)
         if outcome.verdict is Verdict.NOT_COMPARABLE and study.paper_comparable:
@@ -169,7 +216,7 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         return outcome
     if claim.kind == "curve" and compare["over"] == "layers":
         first, *_, last = _claim_metrics(claim, study)
-        row = str(compare["rows"][0])
+        row = label(compare["rows"][0])
         shape = str(compare["shape"])
         direction = "greater" if shape.startswith("increasing") else "less"
         return compare_rows(cells[(row, last)].arm, cells[(row, first)].arm, direction,
