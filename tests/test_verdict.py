@@ -128,3 +128,13 @@ def test_outcome_serialises() -> None:
     outcome = compare_rows(Arm.of([0.1, 0.2, 0.3]), Arm.of([0.1, 0.2, 0.3]), "less")
     data = outcome.as_dict()
     assert data["verdict"] == "not separable from seed noise" and data["n"] == [3, 3]
+
+
+def test_a_significant_difference_inside_the_margin_is_equivalence() -> None:
+    """The paper's μ .00 (two decimals) against our .0017 ± .0002: significant, yet inside
+    the paper's rounding (±.005), so equal."""
+    ours = Arm.of([0.0015, 0.0017, 0.0019])
+    assert compare_with_paper(ours, PaperValue(0.0)).verdict is Verdict.NOT_HELD
+    assert compare_with_paper(ours, PaperValue(0.0), margin=0.005).verdict is Verdict.HELD
+    outside = compare_with_paper(Arm.of([0.019, 0.021, 0.02]), PaperValue(0.0), margin=0.005)
+    assert outside.verdict is Verdict.NOT_HELD

@@ -12,10 +12,11 @@ paper's reported value (``compare_with_paper``) — on one metric, over seeds. T
   is significant and has the claimed sign, **did not hold** when it is significant with the
   other sign, and is **not separable from seed noise** when p ≥ α.
 - A claim of no difference (``equal``: "word-piece overlap is not needed", or our row against
-  the paper's value) **did not hold** when the difference is significant. It **held** only when
-  the claim states an equivalence margin and both one-sided tests of TOST reject a difference
-  of that size; without a margin, p ≥ α reads *not separable from seed noise* (consistent with
-  the claim, not proof of it).
+  the paper's value) **held** only when an equivalence margin is stated (by the claim, or the
+  paper's rounding) and both one-sided tests of TOST reject a difference of that size — a
+  significant difference inside the margin is no difference; otherwise it **did not hold** when
+  the difference is significant, and without a margin p ≥ α reads *not separable from seed
+  noise* (consistent with the claim, not proof of it).
 - Fewer than 3 values in an arm: **indicative** (the direction is read and reported, no test);
   no value at all: **not measured**. A claim whose magnitude cannot be compared (the paper's
   model or task is of another scale) is **not comparable**; one the lab cannot test, or whose
@@ -158,11 +159,13 @@ def _p_one_sided_greater(t: float, df: float) -> float:
 def _direction_verdict(difference: float, p: float, direction: str, alpha: float,
                        margin: float | None, tost_p: float | None) -> tuple[Verdict, str]:
     if direction == "equal":
-        if p < alpha:
-            return Verdict.NOT_HELD, f"a difference of {difference:+.3g} (p {p:.3g} < {alpha})"
+        # equivalence first: a difference inside the margin is no difference, however
+        # significant (three seeds with no spread make any gap significant)
         if margin is not None and tost_p is not None and tost_p < alpha:
             return Verdict.HELD, (f"equivalent within ±{margin:g} (TOST p {tost_p:.3g} "
-                                  f"< {alpha})")
+                                  f"< {alpha}; difference {difference:+.3g})")
+        if p < alpha:
+            return Verdict.NOT_HELD, f"a difference of {difference:+.3g} (p {p:.3g} < {alpha})"
         if margin is not None:
             return Verdict.NOT_SEPARABLE, (f"no difference found (p {p:.3g}) but equivalence "
                                            f"within ±{margin:g} not shown (TOST p "
