@@ -183,7 +183,7 @@ def test_a_seed_beyond_64_bits_is_refused_by_run() -> None:
 
 def test_special_token_count_matches_the_vocabulary() -> None:
     from multilab.config import SPECIAL_TOKEN_COUNT
-    from multilab.data.vocab import SPECIAL_TOKENS
+    from multilab.data.tokenizers import SPECIAL_TOKENS
 
     assert len(SPECIAL_TOKENS) == SPECIAL_TOKEN_COUNT
 

@@ -21,9 +21,9 @@ from multilab.data.multilingual_vocab import (
     union_tokens,
     vocabulary,
 )
+from multilab.data.tokenizers import SPECIAL_TOKENS
 from multilab.data.transforms import bert_words
 from multilab.data.vocab import (
-    SPECIAL_TOKENS,
     _save_bert_tokenizer,
     fake_tokens,
     load_tokenizer,

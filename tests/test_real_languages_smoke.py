@@ -25,7 +25,8 @@ from multilab.data.languages import parse_languages
 from multilab.data.layout import layout, read_verse_table, tokenized_verses
 from multilab.data.multilingual_vocab import build_blocks, to_block, vocabulary
 from multilab.data.parallel import dev_corpora, train_corpora
-from multilab.data.vocab import bert_pipeline, load_tokenizer
+from multilab.data.tokenizers import bert_pipeline
+from multilab.data.vocab import load_tokenizer
 from multilab.evaluation.verse_retrieval import retrieval_matrix
 from multilab.lab.modifications import ModificationError
 from tests.helpers import PARAMS, cli_args, config_of, subprocess_env

@@ -43,6 +43,7 @@ from mlflow.tracking import MlflowClient
 from multilab.config import Paths
 from multilab.errors import StoppedEarly, Terminated, UserError
 from multilab.lab.modifications import same_modification
+from multilab.progress import quiet_transformers
 
 log = logging.getLogger(__name__)
 
@@ -684,8 +685,6 @@ def _requirements() -> list[str]:
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
     """No "Loading weights" / "Writing model shards" bars and no licence warning."""
-    from multilab.training.model import quiet_transformers
-
     logger = logging.getLogger("mlflow.transformers")
     level = logger.level
     logger.setLevel(logging.ERROR)

@@ -18,6 +18,7 @@ from transformers import PreTrainedTokenizerBase
 
 from multilab.data.inputs import Batch, InputEncoder, collate
 from multilab.data.parallel import disjoint_shares
+from multilab.data.tokenizers import SPECIAL_TOKENS
 from multilab.data.transforms import (
     bert_words,
     code_switch,
@@ -25,7 +26,6 @@ from multilab.data.transforms import (
     permute_word_order,
     unigram_sentences,
 )
-from multilab.data.vocab import SPECIAL_TOKENS
 from multilab.errors import UserError
 from multilab.lab.modifications import Recipe
 

@@ -61,15 +61,16 @@ from multilab.data.inputs import InputEncoder, collate
 from multilab.data.languages import Language, language_keys
 from multilab.data.layout import layout
 from multilab.data.tasks import DEFAULT_TASK, get_task
-from multilab.data.vocab import SPECIAL_TOKENS, load_tokenizer
+from multilab.data.tokenizers import SPECIAL_TOKENS
+from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation import mds_transfer
 from multilab.evaluation.evaluate import _model_run, evaluation_device, model_record
 from multilab.evaluation.mean_shift import shifted
 from multilab.files import write_json
-from multilab.progress import progress_bar, show_postfix
+from multilab.progress import progress_bar, quiet_transformers, show_postfix
 from multilab.training import language_layers
-from multilab.training.model import check_finite_weights, quiet_transformers
+from multilab.training.model import check_finite_weights
 from multilab.training.model_dir import DONE_FILE, check_weights, read_done
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,8 @@ from multilab.data.batches import tokenize_lines
 from multilab.data.inputs import InputEncoder
 from multilab.data.languages import language_keys, parse_languages
 from multilab.data.layout import layout, tokenized_verses
-from multilab.data.vocab import SPECIAL_TOKENS, load_tokenizer
+from multilab.data.tokenizers import SPECIAL_TOKENS
+from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation.evaluate import dev_lines, evaluation_device
 from multilab.evaluation.mean_shift import (
