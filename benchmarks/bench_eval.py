@@ -42,6 +42,7 @@ from multilab.evaluation.evaluate import (
     perplexity,
     translation,
 )
+from multilab.resolve import resolve_run
 from multilab.training.model import build_model, hidden_layers, load_model
 from tests import reference
 
@@ -131,7 +132,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     cfg = project_config(args.project)
-    run = cfg.run(MODIFICATION, 0)
+    run = resolve_run(cfg, MODIFICATION, 0)
     ev = cfg.evaluate
     model = load_model(args.model) if args.model else build_model(run.model, 4096, 0)
     model.eval()

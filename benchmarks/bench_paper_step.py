@@ -43,6 +43,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from multilab.resolve import resolve_run
+
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as multilab/threads.py sets it
 import torch  # after the OpenMP setting, which is read once at load
 from transformers import get_linear_schedule_with_warmup
@@ -234,7 +236,7 @@ def main() -> None:
               "folder of a training run (artifacts/checkpoints/…/checkpoint-N)", file=sys.stderr)
         sys.exit(2)
     cfg = project_config(args.project, {"profile": "paper"})  # the repository's params.yaml
-    run = cfg.run(MODIFICATION, args.seed)
+    run = resolve_run(cfg, MODIFICATION, args.seed)
     data = Data(run)
     steps_per_epoch = math.ceil(len(data.examples) / run.model.batch_size)
     schedule_steps = round(run.epochs * steps_per_epoch)

@@ -20,8 +20,9 @@ from typing import Any
 import torch
 import transformers
 
-from multilab.config import Config, load_config
+from multilab.config import Config
 from multilab.files import write_text
+from multilab.resolve import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the tests' reference definitions (tests/reference.py)

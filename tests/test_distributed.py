@@ -33,6 +33,8 @@ from pathlib import Path
 
 import pytest
 
+from multilab.resolve import resolve_run
+
 PROCESSES = 2
 CHECKPOINT_LOG = "MULTILAB_TEST_CHECKPOINT_LOG"
 LAUNCH_TIMEOUT = 300  # seconds; a hang in a collective must fail the test, not block CI
@@ -76,7 +78,7 @@ def _read_log(path: Path) -> list[dict[str, float]]:
 def launched(built_project: Path, tmp_path_factory: pytest.TempPathFactory):
     """A 2-process smoke training of ``original`` seed 0 through ``accelerate launch``."""
     from multilab import tracking
-    from multilab.config import load_config, parse_overrides
+    from multilab.resolve import load_config, parse_overrides
     from tests.helpers import BIN, PARAMS, free_port, link_project
 
     root = link_project(built_project, tmp_path_factory.mktemp("distributed"))
@@ -138,7 +140,8 @@ def single_process(launched, tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(model_module, "bert_config", _no_dropout_config())
-            train_model(launched["cfg"].run("original", 0), model_dir=model_dir, progress=False)
+            train_model(resolve_run(launched["cfg"], "original", 0), model_dir=model_dir,
+                        progress=False)
     finally:
         torch.set_num_threads(threads)
     return model_dir

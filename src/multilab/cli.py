@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from multilab.config import Config, SpacesConfig, load_config, parse_overrides
+from multilab.config import Config, SpacesConfig
 from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
 from multilab.files import write_json
@@ -25,6 +25,8 @@ log = logging.getLogger("multilab")
 
 
 def _config(args: argparse.Namespace) -> Config:
+    from multilab.resolve import load_config, parse_overrides  # YAML and the task registry
+
     return load_config(args.params, parse_overrides(args.set))
 
 
@@ -363,8 +365,11 @@ def cmd_model_order(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    from multilab.resolve import resolve_run
+
     cfg = _config(args)
-    run = cfg.run(args.modification, args.seed)  # a bad value fails before seconds of imports
+    # a bad value fails before seconds of imports
+    run = resolve_run(cfg, args.modification, args.seed)
     from multilab import tracking
     from multilab.evaluation.evaluate import curve_hook
     from multilab.training.train import train_model
@@ -381,7 +386,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if args.layers:
         from dataclasses import replace
 
-        from multilab.config import parse_layers
+        from multilab.resolve import parse_layers
 
         cfg = replace(cfg, evaluate=replace(cfg.evaluate, layers=parse_layers(args.layers)))
     out = args.out and Path(args.out)
@@ -394,8 +399,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_downstream(args: argparse.Namespace) -> None:
-    from multilab.data.languages import parse_languages
     from multilab.evaluation.downstream import downstream_and_record, downstream_path
+    from multilab.lab.languages import parse_languages
+    from multilab.resolve import resolve_run
 
     cfg = _config(args)
     languages = (parse_languages(args.languages, cfg.language_list[0].edition, cfg.corpus_isos)
@@ -416,14 +422,14 @@ def cmd_downstream(args: argparse.Namespace) -> None:
     print(f"{record['modification']} s{record['seed']}: accuracy "
           f"{', '.join(score(label) for label in record['labels'])} (majority "
           f"{majority['accuracy']:.3f}, epoch {record['epochs']['selected']}{frozen})")
-    where = out or downstream_path(cfg, cfg.run(record["modification"], record["seed"]),
+    where = out or downstream_path(cfg, resolve_run(cfg, record["modification"], record["seed"]),
                                    args.mds)
     print(f"all results: {where}")
 
 
 def cmd_variant(args: argparse.Namespace) -> None:
+    from multilab.evaluation.variant import run_variant
     from multilab.lab.metric_table import short_table
-    from multilab.lab.variant import run_variant
 
     cfg = _config(args)
     summary = run_variant(cfg)
