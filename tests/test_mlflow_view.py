@@ -19,6 +19,7 @@ from multilab.evaluation.evaluate import curve_hook, evaluate_and_record
 from multilab.evaluation.variant import run_variant
 from multilab.lab.metric_table import CURVE_KEYS, curve_key
 from multilab.resolve import resolve_run
+from multilab.tracking import orphans
 from multilab.training.model_dir import read_done
 from multilab.training.train import curve_steps, train_model
 from tests.helpers import PARAMS, link_project, one_torch_thread, smoke_config
@@ -184,5 +185,5 @@ def test_spaces_run_is_in_its_own_experiment(evaluated: Evaluated) -> None:
 def test_orphans_of_runs_logged_before_the_rename_are_still_found() -> None:
     """Runs logged with multilab.host/pid (before multilab.sys.) stay decidable."""
     legacy = {"multilab.host": socket.gethostname(), "multilab.pid": "999999999"}
-    assert tracking._is_orphan(legacy)
-    assert not tracking._is_orphan({**legacy, "multilab.host": "elsewhere"})
+    assert orphans._is_orphan(legacy)
+    assert not orphans._is_orphan({**legacy, "multilab.host": "elsewhere"})

@@ -21,6 +21,7 @@ from multilab.config import Config
 from multilab.errors import StoppedEarly, UserError
 from multilab.evaluation.evaluate import evaluate_and_record
 from multilab.resolve import resolve_run
+from multilab.tracking.store import point_at
 from multilab.training.train import train_model
 from tests.helpers import PARAMS, free_port, link_project, smoke_config
 
@@ -48,7 +49,7 @@ def dead_server(monkeypatch) -> str:
 def test_http_retries_are_bounded_but_a_users_setting_wins(dead_server: str, monkeypatch
                                                            ) -> None:
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "33")
-    tracking._use(dead_server)
+    point_at(dead_server)
     assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2"
     assert os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] == "1"
     assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "33"
