@@ -51,7 +51,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from bench_train import BASELINE, MULTILAB, Arm, Data, Levers, take_turns
 from common import RESULTS, load_average, machine, project_config, write_json
-from multilab.training.train import _load_checkpoint
+from multilab.training.checkpoints import load_checkpoint
 
 MODIFICATION = "original"
 
@@ -115,7 +115,7 @@ class CheckpointArm(Arm):
                 self.optimizer, data.run.study.train.warmup_steps, schedule_steps)
         self.flush_denormal = flush_denormal
         if checkpoint is not None:
-            saved = _load_checkpoint(checkpoint)  # the trainer's reader (checks state.sha256)
+            saved = load_checkpoint(checkpoint)  # the trainer's reader (checks state.sha256)
             self.model.load_state_dict(saved["model"])
             self.optimizer.load_state_dict(saved["optimizer"])
             self.scheduler.load_state_dict(saved["scheduler"])

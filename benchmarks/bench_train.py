@@ -63,12 +63,8 @@ from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer
 from multilab.files import atomic_open
 from multilab.resolve import resolve_run
 from multilab.training.model import MaskedLMObjective, build_model
-from multilab.training.train import (
-    _accumulate,
-    make_optimizer,
-    prepare_data,
-    train_model,
-)
+from multilab.training.train import _accumulate, make_optimizer, train_model
+from multilab.training.training_data import prepare_data
 
 MODIFICATION = "original"
 

@@ -29,7 +29,7 @@ from multilab.data.batches import mask_tokens
 from multilab.errors import UserError
 from multilab.resolve import load_config, parse_overrides, resolve_run
 from multilab.training.model_dir import data_fingerprint, read_done
-from multilab.training.train import prepare_data
+from multilab.training.training_data import prepare_data
 
 
 def probed_run(params: Path, overrides: list[str], model_dir: Path) -> RunConfig:

@@ -297,7 +297,7 @@ def _child() -> int:
     from multilab.training.model_dir import checkpoint_dir
 
     model_module.bert_config = _no_dropout_config()
-    save = train_module._save_checkpoint
+    save = train_module.save_checkpoint
     log_path = Path(os.environ[CHECKPOINT_LOG])
 
     def recorded_save(run, model_dir, model, optimizer, scheduler, state):
@@ -308,7 +308,7 @@ def _child() -> int:
         with log_path.open("a") as log:
             log.write(f"{os.environ.get('RANK', '?')} {step} {saved_step}\n")
 
-    train_module._save_checkpoint = recorded_save
+    train_module.save_checkpoint = recorded_save
     return main(sys.argv[1:])
 
 

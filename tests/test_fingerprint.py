@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from multilab.resolve import config_from_dict, resolve_run
-from multilab.training.train import data_fingerprint
+from multilab.training.model_dir import data_fingerprint
 
 #: The paper's values of params.yaml as of issue 21, written out in full so that an edit of
 #: params.yaml does not move this test; only a change of the fingerprint's definition does.

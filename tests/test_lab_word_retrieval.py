@@ -100,7 +100,7 @@ def test_an_inverted_language_is_read_in_the_order_the_model_saw(trained: Config
     from multilab.evaluation.lab_word_retrieval import language_tokenizers
     from multilab.evaluation.model_word_order import verse_word_vectors
     from multilab.training.model import build_model
-    from multilab.training.train import study_encoder
+    from multilab.training.training_data import study_encoder
 
     run = resolve_run(trained, "inv-order", 0)
     encoder = study_encoder(run)

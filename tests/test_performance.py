@@ -28,7 +28,8 @@ from multilab.evaluation import metrics
 from multilab.evaluation.evaluate import PERPLEXITY_REPLACEMENT, perplexity, sentence_batches
 from multilab.resolve import resolve_run
 from multilab.training.model import MaskedLMObjective, build_model
-from multilab.training.train import _accumulate, prepare_data
+from multilab.training.train import _accumulate
+from multilab.training.training_data import prepare_data
 from tests.helpers import CpuAccelerator
 
 

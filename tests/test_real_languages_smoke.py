@@ -241,7 +241,7 @@ def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path
         assert sum(not torch.equal(a, b) for a, b in zip(plain[language], redrawn[language],
                                                          strict=True)) >= 18
     # seed 003's extra anchors train on this joint vocabulary (code-switched verses)
-    from multilab.training.train import prepare_data
+    from multilab.training.training_data import prepare_data
 
     switched, _ = prepare_data(resolve_run(cfg, "extra-anchors", 0))
     original, _ = prepare_data(resolve_run(cfg, "original", 0))

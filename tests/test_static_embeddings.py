@@ -81,7 +81,7 @@ def test_word_set_and_dictionary_are_the_contextual_mrrs(project: Config) -> Non
     data = se.retrieval_data(project, 0, 1, 40, seed=0)
     run = resolve_run(project, "original", 0)
     encoder, rows, _ = dev_rows(project, run, 40)
-    from multilab.training.train import study_encoder
+    from multilab.training.training_data import study_encoder
 
     encoder = study_encoder(run)
     model = build_model(run.model, encoder.total_size, 0, encoder.languages,

@@ -17,7 +17,8 @@ from multilab.lab.modifications import resolve_recipe
 from multilab.resolve import resolve_run
 from multilab.training.model import MaskedLMObjective, build_model
 from multilab.training.model_dir import read_done, run_checkpoint_area
-from multilab.training.train import prepare_data, train_model
+from multilab.training.train import train_model
+from multilab.training.training_data import prepare_data
 from tests import reference
 
 

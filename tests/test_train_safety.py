@@ -31,6 +31,7 @@ from multilab.config import Config, RunConfig
 from multilab.errors import StoppedEarly
 from multilab.files import write_json
 from multilab.resolve import load_config, resolve_run
+from multilab.training.checkpoints import TRAIN_LOCK
 from multilab.training.model_dir import (
     CHECKPOINT_PREFIX,
     DONE_FILE,
@@ -42,7 +43,7 @@ from multilab.training.model_dir import (
     run_checkpoint_area,
     staging_dir,
 )
-from multilab.training.train import TRAIN_LOCK, train_model
+from multilab.training.train import train_model
 from tests.helpers import (
     BIN,
     DVC,
@@ -178,10 +179,10 @@ def test_nan_perplexity_is_refused(project: Config, tmp_path: Path, capsys, monk
 #: the final weights and the done file, where a kill used to leave new weights labelled old.
 KILLED_AT_DONE_FILE = """
 import os, signal, sys
-import multilab.training.train as train
+import multilab.training.checkpoints as checkpoints
 from multilab.cli import main
 
-train.write_done = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
+checkpoints.write_done = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -15,7 +15,7 @@ from multilab.data.layout import read_verse_table
 from multilab.data.user_corpora import sample_lines, source_files
 from multilab.errors import UserError
 from multilab.resolve import resolve_run
-from multilab.training.train import document_pieces
+from multilab.training.training_data import document_pieces
 from tests.helpers import cli_args, config_of, write_text_corpora, write_xnli_fixture
 
 LANGUAGES = "[wiki-en,wiki-de,wiki-hi]"

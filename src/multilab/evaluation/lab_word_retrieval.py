@@ -45,7 +45,7 @@ from multilab.lab.enfake import unicode_fake
 from multilab.lab.modifications import file_stem
 from multilab.training.model import build_model, load_model
 from multilab.training.model_dir import model_fingerprint
-from multilab.training.train import study_encoder
+from multilab.training.training_data import study_encoder
 
 log = logging.getLogger(__name__)
 

@@ -103,7 +103,7 @@ def train_sentences(cfg: Config) -> list[list[list[str]]]:
     from multilab.data.batches import tokenize_lines
     from multilab.data.corpus import training_lines
     from multilab.data.vocab import load_tokenizer
-    from multilab.training.train import DOCUMENT_LENGTH, study_encoder
+    from multilab.training.training_data import DOCUMENT_LENGTH, study_encoder
 
     tokenizers = language_tokenizers(cfg)
     if cfg.verses:

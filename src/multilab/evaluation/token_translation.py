@@ -56,7 +56,7 @@ from multilab.lab.modifications import file_stem
 from multilab.resolve import resolve_run
 from multilab.training.model import load_model
 from multilab.training.model_dir import read_done
-from multilab.training.train import study_encoder
+from multilab.training.training_data import study_encoder
 
 log = logging.getLogger(__name__)
 
