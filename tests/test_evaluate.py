@@ -16,12 +16,11 @@ from multilab.data.corpus import read_lines
 from multilab.data.inputs import ENGLISH, FAKE, InputEncoder
 from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
-from multilab.evaluation import metrics
+from multilab.evaluation import metrics, reference
 from multilab.evaluation.evaluate import evaluate_and_record, evaluate_model, multilinguality
 from multilab.resolve import resolve_run
 from multilab.training.model import build_model, hidden_layers
 from multilab.training.train import train_model
-from tests import reference
 from tests.helpers import PARAMS
 
 

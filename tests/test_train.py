@@ -13,13 +13,13 @@ from multilab.config import Config
 from multilab.data.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
 from multilab.data.inputs import InputEncoder
 from multilab.errors import StoppedEarly
+from multilab.evaluation import reference
 from multilab.lab.modifications import resolve_recipe
 from multilab.resolve import resolve_run
 from multilab.training.model import MaskedLMObjective, build_model
 from multilab.training.model_dir import read_done, run_checkpoint_area
 from multilab.training.train import train_model
 from multilab.training.training_data import prepare_data
-from tests import reference
 
 
 def _weights(model_dir) -> dict[str, torch.Tensor]:
