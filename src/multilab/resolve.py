@@ -1,5 +1,7 @@
-"""From ``params.yaml`` + profile + overrides to a validated :class:`~multilab.config.Config`,
-and from a study + modification + seed to one model's :class:`~multilab.config.RunConfig`.
+"""How a configuration is made: ``params.yaml`` + profile + overrides → a validated Config.
+
+:func:`load_config` gives the study's :class:`~multilab.config.Config`; :func:`resolve_run`
+gives one model of it (+ modification + seed) as a :class:`~multilab.config.RunConfig`.
 
 ``params.yaml`` holds the paper's values at the top level and, under ``profiles``, what each
 profile (smoke / quick / paper) overrides. :func:`load_config` validates everything before any
