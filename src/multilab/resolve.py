@@ -243,7 +243,7 @@ def _check_run(recipe: mods.Recipe, model: ModelConfig, train: TrainConfig, size
                modification: str) -> None:
     """What only a (modification, model) pair can get wrong: lang-pos gives Fake-English
     positions ``max_length … 2·max_length - 1``, so the model needs twice the embeddings
-    (a third and further language: :meth:`Config.run` widens the table to N blocks);
+    (a third and further language: :func:`resolve_run` widens the table to N blocks);
     attend-padding needs whole batches (``train.length_pieces`` 1)."""
     if recipe.attend_padding and train.length_pieces != 1:
         raise UserError(
