@@ -4,7 +4,7 @@ The fast path is :func:`multilab.evaluation.evaluate.evaluate_model` with the de
 config (10,000 dev sentences, layers 0 and 8, word translation over the 2,048-word vocabulary,
 train and dev perplexity). The slow path is what one would write first: every sentence (and
 every vocabulary word, and every perplexity example) through the model alone, then the
-per-sentence metric loops the tests use as definitions (``tests/reference.py``:
+per-sentence metric loops the tests use as definitions (``multilab/evaluation/reference.py``:
 ``reference_alignment_counts``, ``reference_retrieval_p1``). It runs on a subset and is
 extrapolated linearly to the full sizes — a lower bound, since one-query-at-a-time
 retrieval grows with the square of the set.
@@ -34,7 +34,7 @@ from multilab.data.batches import mask_tokens, seeded_generator, tokenize_lines,
 from multilab.data.corpus import read_lines
 from multilab.data.inputs import ENGLISH, FAKE, InputEncoder
 from multilab.data.vocab import load_tokenizer
-from multilab.evaluation import metrics
+from multilab.evaluation import metrics, reference
 from multilab.evaluation.evaluate import (
     PERPLEXITY_REPLACEMENT,
     evaluate_model,
@@ -42,8 +42,8 @@ from multilab.evaluation.evaluate import (
     perplexity,
     translation,
 )
+from multilab.resolve import resolve_run
 from multilab.training.model import build_model, hidden_layers, load_model
-from tests import reference
 
 MODIFICATION = "original"
 
@@ -131,7 +131,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     cfg = project_config(args.project)
-    run = cfg.run(MODIFICATION, 0)
+    run = resolve_run(cfg, MODIFICATION, 0)
     ev = cfg.evaluate
     model = load_model(args.model) if args.model else build_model(run.model, 4096, 0)
     model.eval()

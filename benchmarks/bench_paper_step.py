@@ -43,13 +43,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from multilab.resolve import resolve_run
+
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as multilab/threads.py sets it
 import torch  # after the OpenMP setting, which is read once at load
 from transformers import get_linear_schedule_with_warmup
 
 from bench_train import BASELINE, MULTILAB, Arm, Data, Levers, take_turns
 from common import RESULTS, load_average, machine, project_config, write_json
-from multilab.training.train import _load_checkpoint
+from multilab.training.checkpoints import load_checkpoint
 
 MODIFICATION = "original"
 
@@ -113,7 +115,7 @@ class CheckpointArm(Arm):
                 self.optimizer, data.run.study.train.warmup_steps, schedule_steps)
         self.flush_denormal = flush_denormal
         if checkpoint is not None:
-            saved = _load_checkpoint(checkpoint)  # the trainer's reader (checks state.sha256)
+            saved = load_checkpoint(checkpoint)  # the trainer's reader (checks state.sha256)
             self.model.load_state_dict(saved["model"])
             self.optimizer.load_state_dict(saved["optimizer"])
             self.scheduler.load_state_dict(saved["scheduler"])
@@ -234,7 +236,7 @@ def main() -> None:
               "folder of a training run (artifacts/checkpoints/…/checkpoint-N)", file=sys.stderr)
         sys.exit(2)
     cfg = project_config(args.project, {"profile": "paper"})  # the repository's params.yaml
-    run = cfg.run(MODIFICATION, args.seed)
+    run = resolve_run(cfg, MODIFICATION, args.seed)
     data = Data(run)
     steps_per_epoch = math.ceil(len(data.examples) / run.model.batch_size)
     schedule_steps = round(run.epochs * steps_per_epoch)

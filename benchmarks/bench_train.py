@@ -61,13 +61,10 @@ from multilab.data.batches import (
 )
 from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer
 from multilab.files import atomic_open
+from multilab.resolve import resolve_run
 from multilab.training.model import MaskedLMObjective, build_model
-from multilab.training.train import (
-    _accumulate,
-    make_optimizer,
-    prepare_data,
-    train_model,
-)
+from multilab.training.train import _accumulate, make_optimizer, train_model
+from multilab.training.training_data import prepare_data
 
 MODIFICATION = "original"
 
@@ -496,7 +493,7 @@ def kernel_count(data: Data, seed: int) -> dict[str, Any]:
 def child(kind: str, project: Path, steps: int) -> None:
     """Runs in a fresh subprocess: one training job, then prints its peak RSS as JSON."""
     if kind.startswith("levers="):  # throughput of one arm alone (3 untimed warm-up steps)
-        run = project_config(project).run(MODIFICATION, 42)
+        run = resolve_run(project_config(project), MODIFICATION, 42)
         levers = Levers(**json.loads(kind.removeprefix("levers=")))
         data = Data(run)
         schedule = round(run.epochs * math.ceil(len(data.examples) / run.model.batch_size))
@@ -506,7 +503,7 @@ def child(kind: str, project: Path, steps: int) -> None:
         report = arm.summary()
     elif kind == "baseline":
         cfg = project_config(project)
-        data = Data(cfg.run(MODIFICATION, 42))
+        data = Data(resolve_run(cfg, MODIFICATION, 42))
         arm = Arm("baseline", BASELINE, data, 42, steps)
         for _ in range(steps):
             arm.step()
@@ -523,13 +520,13 @@ def child(kind: str, project: Path, steps: int) -> None:
 
         cfg = project_config(project)
         steps_per_epoch = math.ceil(
-            len(prepare_data(cfg.run(MODIFICATION, 42))[0].examples)
+            len(prepare_data(resolve_run(cfg, MODIFICATION, 42))[0].examples)
             / cfg.models["small"].batch_size
         )
         cfg = project_config(project, {"train": {
             "epochs": steps / steps_per_epoch, "eval_points": [0.5], "checkpoint_every": 10**9,
         }})
-        run = cfg.run(MODIFICATION, 42)
+        run = resolve_run(cfg, MODIFICATION, 42)
         out = Path(tempfile.mkdtemp(prefix="multilab-bench-model-")) / kind
         started = time.perf_counter()
         hook = curve_hook(run) if kind == "trainer+eval" else None
@@ -685,7 +682,7 @@ def main() -> None:
     torch.set_num_threads(2)
     record: dict[str, Any] = {"machine": machine(), "args": vars(args) | {"out": str(args.out)}}
     cfg: Config = project_config(args.project)
-    run = cfg.run(MODIFICATION, args.seeds[0])
+    run = resolve_run(cfg, MODIFICATION, args.seeds[0])
     data = Data(run)
     steps_per_epoch = math.ceil(len(data.examples) / run.model.batch_size)
     # the schedule of a real quick-profile run: these steps are its first ones

@@ -33,9 +33,10 @@ import time
 from pathlib import Path
 
 from common import RESULTS, load_average, machine, write_json
-from multilab.config import SpacesConfig, load_config
+from multilab.config import SpacesConfig
 from multilab.data.corpus import read_lines
 from multilab.data.vocab import load_tokenizer, vocabulary_words
+from multilab.resolve import load_config
 from multilab.spaces import fasttext_spaces
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 
 Benchmarks run on the real corpus, not a toy: either the project's own ``artifacts/`` (when
 ``dvc repro`` has built them) or a copy built from the pinned Bible database in a temporary
-folder, exactly as the tests build theirs (``tests.helpers.build_project_data``, about 10 s).
+folder, as ``dvc repro corpus vocab`` builds them (:func:`build_project_data`, about 10 s).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,13 @@ from typing import Any
 import torch
 import transformers
 
-from multilab.config import Config, load_config
+from multilab.config import Config
+from multilab.data import bible, corpus
+from multilab.data.vocab import build_vocab
 from multilab.files import write_text
+from multilab.resolve import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the tests' reference definitions (tests/reference.py)
-    sys.path.append(str(ROOT))
 PARAMS = ROOT / "params.yaml"
 RESULTS = ROOT / "benchmarks" / "results"
 PATH_KEYS = ("data", "artifacts", "reports", "metrics", "mlruns", "results")
@@ -43,10 +43,18 @@ def project_config(project: Path | None, overrides: dict[str, Any] | None = None
     root = project or Path(tempfile.mkdtemp(prefix="multilab-bench-"))
     cfg = load_config(PARAMS, overrides | {"paths": {k: str(root / k) for k in PATH_KEYS}})
     if not (cfg.paths.vocab / "bilingual").exists():
-        from tests.helpers import build_project_data  # importable once ROOT is on sys.path
-
         build_project_data(cfg)
     return cfg
+
+
+def build_project_data(cfg: Config) -> None:
+    """What ``dvc repro corpus vocab`` builds (after setup.sh's export), for a project in a
+    temporary folder: Bible exports, corpora and vocabulary, for real."""
+    for code in cfg.corpus.export_editions:
+        bible.export_edition(code, cfg.paths.data)
+    corpus.build_corpora(cfg.corpus, cfg.paths.data, cfg.paths.corpora)
+    build_vocab(corpus.read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size,
+                cfg.paths.vocab)
 
 
 def project_root(cfg: Config) -> Path:

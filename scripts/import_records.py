@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from multilab.config import load_config
+from multilab.resolve import load_config, resolve_run
 from multilab.studies.records import model_identity, write_record
 
 TABLE1_KEYS = ("mu", "align_f1.l0", "retrieval_p1.l0", "translation_p1.l0", "align_f1.l8",
@@ -46,8 +46,8 @@ def _config(modification: str, seed: int, overrides: dict[str, Any] | None = Non
             ) -> dict[str, Any]:
     """Today's configuration of a run, with the settings its document names (``overrides``,
     as params.yaml's nested keys: ``{"vocab": {"mode": "joint"}}``)."""
-    return load_config(Path("params.yaml"), {"profile": "quick", **(overrides or {})}).run(
-        modification, seed).as_params()
+    cfg = load_config(Path("params.yaml"), {"profile": "quick", **(overrides or {})})
+    return resolve_run(cfg, modification, seed).as_params()
 
 
 def _downstream_config(run: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -24,11 +24,12 @@ import torch.nn.functional as F
 from transformers import BertForPreTraining
 from transformers.utils import logging as hf_logging
 
-from multilab.config import RunConfig, load_config, parse_overrides
+from multilab.config import RunConfig
 from multilab.data.batches import mask_tokens
 from multilab.errors import UserError
+from multilab.resolve import load_config, parse_overrides, resolve_run
 from multilab.training.model_dir import data_fingerprint, read_done
-from multilab.training.train import prepare_data
+from multilab.training.training_data import prepare_data
 
 
 def probed_run(params: Path, overrides: list[str], model_dir: Path) -> RunConfig:
@@ -37,7 +38,8 @@ def probed_run(params: Path, overrides: list[str], model_dir: Path) -> RunConfig
     done = read_done(model_dir)
     if done is None:
         raise UserError(f"{model_dir} is not a finished multilab model; train it first")
-    run = load_config(params, parse_overrides(overrides)).run(done["modification"], done["seed"])
+    cfg = load_config(params, parse_overrides(overrides))
+    run = resolve_run(cfg, done["modification"], done["seed"])
     if not run.recipe.next_sentence:
         raise UserError(f"{model_dir} was trained with {done['modification']!r}, which has no "
                         "nsp (valid: a model of a modification with nsp, e.g. nsp, lang-id;nsp)")

@@ -18,10 +18,11 @@ import torch
 from safetensors.torch import load_file
 
 from multilab import tracking
-from multilab.config import Config, load_config, parse_overrides
+from multilab.config import Config
 from multilab.data import bible, corpus
 from multilab.data.vocab import build_vocab
 from multilab.lab.metric_table import METRICS, TRAIN_LOSS
+from multilab.resolve import load_config, parse_overrides, resolve_run
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = ROOT / "params.yaml"
@@ -115,7 +116,7 @@ def tracked_smoke_model(built_project: Path, root: Path) -> Config:
                        train={"max_train_sentences": 128, "eval_points": []})
     experiment = tracking.connect(cfg.paths, cfg.experiment)
     with one_torch_thread():
-        train_model(cfg.run("original", 0), experiment_id=experiment, progress=False)
+        train_model(resolve_run(cfg, "original", 0), experiment_id=experiment, progress=False)
     return cfg
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 from transformers import BertForMaskedLM, BertForPreTraining
 
+from multilab.resolve import resolve_run
 from multilab.training.architecture import (
     BertShape,
     parameter_count,
@@ -159,7 +160,7 @@ def test_solver_rejects_zero_heads_in_one_line() -> None:
 
 
 def _study(**evaluate: object):
-    from multilab.config import load_config
+    from multilab.resolve import load_config
     from tests.helpers import PARAMS
 
     return load_config(PARAMS, {"evaluate": evaluate} if evaluate else {})
@@ -174,13 +175,13 @@ def test_depth_and_heads_keep_the_parameter_count(modification: str, layers: int
     """Seed 002 Tables 4–5 at the lab's scale: the small model (12 × 64, one head, 4,096
     ids: 886,976 parameters) reshaped, the count within 5 %."""
     cfg = _study(layers="all")
-    model = cfg.run(modification, 0).model
+    model = resolve_run(cfg, modification, 0).model
     assert (model.num_hidden_layers, model.num_attention_heads, model.hidden_size) == (
         layers, heads, hidden)
     assert model.intermediate_size == 4 * hidden
     count = parameter_count(BertShape(hidden, layers, heads, 4096, 256)).total
     assert abs(count - 886_976) / 886_976 < 0.05
-    original = cfg.run("original", 0).model
+    original = resolve_run(cfg, "original", 0).model
     assert (original.hidden_size, original.num_hidden_layers) == (64, 12)  # untouched
 
 
@@ -191,7 +192,7 @@ def test_params_scales_the_count_at_fixed_depth_and_heads(modification: str, fac
                                                          layers: int, heads: int) -> None:
     """Seed 002 Table 6 (and Table 7's smaller, deeper models): the count times x at the
     depth and heads given, the hidden size solved."""
-    model = _study(layers="all").run(modification, 0).model
+    model = resolve_run(_study(layers="all"), modification, 0).model
     assert (model.num_hidden_layers, model.num_attention_heads) == (layers, heads)
     assert model.hidden_size % heads == 0 and model.intermediate_size == 4 * model.hidden_size
     count = parameter_count(BertShape(model.hidden_size, layers, heads, 4096, 256)).total
@@ -203,17 +204,17 @@ def test_unreachable_shapes_and_missing_layers_fail_in_one_line() -> None:
 
     cfg = _study(layers="all")
     with pytest.raises(ModificationError, match="no BERT with 12 layers and 24 heads") as err:
-        cfg.run("heads-24", 0)
+        resolve_run(cfg, "heads-24", 0)
     assert "\n" not in str(err.value)
     with pytest.raises(ModificationError, match=r"evaluate.layers = \[0, 8\] asks for layer 8"):
-        _study().run("depth-4", 0)
+        resolve_run(_study(), "depth-4", 0)
     with pytest.raises(ModificationError, match="'x' is not an integer"):
-        cfg.run("depth-x", 0)
+        resolve_run(cfg, "depth-x", 0)
     with pytest.raises(ModificationError, match="n = 0 is outside"):
-        cfg.run("heads-0", 0)
+        resolve_run(cfg, "heads-0", 0)
     with pytest.raises(ModificationError, match=r"p = 0 is outside \[0.05, 20\]; valid: "
                        "params-<p>"):
-        cfg.run("params-0", 0)
+        resolve_run(cfg, "params-0", 0)
 
 
 @pytest.mark.slow  # a 2-layer smoke model trained and evaluated on its own layers
@@ -226,7 +227,7 @@ def test_a_shallow_model_trains_and_evaluates_every_layer(built_project, tmp_pat
 
     cfg = smoke_config(link_project(built_project, tmp_path), evaluate={"layers": "all"},
                        train={"max_train_sentences": 64, "eval_points": []})
-    run = cfg.run("depth-2", 0)
+    run = resolve_run(cfg, "depth-2", 0)
     with one_torch_thread():
         model_dir = train_model(run, progress=False)
         record = evaluate_and_record(cfg, model_dir)

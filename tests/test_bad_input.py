@@ -22,6 +22,7 @@ import torch
 from multilab import tracking
 from multilab.cli import main
 from multilab.errors import StoppedEarly, UserError
+from multilab.resolve import resolve_run
 from multilab.training.train import train_model
 from tests.helpers import (
     BIN,
@@ -52,7 +53,7 @@ def untrained_model(built_project: Path, tmp_path_factory: pytest.TempPathFactor
     """A finished model directory that costs no training (the ``untrained`` modification)."""
     root = link_project(built_project, tmp_path_factory.mktemp("untrained"))
     cfg = config_of(cli_settings(root))
-    return train_model(cfg.run("untrained", 0), progress=False)
+    return train_model(resolve_run(cfg, "untrained", 0), progress=False)
 
 
 def _bad_corpus(root: Path, built_project: Path, train_text: str | bytes | None) -> None:
@@ -377,7 +378,8 @@ def test_incomplete_state_pt_is_one_line(built_project: Path, tmp_path: Path, ca
     root = link_project(built_project, tmp_path / "project")
     settings = cli_settings(root)
     with pytest.raises(StoppedEarly):
-        train_model(config_of(settings).run("original", 0), stop_after_step=1, progress=False)
+        train_model(resolve_run(config_of(settings), "original", 0), stop_after_step=1,
+                    progress=False)
     (state,) = root.rglob("state.pt")
     saved = torch.load(state, weights_only=False)
     del saved["scheduler"], saved["state"]["log_rows"]

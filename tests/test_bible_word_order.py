@@ -15,8 +15,6 @@ from scipy import stats
 from multilab import tracking
 from multilab.cli import main
 from multilab.config import ALL_EDITIONS, WordOrderConfig
-from multilab.data.bible import EDITIONS
-from multilab.data.languages import parse_languages
 from multilab.data.parallel import read_edition
 from multilab.errors import UserError
 from multilab.evaluation.bible_word_order import (
@@ -27,6 +25,7 @@ from multilab.evaluation.bible_word_order import (
     scored_verse_ids,
 )
 from multilab.evaluation.wordorder import match_weights
+from multilab.lab.languages import EDITIONS, parse_languages
 from multilab.reporting.word_order_table import (
     PAPER_TABLE4,
     correlation_markdown,

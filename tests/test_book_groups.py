@@ -22,7 +22,7 @@ from multilab.data.book_groups import (
     split_chapters,
     task_examples,
 )
-from multilab.data.languages import parse_languages
+from multilab.lab.languages import parse_languages
 from tests.helpers import ROOT, subprocess_env
 
 

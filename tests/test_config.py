@@ -7,8 +7,8 @@ import re
 import pytest
 import yaml
 
-from multilab.config import load_config, parse_overrides
 from multilab.errors import UserError
+from multilab.resolve import load_config, parse_overrides, resolve_run
 from tests.helpers import PARAMS
 
 
@@ -37,14 +37,14 @@ def test_batch_shape_keys_must_be_positive_integers(key: str, value) -> None:
 
 def test_run_config_applies_the_modification() -> None:
     cfg = load_config(PARAMS, {"profile": "paper"})
-    run = cfg.run("21", 42)
+    run = resolve_run(cfg, "21", 42)
     # no-parallel: twice the profile's epochs (the paper's: 2 x its 100 = 13.5k updates each)
     assert run.modification == "no-parallel" and run.epochs == 2 * cfg.train.epochs == 294
-    assert cfg.run("overparam", 0).model.hidden_size == 768
+    assert resolve_run(cfg, "overparam", 0).model.hidden_size == 768
     assert run.model_dir.parts[-2:] == ("no-parallel", "seed42")
     assert run.fingerprint("a") != run.fingerprint("b")
-    assert cfg.run("lang-pos;no-random", 0).fingerprint() == cfg.run(
-        "lang-pos+no-random", 0
+    assert resolve_run(cfg, "lang-pos;no-random", 0).fingerprint() == resolve_run(
+        cfg, "lang-pos+no-random", 0
     ).fingerprint()
 
 
@@ -83,12 +83,12 @@ def test_bad_override_syntax() -> None:
 
 def test_fingerprint_ignores_what_does_not_change_the_weights() -> None:
     """Logging and checkpoint cadence don't change weights, so they don't force a retrain."""
-    base = load_config(PARAMS, {"profile": "smoke"}).run("original", 0).fingerprint("d")
+    base = resolve_run(load_config(PARAMS, {"profile": "smoke"}), "original", 0).fingerprint("d")
     cadence = {"profile": "smoke", "train": {"checkpoint_every": 7, "log_every": 3,
                                              "eval_points": [0.25]}}
-    assert load_config(PARAMS, cadence).run("original", 0).fingerprint("d") == base
+    assert resolve_run(load_config(PARAMS, cadence), "original", 0).fingerprint("d") == base
     longer = {"profile": "smoke", "train": {"epochs": 3}}
-    assert load_config(PARAMS, longer).run("original", 0).fingerprint("d") != base
+    assert resolve_run(load_config(PARAMS, longer), "original", 0).fingerprint("d") != base
 
 
 #: issue 23 item 5: each bad value → one line naming the value and what is valid
@@ -171,19 +171,19 @@ def test_paper_ids_stay_valid_where_multilab_builds_the_path() -> None:
                                "study": [0, "1", "lang-pos;no-random", 30]})
     assert cfg.modification == "17"
     assert cfg.study == ("original", "lang-pos", "lang-pos+no-random", "knn-replace")
-    assert cfg.run("1", 0).model_dir.parts[-2] == "lang-pos"
+    assert resolve_run(cfg, "1", 0).model_dir.parts[-2] == "lang-pos"
     assert cfg.train.epochs == 2 and isinstance(cfg.train.epochs, int)  # kept as written
 
 
 def test_a_seed_beyond_64_bits_is_refused_by_run() -> None:
     cfg = load_config(PARAMS)
     with pytest.raises(UserError, match=r"seed 36893488147419103232: must be an integer from 0"):
-        cfg.run("original", 2**65)
+        resolve_run(cfg, "original", 2**65)
 
 
 def test_special_token_count_matches_the_vocabulary() -> None:
     from multilab.config import SPECIAL_TOKEN_COUNT
-    from multilab.data.vocab import SPECIAL_TOKENS
+    from multilab.data.tokenizers import SPECIAL_TOKENS
 
     assert len(SPECIAL_TOKENS) == SPECIAL_TOKEN_COUNT
 
@@ -266,7 +266,7 @@ def test_vocab_modes_union_is_a_shared_block_like_joint() -> None:
     assert [study(m).vocab.shared for m in ("separate", "joint", "union")] == [
         False, True, True]
     for modification in ("original", "lang-pos", "inv-order", "no-parallel", "nsp"):
-        assert study("union").run(modification, 0).study.vocab.mode == "union"
+        assert resolve_run(study("union"), modification, 0).study.vocab.mode == "union"
     for modification, says in (("knn-replace", "gives the languages shared ids"),
                                ("shift-special", "has one block for all languages"),
                                ("lang-id", "has one block for all languages"),
@@ -274,15 +274,15 @@ def test_vocab_modes_union_is_a_shared_block_like_joint() -> None:
                                ("sep-L1-3", "has one block for all languages")):
         for mode in ("joint", "union"):
             with pytest.raises(ModificationError) as err:
-                study(mode).run(modification, 0)
+                resolve_run(study(mode), modification, 0)
             message = str(err.value)
             assert f"vocab.mode = {mode!r} {says}" in message and "valid with it" in message
             assert "\n" not in message
-        study("separate").run(modification, 0)
+        resolve_run(study("separate"), modification, 0)
     # extra-anchors switches words on one shared WordPiece: joint only
-    assert study("joint").run("extra-anchors", 0).recipe.code_switch
+    assert resolve_run(study("joint"), "extra-anchors", 0).recipe.code_switch
     with pytest.raises(ModificationError, match=r"vocab\.mode = 'joint' \(not union"):
-        study("union").run("extra-anchors", 0)
+        resolve_run(study("union"), "extra-anchors", 0)
     with pytest.raises(UserError, match=r"^vocab\.mode = 'union' needs real languages; \[3, "):
         study("union", ("3", "fake"))
 

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import pytest
 
+from multilab.resolve import resolve_run
+
 PROCESSES = 2
 CHECKPOINT_LOG = "MULTILAB_TEST_CHECKPOINT_LOG"
 LAUNCH_TIMEOUT = 300  # seconds; a hang in a collective must fail the test, not block CI
@@ -77,7 +79,7 @@ def _read_log(path: Path) -> list[dict[str, float]]:
 def launched(built_project: Path, tmp_path_factory: pytest.TempPathFactory):
     """A 2-process smoke training of ``original`` seed 0 through ``accelerate launch``."""
     from multilab import tracking
-    from multilab.config import load_config, parse_overrides
+    from multilab.resolve import load_config, parse_overrides
     from tests.helpers import BIN, PARAMS, free_port, link_project
 
     root = link_project(built_project, tmp_path_factory.mktemp("distributed"))
@@ -139,7 +141,8 @@ def single_process(launched, tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(model_module, "bert_config", _no_dropout_config())
-            train_model(launched["cfg"].run("original", 0), model_dir=model_dir, progress=False)
+            train_model(resolve_run(launched["cfg"], "original", 0), model_dir=model_dir,
+                        progress=False)
     finally:
         torch.set_num_threads(threads)
     return model_dir
@@ -295,7 +298,7 @@ def _child() -> int:
     from multilab.training.model_dir import checkpoint_dir
 
     model_module.bert_config = _no_dropout_config()
-    save = train_module._save_checkpoint
+    save = train_module.save_checkpoint
     log_path = Path(os.environ[CHECKPOINT_LOG])
 
     def recorded_save(run, model_dir, model, optimizer, scheduler, state):
@@ -306,7 +309,7 @@ def _child() -> int:
         with log_path.open("a") as log:
             log.write(f"{os.environ.get('RANK', '?')} {step} {saved_step}\n")
 
-    train_module._save_checkpoint = recorded_save
+    train_module.save_checkpoint = recorded_save
     return main(sys.argv[1:])
 
 

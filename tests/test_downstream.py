@@ -26,7 +26,6 @@ from multilab.data.book_groups import (
     split_chapters,
 )
 from multilab.data.inputs import InputEncoder
-from multilab.data.languages import parse_languages
 from multilab.data.vocab import load_tokenizer, to_fake
 from multilab.errors import UserError
 from multilab.evaluation.downstream import (
@@ -42,8 +41,10 @@ from multilab.evaluation.downstream import (
     study_languages,
     task_data,
 )
+from multilab.lab.languages import parse_languages
 from multilab.lab.modifications import resolve_recipe
 from multilab.reporting.report import build_report
+from multilab.resolve import resolve_run
 from multilab.training.model_dir import read_done
 from tests.helpers import (
     PARAMS,
@@ -109,7 +110,7 @@ def test_uncapped_splits_are_stratified_by_group(project: Config) -> None:
 
 
 def test_fake_inputs_are_the_id_shifted_english_inputs(project: Config) -> None:
-    run = project.run("original", 0)
+    run = resolve_run(project, "original", 0)
     inputs = language_inputs(project, ENGLISH_FAKE)
     encoder = InputEncoder(run.recipe, len(inputs[0].tokenizer), project.train.max_length)
     examples = task_data(project, ENGLISH_FAKE)["test"]
@@ -403,7 +404,7 @@ def test_config_section_is_strict(tmp_path: Path, value: dict, message: str) -> 
 
 
 def test_config_defaults_are_seed_000_and_smoke_shrinks(tmp_path: Path) -> None:
-    from multilab.config import load_config
+    from multilab.resolve import load_config
 
     quick = load_config(PARAMS).downstream
     assert (quick.epochs, quick.batch_size, quick.lr) == (3, 32, 2e-5)

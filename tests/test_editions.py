@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from multilab.data import bible
+from multilab.lab.languages import EDITIONS
 
 #: (code, ISO, verse id, a passage only that edition's language and wording has).
 PINNED = [
@@ -38,7 +39,7 @@ def verse(code: str, vid: str) -> str:
 def test_corrected_edition_is_what_its_text_says(
     code: str, iso: str, vid: str, passage: str
 ) -> None:
-    assert bible.EDITIONS[code][0] == iso
+    assert EDITIONS[code][0] == iso
     assert passage in verse(code, vid)
 
 
@@ -53,5 +54,5 @@ def test_table_covers_exactly_the_db_editions() -> None:
 
     with sqlite3.connect(f"file:{bible.bible_db_path()}?mode=ro", uri=True) as conn:
         codes = {row[0] for row in conn.execute("SELECT DISTINCT bbName FROM bible")}
-    assert codes == set(bible.EDITIONS)
-    assert all(len(iso) == 2 and iso.islower() for iso, _ in bible.EDITIONS.values())
+    assert codes == set(EDITIONS)
+    assert all(len(iso) == 2 and iso.islower() for iso, _ in EDITIONS.values())

@@ -16,11 +16,11 @@ from multilab.data.corpus import read_lines
 from multilab.data.inputs import ENGLISH, FAKE, InputEncoder
 from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
-from multilab.evaluation import metrics
+from multilab.evaluation import metrics, reference
 from multilab.evaluation.evaluate import evaluate_and_record, evaluate_model, multilinguality
+from multilab.resolve import resolve_run
 from multilab.training.model import build_model, hidden_layers
 from multilab.training.train import train_model
-from tests import reference
 from tests.helpers import PARAMS
 
 
@@ -34,7 +34,7 @@ def _dev(cfg: Config, run, n: int):
 
 @pytest.mark.parametrize("modification", ["original", "inv-order;lang-pos;shift-special"])
 def test_batched_metrics_equal_one_sentence_at_a_time(project: Config, modification) -> None:
-    run = project.run(modification, 0)
+    run = resolve_run(project, modification, 0)
     model = build_model(run.model, 4096, 0).eval()
     encoder, sentences = _dev(project, run, 60)
     fast = multilinguality(model, encoder, sentences, (0, 8), batch_size=16)
@@ -65,7 +65,7 @@ def test_batched_metrics_equal_one_sentence_at_a_time(project: Config, modificat
 def test_untrained_model_is_not_multilingual_and_evaluation_is_deterministic(
     project: Config,
 ) -> None:
-    run = project.run("untrained", 0)
+    run = resolve_run(project, "untrained", 0)
     model = build_model(run.model, 4096, 0)
     first = evaluate_model(model, run, dev_sentences=100, train_sentences=100)
     second = evaluate_model(model, run, dev_sentences=100, train_sentences=100)
@@ -87,11 +87,11 @@ def test_all_layers_are_evaluated_and_agree_with_the_default_ones(project: Confi
     evaluation's (the layer choice changes what is reported, not how it is computed)."""
     from dataclasses import replace
 
-    run = project.run("original", 0)
+    run = resolve_run(project, "original", 0)
     model = build_model(run.model, 4096, 0)
     default = evaluate_model(model, run, dev_sentences=50, train_sentences=50)
     every = replace(project, evaluate=replace(project.evaluate, layers="all"))
-    everything = evaluate_model(model, every.run("original", 0), dev_sentences=50,
+    everything = evaluate_model(model, resolve_run(every, "original", 0), dev_sentences=50,
                                 train_sentences=50)
     assert {f"retrieval_p1.l{layer}" for layer in range(13)} <= set(everything)
     for key in ("align_f1.l0", "retrieval_p1.l8", "translation_p1.l8", "mu", "ppl_dev"):
@@ -122,7 +122,7 @@ def test_a_standalone_evaluation_shows_its_parts_and_curve_points_show_none(
             self.seen["closed"] = True
 
     monkeypatch.setattr(evaluate, "progress_bar", Recorder)
-    run = project.run("original", 0)
+    run = resolve_run(project, "original", 0)
     model = build_model(run.model, 4096, 0)
     evaluate_model(model, run, dev_sentences=20, train_sentences=20)
     assert bars == []
@@ -135,7 +135,7 @@ def test_a_standalone_evaluation_shows_its_parts_and_curve_points_show_none(
 
 @pytest.mark.parametrize("value", ["none", [-1, 8], [], "0,x"])
 def test_bad_layers_are_one_clear_error(value) -> None:
-    from multilab.config import parse_layers
+    from multilab.resolve import parse_layers
 
     with pytest.raises(UserError, match=r"evaluate\.layers = .*'all'"):
         parse_layers(value)
@@ -143,7 +143,8 @@ def test_bad_layers_are_one_clear_error(value) -> None:
 
 def test_evaluate_records_json_and_mlflow(project: Config) -> None:
     experiment = tracking.connect(project.paths, project.experiment)
-    model_dir = train_model(project.run("original", 0), experiment_id=experiment, progress=False)
+    model_dir = train_model(resolve_run(project, "original", 0), experiment_id=experiment,
+                            progress=False)
     record = evaluate_and_record(project, model_dir)
     saved = json.loads(project.paths.eval_file("original", 0).read_text())
     assert saved == json.loads(json.dumps(record))

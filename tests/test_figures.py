@@ -28,6 +28,7 @@ from multilab.reporting.figures import (
     token_pca,
 )
 from multilab.reporting.report import finished_runs
+from multilab.resolve import resolve_run
 from multilab.training.model import load_model
 from multilab.training.model_dir import read_done
 from multilab.training.train import curve_steps, train_model
@@ -50,7 +51,7 @@ def trained(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Tr
     root = link_project(built_project, tmp_path_factory.mktemp("figures"))
     tiny = smoke_config(root, seeds=[0], train={"epochs": 1, "max_train_sentences": 128})
     cfg = dataclasses.replace(tiny, study=("lang-pos",))
-    run = cfg.run("lang-pos", 0)
+    run = resolve_run(cfg, "lang-pos", 0)
     experiment = tracking.connect(cfg.paths, cfg.experiment)
     model_dir = train_model(run, experiment_id=experiment, curve_hook=_scripted_curve,
                             progress=False)

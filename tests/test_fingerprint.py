@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from multilab.config import config_from_dict
-from multilab.training.train import data_fingerprint
+from multilab.resolve import config_from_dict, resolve_run
+from multilab.training.model_dir import data_fingerprint
 
 #: The paper's values of params.yaml as of issue 21, written out in full so that an edit of
 #: params.yaml does not move this test; only a change of the fingerprint's definition does.
@@ -78,7 +78,7 @@ def _pinned_project(root: Path):
 
 @pytest.mark.parametrize("modification", list(PINNED))
 def test_fingerprints_are_pinned(modification: str, tmp_path: Path) -> None:
-    run = _pinned_project(tmp_path).run(modification, 42)
+    run = resolve_run(_pinned_project(tmp_path), modification, 42)
     data_hash, with_data, with_fixed_hash = PINNED[modification]
     assert data_fingerprint(run) == data_hash
     assert run.fingerprint(data_hash) == with_data

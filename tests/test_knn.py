@@ -8,7 +8,7 @@ import torch
 
 from multilab.data.batches import mask_tokens, seeded_generator
 from multilab.data.inputs import ENGLISH, FAKE, MASK_ID, UNK_ID, InputEncoder
-from multilab.data.vocab import SPECIAL_TOKENS
+from multilab.data.tokenizers import SPECIAL_TOKENS
 from multilab.lab.modifications import resolve_recipe
 
 V, MAX_LEN, K = 2048, 128, 5

@@ -13,6 +13,7 @@ from mlflow.tracking import MlflowClient
 from multilab import tracking
 from multilab.config import Config
 from multilab.evaluation.lab_word_retrieval import exact_pairs, lab_word_retrieval, words_of
+from multilab.resolve import resolve_run
 from tests.helpers import run_statuses, tracked_model_cli, tracked_smoke_model
 
 
@@ -99,9 +100,9 @@ def test_an_inverted_language_is_read_in_the_order_the_model_saw(trained: Config
     from multilab.evaluation.lab_word_retrieval import language_tokenizers
     from multilab.evaluation.model_word_order import verse_word_vectors
     from multilab.training.model import build_model
-    from multilab.training.train import study_encoder
+    from multilab.training.training_data import study_encoder
 
-    run = trained.run("inv-order", 0)
+    run = resolve_run(trained, "inv-order", 0)
     encoder = study_encoder(run)
     model = build_model(run.model, encoder.total_size, 0).eval()
     tokenizer = language_tokenizers(trained)[0]

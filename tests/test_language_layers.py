@@ -15,6 +15,7 @@ from multilab.data.batches import mask_tokens
 from multilab.data.inputs import InputEncoder, collate
 from multilab.errors import UserError
 from multilab.lab.modifications import ModificationError, resolve_recipe
+from multilab.resolve import resolve_run
 from multilab.training import language_layers
 from multilab.training.language_layers import LanguageLayer, RowLanguages
 from multilab.training.model import build_model, load_model
@@ -131,7 +132,7 @@ def test_sep_emb_draws_random_replacements_within_the_row_s_language() -> None:
 def test_sharing_modifications_are_refused_where_they_cannot_apply(
         tmp_path: Path, overrides: dict, modification: str, says: str) -> None:
     with pytest.raises((ModificationError, UserError)) as err:
-        smoke_config(tmp_path, **overrides).run(modification, 0)
+        resolve_run(smoke_config(tmp_path, **overrides), modification, 0)
     assert says in str(err.value) and "\n" not in str(err.value)
 
 
@@ -147,7 +148,7 @@ def test_sharing_rows_train_and_transfer_on_the_smoke_profile(built_project: Pat
                        downstream={"epochs": 1, "max_train_verses": 64,
                                    "max_test_verses": 64})
     for modification in ("sep-L1-3", "sep-emb+sep-L1-6"):
-        run = cfg.run(modification, 0)
+        run = resolve_run(cfg, modification, 0)
         with one_torch_thread():
             model_dir = train_model(run, progress=False)
             model = load_model(model_dir)
@@ -202,8 +203,8 @@ def test_extra_anchors_switch_english_and_german_with_a_silver_dictionary() -> N
 def test_extra_anchors_are_refused_without_a_joint_vocabulary(tmp_path: Path, overrides: dict,
                                                               says: str) -> None:
     with pytest.raises(ModificationError, match="extra-anchors") as err:
-        smoke_config(tmp_path, **overrides).run("extra-anchors", 0)
+        resolve_run(smoke_config(tmp_path, **overrides), "extra-anchors", 0)
     assert says in str(err.value)
-    run = smoke_config(tmp_path, languages=["3", "s"], vocab={"mode": "joint"}).run(
+    run = resolve_run(smoke_config(tmp_path, languages=["3", "s"], vocab={"mode": "joint"}),
         "extra-anchors", 0)
     assert run.recipe.code_switch

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from multilab.data.bible import EDITIONS
-from multilab.data.languages import (
+from multilab.errors import UserError
+from multilab.lab.languages import (
     DEFAULT_LANGUAGES,
+    EDITIONS,
     TRANSFORMS,
     Language,
     LanguageError,
@@ -15,7 +16,6 @@ from multilab.data.languages import (
     language_keys,
     parse_languages,
 )
-from multilab.errors import UserError
 
 
 def test_default_is_english_and_its_id_shifted_fake() -> None:

@@ -1,10 +1,14 @@
-"""The package's layout keeps its promises: rooms documented, readers of models apart from
-the training loop, DVC stages depending on all the code they run."""
+"""The package's layout keeps its promises: rooms documented, imports running one way (no
+circle, no room importing back up), readers of models apart from the training loop, DVC
+stages depending on all the code they run, benchmarks and scripts apart from the tests and
+each saying what it is for."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import yaml
 
@@ -26,11 +30,14 @@ def test_every_room_says_what_it_does() -> None:
 
 def test_readers_of_models_do_not_import_the_training_loop() -> None:
     """Evaluation, figures and the report read model directories through
-    training.model_dir: importing them must not import training.train."""
+    training.model_dir (and a study's inputs through training.training_data): importing them
+    must not import training.train."""
     code = (
         "import sys\n"
         "import multilab.evaluation.evaluate, multilab.reporting.report, "
-        "multilab.reporting.figures, multilab.training.model_dir\n"
+        "multilab.reporting.figures, multilab.training.model_dir, "
+        "multilab.evaluation.token_translation, multilab.evaluation.lab_word_retrieval, "
+        "multilab.evaluation.model_word_order, multilab.evaluation.static_embeddings\n"
         "print('multilab.training.train' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -45,3 +52,105 @@ def test_every_stage_depends_on_the_whole_package() -> None:
     for name, stage in stages.items():
         code = [dep for dep in stage["deps"] if str(dep).startswith("src")]
         assert code == ["src/multilab"], (name, code)
+
+
+def _imports(path: Path) -> set[str]:
+    """The ``multilab`` modules a file imports, at its top or inside a function (a lazy import
+    is a dependency all the same)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return {name for name in found if name.startswith("multilab.")}
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module → the package's modules it imports (``from pkg import module`` counts as the
+    module, ``from module import name`` as the module)."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        graph[name] = {target for target in _imports(path) if target in modules} - {name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One circle of ``graph`` (a list of nodes, the first repeated at the end), or []."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        path.pop()
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def _room(module: str) -> str:
+    """The room a module stands in: its folder under ``multilab`` (``data``, ``training``, …)
+    or, for a module beside the folders, the module itself (``config``, ``resolve``, …)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def test_no_module_imports_in_a_circle() -> None:
+    """Modules import each other in one direction only: a circle (A imports B, B imports A)
+    means neither can be read, tested or moved without the other."""
+    assert _cycle(_import_graph()) == []
+
+
+def test_no_room_imports_back_up() -> None:
+    """Rooms stand on floors: the registries and the schema at the bottom, the command line on
+    top, every import running down. Rooms whose imports make a circle have no such order: one
+    of them imports back up (``config`` importing ``data`` while ``data`` imports ``config``
+    was one)."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in _import_graph().items():
+        rooms.setdefault(_room(module), set()).update(
+            _room(target) for target in targets if _room(target) != _room(module))
+    assert _cycle(rooms) == []
+
+
+def test_pipeline_code_never_calls_the_reference_definitions() -> None:
+    """``evaluation/reference.py`` states the metrics one item at a time, for the tests and the
+    benchmarks to hold the fast paths against; the pipeline itself must never use them."""
+    users = [module for module, targets in _import_graph().items()
+             if "multilab.evaluation.reference" in targets]
+    assert users == []
+
+
+def test_benchmarks_and_scripts_import_nothing_from_the_tests() -> None:
+    """The tests may change freely: no benchmark or script depends on them."""
+    for path in [*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "scripts").glob("*.py")]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {node.module for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module}
+        names |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                  for alias in node.names}
+        assert not any(name.split(".")[0] == "tests" for name in names), path
+
+
+def test_every_script_says_what_it_is_for() -> None:
+    """A script without its purpose at the top is a script nobody dares run or delete."""
+    for path in [*(ROOT / "scripts").iterdir(), *(ROOT / "benchmarks").iterdir()]:
+        if path.suffix == ".py":
+            assert ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))), path
+        elif path.suffix == ".sh":
+            opening = path.read_text(encoding="utf-8").splitlines()[1:3]
+            assert all(line.startswith("# ") for line in opening), path

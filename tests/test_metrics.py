@@ -7,8 +7,7 @@ import math
 import pytest
 import torch
 
-from multilab.evaluation import metrics
-from tests import reference
+from multilab.evaluation import metrics, reference
 
 
 def _pairs(generator: torch.Generator, n: int, dim: int = 8, noise: float = 0.1):

@@ -16,8 +16,10 @@ from multilab import tracking
 from multilab.cli import main
 from multilab.config import Config
 from multilab.evaluation.evaluate import curve_hook, evaluate_and_record
+from multilab.evaluation.variant import run_variant
 from multilab.lab.metric_table import CURVE_KEYS, curve_key
-from multilab.lab.variant import run_variant
+from multilab.resolve import resolve_run
+from multilab.tracking import orphans
 from multilab.training.model_dir import read_done
 from multilab.training.train import curve_steps, train_model
 from tests.helpers import PARAMS, link_project, one_torch_thread, smoke_config
@@ -46,7 +48,7 @@ def evaluated(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     root = link_project(built_project, tmp_path_factory.mktemp("view"))
     cfg = smoke_config(root, seeds=[0], study=["original"],
                        train={"epochs": 1, "max_train_sentences": 128})
-    run = cfg.run("original", 0)
+    run = resolve_run(cfg, "original", 0)
     with pytest.MonkeyPatch.context() as patch, one_torch_thread():
         _no_network(patch)
         experiment = tracking.connect(cfg.paths, cfg.experiment)
@@ -183,5 +185,5 @@ def test_spaces_run_is_in_its_own_experiment(evaluated: Evaluated) -> None:
 def test_orphans_of_runs_logged_before_the_rename_are_still_found() -> None:
     """Runs logged with multilab.host/pid (before multilab.sys.) stay decidable."""
     legacy = {"multilab.host": socket.gethostname(), "multilab.pid": "999999999"}
-    assert tracking._is_orphan(legacy)
-    assert not tracking._is_orphan({**legacy, "multilab.host": "elsewhere"})
+    assert orphans._is_orphan(legacy)
+    assert not orphans._is_orphan({**legacy, "multilab.host": "elsewhere"})

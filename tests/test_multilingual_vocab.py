@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from multilab.data import bible
-from multilab.data.languages import parse_languages
 from multilab.data.multilingual_vocab import (
     JOINT,
     UNION,
@@ -21,9 +20,8 @@ from multilab.data.multilingual_vocab import (
     union_tokens,
     vocabulary,
 )
-from multilab.data.transforms import bert_words
+from multilab.data.tokenizers import SPECIAL_TOKENS
 from multilab.data.vocab import (
-    SPECIAL_TOKENS,
     _save_bert_tokenizer,
     fake_tokens,
     load_tokenizer,
@@ -31,6 +29,8 @@ from multilab.data.vocab import (
     train_wordpiece,
 )
 from multilab.errors import UserError
+from multilab.lab.enfake import bert_words
+from multilab.lab.languages import parse_languages
 
 SIZE = 400
 

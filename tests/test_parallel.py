@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from multilab.data import bible
-from multilab.data.languages import parse_languages
 from multilab.data.parallel import (
     NEW_TESTAMENT,
     OLD_TESTAMENT,
@@ -19,8 +18,9 @@ from multilab.data.parallel import (
     read_edition,
     train_corpora,
 )
-from multilab.data.transforms import bert_words
 from multilab.errors import UserError
+from multilab.lab.enfake import bert_words
+from multilab.lab.languages import parse_languages
 
 #: A toy DB: two OT and three NT verses; "s" lacks one NT verse, "i" marks one as merged.
 TOY = {

@@ -26,14 +26,16 @@ from multilab.data.inputs import InputEncoder
 from multilab.data.vocab import load_tokenizer
 from multilab.evaluation import metrics
 from multilab.evaluation.evaluate import PERPLEXITY_REPLACEMENT, perplexity, sentence_batches
+from multilab.resolve import resolve_run
 from multilab.training.model import MaskedLMObjective, build_model
-from multilab.training.train import _accumulate, prepare_data
+from multilab.training.train import _accumulate
+from multilab.training.training_data import prepare_data
 from tests.helpers import CpuAccelerator
 
 
 def _short_and_long(project: Config):
     """Rows of 24 short examples and of the single longest one, and the encoder."""
-    run = project.run("original", 0)
+    run = resolve_run(project, "original", 0)
     data, encoder = prepare_data(run)
     order = torch.argsort(data.examples.lengths, stable=True)
     return run, data.examples, encoder, order[:24], order[-1:]
@@ -106,7 +108,7 @@ def test_length_sorted_pieces_give_the_random_batch_gradient(
 ) -> None:
     """A random batch sorted by length and run in pieces cut at the least padding, each
     only as wide as its longest row: the loss and gradient of the whole batch at once."""
-    run = project.run("original", 0)
+    run = resolve_run(project, "original", 0)
     data, encoder = prepare_data(run)
     random_batch = bucketed_batches(data.examples.lengths, 48, 0, 0, chunk_batches=1)[0]
     indices, pieces = gradient_pieces(random_batch, data.examples.lengths, length_pieces, accum)
@@ -138,7 +140,7 @@ def test_length_sorted_pieces_give_the_random_batch_gradient(
 
 def test_batched_perplexity_equals_one_example_at_a_time(project: Config) -> None:
     """Length-sorted batches + selected head = each example alone + full-vocabulary logits."""
-    run = project.run("original", 0)
+    run = resolve_run(project, "original", 0)
     tokenizer = load_tokenizer(project.paths.vocab)
     encoder = InputEncoder(run.recipe, len(tokenizer), project.train.max_length)
     lines = read_lines(project.paths.corpora / "dev.txt")[:24]

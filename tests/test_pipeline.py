@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from multilab import tracking
-from multilab.config import load_config
+from multilab.resolve import load_config
 from tests.helpers import BIN, DVC, ROOT
 
 pytestmark = pytest.mark.slow

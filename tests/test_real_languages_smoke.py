@@ -21,13 +21,15 @@ from multilab.data import bible
 from multilab.data.batches import training_examples, unigram_lines
 from multilab.data.book_groups import SPLITS, task_examples
 from multilab.data.inputs import CLS_ID, SEP_ID, InputEncoder
-from multilab.data.languages import parse_languages
 from multilab.data.layout import layout, read_verse_table, tokenized_verses
 from multilab.data.multilingual_vocab import build_blocks, to_block, vocabulary
 from multilab.data.parallel import dev_corpora, train_corpora
-from multilab.data.vocab import bert_pipeline, load_tokenizer
+from multilab.data.tokenizers import bert_pipeline
+from multilab.data.vocab import load_tokenizer
 from multilab.evaluation.verse_retrieval import retrieval_matrix
+from multilab.lab.languages import parse_languages
 from multilab.lab.modifications import ModificationError
+from multilab.resolve import resolve_run
 from tests.helpers import PARAMS, cli_args, config_of, subprocess_env
 
 SIZE = 300
@@ -219,7 +221,7 @@ def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path
     lay = layout(cfg)
     assert lay.offsets == (0, 0, 4096) and lay.sizes == (4096,) * 3 and lay.total == 8192
     assert set(lay.tokenizers) == {"language-0"}
-    encoder = InputEncoder(cfg.run("original", 0).recipe, lay.sizes[0], 128, lay.offsets,
+    encoder = InputEncoder(resolve_run(cfg, "original", 0).recipe, lay.sizes[0], 128, lay.offsets,
                            lay.total)
     english, german = tokenized_verses(cfg, lay, "dev", 20, 128)[0][:2]
     ids = [encoder.encode(verse, number)[0] for number, verses in ((0, english), (1, german))
@@ -239,17 +241,17 @@ def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path
         assert sum(not torch.equal(a, b) for a, b in zip(plain[language], redrawn[language],
                                                          strict=True)) >= 18
     # seed 003's extra anchors train on this joint vocabulary (code-switched verses)
-    from multilab.training.train import prepare_data
+    from multilab.training.training_data import prepare_data
 
-    switched, _ = prepare_data(cfg.run("extra-anchors", 0))
-    original, _ = prepare_data(cfg.run("original", 0))
+    switched, _ = prepare_data(resolve_run(cfg, "extra-anchors", 0))
+    original, _ = prepare_data(resolve_run(cfg, "original", 0))
     assert len(switched.examples.encoded) == len(original.examples.encoded)
     assert sum(not torch.equal(a[0], b[0]) for a, b in zip(
         switched.examples.encoded, original.examples.encoded, strict=True)) > 10
     with pytest.raises(ModificationError, match="joint' has one block"):
-        cfg.run("shift-special", 0)
+        resolve_run(cfg, "shift-special", 0)
     with pytest.raises(ModificationError, match="joint' gives the languages shared ids"):
-        cfg.run("knn-replace", 0)
+        resolve_run(cfg, "knn-replace", 0)
     assert main(cli_args(_settings(tmp_path, "[3,fake]", **{"vocab.mode": "joint"}),
                          "check")) == 2
     assert "vocab.mode = 'joint' needs real languages" in capsys.readouterr().err
@@ -276,7 +278,8 @@ def test_union_vocabulary_cuts_each_language_by_its_own_wordpiece(
         range(union)) for k in (0, 1)}
     learned = {k: {i for i, t in enumerate(own[k]) if t == saved[i]} for k in (0, 1)}
     assert learned[0] == set(range(2048)) and len(learned[1]) == 2048
-    encoder = InputEncoder(cfg.run("original", 0).recipe, union, 128, lay.offsets, lay.total)
+    encoder = InputEncoder(resolve_run(cfg, "original", 0).recipe, union, 128, lay.offsets,
+                           lay.total)
     rows = tokenized_verses(cfg, lay, "dev", 20, 128)[0]
     ids = [torch.cat([encoder.encode(verse, k)[0] for verse in rows[k]]) for k in range(3)]
     english, german, fake = (set(i.tolist()) - set(range(5)) for i in ids)
@@ -284,9 +287,9 @@ def test_union_vocabulary_cuts_each_language_by_its_own_wordpiece(
     assert len(english & german) >= 5 and max(german) >= 2048 > max(english)
     assert min(fake) >= union and {i - union for i in fake} == english
     with pytest.raises(ModificationError, match="'union' has one block"):
-        cfg.run("shift-special", 0)
+        resolve_run(cfg, "shift-special", 0)
     with pytest.raises(ModificationError, match=r"vocab\.mode = 'joint' \(not union"):
-        cfg.run("extra-anchors", 0)
+        resolve_run(cfg, "extra-anchors", 0)
     assert main(cli_args(settings, "spaces")) == 0
     assert "no fastText spaces for vocab.mode 'union'" in capsys.readouterr().out
     files = sorted(p for p in cfg.paths.vocab.rglob("*") if p.is_file())
@@ -295,10 +298,10 @@ def test_union_vocabulary_cuts_each_language_by_its_own_wordpiece(
     assert {p: p.read_bytes() for p in files} == before
     from multilab.training.model_dir import data_fingerprint
 
-    fingerprint = data_fingerprint(cfg.run("original", 0))  # a model's identity holds what
+    fingerprint = data_fingerprint(resolve_run(cfg, "original", 0))  # a model's identity holds what
     with (cfg.paths.vocab / "language-1" / "vocab.txt").open("a") as out:  # German's
         out.write("x\n")  # tokenizer can make, which the union's vocab.txt does not say
-    assert data_fingerprint(cfg.run("original", 0)) != fingerprint
+    assert data_fingerprint(resolve_run(cfg, "original", 0)) != fingerprint
 
 
 def test_modifications_act_per_language_on_three_blocks(tmp_path: Path) -> None:
@@ -308,12 +311,12 @@ def test_modifications_act_per_language_on_three_blocks(tmp_path: Path) -> None:
     words = torch.arange(10, 16)
 
     def encoder(modification: str) -> InputEncoder:
-        return InputEncoder(cfg.run(modification, 0).recipe, 100, 16, (0, 100, 200), 300)
+        return InputEncoder(resolve_run(cfg, modification, 0).recipe, 100, 16, (0, 100, 200), 300)
 
     ids, positions, segments, _ = encoder("lang-pos;shift-special").encode(words, 2)
     assert ids.tolist() == [CLS_ID + 200, *(words + 200).tolist(), SEP_ID + 200]
     assert positions.tolist() == list(range(32, 40)) and set(segments.tolist()) == {2}
-    assert cfg.run("lang-pos", 0).model.max_position_embeddings >= 3 * cfg.train.max_length
+    assert resolve_run(cfg, "lang-pos", 0).model.max_position_embeddings >= 3 * cfg.train.max_length
     plain = encoder("original").encode(words, 2)[0]
     assert plain[0] == CLS_ID and plain[1:-1].tolist() == (words + 200).tolist()
     inverted = encoder("inv-order")  # the second listed language: German
@@ -321,8 +324,8 @@ def test_modifications_act_per_language_on_three_blocks(tmp_path: Path) -> None:
     assert inverted.encode(words, 2)[0][1:-1].tolist() == (words + 200).tolist()
 
     verses = [[torch.tensor([10 + i]) for i in range(9)] for _ in range(3)]  # verse i: id 10+i
-    shares = training_examples([], cfg.run("no-parallel", 0).recipe, encoder("no-parallel"),
-                               verses)
+    shares = training_examples([], resolve_run(cfg, "no-parallel", 0).recipe,
+                               encoder("no-parallel"), verses)
     by_language = [[int(e[0][1]) % 100 for e, lang in zip(shares.encoded, shares.languages,
                                                             strict=True) if lang == k]
                    for k in range(3)]

@@ -29,6 +29,7 @@ from multilab.cli import main
 from multilab.config import Config
 from multilab.errors import StoppedEarly
 from multilab.evaluation.evaluate import evaluate_and_record
+from multilab.resolve import resolve_run
 from multilab.training.model_dir import (
     CHECKPOINT_PREFIX,
     TMP_PREFIX,
@@ -96,7 +97,7 @@ def _kill_at(process: subprocess.Popen, area: Path, step: int, log: Path) -> int
 ORPHAN_MAKER = """
 import sys, time
 from multilab import tracking
-from multilab.config import parse_overrides, load_config
+from multilab.resolve import load_config, parse_overrides
 cfg = load_config(sys.argv[1], parse_overrides(sys.argv[3:]))
 tags = {"fingerprint": sys.argv[2], **tracking.process_tags()}
 with tracking.run(tracking.connect(cfg.paths, cfg.experiment), tags=tags) as run_id:
@@ -134,7 +135,7 @@ def killed_and_resumed(built_project: Path, tmp_path_factory: pytest.TempPathFac
     root = link_project(built_project, tmp_path_factory.mktemp("killed"))
     settings = cli_settings(root)
     cfg = config_of(settings)
-    run = cfg.run("original", 0)
+    run = resolve_run(cfg, "original", 0)
     model_dir, area = run.model_dir, run_checkpoint_area(run)
     orphan_id, orphan_pid = _sigkilled_run(settings, model_fingerprint(run))
     rng = random.Random(KILL_SEED)
@@ -224,9 +225,9 @@ def _stopped_at_two(project: Config, tmp_path: Path) -> tuple[list[str], Path, P
     cfg = config_of(settings)
     experiment = tracking.connect(cfg.paths, cfg.experiment)
     with pytest.raises(StoppedEarly):
-        train_model(cfg.run("original", 0), experiment_id=experiment, stop_after_step=2,
+        train_model(resolve_run(cfg, "original", 0), experiment_id=experiment, stop_after_step=2,
                     progress=False)
-    run = cfg.run("original", 0)
+    run = resolve_run(cfg, "original", 0)
     return settings, run.model_dir, run_checkpoint_area(run)
 
 
@@ -266,7 +267,7 @@ def test_sigterm_ends_the_run_killed_and_it_resumes(project: Config, tmp_path: P
     settings = cli_settings(tmp_path, **{"train.max_train_sentences": 64,
                                       "train.eval_points": "[0.5]"})
     cfg = config_of(settings)
-    run = cfg.run("original", 0)
+    run = resolve_run(cfg, "original", 0)
     experiment = tracking.connect(cfg.paths, cfg.experiment)
     signals = []
 
@@ -334,7 +335,8 @@ def test_truncated_sentences_are_counted_logged_and_kill_after_save_is_healed(
     cfg = config_of(settings)
     experiment = tracking.connect(cfg.paths, cfg.experiment)
     caplog.set_level("WARNING", logger="multilab.data.batches")
-    model_dir = train_model(cfg.run("original", 0), experiment_id=experiment, progress=False)
+    model_dir = train_model(resolve_run(cfg, "original", 0), experiment_id=experiment,
+                            progress=False)
     done = read_done(model_dir)
     assert done["truncated_sentences"] > 0
     assert f"{done['truncated_sentences']} of 64 sentences longer than" in caplog.text
@@ -344,9 +346,9 @@ def test_truncated_sentences_are_counted_logged_and_kill_after_save_is_healed(
     client = MlflowClient(tracking.tracking_uri(cfg.paths))  # forge the kill's aftermath
     client.update_run(done["run_id"], status="RUNNING")
     client.set_tag(done["run_id"], tracking.PID_TAG, str(dead_pid()))
-    area = run_checkpoint_area(cfg.run("original", 0))
+    area = run_checkpoint_area(resolve_run(cfg, "original", 0))
     (area / f"{CHECKPOINT_PREFIX}3").mkdir(parents=True)
-    train_model(cfg.run("original", 0), experiment_id=experiment, progress=False)
+    train_model(resolve_run(cfg, "original", 0), experiment_id=experiment, progress=False)
     healed = client.get_run(done["run_id"])
     assert healed.info.status == "FINISHED" and tracking.ORPHAN_TAG in healed.data.tags
     assert not list(area.glob(f"{CHECKPOINT_PREFIX}*"))

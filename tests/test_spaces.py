@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from multilab.config import SpacesConfig
-from multilab.data.vocab import SPECIAL_TOKENS
+from multilab.data.tokenizers import SPECIAL_TOKENS
 from multilab.errors import UserError
 from multilab.spaces import fasttext_spaces, vecmap
 

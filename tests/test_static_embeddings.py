@@ -18,6 +18,7 @@ from multilab.evaluation.lab_word_retrieval import language_tokenizers, word_vec
 from multilab.evaluation.token_translation import dev_rows
 from multilab.evaluation.word_retrieval import word_retrieval
 from multilab.reporting.liu_sections import liu_sections
+from multilab.resolve import resolve_run
 from multilab.training.model import build_model
 from tests.helpers import cli_args, run_statuses
 
@@ -78,9 +79,9 @@ def test_word_set_and_dictionary_are_the_contextual_mrrs(project: Config) -> Non
     """The static side reads the words `multilab mrr` builds vectors for (an untrained model
     runs the contextual code path on the same dev rows) and the same exact pairs."""
     data = se.retrieval_data(project, 0, 1, 40, seed=0)
-    run = project.run("original", 0)
+    run = resolve_run(project, "original", 0)
     encoder, rows, _ = dev_rows(project, run, 40)
-    from multilab.training.train import study_encoder
+    from multilab.training.training_data import study_encoder
 
     encoder = study_encoder(run)
     model = build_model(run.model, encoder.total_size, 0, encoder.languages,

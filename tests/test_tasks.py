@@ -15,10 +15,10 @@ import torch
 from multilab.data import xnli
 from multilab.data.classification import Example, classification_scores, majority_baseline
 from multilab.data.inputs import CLS_ID, SEP_ID, InputEncoder
-from multilab.data.languages import parse_languages
 from multilab.data.tasks import DEFAULT_TASK, TASKS, get_task
 from multilab.errors import UserError
 from multilab.evaluation.downstream import LanguageInput, encode_examples
+from multilab.lab.languages import parse_languages
 from multilab.lab.modifications import resolve_recipe
 from multilab.reporting.downstream_table import downstream_frame, downstream_markdown
 from tests.helpers import XNLI_EVAL_HEADER, smoke_config, write_xnli_fixture

@@ -9,6 +9,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from multilab.data.tokenizers import (
+    SPECIAL_TOKENS,
     build_char_tokenizer,
     build_word_tokenizer,
     paper_word_vocab_size,
@@ -16,7 +17,7 @@ from multilab.data.tokenizers import (
     word_counts,
     words_for_coverage,
 )
-from multilab.data.vocab import SPECIAL_TOKENS, save_tokenizer
+from multilab.data.vocab import save_tokenizer
 from tests.helpers import files_of_fresh_processes
 
 CORPUS = [

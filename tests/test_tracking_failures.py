@@ -20,6 +20,8 @@ from multilab.cli import main
 from multilab.config import Config
 from multilab.errors import StoppedEarly, UserError
 from multilab.evaluation.evaluate import evaluate_and_record
+from multilab.resolve import resolve_run
+from multilab.tracking.store import point_at
 from multilab.training.train import train_model
 from tests.helpers import PARAMS, free_port, link_project, smoke_config
 
@@ -47,7 +49,7 @@ def dead_server(monkeypatch) -> str:
 def test_http_retries_are_bounded_but_a_users_setting_wins(dead_server: str, monkeypatch
                                                            ) -> None:
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "33")
-    tracking._use(dead_server)
+    point_at(dead_server)
     assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2"
     assert os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] == "1"
     assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "33"
@@ -146,7 +148,8 @@ def test_a_model_whose_run_the_store_lost_gets_it_back(built_project: Path, tmp_
     multilab.json and train_log.csv (once), and report works again."""
     cfg = _short_project(built_project, tmp_path / "project")
     experiment = tracking.connect(cfg.paths, cfg.experiment)
-    model_dir = train_model(cfg.run("original", 0), experiment_id=experiment, progress=False)
+    model_dir = train_model(resolve_run(cfg, "original", 0), experiment_id=experiment,
+                            progress=False)
     lost = evaluate_and_record(cfg, model_dir)["run_id"]
 
     cfg = replace(cfg, paths=replace(cfg.paths, mlruns=tmp_path / "new-mlruns"))
@@ -178,12 +181,12 @@ def test_a_resume_whose_run_the_store_lost_continues_in_a_new_run(built_project:
     cfg = _short_project(built_project, tmp_path / "project")
     experiment = tracking.connect(cfg.paths, cfg.experiment)
     with pytest.raises(StoppedEarly):
-        train_model(cfg.run("original", 0), experiment_id=experiment, stop_after_step=1,
+        train_model(resolve_run(cfg, "original", 0), experiment_id=experiment, stop_after_step=1,
                     progress=False)
     (lost,) = tracking.search_runs(cfg.paths, cfg.experiment)["run_id"]
     cfg = replace(cfg, paths=replace(cfg.paths, mlruns=tmp_path / "new-mlruns"))
     experiment = tracking.connect(cfg.paths, cfg.experiment)
-    train_model(cfg.run("original", 0), experiment_id=experiment, progress=False)
+    train_model(resolve_run(cfg, "original", 0), experiment_id=experiment, progress=False)
     runs = tracking.search_runs(cfg.paths, cfg.experiment)
     assert runs["status"].tolist() == ["FINISHED"]
     assert runs.iloc[0][f"tags.{tracking.RESTORED_TAG}"] == lost

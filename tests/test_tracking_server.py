@@ -15,6 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from multilab import tracking
+from multilab.resolve import resolve_run
 from tests.helpers import (
     LAUNCH_TIMEOUT,
     STEPS,
@@ -46,7 +47,8 @@ def test_two_writers_on_a_tracking_server_lose_nothing(served) -> None:
     assert set(runs["status"]) == {"FINISHED"}
     for run_id, run in served["full"].items():
         seed = int(run.data.tags["seed"])
-        expected = {k: str(v)[:6000] for k, v in cfg.run("original", seed).as_params().items()}
+        params = resolve_run(cfg, "original", seed).as_params()
+        expected = {k: str(v)[:6000] for k, v in params.items()}
         assert run.data.params == expected
         assert {"train_examples", "truncated_sentences", "total_steps", "mu",
                 "ppl_dev"} <= run.data.metrics.keys()

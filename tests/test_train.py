@@ -13,11 +13,13 @@ from multilab.config import Config
 from multilab.data.batches import mask_tokens, seeded_generator, tokenize_lines, training_examples
 from multilab.data.inputs import InputEncoder
 from multilab.errors import StoppedEarly
+from multilab.evaluation import reference
 from multilab.lab.modifications import resolve_recipe
+from multilab.resolve import resolve_run
 from multilab.training.model import MaskedLMObjective, build_model
 from multilab.training.model_dir import read_done, run_checkpoint_area
-from multilab.training.train import prepare_data, train_model
-from tests import reference
+from multilab.training.train import train_model
+from multilab.training.training_data import prepare_data
 
 
 def _weights(model_dir) -> dict[str, torch.Tensor]:
@@ -25,7 +27,7 @@ def _weights(model_dir) -> dict[str, torch.Tensor]:
 
 
 def test_fast_loss_equals_the_full_head_loss(project: Config) -> None:
-    run = project.run("original", 0)
+    run = resolve_run(project, "original", 0)
     data, encoder = prepare_data(run)
     model = build_model(run.model, 4096, 0).eval()
     batch = data.examples.batch(torch.arange(32))
@@ -39,7 +41,7 @@ def test_fast_loss_equals_the_full_head_loss(project: Config) -> None:
 def test_nsp_adds_the_batch_mean_of_the_next_sentence_loss(project: Config) -> None:
     """nsp's objective: the summed MLM loss plus weight × the summed NSP loss, where the
     trainer's weight (selected tokens / rows) makes it MLM mean + NSP mean once divided."""
-    run = project.run("nsp", 0)
+    run = resolve_run(project, "nsp", 0)
     data, encoder = prepare_data(run)
     assert data.examples.next_sentence is not None
     model = build_model(run.model, 4096, 0, next_sentence=True).eval()
@@ -58,7 +60,7 @@ def test_nsp_adds_the_batch_mean_of_the_next_sentence_loss(project: Config) -> N
 
 def test_smoke_training_learns_and_is_tracked(project: Config) -> None:
     cfg = project.__class__(**{**project.__dict__})
-    run = cfg.run("lang-pos;shift-special", 0)
+    run = resolve_run(cfg, "lang-pos;shift-special", 0)
     experiment = tracking.connect(cfg.paths, cfg.experiment)
     model_dir = train_model(run, experiment_id=experiment, progress=False)
     done = read_done(model_dir)
@@ -88,7 +90,7 @@ def test_smoke_training_learns_and_is_tracked(project: Config) -> None:
 @pytest.mark.parametrize("stop_at", [1, 5, 11])
 def test_resume_gives_identical_weights(project: Config, tmp_path, stop_at: int) -> None:
     # MLflow gets rows in batches of 3 steps: a stop between batches must lose none
-    run = replace(project, train=replace(project.train, log_every=3)).run("original", 3)
+    run = resolve_run(replace(project, train=replace(project.train, log_every=3)), "original", 3)
     experiment = tracking.connect(project.paths, project.experiment)
     reference = train_model(run, model_dir=tmp_path / "uninterrupted", progress=False)
     interrupted = tmp_path / "interrupted"
@@ -115,18 +117,18 @@ def test_resume_gives_identical_weights(project: Config, tmp_path, stop_at: int)
 
 
 def test_different_seeds_give_different_models(project: Config, tmp_path) -> None:
-    a = train_model(project.run("original", 1), model_dir=tmp_path / "a", progress=False)
-    b = train_model(project.run("original", 2), model_dir=tmp_path / "b", progress=False)
+    a = train_model(resolve_run(project, "original", 1), model_dir=tmp_path / "a", progress=False)
+    b = train_model(resolve_run(project, "original", 2), model_dir=tmp_path / "b", progress=False)
     wa, wb = _weights(a), _weights(b)
     assert not torch.equal(wa["bert.embeddings.word_embeddings.weight"],
                            wb["bert.embeddings.word_embeddings.weight"])
 
 
 def test_untrained_model_is_saved_without_training(project: Config) -> None:
-    model_dir = train_model(project.run("untrained", 0), progress=False)
+    model_dir = train_model(resolve_run(project, "untrained", 0), progress=False)
     done = read_done(model_dir)
     assert done["steps"] == 0
-    fresh = build_model(project.run("untrained", 0).model, 4096, 0).state_dict()
+    fresh = build_model(resolve_run(project, "untrained", 0).model, 4096, 0).state_dict()
     saved = _weights(model_dir)
     assert all(torch.equal(fresh[k], saved[k]) for k in fresh)
 
@@ -140,13 +142,13 @@ def test_failed_run_ends_failed(project: Config, monkeypatch) -> None:
     monkeypatch.setattr(train_module, "mask_tokens", broken)
     experiment = tracking.connect(project.paths, project.experiment)
     with pytest.raises(RuntimeError, match="boom"):
-        train_model(project.run("original", 0), experiment_id=experiment, progress=False)
+        train_model(resolve_run(project, "original", 0), experiment_id=experiment, progress=False)
     runs = tracking.search_runs(project.paths, project.experiment)
     assert runs.iloc[0]["status"] == "FAILED"
 
 
 def test_tokenize_counts_truncations(project: Config) -> None:
-    run = project.run("original", 0)
+    run = resolve_run(project, "original", 0)
     from multilab.data.vocab import load_tokenizer
 
     tok = load_tokenizer(project.paths.vocab)
@@ -166,8 +168,8 @@ def _by_language(data) -> dict[int, list[list[int]]]:
 def test_seed_002_rewrites_touch_the_pretraining_corpus_only(project: Config) -> None:
     """permute-1 swaps word-pieces inside each sentence of both languages; unigram-target
     redraws the second language only; the dev set (evaluate's perplexity) never changes."""
-    original = _by_language(prepare_data(project.run("original", 0))[0])
-    permuted = _by_language(prepare_data(project.run("permute-1", 0))[0])
+    original = _by_language(prepare_data(resolve_run(project, "original", 0))[0])
+    permuted = _by_language(prepare_data(resolve_run(project, "permute-1", 0))[0])
     for language in (0, 1):
         pairs = list(zip(original[language], permuted[language], strict=True))
         assert all(sorted(a) == sorted(b) and a[0] == b[0] and a[-1] == b[-1] for a, b in pairs)
@@ -175,14 +177,14 @@ def test_seed_002_rewrites_touch_the_pretraining_corpus_only(project: Config) ->
         assert changed > 0.9 * sum(len(a) > 4 for a, _ in pairs)
     assert permuted[0] != permuted[1] or original[0] == original[1]
 
-    unigram = _by_language(prepare_data(project.run("unigram-target", 0))[0])
+    unigram = _by_language(prepare_data(resolve_run(project, "unigram-target", 0))[0])
     assert unigram[0] == original[0]
     assert sum(a != b for a, b in zip(original[1], unigram[1], strict=True)) > 0.9 * len(
         unigram[1])
     assert all(min(ids[1:-1]) >= 2048 for ids in unigram[1] if len(ids) > 2)  # Fake's block
 
     small = replace(project, train=replace(project.train, max_train_sentences=32))
-    run = small.run("permute-1;unigram-target;lang-id", 0)
+    run = resolve_run(small, "permute-1;unigram-target;lang-id", 0)
     model_dir = train_model(run, progress=False)  # the three together train
     assert read_done(model_dir)["modification"] == "permute-1;unigram-target;lang-id"
 
@@ -190,8 +192,8 @@ def test_seed_002_rewrites_touch_the_pretraining_corpus_only(project: Config) ->
 def test_attend_padding_changes_only_padded_rows_and_trains(project: Config) -> None:
     """The model sees padding under attend-padding: a padded row's hidden states change, a row
     without padding does not; a smoke model trains with whole batches."""
-    run = replace(project, train=replace(project.train, length_pieces=1,
-                                         max_train_sentences=32)).run("attend-padding", 0)
+    run = resolve_run(replace(project, train=replace(project.train, length_pieces=1,
+                                         max_train_sentences=32)), "attend-padding", 0)
     model = build_model(run.model, 4096, 0).eval()
     encoder = InputEncoder(run.recipe, 2048, run.study.train.max_length)
     plain = InputEncoder(resolve_recipe("original"), 2048, run.study.train.max_length)
@@ -217,7 +219,7 @@ def test_an_nsp_model_trains_saves_its_head_and_loads_as_a_masked_lm(project: Co
     from multilab.evaluation.evaluate import evaluate_and_record
 
     small = replace(project, train=replace(project.train, max_train_sentences=32))
-    run = small.run("nsp;params-0.5;window-8", 0)
+    run = resolve_run(small, "nsp;params-0.5;window-8", 0)
     assert run.model.hidden_size < 64
     model_dir = train_model(run, progress=False)
     assert json.loads((model_dir / "config.json").read_text())["architectures"] == [

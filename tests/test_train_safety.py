@@ -27,9 +27,11 @@ import yaml
 
 from multilab import tracking
 from multilab.cli import main
-from multilab.config import Config, RunConfig, load_config
+from multilab.config import Config, RunConfig
 from multilab.errors import StoppedEarly
 from multilab.files import write_json
+from multilab.resolve import load_config, resolve_run
+from multilab.training.checkpoints import TRAIN_LOCK
 from multilab.training.model_dir import (
     CHECKPOINT_PREFIX,
     DONE_FILE,
@@ -41,7 +43,7 @@ from multilab.training.model_dir import (
     run_checkpoint_area,
     staging_dir,
 )
-from multilab.training.train import TRAIN_LOCK, train_model
+from multilab.training.train import train_model
 from tests.helpers import (
     BIN,
     DVC,
@@ -86,7 +88,7 @@ def _trained(tmp_path: Path, capsys, **extra: object) -> tuple[list[str], Path]:
     settings = cli_settings(tmp_path, **SHORT, **extra)
     assert main(cli_args(settings, "train", "--seed", "0")) == 0
     capsys.readouterr()
-    return settings, config_of(settings).run("original", 0).model_dir
+    return settings, resolve_run(config_of(settings), "original", 0).model_dir
 
 
 # --------------------------------------------------------------------------- item 3
@@ -96,7 +98,7 @@ def _stopped_after_two_steps(tmp_path: Path) -> tuple[list[str], Config, RunConf
     """A short training stopped after step 2: its checkpoint is there, no model yet."""
     settings = cli_settings(tmp_path, **SHORT)
     cfg = config_of(settings)
-    run = cfg.run("original", 0)
+    run = resolve_run(cfg, "original", 0)
     with pytest.raises(StoppedEarly):
         train_model(run, experiment_id=tracking.connect(cfg.paths, cfg.experiment),
                     stop_after_step=2, progress=False)
@@ -128,7 +130,7 @@ def test_nan_loss_stops_the_training_failed(project: Config, tmp_path: Path, cap
     assert main(cli_args(settings, "train", "--seed", "0")) == 2
     line = _one_error_line(capsys)
     assert "training loss is nan at step 4" in line
-    assert not (cfg.run("original", 0).model_dir / DONE_FILE).exists()
+    assert not (resolve_run(cfg, "original", 0).model_dir / DONE_FILE).exists()
     assert run_statuses(cfg) == ["FAILED"]
 
 
@@ -177,10 +179,10 @@ def test_nan_perplexity_is_refused(project: Config, tmp_path: Path, capsys, monk
 #: the final weights and the done file, where a kill used to leave new weights labelled old.
 KILLED_AT_DONE_FILE = """
 import os, signal, sys
-import multilab.training.train as train
+import multilab.training.checkpoints as checkpoints
 from multilab.cli import main
 
-train.write_done = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
+checkpoints.write_done = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -201,7 +203,7 @@ def test_kill_before_the_done_file_keeps_the_previous_model(project: Config, tmp
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert read_done(model_dir) == done_a
     assert _same_weights(saved_weights(model_dir), weights_a)
-    area_b = run_checkpoint_area(config_of(settings_b).run("original", 0))
+    area_b = run_checkpoint_area(resolve_run(config_of(settings_b), "original", 0))
     assert max(checkpoint_steps(area_b)) == 3
 
     assert main(cli_args(settings, "train", "--seed", "0")) == 0  # A: already trained
@@ -235,7 +237,7 @@ def test_second_training_of_one_model_is_refused(project: Config, tmp_path: Path
     (exit 2) and writes nothing; once that process is gone, the same command trains."""
     settings = cli_settings(tmp_path, **SHORT)
     cfg = config_of(settings)
-    run = cfg.run("original", 0)
+    run = resolve_run(cfg, "original", 0)
     home = checkpoint_home(cfg.paths, run.model_dir)
     home.mkdir(parents=True)
     holder = subprocess.Popen(
@@ -317,7 +319,7 @@ def test_killed_dvc_exp_run_resumes_from_its_checkpoint(built_project: Path,
     cfg = load_config(repo / "params.yaml", {"paths": {"artifacts": str(repo / "artifacts"),
                                                       "mlruns": str(repo / "mlruns"),
                                                       "results": str(repo / "results")}})
-    run = cfg.run("original", 0)
+    run = resolve_run(cfg, "original", 0)
     log = tmp_path / "exp.log"
     with log.open("w") as out:
         first = subprocess.Popen([DVC, "exp", "run"], cwd=repo, env=_dvc_env(), stdout=out,

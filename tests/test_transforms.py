@@ -13,15 +13,17 @@ import torch
 from tokenizers import normalizers, pre_tokenizers
 
 from multilab.data.transforms import (
+    next_sentence_pairs,
+    permute_word_order,
+    swap_pair_count,
+    unigram_sentences,
+)
+from multilab.lab.enfake import (
     ENFAKE_SHIFT,
     ENFAKE_SOURCE,
     bert_words,
-    next_sentence_pairs,
-    permute_word_order,
     shift_code_points,
-    swap_pair_count,
     unicode_fake,
-    unigram_sentences,
     unshift_code_points,
 )
 

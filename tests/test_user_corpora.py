@@ -14,7 +14,8 @@ from multilab.config import UserCorpusConfig
 from multilab.data.layout import read_verse_table
 from multilab.data.user_corpora import sample_lines, source_files
 from multilab.errors import UserError
-from multilab.training.train import document_pieces
+from multilab.resolve import resolve_run
+from multilab.training.training_data import document_pieces
 from tests.helpers import cli_args, config_of, write_text_corpora, write_xnli_fixture
 
 LANGUAGES = "[wiki-en,wiki-de,wiki-hi]"
@@ -201,12 +202,12 @@ def test_seed_000_table_3_from_text_files_on_the_smoke_profile(tmp_path: Path, c
 def test_real_profile_holds_seed_000_section_5_settings() -> None:
     """Seed 000 §5: BERT-base for every row, 20k WordPiece per language, 2 epochs, batch 256,
     lr 1e-4; XNLI fine-tuning 3 epochs, batch 32, lr 2e-5."""
-    from multilab.config import load_config
+    from multilab.resolve import load_config
     from tests.helpers import PARAMS
 
     cfg = load_config(PARAMS, {"profile": "real"})
     for row in ("original", "inv-order", "lang-pos+shift-special+no-random", "knn-replace"):
-        run = cfg.run(row, 0)
+        run = resolve_run(cfg, row, 0)
         model = run.model
         assert (model.hidden_size, model.num_hidden_layers, model.num_attention_heads,
                 model.intermediate_size) == (768, 12, 12, 3072)

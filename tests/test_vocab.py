@@ -7,7 +7,8 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from multilab.data.vocab import SPECIAL_TOKENS, to_fake
+from multilab.data.tokenizers import SPECIAL_TOKENS
+from multilab.data.vocab import to_fake
 from tests.helpers import files_of_fresh_processes
 
 

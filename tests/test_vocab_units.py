@@ -11,8 +11,8 @@ import pytest
 
 from multilab.cli import main
 from multilab.data.layout import read_verse_table
-from multilab.data.tokenizers import paper_word_vocab_size, word_counts
-from multilab.data.vocab import SPECIAL_TOKENS, load_tokenizer, train_tokens
+from multilab.data.tokenizers import SPECIAL_TOKENS, paper_word_vocab_size, word_counts
+from multilab.data.vocab import load_tokenizer, train_tokens
 from tests.helpers import cli_args, config_of
 
 LINES = ["In the beginning God made the heaven and the earth .",

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from multilab.config import Config, SpacesConfig, check_seed, load_config, parse_overrides
+from multilab.config import Config, SpacesConfig
 from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
 from multilab.files import write_json, write_text
@@ -26,6 +26,8 @@ log = logging.getLogger("multilab")
 
 
 def _config(args: argparse.Namespace) -> Config:
+    from multilab.resolve import load_config, parse_overrides  # YAML and the task registry
+
     return load_config(args.params, parse_overrides(args.set))
 
 
@@ -379,8 +381,11 @@ def cmd_model_order(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    from multilab.resolve import resolve_run
+
     cfg = _config(args)
-    run = cfg.run(args.modification, args.seed)  # a bad value fails before seconds of imports
+    # a bad value fails before seconds of imports
+    run = resolve_run(cfg, args.modification, args.seed)
     from multilab import tracking
     from multilab.evaluation.evaluate import curve_hook
     from multilab.training.train import train_model
@@ -398,7 +403,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if args.layers:
         from dataclasses import replace
 
-        from multilab.config import parse_layers
+        from multilab.resolve import parse_layers
 
         cfg = replace(cfg, evaluate=replace(cfg.evaluate, layers=parse_layers(args.layers)))
     out = args.out and Path(args.out)
@@ -413,8 +418,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_downstream(args: argparse.Namespace) -> None:
-    from multilab.data.languages import parse_languages
     from multilab.evaluation.downstream import downstream_and_record, downstream_path
+    from multilab.lab.languages import parse_languages
+    from multilab.resolve import resolve_run
 
     cfg = _config(args)
     languages = (parse_languages(args.languages, cfg.language_list[0].edition, cfg.corpus_isos)
@@ -438,14 +444,14 @@ def cmd_downstream(args: argparse.Namespace) -> None:
     print(f"{record['modification']} s{record['seed']}: accuracy "
           f"{', '.join(score(label) for label in record['labels'])} (majority "
           f"{majority['accuracy']:.3f}, epoch {record['epochs']['selected']}{frozen})")
-    where = out or downstream_path(cfg, cfg.run(record["modification"], record["seed"]),
+    where = out or downstream_path(cfg, resolve_run(cfg, record["modification"], record["seed"]),
                                    args.mds)
     print(f"all results: {where}")
 
 
 def cmd_variant(args: argparse.Namespace) -> None:
+    from multilab.evaluation.variant import run_variant
     from multilab.lab.metric_table import short_table
-    from multilab.lab.variant import run_variant
 
     cfg = _config(args)
     summary = run_variant(cfg)
@@ -522,6 +528,7 @@ def cmd_study(args: argparse.Namespace) -> None:
 
 def _run_studies(args: argparse.Namespace, studies: list, records: list) -> None:
     """``study run``: each study's missing (row, seed) pairs, through this command line."""
+    from multilab.resolve import check_seed
     from multilab.studies.runner import missing_runs, run_study
 
     seeds = [check_seed(s.strip(), "--seeds") for s in args.seeds.split(",") if s.strip()] \
@@ -547,6 +554,7 @@ def _record(cfg: Config, kind: str, result: dict, model_dir: Path | None = None,
     """Leave the command's result as a record in ``results/`` (studies/records.py): the
     lasting form of a number, whatever happens to MLflow or the machine. ``once``: keep an
     existing record (a training skipped as done keeps its first provenance)."""
+    from multilab.resolve import resolve_run
     from multilab.studies.records import model_identity, record_path, write_record
     from multilab.training.model_dir import read_done
 
@@ -555,7 +563,7 @@ def _record(cfg: Config, kind: str, result: dict, model_dir: Path | None = None,
     model = None
     if model_dir is not None and (done := read_done(model_dir)) is not None:
         model = model_identity(done)
-        config = cfg.run(done["modification"], done["seed"]).as_params()
+        config = resolve_run(cfg, done["modification"], done["seed"]).as_params()
     config |= {f"evaluate.{k}": v for k, v in asdict(cfg.evaluate).items()}
     config |= {f"downstream.{k}": v for k, v in asdict(cfg.downstream).items()}
     config |= extra or {}

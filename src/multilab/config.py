@@ -1,35 +1,26 @@
-"""One typed configuration, resolved from ``params.yaml`` + profile + modification + seed.
+"""The configuration's schema: one typed, frozen dataclass per section of ``params.yaml``.
 
-``params.yaml`` holds the paper's values at the top level and, under ``profiles``, what each
-profile (smoke / quick / paper) overrides. :func:`load_config` validates everything before any
-work starts, so a bad value fails in one line naming the valid choices, with nothing written.
+:class:`Config` is a study (what ``params.yaml`` + profile say), :class:`RunConfig` one model
+of it (+ modification + seed), with the fingerprint that names its weights. Beside the
+dataclasses stand the valid range of each field (:data:`RULES`) and the parameters a
+fingerprint leaves out, so that whoever adds a field sees at once what else it touches.
 
-Validation is written out here (types from the dataclass annotations, ranges in
-:data:`RULES`) rather than done by pydantic: pydantic is only an indirect dependency (through
-MLflow), its lax mode turns ``100`` into ``100.0`` (the fingerprint hashes values as written,
-so every trained model would be orphaned) and its errors are multi-line; what it would save
-is the 60 lines of :func:`_conform`.
+How a configuration is made (YAML read, profile and overrides merged, every value checked,
+a modification resolved into a :class:`RunConfig`) is :mod:`multilab.resolve`: it needs the
+task registry and the parameter count of a BERT, which this module, read by every room of
+the package, must not import. This module imports only the lab's registries.
 """
 
 from __future__ import annotations
 
-import copy
-import difflib
 import hashlib
 import json
-import math
-import re
-import types
-import typing
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from multilab.data import languages as langs
-from multilab.errors import UserError
+from multilab.lab import languages as langs
 from multilab.lab import modifications as mods
 
 
@@ -249,14 +240,13 @@ class WordOrderConfig:
     def edition_list(self) -> tuple[str, ...]:
         """The editions to score, in DB order for ``all`` (the reference included: its
         score is the method's ceiling)."""
-        from multilab.data.bible import EDITIONS
-
-        return tuple(EDITIONS) if self.editions == ALL_EDITIONS else tuple(self.editions)
+        return tuple(langs.EDITIONS) if self.editions == ALL_EDITIONS else tuple(self.editions)
 
 
 @dataclass(frozen=True)
 class Config:
-    """The study-level configuration (what ``params.yaml`` + profile say)."""
+    """The study-level configuration (what ``params.yaml`` + profile say); one model of it is
+    a :class:`RunConfig` (:func:`multilab.resolve.resolve_run`)."""
 
     profile: str
     seeds: tuple[int, ...]
@@ -319,123 +309,11 @@ class Config:
             return self.spaces.knn_k
         return 5 if self.verses else 1
 
-    def _reshaped(self, model: ModelConfig, recipe: mods.Recipe, modification: str
-                  ) -> ModelConfig:
-        """Seed 002 §3.3: another depth or head count at the model size's parameter count
-        (Tables 4-5), or another count (``params-<x>``: x times it, Tables 6-7).
-
-        The count is the lab's ``BertForMaskedLM`` (tied decoder) with the study's nominal
-        vocabulary (``vocab.size`` per language: a large-alphabet block may be bigger) and
-        its position table; the hidden size is the multiple of the heads nearest to it,
-        intermediate 4 × hidden (seed 002), within 5 % or a one-line error.
-        """
-        from multilab.training.architecture import BertShape, parameter_count, solve_hidden_size
-
-        vocab = self.vocab.size * len(self.languages)
-        reference = parameter_count(BertShape(
-            model.hidden_size, model.num_hidden_layers, model.num_attention_heads, vocab,
-            model.max_position_embeddings, max(2, len(self.languages)),
-            model.intermediate_size)).total
-        if recipe.size_factor:
-            reference = round(reference * recipe.size_factor)
-        layers = recipe.layers or model.num_hidden_layers
-        heads = recipe.heads or model.num_attention_heads
-        try:
-            shape = solve_hidden_size(reference, layers, heads, vocab,
-                                      model.max_position_embeddings,
-                                      type_vocab_size=max(2, len(self.languages)))
-        except ValueError as err:
-            raise mods.ModificationError(
-                f"modification {mods.canonical_name(modification)!r}: {err}") from None
-        reshaped = replace(model, hidden_size=shape.hidden_size,
-                           intermediate_size=shape.intermediate, num_hidden_layers=layers,
-                           num_attention_heads=heads)
-        deepest = max(self.evaluate.layers) if self.evaluate.layers != ALL_LAYERS else 0
-        if deepest > layers:
-            raise mods.ModificationError(
-                f"modification {mods.canonical_name(modification)!r} has {layers} layers but "
-                f"evaluate.layers = {list(self.evaluate.layers)} asks for layer {deepest}; "
-                f"valid: evaluate.layers = all (each model its own), or layers <= {layers}")
-        return reshaped
-
-    def run(self, modification: str, seed: int) -> RunConfig:
-        """The fully resolved configuration of one model, validated as a whole (the seed, the
-        modification's parts and whether they apply to the languages, its model's sizes)."""
-        check_seed(seed)
-        recipe = mods.resolve_recipe(modification)
-        if self.train.replacement_override is not None:
-            recipe = replace(recipe, replacement=tuple(self.train.replacement_override))
-        langs.check_modification(modification, self.language_list)
-        mode = self.vocab.mode
-        if self.verses and recipe.needs_knn and self.vocab.shared:
-            raise mods.ModificationError(
-                f"modification {mods.canonical_name(modification)!r} replaces a token by a "
-                f"neighbour in another language, told apart by its id; vocab.mode = {mode!r} "
-                "gives the languages shared ids (valid with it: any modification without "
-                "knn-replace)"
-            )
-        if recipe.shift_special and self.vocab.shared:
-            raise mods.ModificationError(
-                f"modification {mods.canonical_name(modification)!r} gives each language's "
-                f"block its own specials; vocab.mode = {mode!r} has one block for all "
-                "languages (valid with it: any modification without shift-special)"
-            )
-        if recipe.language_sep and self.vocab.shared:
-            raise mods.ModificationError(
-                f"modification {mods.canonical_name(modification)!r} gives each language its "
-                f"own [SEP] in its own block; vocab.mode = {mode!r} has one block for all "
-                "languages (valid with it: any modification without lang-id)"
-            )
-        model = self.models[recipe.model_size]
-        count = len(self.languages)
-        if recipe.language_positions and count > 2:
-            # one position block per language: N x max_length positions (2 languages: the
-            # configured table, checked below as before)
-            needed = count * self.train.max_length
-            model = replace(model, max_position_embeddings=max(
-                model.max_position_embeddings, needed))
-        if recipe.next_sentence and (recipe.language_positions or not recipe.parallel):
-            other = "lang-pos" if recipe.language_positions else "no-parallel"
-            why = ("gives segment ids to languages; nsp gives them to the two sentences of a "
-                   "pair" if recipe.language_positions else
-                   "splits the verses between languages; nsp's true next sentence would "
-                   "cross the split")
-            raise mods.ModificationError(
-                f"modification {mods.canonical_name(modification)!r}: {other} {why} "
-                "(valid with nsp: any modification without lang-pos and no-parallel)")
-        if recipe.layers or recipe.heads or recipe.size_factor:
-            model = self._reshaped(model, recipe, modification)
-        if recipe.code_switch and (not self.verses or self.user_corpora
-                                   or self.vocab.mode != VOCAB_JOINT or recipe.unigram_target):
-            raise mods.ModificationError(
-                f"modification {mods.canonical_name(modification)!r} switches words into "
-                "another language's by a dictionary induced from verse-aligned train text and "
-                "read with one shared WordPiece; valid with: real languages of the Bible, "
-                "vocab.mode = 'joint' (not union: a switched word would be cut by its host "
-                "language's pieces), without unigram-target")
-        if (recipe.separate_layers or recipe.random_in_language) and self.vocab.shared:
-            raise mods.ModificationError(
-                f"modification {mods.canonical_name(modification)!r} tells languages apart by "
-                f"their blocks of ids; vocab.mode = {mode!r} has one block for all languages "
-                "(valid with it: any modification without sep-emb and sep-L1-<n>)")
-        if recipe.separate_layers > model.num_hidden_layers:
-            raise mods.ModificationError(
-                f"modification {mods.canonical_name(modification)!r}: the model has "
-                f"{model.num_hidden_layers} layers; valid: sep-L1-<n> with n <= "
-                f"{model.num_hidden_layers}")
-        _check_run(recipe, model, self.train, recipe.model_size, modification)
-        return RunConfig(
-            study=self,
-            modification=mods.canonical_name(modification),
-            seed=seed,
-            recipe=recipe,
-            model=model,
-        )
-
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One model: study config + modification recipe + seed."""
+    """One model: study config + modification recipe + seed, resolved and validated together
+    by :func:`multilab.resolve.resolve_run`."""
 
     study: Config
     modification: str
@@ -501,8 +379,6 @@ class RunConfig:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-#: Parameters that never change the trained weights: every step's randomness is seeded from
-#: (seed, step), so when curves are measured, logged or checkpointed does not matter.
 VOCAB_SEPARATE = "separate"
 VOCAB_JOINT = "joint"
 VOCAB_UNION = "union"
@@ -516,31 +392,20 @@ VOCAB_UNITS = ("wordpiece", "word", "char")
 SEED_DICTIONARIES = ("none", "silver")
 #: ``word_order.editions``: every edition of the Bible DB
 ALL_EDITIONS = "all"
+#: ``evaluate.layers``: the embeddings and every layer of each model
+ALL_LAYERS = "all"
 #: Parameters added after models were trained, with their defaults: a fingerprint leaves one
 #: out while it has its default, so those models keep their fingerprints.
 LATER_PARAMS: dict[str, Any] = {"corpus.split_clauses": False}
+#: Parameters that never change the trained weights: every step's randomness is seeded from
+#: (seed, step), so when curves are measured, logged or checkpointed does not matter.
 NOT_IN_FINGERPRINT = frozenset({"train.eval_points", "train.checkpoint_every", "train.log_every"})
-
-PROFILES_KEY = "profiles"
-# what dvc.yaml templates read (matrix, paths): a profile may not change them behind its back
-TOP_LEVEL_ONLY = frozenset({"profile", "seeds", "study", "modification", "paths", "experiment",
-                            "languages", "corpora"})
-
-#: The sections of params.yaml and the dataclass each one becomes (``models``: one per size).
-SECTIONS: dict[str, type] = {
-    "paths": Paths, "corpus": CorpusConfig, "vocab": VocabConfig, "spaces": SpacesConfig,
-    "train": TrainConfig, "models": ModelConfig, "evaluate": EvalConfig,
-    "downstream": DownstreamConfig, "word_order": WordOrderConfig,
-    "corpora": UserCorpusConfig,
-}
 MODEL_SIZES = ("small", "base")  # what Recipe.model_size names
-TOP_LEVEL_KEYS = ("profile", "seeds", "modification", "study", "languages", "experiment",
-                  *SECTIONS, PROFILES_KEY)
 
 #: Seeds reach torch, NumPy and ``random``; NumPy's legacy seeding stops at 32 bits, and a
 #: larger number would fail deep inside a run (torch: "Overflow when unpacking long").
 SEED_MAX = 2**32 - 1
-#: [PAD], [UNK], [CLS], [SEP], [MASK] (``data.vocab.SPECIAL_TOKENS``, not imported: this
+#: [PAD], [UNK], [CLS], [SEP], [MASK] (``data.tokenizers.SPECIAL_TOKENS``, not imported: this
 #: module stays free of heavy imports so a bad value fails before seconds of loading).
 SPECIAL_TOKEN_COUNT = 5
 #: [CLS] + one wordpiece + [SEP]: inputs keep ``max_length - 2`` wordpieces, so below 3 every
@@ -553,9 +418,11 @@ def _at_least(low: int) -> tuple[Callable[[Any], bool], str]:
 
 
 _POSITIVE = (lambda value: value > 0), "> 0"
-_SEED = (lambda value: 0 <= value <= SEED_MAX), f"from 0 to {SEED_MAX}"
+#: a seed's range, as a rule of :data:`RULES` (also what ``resolve.check_seed`` says)
+SEED_RULE = (lambda value: 0 <= value <= SEED_MAX), f"from 0 to {SEED_MAX}"
 _BOOKS = ((lambda books: 1 <= books[0] <= books[1] <= 66),
           "from 1 to 66, the first <= the second")
+
 
 #: The valid range of each numeric field: (test, text completing "must be <type> …").
 RULES: dict[tuple[type, str], tuple[Callable[[Any], bool], str]] = {
@@ -575,8 +442,8 @@ RULES: dict[tuple[type, str], tuple[Callable[[Any], bool], str]] = {
     (SpacesConfig, "knn_k"): (
         (lambda k: k is None or k >= 1),
         ">= 1 (null: the paper's, 1 for Fake-English, 5 for real languages)"),
-    (SpacesConfig, "fake_shuffle_seed"): _SEED,
-    (SpacesConfig, "vecmap_seed"): _SEED,
+    (SpacesConfig, "fake_shuffle_seed"): SEED_RULE,
+    (SpacesConfig, "vecmap_seed"): SEED_RULE,
     (TrainConfig, "epochs"): _POSITIVE,
     (TrainConfig, "warmup_steps"): _at_least(0),
     (TrainConfig, "weight_decay"): _at_least(0),
@@ -602,7 +469,7 @@ RULES: dict[tuple[type, str], tuple[Callable[[Any], bool], str]] = {
     (EvalConfig, "dev_sentences"): _at_least(1),
     (EvalConfig, "curve_sentences"): _at_least(1),
     (EvalConfig, "batch_size"): _at_least(1),
-    (EvalConfig, "mask_seed"): _SEED,
+    (EvalConfig, "mask_seed"): SEED_RULE,
     (DownstreamConfig, "epochs"): _at_least(1),
     (DownstreamConfig, "batch_size"): _at_least(1),
     (DownstreamConfig, "lr"): _POSITIVE,
@@ -612,14 +479,14 @@ RULES: dict[tuple[type, str], tuple[Callable[[Any], bool], str]] = {
     (DownstreamConfig, "max_length"): (
         (lambda length: length >= MIN_MAX_LENGTH),
         f">= {MIN_MAX_LENGTH} ([CLS], at least one wordpiece, [SEP])"),
-    (DownstreamConfig, "split_seed"): _SEED,
-    (DownstreamConfig, "seed"): ((lambda s: s is None or _SEED[0](s)),
-                                 f"{_SEED[1]} (null: the pretrained model's seed)"),
+    (DownstreamConfig, "split_seed"): SEED_RULE,
+    (DownstreamConfig, "seed"): ((lambda s: s is None or SEED_RULE[0](s)),
+                                 f"{SEED_RULE[1]} (null: the pretrained model's seed)"),
     (DownstreamConfig, "max_train_verses"): (
         (lambda n: n is None or n >= 1), ">= 1 (null: the whole train split)"),
     (WordOrderConfig, "books"): _BOOKS,
     (WordOrderConfig, "verses"): _at_least(1),
-    (WordOrderConfig, "sample_seed"): _SEED,
+    (WordOrderConfig, "sample_seed"): SEED_RULE,
     (WordOrderConfig, "ibm1_iterations"): _at_least(1),
     (DownstreamConfig, "max_test_verses"): (
         (lambda n: n is None or n >= 1), ">= 1 (null: the whole dev and test splits)"),
@@ -631,566 +498,8 @@ RULES: dict[tuple[type, str], tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = copy.deepcopy(base)
-    for key, value in (override or {}).items():
-        if value is None and isinstance(merged.get(key), dict):
-            continue  # an empty section (`evaluate:` with nothing under it) changes nothing
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
-
-
-def _reject_unknown(keys: Iterable[Any], valid: tuple[str, ...], where: str) -> None:
-    """A key that is not one of ``valid`` (a typo such as ``trian``) is an error, never
-    ignored: an ignored section silently trains with the code's defaults."""
-    unknown = [key for key in keys if key not in valid]
-    if not unknown:
-        return
-    key = str(unknown[0])
-    close = difflib.get_close_matches(key, valid, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise UserError(f"unknown key {where}{'.' if where else ''}{key}{hint}; valid: "
-                    f"{', '.join(valid)}")
-
-
-def _mapping(value: Any, where: str, valid: tuple[str, ...]) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise UserError(f"{where} = {value!r}: must be a mapping with keys among "
-                        f"{', '.join(valid)}")
-    return value
-
-
-def _check_keys(tree: dict[str, Any], where: str) -> None:
-    """Every key of a parameter tree (the file's top level, a profile, the overrides)."""
-    _reject_unknown(tree, TOP_LEVEL_KEYS, where)
-    prefix = f"{where}." if where else ""
-    for name, cls in SECTIONS.items():
-        if name not in tree:
-            continue
-        if name == "corpora":  # free names, each a UserCorpusConfig
-            section = _mapping(tree[name], prefix + name, ("<corpus name>",))
-            for corpus, values in section.items():
-                where_corpus = f"{prefix}corpora.{corpus}"
-                _reject_unknown(_mapping(values, where_corpus, _field_names(cls)),
-                                _field_names(cls), where_corpus)
-            continue
-        valid = MODEL_SIZES if name == "models" else _field_names(cls)
-        section = _mapping(tree[name], prefix + name, valid)
-        _reject_unknown(section, valid, prefix + name)
-        if name == "models":
-            for size, values in section.items():
-                where_size = f"{prefix}models.{size}"
-                _reject_unknown(_mapping(values, where_size, _field_names(cls)),
-                                _field_names(cls), where_size)
-
-
-def _describe(hint: Any) -> str:
-    """What a type annotation accepts, in words ("a list of 2 integers")."""
-    plural = {int: "integers", float: "numbers", str: "strings", bool: "true/false values"}
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union):
-        ordered = sorted(args, key=lambda a: a is not type(None))  # "null or …" first
-        return " or ".join("null" if a is type(None) else _describe(a) for a in ordered)
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return f"a list of {plural.get(args[0], args[0])}"
-        return f"a list of {len(args)} {plural.get(args[0], args[0])}"
-    return {bool: "true or false", int: "an integer", float: "a number", str: "a string",
-            Path: "a path"}.get(hint, str(hint))
-
-
-_INVALID = object()
-
-
-def _conform(value: Any, hint: Any) -> Any:
-    """``value`` as the annotated type (lists become tuples), or ``_INVALID``.
-
-    Numbers keep their Python type (an int stays an int in a float field): the fingerprint
-    hashes the values as written, and ``100`` and ``100.0`` dump differently.
-    """
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union):
-        if value is None:
-            return None if type(None) in args else _INVALID
-        for option in (a for a in args if a is not type(None)):
-            converted = _conform(value, option)
-            if converted is not _INVALID:
-                return converted
-        return _INVALID
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            return _INVALID
-        kinds = [args[0]] * len(value) if args[-1] is Ellipsis else list(args)
-        if len(kinds) != len(value):
-            return _INVALID
-        items = tuple(_conform(v, kind) for v, kind in zip(value, kinds, strict=True))
-        return _INVALID if any(item is _INVALID for item in items) else items
-    is_int = isinstance(value, int) and not isinstance(value, bool)
-    if hint is bool:
-        return value if isinstance(value, bool) else _INVALID
-    if hint is int:
-        return value if is_int else _INVALID
-    if hint is float:
-        number = is_int or isinstance(value, float)
-        return value if number and math.isfinite(value) else _INVALID
-    if hint is str:  # YAML reads `train_edition: 3` and `modification: 17` as numbers
-        return str(value) if is_int else value if isinstance(value, str) else _INVALID
-    if hint is Path:
-        return Path(value) if isinstance(value, str | Path) and str(value) else _INVALID
-    return value
-
-
-def _typed(cls: type, key: str, value: Any, where: str) -> Any:
-    """One field: the right type and in range, or one line naming value and valid ones."""
-    hint = typing.get_type_hints(cls)[key]
-    test, valid = RULES.get((cls, key), ((lambda v: True), ""))
-    converted = _conform(value, hint)
-    if converted is _INVALID or not test(converted):
-        raise UserError(f"{where} = {value!r}: must be {_describe(hint)}"
-                        + (f" {valid}" if valid else ""))
-    return converted
-
-
-def _build(cls: type, values: dict[str, Any] | None, section: str) -> Any:
-    """The dataclass of a section: every key known (checked before), typed and in range."""
-    values = _mapping(values, section, _field_names(cls))
-    _reject_unknown(values, _field_names(cls), section)
-    return cls(**{key: _typed(cls, key, value, f"{section}.{key}")
-                  for key, value in values.items()})
-
-
-def check_seed(seed: Any, where: str = "seed") -> int:
-    """A seed as an integer in the range every random generator we seed accepts."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
-        raise UserError(f"{where} {seed!r}: must be an integer {_SEED[1]}")
-    return seed
-
-
-def _check_model(size: str, model: ModelConfig, train: TrainConfig) -> None:
-    where = f"models.{size}"
-    if model.hidden_size % model.num_attention_heads:
-        divisors = [d for d in range(1, model.hidden_size + 1) if model.hidden_size % d == 0]
-        raise UserError(
-            f"{where}.num_attention_heads = {model.num_attention_heads} does not divide "
-            f"{where}.hidden_size = {model.hidden_size}; valid: "
-            f"{', '.join(map(str, divisors[:12]))}{' …' if len(divisors) > 12 else ''}"
-        )
-    if model.max_position_embeddings < train.max_length:
-        raise UserError(
-            f"{where}.max_position_embeddings = {model.max_position_embeddings} is less than "
-            f"train.max_length = {train.max_length}: every position needs an embedding; valid: "
-            f">= {train.max_length}"
-        )
-
-
-def _check_run(recipe: mods.Recipe, model: ModelConfig, train: TrainConfig, size: str,
-               modification: str) -> None:
-    """What only a (modification, model) pair can get wrong: lang-pos gives Fake-English
-    positions ``max_length … 2·max_length - 1``, so the model needs twice the embeddings
-    (a third and further language: :meth:`Config.run` widens the table to N blocks);
-    attend-padding needs whole batches (``train.length_pieces`` 1)."""
-    if recipe.attend_padding and train.length_pieces != 1:
-        raise UserError(
-            f"train.length_pieces = {train.length_pieces} with {modification!r}: attending to "
-            f"padding needs each batch run whole, padded to its longest row (pieces would "
-            f"change the padding every row sees); valid: 1"
-        )
-    needed = 2 * train.max_length if recipe.language_positions else train.max_length
-    if model.max_position_embeddings < needed:
-        raise UserError(
-            f"models.{size}.max_position_embeddings = {model.max_position_embeddings} is too "
-            f"small for {modification!r} with train.max_length = {train.max_length}: "
-            f"language-specific positions need >= {needed} (2 x max_length)"
-        )
-
-
-ALL_LAYERS = "all"
-
-
-def parse_layers(value: Any) -> tuple[int, ...] | str:
-    """``evaluate.layers``: layer numbers (list or "0,4,8") or "all" (embeddings + every layer)."""
-    if isinstance(value, str) and value.strip().lower() == ALL_LAYERS:
-        return ALL_LAYERS
-    items = value.split(",") if isinstance(value, str) else value
-    try:
-        layers = tuple(int(str(item).strip()) for item in items)
-    except (TypeError, ValueError):
-        layers = ()
-    if not layers or min(layers) < 0:
-        raise UserError(
-            f"evaluate.layers = {value!r}: need layer numbers >= 0 (0 = embedding output), "
-            f"e.g. [0, 8], or {ALL_LAYERS!r}"
-        )
-    return tuple(sorted(set(layers)))
-
-
 def resolve_layers(layers: tuple[int, ...] | str, num_hidden_layers: int) -> tuple[int, ...]:
     """The concrete layers of a model: "all" = 0 (embeddings) … ``num_hidden_layers``."""
     if layers == ALL_LAYERS:
         return tuple(range(num_hidden_layers + 1))
     return tuple(layers)
-
-
-def _check_replacement(probs: tuple[float, ...], where: str) -> None:
-    if len(probs) not in (3, 4) or any(p < 0 for p in probs):
-        raise UserError(
-            f"{where} = {list(probs)}: need 3 or 4 non-negative probabilities "
-            "(mask, keep, random[, knn])"
-        )
-    if not math.isclose(sum(probs), 1.0, abs_tol=1e-6):
-        raise UserError(f"{where} = {list(probs)} sums to {sum(probs):g}, not 1")
-
-
-def _yaml(text: str, source: str) -> Any:
-    """YAML → Python, a syntax error as one line with its position."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise UserError(f"{source}: YAML syntax error{where}: {problem}") from err
-
-
-def load_config(
-    params_path: Path | str = "params.yaml",
-    overrides: dict[str, Any] | None = None,
-) -> Config:
-    """Read, merge and validate ``params.yaml`` (+ optional overrides, e.g. from tests)."""
-    params_path = Path(params_path)
-    if not params_path.exists():
-        raise UserError(f"parameter file {params_path} not found")
-    try:
-        text = params_path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise UserError(f"{params_path} is not UTF-8 text (byte {err.start}: {err.reason})"
-                        ) from err
-    except OSError as err:
-        raise UserError(f"cannot read {params_path}: {err.strerror or err}") from err
-    raw = _yaml(text, str(params_path))
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise UserError(
-            f"{params_path} holds a {type(raw).__name__}, not a mapping of parameters "
-            f"(`key: value` lines; valid keys: {', '.join(TOP_LEVEL_KEYS)})"
-        )
-    return config_from_dict(raw, overrides)
-
-
-def _check_study(study: list[Any], from_file: bool) -> tuple[str, ...]:
-    """``study`` entries as model-folder names (``+``-joined parts, as written).
-
-    Decision: in params.yaml, paper IDs and other spellings (``;``, spaces) are rejected,
-    not normalised. dvc.yaml builds each train stage's output path from the entry itself
-    (``models/${item.mod}/…``) and DVC templates cannot translate it, while multilab names
-    the folder after the modification (``models/lang-pos/…`` for ID 1): with an ID the
-    stage's declared output would never appear. A study given on the command line
-    (``--set 'study=[0,1,3]' report``) is read by multilab alone, so there IDs are normalised
-    to names. ``modification`` (the variant) and ``train -m`` take IDs everywhere.
-    """
-    entries = tuple("" if isinstance(e, bool) else str(e) for e in study)
-    seen: dict[frozenset[str], str] = {}
-    names = []
-    for entry in entries:
-        if from_file and entry in mods.PAPER_IDS:
-            raise UserError(
-                f"study entry {entry!r} is a paper ID: write {mods.slug(entry)!r} instead "
-                "(dvc.yaml names each model folder after the entry, multilab after the name)"
-            )
-        if from_file and ";" in entry:
-            raise UserError(
-                f"study entry {entry!r}: join parts with '+' in params.yaml "
-                f"(e.g. {entry.replace(';', '+')!r}) so DVC paths stay valid"
-            )
-        name = mods.slug(entry)  # unknown parts: a UserError
-        mods.resolve_recipe(entry)  # conflicting parts: a UserError
-        if from_file and name != entry:
-            raise UserError(f"study entry {entry!r}: write it {name!r} (the model folder's "
-                            "name; DVC paths use the entry as written)")
-        parts = frozenset(mods.split_modification(entry))
-        if parts in seen:
-            raise UserError(f"study lists {seen[parts]!r} and {entry!r}: the same model twice")
-        seen[parts] = entry
-        names.append(name)
-    return tuple(names)
-
-
-def _check_seeds(seeds: Any) -> tuple[int, ...]:
-    if not seeds or not isinstance(seeds, list | tuple):
-        raise UserError(f"seeds = {seeds!r}: need a non-empty list of integers, e.g. [0, 42]")
-    checked = tuple(check_seed(s, "seeds: entry") for s in seeds)
-    repeated = sorted({s for s in checked if checked.count(s) > 1})
-    if repeated:
-        raise UserError(f"seeds = {list(seeds)!r}: seed {repeated[0]} twice")
-    return checked
-
-
-def default_experiment(profile: str, languages: tuple[str, ...]) -> str:
-    """``multilab-<profile>``; a study of other languages gets its own experiment
-    (``multilab-smoke-3-s``): its models, parent runs and report never mix with the default's."""
-    if languages == langs.DEFAULT_LANGUAGES:
-        return f"multilab-{profile}"
-    return "-".join(["multilab", profile, *(k.replace(":", "_") for k in languages)])
-
-
-def _check_languages(value: Any, corpora: dict[str, str]) -> tuple[str, ...]:
-    """``languages``: a list of edition codes, user corpora and transforms
-    (``data/languages.py``), in its canonical spelling; ``"3,s,i"`` is accepted too
-    (``--set languages=3,s,i``)."""
-    if not isinstance(value, list | tuple | str):
-        raise UserError(f"languages = {value!r}: must be a list such as [3, fake] or [3, s, i]; "
-                        f"each entry {langs.valid_entries(corpora)}")
-    return tuple(langs.language_keys(langs.parse_languages(value, corpora=corpora)))
-
-
-#: A user corpus's name: a language key in paths, metric names and `--set languages=…`
-CORPUS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]+")
-ISO_CODE = re.compile(r"[a-z]{2,3}")
-
-
-def _check_corpora(value: Any) -> dict[str, UserCorpusConfig]:
-    """``corpora``: name → :class:`UserCorpusConfig`, each field typed, each name usable as a
-    language (not an edition code or transform, two characters or more: letters, digits,
-    ``-``, ``_``), paths relative and inside ``paths.data``, at most one of sentences/bytes.
-    Whether the files exist is checked when the corpus is built (one line, nothing written),
-    so that ``multilab check`` works on a machine without the text."""
-    from multilab.data.bible import EDITIONS
-
-    corpora = {}
-    for name, values in _mapping(value, "corpora", ("<corpus name>",)).items():
-        where = f"corpora.{name}"
-        if (not isinstance(name, str) or not CORPUS_NAME.fullmatch(name) or name in EDITIONS
-                or name in langs.TRANSFORMS):
-            raise UserError(f"{where}: {name!r} cannot name a corpus; valid: two or more "
-                            "letters, digits, '-' or '_', starting with a letter, not an "
-                            "edition code or a transform (e.g. wiki-de)")
-        values = _mapping(values, where, _field_names(UserCorpusConfig))
-        for needed in ("iso", "train", "dev"):
-            if needed not in values:
-                raise UserError(f"{where}.{needed} missing; a corpus needs iso, train and dev "
-                                "(README: Seeds at scale)")
-        corpus = _build(UserCorpusConfig, values, where)
-        if not ISO_CODE.fullmatch(corpus.iso):
-            raise UserError(f"{where}.iso = {corpus.iso!r}: must be an ISO 639 code in lower "
-                            "case, e.g. de")
-        for key in ("train", "dev"):
-            path = Path(getattr(corpus, key))
-            if path.is_absolute() or ".." in path.parts or not str(path).strip():
-                raise UserError(f"{where}.{key} = {str(path)!r}: must be a path inside "
-                                "paths.data, relative to it (DVC versions data/ with data.dvc)")
-        if corpus.sentences is not None and corpus.bytes is not None:
-            raise UserError(f"{where}: sentences = {corpus.sentences} and bytes = "
-                            f"{corpus.bytes}; give one of them (or neither: every line)")
-        corpora[name] = corpus
-    return corpora
-
-
-def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = None) -> Config:
-    """Merge base values, the chosen profile, then explicit overrides (which win).
-
-    The one validation path of every command (``check`` included): unknown keys at every
-    level, types, ranges, and every modification the config names (study entries and
-    ``modification``) resolved as training will resolve it.
-    """
-    overrides = overrides or {}
-    _check_keys(raw, "")
-    _check_keys(overrides, "")
-    profiles = _deep_merge(
-        _mapping(raw.get(PROFILES_KEY), PROFILES_KEY, ("<profile name>",)),
-        _mapping(overrides.get(PROFILES_KEY), PROFILES_KEY, ("<profile name>",)),
-    )
-    profile = overrides.get("profile", raw.get("profile", "quick"))
-    if not isinstance(profile, str) or profile not in profiles:
-        raise UserError(f"unknown profile {profile!r}; valid: {', '.join(profiles) or '(none)'}")
-    for name, values in profiles.items():
-        values = _mapping(values, f"{PROFILES_KEY}.{name}", tuple(SECTIONS))
-        pinned = sorted(set(values) & TOP_LEVEL_ONLY)
-        if pinned:
-            raise UserError(
-                f"profile {name!r} sets {', '.join(pinned)}: these are read by dvc.yaml from "
-                "the top of params.yaml, so set them there (or with `dvc exp run -S`)"
-            )
-        _reject_unknown(values, tuple(SECTIONS), f"{PROFILES_KEY}.{name}")
-        _check_keys(values, f"{PROFILES_KEY}.{name}")
-    base = {k: v for k, v in raw.items() if k != PROFILES_KEY}
-    merged = _deep_merge(_deep_merge(base, profiles[profile] or {}), overrides)
-    merged.pop(PROFILES_KEY, None)
-
-    seeds = _check_seeds(merged.get("seeds"))
-    modification = merged.get("modification", "original")
-    if isinstance(modification, bool) or not isinstance(modification, str | int):
-        raise UserError(f"modification = {modification!r}: must be a name, '+'-joined names "
-                        "or a paper ID")
-    modification = str(modification)
-    study = merged.get("study") or []
-    if not isinstance(study, list | tuple):
-        raise UserError(f"study = {study!r}: must be a list of modification names")
-    study = _check_study(study, from_file="study" not in overrides)
-    corpora = _check_corpora(merged.get("corpora"))
-    languages = _check_languages(merged.get("languages", list(langs.DEFAULT_LANGUAGES)),
-                                 {name: c.iso for name, c in corpora.items()})
-    experiment = merged.get("experiment")
-    if experiment is not None and (not isinstance(experiment, str | int) or experiment == ""):
-        raise UserError(f"experiment = {experiment!r}: must be a name or null "
-                        f"(null: multilab-{profile})")
-
-    models_raw = _mapping(merged.get("models"), "models", MODEL_SIZES)
-    models = {name: _build(ModelConfig, v, f"models.{name}") for name, v in models_raw.items()}
-    for needed in MODEL_SIZES:
-        if needed not in models:
-            raise UserError(f"models.{needed} missing; valid sizes: {', '.join(MODEL_SIZES)}")
-
-    train = _build(TrainConfig, merged.get("train"), "train")
-    if train.replacement_override is not None:
-        _check_replacement(train.replacement_override, "train.replacement_override")
-    for name, mod in mods.REGISTRY.items():
-        _check_replacement(mod.changes.get("replacement", mods.BERT_REPLACEMENT), name)
-    for size, model in models.items():
-        _check_model(size, model, train)
-
-    corpus = _build(CorpusConfig, merged.get("corpus"), "corpus")
-    evaluate = _build(EvalConfig, merged.get("evaluate"), "evaluate")
-    evaluate = replace(evaluate, layers=parse_layers(evaluate.layers))
-    for key in ("dev_sentences", "curve_sentences"):
-        if getattr(evaluate, key) > corpus.dev_sentences:
-            raise UserError(
-                f"evaluate.{key} = {getattr(evaluate, key)} is more than corpus.dev_sentences "
-                f"= {corpus.dev_sentences} (the dev corpus is cut to that); valid: <= "
-                f"{corpus.dev_sentences}"
-            )
-    if evaluate.layers != ALL_LAYERS:
-        for size, model in models.items():
-            if max(evaluate.layers) > model.num_hidden_layers:
-                raise UserError(
-                    f"evaluate.layers = {list(evaluate.layers)} but models.{size} has "
-                    f"{model.num_hidden_layers} layers; valid: 0-{model.num_hidden_layers} "
-                    f"or {ALL_LAYERS!r}"
-                )
-    spaces = _build(SpacesConfig, merged.get("spaces"), "spaces")
-    if spaces.seed_dictionary not in SEED_DICTIONARIES:
-        raise UserError(f"spaces.seed_dictionary = {spaces.seed_dictionary!r}; valid: "
-                        f"{', '.join(SEED_DICTIONARIES)}")
-    if spaces.seed_dictionary != "none" and languages == (corpus.train_edition, "fake"):
-        raise UserError(
-            f"spaces.seed_dictionary = {spaces.seed_dictionary!r} needs real languages (a "
-            "silver dictionary from the verse alignment); Fake-English is mapped unsupervised "
-            "(valid: none, or e.g. languages [3, s, i])"
-        )
-    if spaces.seed_dictionary != "none" and (languages[0] in corpora or any(
-            lang.other_domain for lang in langs.parse_languages(
-                languages, corpora={name: c.iso for name, c in corpora.items()}))):
-        raise UserError(
-            f"spaces.seed_dictionary = {spaces.seed_dictionary!r} needs verse-aligned train "
-            "text; user corpora and an ot language's verses are not parallel (valid: none, "
-            "VecMap unsupervised as seed 000 §5)"
-        )
-    vocab = _build(VocabConfig, merged.get("vocab"), "vocab")
-    if vocab.mode not in VOCAB_MODES:
-        raise UserError(f"vocab.mode = {vocab.mode!r}; valid: {', '.join(VOCAB_MODES)}")
-    if vocab.unit not in VOCAB_UNITS:
-        raise UserError(f"vocab.unit = {vocab.unit!r}; valid: {', '.join(VOCAB_UNITS)}")
-    if vocab.shared and languages == (corpus.train_edition, "fake"):
-        raise UserError(
-            f"vocab.mode = {vocab.mode!r} needs real languages; [{', '.join(languages)}] has "
-            "one vocabulary and its id-shifted copy (valid: separate, or e.g. languages "
-            "[3, s, i])"
-        )
-    downstream = _build(DownstreamConfig, merged.get("downstream"), "downstream")
-    if downstream.max_length > train.max_length:
-        raise UserError(
-            f"downstream.max_length = {downstream.max_length} is more than train.max_length = "
-            f"{train.max_length} (positions the model never saw; lang-pos shifts by "
-            f"train.max_length); valid: <= {train.max_length}"
-        )
-    _check_task(downstream)
-    word_order = _build(WordOrderConfig, merged.get("word_order"), "word_order")
-    _check_word_order(word_order)
-    cfg = Config(
-        profile=profile,
-        seeds=seeds,
-        modification=modification,
-        study=study,
-        experiment=str(experiment or default_experiment(profile, languages)),
-        paths=_build(Paths, merged.get("paths"), "paths"),
-        corpus=corpus,
-        vocab=vocab,
-        spaces=spaces,
-        train=train,
-        models=models,
-        evaluate=evaluate,
-        downstream=downstream,
-        word_order=word_order,
-        languages=languages,
-        corpora=corpora,
-    )
-    for entry in (modification, *study):  # as `train` will resolve them: one path for both
-        cfg.run(entry, seeds[0])
-    return cfg
-
-
-def _check_task(downstream: DownstreamConfig) -> None:
-    """``downstream.task``: a registered task, with ``task_path`` where it reads one (whether
-    the folder exists is checked when the task runs, so ``check`` works without the data)."""
-    from multilab.data.tasks import TASKS, get_task
-
-    task = get_task(downstream.task)
-    if task.needs_path and downstream.task_path is None:
-        raise UserError(f"downstream.task = {downstream.task!r} needs downstream.task_path: "
-                        "the folder its data is in (README, \"Downstream task\")")
-    if not task.needs_path and downstream.task_path is not None:
-        # a path nobody reads would look like the task's data while the Bible DB is used
-        readers = ", ".join(name for name, other in TASKS.items() if other.needs_path)
-        raise UserError(f"downstream.task_path = {downstream.task_path}: downstream.task = "
-                        f"{downstream.task!r} reads no folder (only {readers} does); set "
-                        "task_path to null or choose that task")
-
-
-def _check_word_order(word_order: WordOrderConfig) -> None:
-    from multilab.data.bible import EDITIONS
-
-    valid = f"{ALL_EDITIONS!r} or a list of edition codes ({', '.join(EDITIONS)})"
-    if word_order.reference not in EDITIONS or EDITIONS[word_order.reference][0] != "en":
-        english = [code for code, (iso, _) in EDITIONS.items() if iso == "en"]
-        raise UserError(f"word_order.reference = {word_order.reference!r}: must be an English "
-                        f"edition; valid: {', '.join(english)}")
-    if isinstance(word_order.editions, str):
-        if word_order.editions != ALL_EDITIONS:
-            raise UserError(f"word_order.editions = {word_order.editions!r}; valid: {valid}")
-        return
-    unknown = [code for code in word_order.editions if code not in EDITIONS]
-    if unknown or not word_order.editions or len(set(word_order.editions)) < len(
-            word_order.editions):
-        bad = unknown[0] if unknown else list(word_order.editions)
-        raise UserError(f"word_order.editions = {bad!r} (unknown, empty or repeated); "
-                        f"valid: {valid}")
-
-
-def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
-    """Dotted ``key=value`` overrides from the command line (``--set train.epochs=3``) as the
-    nested dict :func:`load_config` merges; values are read as YAML (``[0, 1]``, ``null``)."""
-    tree: dict[str, Any] = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise UserError(f"--set {pair!r}: expected key=value, e.g. train.epochs=3")
-        key, value = pair.split("=", 1)
-        *parents, leaf = key.split(".")
-        if not all([*parents, leaf]):
-            raise UserError(f"--set {pair!r}: empty key part; expected e.g. train.epochs=3")
-        node = tree
-        for depth, part in enumerate(parents):
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise UserError(f"--set {pair!r}: {'.'.join(parents[: depth + 1])} is "
-                                "already set to a value, not a section")
-        node[leaf] = _yaml(value, f"--set {pair}")
-    return tree

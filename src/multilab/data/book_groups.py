@@ -38,8 +38,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from multilab.data import classification
 from multilab.data.classification import SPLITS, Baseline, Example, Scores
-from multilab.data.languages import Language, editions_of
 from multilab.data.parallel import OLD_TESTAMENT, Verse, aligned_ids, book_of
+from multilab.lab.languages import Language, editions_of
 
 #: (name, first book, last book), in label order.
 BOOK_GROUPS: tuple[tuple[str, int, int], ...] = (

@@ -2,7 +2,7 @@
 
 For each edition: verses with text (placeholders such as ``-`` for a merged verse do not
 count, :func:`multilab.data.parallel.has_text`), words and word types
-(:func:`multilab.data.transforms.bert_words`: what a word is depends on the script, see
+(:func:`multilab.lab.enfake.bert_words`: what a word is depends on the script, see
 :mod:`multilab.data.parallel`), distinct characters, the median words per verse, the New
 Testament's words (the train corpus of a real-language study) and the scripts of its letters.
 
@@ -24,10 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from multilab.data.bible import EDITIONS, check_edition
+from multilab.data.bible import check_edition
 from multilab.data.parallel import NEW_TESTAMENT, Verse, book_of, has_text, read_edition
 from multilab.errors import UserError
 from multilab.files import write_text
+from multilab.lab.enfake import bert_words
+from multilab.lab.languages import EDITIONS
 
 BEGIN = "<!-- edition-stats:begin -->"
 END = "<!-- edition-stats:end -->"
@@ -71,8 +73,6 @@ def letter_scripts(texts: Sequence[str]) -> str:
 
 def edition_stats(code: str, verses: Sequence[Verse]) -> EditionStats:
     """The statistics of one edition's verses."""
-    from multilab.data.transforms import bert_words  # torch: only for this command
-
     kept = [(vid, text) for vid, text in verses if has_text(text)]
     texts = [text for _, text in kept]
     per_verse = [bert_words(text) for text in texts]

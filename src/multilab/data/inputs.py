@@ -19,7 +19,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from multilab.data.multilingual_vocab import to_block
-from multilab.data.vocab import SPECIAL_TOKENS
+from multilab.data.tokenizers import SPECIAL_TOKENS
 from multilab.lab.modifications import Recipe
 
 ENGLISH, FAKE = 0, 1  # the first two languages (of English + Fake-English)

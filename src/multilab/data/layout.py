@@ -37,7 +37,6 @@ import torch
 
 from multilab.config import Config
 from multilab.data import parallel
-from multilab.data.languages import Language
 from multilab.data.multilingual_vocab import (
     JOINT,
     Block,
@@ -46,7 +45,6 @@ from multilab.data.multilingual_vocab import (
     tokenizer_tokens,
     vocabulary,
 )
-from multilab.data.transforms import bert_words
 from multilab.data.vocab import (
     BILINGUAL_DIR,
     ENGLISH_DIR,
@@ -55,6 +53,8 @@ from multilab.data.vocab import (
 )
 from multilab.errors import UserError
 from multilab.files import read_utf8, write_json, write_text
+from multilab.lab.enfake import bert_words
+from multilab.lab.languages import Language
 
 log = logging.getLogger(__name__)
 

@@ -41,8 +41,9 @@ from multilab.config import VOCAB_JOINT as JOINT
 from multilab.config import VOCAB_MODES as MODES
 from multilab.config import VOCAB_SEPARATE as SEPARATE
 from multilab.config import VOCAB_UNION as UNION
-from multilab.data.languages import Language
-from multilab.data.vocab import FAKE_PREFIX, SPECIAL_TOKENS, train_tokens
+from multilab.data.tokenizers import SPECIAL_TOKENS
+from multilab.data.vocab import FAKE_PREFIX, train_tokens
+from multilab.lab.languages import Language
 
 #: A union-vocabulary token a language's own WordPiece did not learn, in that language's
 #: tokenizer: it holds a space, and BERT's pre-tokenizer splits words on whitespace (and

@@ -12,7 +12,7 @@ paper's NLTK sentences, where the alignment is the identity anyway.
 - dev: the first :data:`DEV_VERSES` OT verse ids (books 1–39) present with text in every
   chosen edition, the same ids in every language.
 
-Words are what the lab's BERT pipeline cuts (:func:`multilab.data.transforms.bert_words`), per
+Words are what the lab's BERT pipeline cuts (:func:`multilab.lab.enfake.bert_words`), per
 script (checked in tests/test_parallel.py and docs/CORPORA.md):
 
 - Latin, Cyrillic, Devanagari, Bengali, Arabic, Persian, Hangul: whitespace-separated
@@ -37,8 +37,8 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from multilab.data.bible import export_path, read_verses, squeeze_spaces
-from multilab.data.languages import Language, editions_of
 from multilab.errors import UserError
+from multilab.lab.languages import Language, editions_of
 
 #: ``(verse id "BB.CCC.VVV", text)``: the id sorts in canonical order as a string.
 Verse = tuple[str, str]

@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from multilab.data import book_groups, xnli
-from multilab.data.bible import EDITIONS
 from multilab.data.classification import Example
-from multilab.data.languages import Language, editions_of
 from multilab.data.parallel import read_edition
 from multilab.errors import UserError
+from multilab.lab.languages import EDITIONS, Language, editions_of
 
 if TYPE_CHECKING:
     from multilab.config import Config

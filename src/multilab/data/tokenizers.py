@@ -1,6 +1,8 @@
-"""Character- and word-level tokenizers (seed 002 §3.4.3, Table 10) beside the WordPiece one.
+"""The lab's tokenization units: the BERT pipeline and special tokens every vocabulary shares,
+and the character- and word-level tokenizers (seed 002 §3.4.3, Table 10) beside the WordPiece
+one of :mod:`multilab.data.vocab`, which builds on this module.
 
-Both use the lab's BERT normalizer and pre-tokenizer (cased, accents kept), so the three
+All use the lab's BERT normalizer and pre-tokenizer (cased, accents kept), so the three
 tokenizations cut a sentence into the same words and differ only in the unit below the word:
 
 - ``word``: the most frequent words of the corpus, every other word ``[UNK]``
@@ -20,15 +22,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from tokenizers import Tokenizer, decoders, models
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-from multilab.data.vocab import SPECIAL_TOKENS, bert_pipeline
-
-CONTINUATION_PREFIX = "##"
+#: [PAD], [UNK], [CLS], [SEP], [MASK]: ids 0–4 of every vocabulary of the lab
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+CONTINUATION_PREFIX = "##"  # WordPiece's mark of a piece inside a word
 #: Seed 002 §3.4.3: "the most frequent 100000 words", beside a 60,000 word-piece vocabulary
 #: (§3.1.2): the word vocabulary is 5/3 the size of the word-piece one.
 PAPER_WORD_VOCAB = 100_000
 PAPER_WORDPIECE_VOCAB = 60_000
+
+
+def bert_pipeline(tokenizer: Tokenizer) -> Tokenizer:
+    """Cased BERT normalisation and pre-tokenisation (no lowercasing, no accent stripping)."""
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    return tokenizer
 
 
 def word_counts(sentences: Iterable[str]) -> Counter[str]:

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from multilab.config import Config, UserCorpusConfig
 from multilab.data.bible import squeeze_spaces
-from multilab.data.languages import Language
 from multilab.data.parallel import Verse, has_text
 from multilab.errors import UserError
+from multilab.lab.languages import Language
 
 _EXTRACTOR_MARKUP = re.compile(r"^</?doc(\s[^>]*)?>$")
 

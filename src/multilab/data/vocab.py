@@ -10,33 +10,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from tokenizers import (
-    Tokenizer,
-    decoders,
-    models,
-    normalizers,
-    pre_tokenizers,
-    processors,
-    trainers,
-)
+from tokenizers import Tokenizer, models, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from multilab.data.tokenizers import (
+    CONTINUATION_PREFIX,
+    SPECIAL_TOKENS,
+    bert_pipeline,
+    build_char_tokenizer,
+    build_word_tokenizer,
+    paper_word_vocab_size,
+    word_counts,
+)
 from multilab.errors import UserError
 from multilab.files import write_text
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 FAKE_PREFIX = "::"
-CONTINUATION_PREFIX = "##"  # WordPiece's mark of a piece inside a word
 ENGLISH_DIR = "english"
 BILINGUAL_DIR = "bilingual"
-
-
-def bert_pipeline(tokenizer: Tokenizer) -> Tokenizer:
-    """Cased BERT normalisation and pre-tokenisation (no lowercasing, no accent stripping)."""
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.decoder = decoders.WordPiece()
-    return tokenizer
 
 
 def continuation_pieces(sentences: list[str], tokenizer: Tokenizer) -> list[str]:
@@ -91,13 +82,6 @@ def train_tokens(sentences: list[str], size: int, unit: str = "wordpiece",
     Every one is saved as a WordPiece vocabulary (:func:`_save_bert_tokenizer`): a word list
     without ``##`` pieces is a word-level tokenizer there (an unknown word is one ``[UNK]``).
     """
-    from multilab.data.tokenizers import (
-        build_char_tokenizer,
-        build_word_tokenizer,
-        paper_word_vocab_size,
-        word_counts,
-    )
-
     if unit == "wordpiece":
         tokenizer = train_wordpiece(sentences, size, exact)
     elif unit == "word":

@@ -46,8 +46,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from multilab.data.classification import SPLITS, Example
-from multilab.data.languages import Language
 from multilab.errors import UserError
+from multilab.lab.languages import Language
 
 log = logging.getLogger(__name__)
 

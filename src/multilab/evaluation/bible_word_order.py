@@ -16,7 +16,7 @@ the parallel text, as Birch & Osborne (2011) score GIZA++ alignments. The matchi
 Match unchanged (:func:`multilab.evaluation.wordorder.match_weights`), except that a link of
 weight 0 (two words never seen in one verse) is dropped instead of forced.
 
-Words are those of the lab's BERT pre-tokenizer (:func:`multilab.data.transforms.bert_words`)
+Words are those of the lab's BERT pre-tokenizer (:func:`multilab.lab.enfake.bert_words`)
 without tokens that hold no letter or digit: verse punctuation is an editor's choice and differs
 between editions of one language. Chinese ideographs are words of their own (tau over
 characters), Japanese kana runs are one word (docs/CORPORA.md).
@@ -35,11 +35,11 @@ from functools import partial
 
 import numpy as np
 
-from multilab.data.bible import EDITIONS
 from multilab.data.dictionary import WordScores, ibm1_word_scores
 from multilab.data.parallel import Verse, aligned_ids, book_of, has_text
-from multilab.data.transforms import bert_words
 from multilab.evaluation.wordorder import DEFAULT_TIE_BREAK, kendall_tau, match_weights
+from multilab.lab.enfake import bert_words
+from multilab.lab.languages import EDITIONS
 
 #: Links not above this weight are dropped after the matching (IBM-1 scores are >= 0).
 MIN_WEIGHT = 0.0

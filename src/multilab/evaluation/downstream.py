@@ -58,18 +58,20 @@ from multilab.data.classification import (
     majority_baseline,
 )
 from multilab.data.inputs import InputEncoder, collate
-from multilab.data.languages import Language, language_keys
 from multilab.data.layout import layout
 from multilab.data.tasks import DEFAULT_TASK, get_task
-from multilab.data.vocab import SPECIAL_TOKENS, load_tokenizer
+from multilab.data.tokenizers import SPECIAL_TOKENS
+from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation import mds_transfer
 from multilab.evaluation.evaluate import _model_run, evaluation_device, model_record
 from multilab.evaluation.mean_shift import shifted
 from multilab.files import write_json
-from multilab.progress import progress_bar, show_postfix
+from multilab.lab.languages import Language, language_keys
+from multilab.progress import progress_bar, quiet_transformers, show_postfix
+from multilab.resolve import resolve_run
 from multilab.training import language_layers
-from multilab.training.model import check_finite_weights, quiet_transformers
+from multilab.training.model import check_finite_weights
 from multilab.training.model_dir import DONE_FILE, check_weights, read_done
 
 log = logging.getLogger(__name__)
@@ -489,7 +491,7 @@ def downstream_and_record(cfg: Config, model_dir: Path, languages: Sequence[Lang
         raise UserError(
             f"{model_dir} is not a finished multilab model (no {DONE_FILE}); train it first"
         )
-    run = cfg.run(done["modification"], done["seed"])
+    run = resolve_run(cfg, done["modification"], done["seed"])
     check_weights(model_dir, done)
     if mds and len(languages) < 2:
         raise UserError("--mds shifts the other languages onto the first; "

@@ -37,6 +37,7 @@ from multilab.files import write_json
 from multilab.lab.metric_table import MU_PARTS, TRAIN_LOSS, layer_key
 from multilab.lab.modifications import Recipe
 from multilab.progress import progress_bar, show_postfix
+from multilab.resolve import resolve_run
 from multilab.training.model import (
     CurveHook,
     check_finite_weights,
@@ -443,7 +444,7 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
         raise UserError(
             f"{model_dir} is not a finished multilab model (no {DONE_FILE}); train it first"
         )
-    run = cfg.run(done["modification"], done["seed"])
+    run = resolve_run(cfg, done["modification"], done["seed"])
     run_id = done.get("run_id")
     experiment_id = tracking.connect(cfg.paths, cfg.experiment) if run_id else None
     model = load_model(model_dir)  # an unreadable file: "corrupted checkpoint"

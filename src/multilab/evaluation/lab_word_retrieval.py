@@ -35,17 +35,17 @@ from multilab.config import Config, RunConfig
 from multilab.data.dictionary import induce_dictionary
 from multilab.data.inputs import INVERTED, InputEncoder
 from multilab.data.layout import layout, tokenized_verses
-from multilab.data.transforms import unicode_fake
 from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation.evaluate import evaluation_device
 from multilab.evaluation.token_translation import dev_rows, model_pair
 from multilab.evaluation.word_retrieval import ContextualWordVectors, word_retrieval
 from multilab.files import write_json
+from multilab.lab.enfake import unicode_fake
 from multilab.lab.modifications import file_stem
 from multilab.training.model import build_model, load_model
 from multilab.training.model_dir import model_fingerprint
-from multilab.training.train import study_encoder
+from multilab.training.training_data import study_encoder
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Every function works on whole batches of hidden states so that evaluating one model on 10k
 sentence pairs is a few hundred matrix products, not 10k Python loops. The straightforward
-per-sentence definitions they are tested against live with the tests (``tests/reference.py``).
+per-sentence definitions they are tested against are :mod:`multilab.evaluation.reference`.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from multilab.evaluation.wordorder import merge_wordpieces, verse_taus
 from multilab.files import write_json
 from multilab.lab.modifications import file_stem
 from multilab.training.model import load_model
-from multilab.training.train import study_encoder
+from multilab.training.training_data import study_encoder
 
 BATCH_SIZE = 64
 

@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from multilab.data.bible import EDITIONS
 from multilab.data.dictionary import ibm1_word_scores
 from multilab.data.parallel import NEW_TESTAMENT, OLD_TESTAMENT, Verse, aligned_ids
 from multilab.errors import UserError
@@ -32,6 +31,7 @@ from multilab.evaluation import verse_retrieval
 from multilab.evaluation.bible_word_order import content_words, ibm1_alignment
 from multilab.evaluation.metrics import mean_pool
 from multilab.evaluation.wordorder import kendall_tau, match_alignment
+from multilab.lab.languages import EDITIONS
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ from multilab.evaluation.token_translation import dev_rows, pair_numbers
 from multilab.evaluation.word_retrieval import word_retrieval
 from multilab.files import write_json
 from multilab.progress import progress_bar
+from multilab.resolve import resolve_run
 from multilab.spaces.fasttext_spaces import write_initial_vectors
 
 MODELS = ("skipgram", "cbow")
@@ -102,7 +103,7 @@ def train_sentences(cfg: Config) -> list[list[list[str]]]:
     from multilab.data.batches import tokenize_lines
     from multilab.data.corpus import training_lines
     from multilab.data.vocab import load_tokenizer
-    from multilab.training.train import DOCUMENT_LENGTH, study_encoder
+    from multilab.training.training_data import DOCUMENT_LENGTH, study_encoder
 
     tokenizers = language_tokenizers(cfg)
     if cfg.verses:
@@ -110,7 +111,7 @@ def train_sentences(cfg: Config) -> list[list[list[str]]]:
         rows, _ = tokenized_verses(cfg, layout(cfg), "train", cfg.train.max_train_sentences,
                                    length)
     else:  # [3, fake]: the English lines, Fake-English the same pieces in its own block
-        encoder = study_encoder(cfg.run("original", cfg.seeds[0]))
+        encoder = study_encoder(resolve_run(cfg, "original", cfg.seeds[0]))
         ids, _ = tokenize_lines(training_lines(cfg), load_tokenizer(cfg.paths.vocab), encoder)
         rows = [ids, ids]
     return [[tokenizers[lang].convert_ids_to_tokens(row.tolist()) for row in language_rows]
@@ -206,7 +207,7 @@ def retrieval_data(cfg: Config, src: int, tgt: int, sentences: int, seed: int
     """The dev words and dictionary of ``multilab mrr`` for the pair (its module doc)."""
     tokenizers = language_tokenizers(cfg)
     pairs, kind = dictionary_of(cfg, src, tgt, tokenizers)
-    _, rows, _ = dev_rows(cfg, cfg.run("original", seed), sentences)
+    _, rows, _ = dev_rows(cfg, resolve_run(cfg, "original", seed), sentences)
     keep = [i for i in range(len(rows[src])) if len(rows[src][i]) and len(rows[tgt][i])]
     source = dev_words([rows[src][i] for i in keep], src, tokenizers[src])
     target = dev_words([rows[tgt][i] for i in keep], tgt, tokenizers[tgt])
@@ -398,7 +399,7 @@ def static_request(cfg: Config, source: str, target: str, models: str, rows: str
     train = train_sentences(cfg)
     return StaticRequest(source, target, src, tgt, chosen_models,
                          parse_rows(rows, len(train[0])), chosen_windows, sentences,
-                         dim or cfg.run("original", seed).model.hidden_size, epochs, seed,
+                         dim or resolve_run(cfg, "original", seed).model.hidden_size, epochs, seed,
                          train)
 
 

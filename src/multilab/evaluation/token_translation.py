@@ -35,9 +35,9 @@ from multilab import tracking
 from multilab.config import Config, RunConfig
 from multilab.data.batches import tokenize_lines
 from multilab.data.inputs import InputEncoder
-from multilab.data.languages import language_keys, parse_languages
 from multilab.data.layout import layout, tokenized_verses
-from multilab.data.vocab import SPECIAL_TOKENS, load_tokenizer
+from multilab.data.tokenizers import SPECIAL_TOKENS
+from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation.evaluate import dev_lines, evaluation_device
 from multilab.evaluation.mean_shift import (
@@ -51,10 +51,12 @@ from multilab.evaluation.mean_shift import (
     translation_sweep,
 )
 from multilab.files import write_json
+from multilab.lab.languages import language_keys, parse_languages
 from multilab.lab.modifications import file_stem
+from multilab.resolve import resolve_run
 from multilab.training.model import load_model
 from multilab.training.model_dir import read_done
-from multilab.training.train import study_encoder
+from multilab.training.training_data import study_encoder
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +89,7 @@ def model_pair(cfg: Config, model_dir: Path, source: str, target: str, sentences
     done = read_done(model_dir)
     if done is None:
         raise UserError(f"{model_dir} is not a finished multilab model; train it first")
-    return src, tgt, cfg.run(done["modification"], done["seed"]), done
+    return src, tgt, resolve_run(cfg, done["modification"], done["seed"]), done
 
 
 def dev_rows(cfg: Config, run: RunConfig, count: int

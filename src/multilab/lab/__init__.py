@@ -1,7 +1,8 @@
-"""The lab's bench: what an experiment varies and what it measures.
+"""The lab's bench: what an experiment varies and what it measures, as registries.
 
 The registry of modifications (each ablation one declarative object, with the paper's model
-IDs), the one table of metrics with the paper's reported values, and the ``variant`` runner
-that trains and evaluates one modification over the seeds. Every other room reads these;
-none of them decides what a modification or a metric is.
+IDs), the languages a study may list (the Bible's editions and the transforms of them, with
+seed 002's ``enfake``), and the one table of metrics with the paper's reported values. Pure
+data and pure functions, no I/O: the configuration is built on them, and every other room
+reads them; none of them decides what a modification, a language or a metric is.
 """

@@ -46,7 +46,7 @@ class Recipe:
     language_positions: bool = False  # Fake-English: positions + max_length, segment id 1
     attend_padding: bool = False  # the authors' code: padding attended (no attention mask)
     # model shape at a fixed parameter count (seed 002 §3.3): 0 = the model size's own
-    layers: int = 0  # Transformer layers; the hidden size is solved (config.Config.run)
+    layers: int = 0  # Transformer layers; the hidden size is solved (resolve.resolve_run)
     heads: int = 0  # attention heads; likewise
     size_factor: float = 0.0  # parameter count x this at the depth and heads (0 = x 1)
     # objective

@@ -54,6 +54,7 @@ from multilab.reporting.word_order_table import (
     study_points,
     word_order_markdown,
 )
+from multilab.resolve import resolve_run
 from multilab.training.model_dir import model_fingerprint
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def expected_fingerprint(cfg: Config, modification: str, seed: int) -> str | Non
     It needs the built corpus and vocabulary (their hashes are part of it): a report made
     away from the DVC workspace (only a tracking server at hand) cannot check it.
     """
-    run = cfg.run(modification, seed)
+    run = resolve_run(cfg, modification, seed)
     try:
         return model_fingerprint(run)
     except UserError:

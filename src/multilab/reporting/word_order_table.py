@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from multilab.data.languages import Language
 from multilab.data.layout import metric_name
 from multilab.evaluation.wordorder import Correlation, correlate
+from multilab.lab.languages import Language
 from multilab.reporting.figures import save_png
 
 WORD_ORDER_JSON = "word_order.json"

@@ -40,7 +40,8 @@ import torch
 from torch import Tensor
 
 from multilab.config import SpacesConfig
-from multilab.data.vocab import SPECIAL_TOKENS, fake_tokens
+from multilab.data.tokenizers import SPECIAL_TOKENS
+from multilab.data.vocab import fake_tokens
 from multilab.errors import UserError
 from multilab.files import replace_dir, write_json
 from multilab.spaces import vecmap

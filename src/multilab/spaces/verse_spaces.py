@@ -50,7 +50,7 @@ from multilab.config import Config, SpacesConfig
 from multilab.data.batches import mix_seed
 from multilab.data.dictionary import induce_dictionary
 from multilab.data.layout import metric_name
-from multilab.data.vocab import SPECIAL_TOKENS
+from multilab.data.tokenizers import SPECIAL_TOKENS
 from multilab.errors import UserError
 from multilab.files import replace_dir, write_json
 from multilab.spaces import vecmap

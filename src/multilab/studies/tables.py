@@ -46,7 +46,7 @@ def metric_source(metric: str) -> tuple[str, str]:
 def _test_key(language: str) -> str:
     """``s`` → ``de``, ``enfake:3`` → ``en-enfake``; an ISO code (or anything that is no
     edition) stays as written."""
-    from multilab.data.languages import LanguageError, parse_languages
+    from multilab.lab.languages import LanguageError, parse_languages
 
     try:
         (parsed,) = parse_languages([language])

@@ -11,8 +11,10 @@ Face's BERT; :func:`solve_hidden_size` inverts it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from transformers import BertConfig
+if TYPE_CHECKING:  # the config's resolution imports this module: transformers costs seconds
+    from transformers import BertConfig
 
 #: Seed 002 Table 4 spans 132.78–139.33 M around a 132.78 M reference: within 5 %.
 DEFAULT_TOLERANCE = 0.05
@@ -46,6 +48,8 @@ class BertShape:
 
     def config(self, **overrides: object) -> BertConfig:
         """The Hugging Face config of this shape (tied input/output embeddings as the lab)."""
+        from transformers import BertConfig
+
         fields = {
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,

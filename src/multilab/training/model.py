@@ -8,21 +8,20 @@ gradients, bit for bit), which bounds the peak memory of training (docs/PERFORMA
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import transformers
 from torch.utils.checkpoint import checkpoint
 from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM, BertForPreTraining
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from multilab.config import ModelConfig
 from multilab.errors import UserError
+from multilab.progress import quiet_transformers
 from multilab.training import language_layers
 
 MODEL_FILES = ("config.json", "model.safetensors")
@@ -36,23 +35,6 @@ CurveHook = Callable[[int, BertForMaskedLM], dict[str, float]]
 #: rarely that wide (the widest ~4% of BERT-small's: width > 48 at batch 256), so the extra
 #: forward costs ~3% of training time while the peak memory drops by ~0.9 GB.
 CHECKPOINT_POSITIONS = 256 * 48
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """No load report and no per-file bars while a checkpoint is loaded or written: the
-    "Loading weights" bars and the missing/unexpected lists (a classifier made of a masked-LM
-    checkpoint misses exactly its head) bury the run's own progress."""
-    log = transformers.utils.logging
-    previous, bars = log.get_verbosity(), log.is_progress_bar_enabled()
-    log.set_verbosity_error()
-    log.disable_progress_bar()
-    try:
-        yield
-    finally:
-        log.set_verbosity(previous)
-        if bars:
-            log.enable_progress_bar()
 
 
 def bert_config(model: ModelConfig, vocab_size: int, languages: int = 2) -> BertConfig:

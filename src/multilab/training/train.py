@@ -3,15 +3,17 @@
 Every random draw of step ``s`` (dropout, masking) is seeded from (seed, s), and the batch
 order of epoch ``e`` from (seed, e). A checkpoint therefore needs only weights, optimizer,
 scheduler and the step: a run resumed after a kill ends with the same weights as an
-uninterrupted one. Checkpoints are written to a temp folder and renamed (atomic on POSIX),
-so a kill during a write never leaves a half-written checkpoint that a resume would pick up.
+uninterrupted one (:mod:`multilab.training.checkpoints` writes them all or nothing).
 
 The global batch (``batch_size × grad_accum``, 256 in both paper models) is masked as a
 whole and then split across processes and accumulation steps, so the loss of a step does
 not depend on how many devices share it.
 
 :func:`train_model` is the whole loop on one screen, in the spirit of nanoGPT's
-``train.py``; each of its lines is one named function below.
+``train.py``; each of its lines is one named function, here (the plan, the optimizer, one
+step) or beside it: the examples (:mod:`~multilab.training.training_data`), checkpoint I/O
+(:mod:`~multilab.training.checkpoints`) and what the run tells MLflow
+(:mod:`~multilab.training.run_tracking`).
 """
 
 from __future__ import annotations
@@ -19,78 +21,58 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
-import shutil
-import socket
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from accelerate import Accelerator
-from filelock import FileLock, Timeout
 from tqdm.auto import tqdm
 from transformers import BertForMaskedLM, get_linear_schedule_with_warmup
 
 from multilab import devices, tracking
-from multilab.config import Config, RunConfig
+from multilab.config import RunConfig
 from multilab.data.batches import (
     BatchOrder,
     Examples,
     MaskedBatch,
-    code_switched_lines,
     gradient_pieces,
     mask_tokens,
     mix_seed,
-    permuted_corpus,
     seeded_generator,
-    tokenize_lines,
-    training_examples,
-    unigram_lines,
-    windows,
 )
-from multilab.data.corpus import training_lines
 from multilab.data.inputs import InputEncoder
-from multilab.data.layout import layout, tokenized_verses
-from multilab.data.vocab import load_tokenizer, vocabulary_words
 from multilab.errors import StoppedEarly, UserError
-from multilab.files import replace_dir, write_text
-from multilab.lab.metric_table import TRAIN_LOSS, curve_key
-from multilab.progress import progress_bar, show_postfix
-from multilab.spaces import fasttext_spaces, verse_spaces
-from multilab.training.model import (
-    CurveHook,
-    MaskedLMObjective,
-    build_model,
-    check_finite_weights,
+from multilab.progress import progress_bar
+from multilab.training.checkpoints import (
+    TrainingState,
+    load_checkpoint,
+    save_checkpoint,
+    save_final_model,
+    training_lock,
 )
+from multilab.training.model import CurveHook, MaskedLMObjective, build_model, check_finite_weights
 from multilab.training.model_dir import (
     TRAIN_LOG,
-    WEIGHTS,
-    WEIGHTS_HASH,
     check_weights,
     checkpoint_area,
-    checkpoint_dir,
     data_fingerprint,
-    file_sha256,
     latest_checkpoint,
-    partial_checkpoint_dir,
     read_done,
     remove_checkpoints,
-    staging_dir,
-    write_done,
 )
+from multilab.training.run_tracking import (
+    StepLog,
+    log_curve_point,
+    log_start,
+    logged_through,
+    run_tags,
+    tracked_run,
+)
+from multilab.training.training_data import TrainingData, load_knn_table, prepare_data
 
 log = logging.getLogger(__name__)
-
-#: The columns of ``train_log.csv``, one row per optimizer step (MLflow gets them as step
-#: metrics: ``train_loss``, ``lr``, ``tokens_per_s``).
-LOG_COLUMNS = ("step", "epoch", "loss", "lr", "tokens_per_s")
-STEP_METRICS = {TRAIN_LOSS: "loss", "lr": "lr", "tokens_per_s": "tokens_per_s"}
-STATE_HASH = "state.sha256"  # beside a checkpoint's state.pt
-TRAIN_LOCK = "train.lock"  # in the model's checkpoint folder
 
 
 def train_model(
@@ -134,13 +116,13 @@ def train_model(
                          optimizer, scheduler, accelerator)
         if tracked:
             tracking.end_orphaned_runs(experiment_id, fingerprint, keep=state.run_id)
-        tags = _run_tags(run, data_hash, fingerprint)
-        with _tracked_run(tracked, experiment_id, state.run_id, tags, run) as run_id:
+        tags = run_tags(run, data_hash, fingerprint)
+        with tracked_run(tracked, experiment_id, state.run_id, tags, run) as run_id:
             state.run_id = run_id
             if run_id and state.step == 0:
-                _log_start(run, data, plan, accelerator.num_processes)
-            logged = _logged_through(run, run_id) if run_id and state.step else 0
-            steps = _StepLog(run_id, _progress_bar(run, plan, state.step, progress and main),
+                log_start(run, data, plan.total_steps, accelerator.num_processes)
+            logged = logged_through(run, run_id) if run_id and state.step else 0
+            steps = StepLog(run_id, _progress_bar(run, plan, state.step, progress and main),
                              logged)
             for number in range(state.step, plan.total_steps):
                 state.record(check_finite_loss(one_step(number), model_dir))
@@ -150,126 +132,22 @@ def train_model(
                 if main and curve_hook and state.step in plan.curve_at:
                     steps.say(f"step {state.step}: evaluating the curve point on "
                               f"{run.study.evaluate.curve_sentences:,} dev sentences…")
-                    _log_curve_point(curve_hook, one_step.objective, model, state.step, run_id)
+                    log_curve_point(curve_hook, one_step.objective, model, state.step, run_id)
                     steps.say(None)
                 if save:
-                    _save_checkpoint(run, area, model, one_step.optimizer, scheduler, state)
+                    save_checkpoint(run, area, model, one_step.optimizer, scheduler, state)
                 accelerator.wait_for_everyone()
                 if stopping:
                     steps.close()
                     raise StoppedEarly(state.step)
             steps.close()
             if main:
-                _save_final(run, model, model_dir, area, state, plan, data,
-                            accelerator.num_processes)
+                save_final_model(run, model, model_dir, area, state,
+                                 _done_record(run, state, plan, data, accelerator.num_processes))
+                if state.run_id:
+                    tracking.log_artifact(model_dir / TRAIN_LOG)
             accelerator.wait_for_everyone()
     return model_dir
-
-
-# --------------------------------------------------------------------------- data
-
-
-@dataclass
-class TrainingData:
-    examples: Examples
-    truncated: int  # training sentences longer than max_length, cut
-
-
-def study_encoder(run: RunConfig) -> InputEncoder:
-    """The input encoder of ``run``'s languages and built vocabulary."""
-    lay = layout(run.study)
-    return InputEncoder(run.recipe, lay.sizes[0], run.study.train.max_length, lay.offsets,
-                        lay.total)
-
-
-def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
-    """The training examples of ``run`` (every language of each sentence, or shares).
-
-    Seed 002's corpus rewrites (``unigram-target``, ``permute-p``), ``nsp``'s sentence pairs
-    and seed 004's ``window-<w>`` happen here and only here: the pretraining corpus, never the
-    dev set or the downstream task.
-    """
-    encoder = study_encoder(run)
-    cfg, recipe = run.study, run.recipe
-
-    def unigram(language: int, lines: list[str]) -> list[str]:
-        return unigram_lines(lines, run.seed, language) if language else lines
-
-    rewrite = unigram if recipe.unigram_target else None
-    if recipe.code_switch:  # extra-anchors: needs every language's verses at once
-        switched = _code_switched(cfg, run.seed)
-
-        def rewrite(language: int, lines: list[str]) -> list[str]:
-            return switched[language][:len(lines)]
-    if cfg.verses:
-        whole = cfg.user_corpora  # a user corpus's line is a document: cut, not truncated
-        by_language, truncated = tokenized_verses(
-            cfg, layout(cfg), "train", cfg.train.max_train_sentences,
-            DOCUMENT_LENGTH if whole else cfg.train.max_length, rewrite)
-        if whole:
-            by_language = document_pieces(by_language, cfg.train.max_length)
-            recipe = replace(recipe, parallel=True)  # unrelated lines already: no-parallel is
-            # what they are (seed 000 §5's row 8 on Wikipedia), so every line is kept
-        by_language = permuted_corpus(by_language, recipe.permute, run.seed)
-        examples = training_examples([], recipe, encoder, by_language, run.seed)
-        return TrainingData(examples, truncated), encoder
-    tokenizer = load_tokenizer(cfg.paths.vocab)
-    lines = training_lines(cfg)
-    sentences, truncated = tokenize_lines(lines, tokenizer, encoder)
-    by_language = None
-    if rewrite is not None or recipe.permute:
-        by_language = [sentences] + [
-            tokenize_lines(rewrite(lang, lines), tokenizer, encoder)[0] if rewrite else sentences
-            for lang in range(1, encoder.languages)
-        ]
-        by_language = permuted_corpus(by_language, recipe.permute, run.seed)
-    examples = training_examples(sentences, recipe, encoder, by_language, run.seed)
-    return TrainingData(examples, truncated), encoder
-
-
-def _code_switched(cfg: Config, seed: int) -> list[list[str]]:
-    """extra-anchors' rewritten train verses of every language (batches.code_switched_lines)."""
-    from multilab.data.layout import read_verse_table
-
-    _, texts = read_verse_table(cfg.paths.corpora / "train.txt")
-    columns = layout(cfg).columns
-    limit = cfg.train.max_train_sentences
-    lines = [texts[column][:limit] if limit else texts[column] for column in columns]
-    return code_switched_lines(lines, seed)[0]
-
-
-#: A user corpus line's word-pieces are read whole (no line of a Wikipedia extract is longer)
-#: and then cut into inputs by :func:`document_pieces`.
-DOCUMENT_LENGTH = 1 << 30
-
-
-def document_pieces(by_language: list[list[torch.Tensor]], max_length: int
-                    ) -> list[list[torch.Tensor]]:
-    """Each language's lines (documents or paragraphs of a user corpus) cut into consecutive
-    inputs of at most ``max_length - 2`` word-pieces, every piece kept (BERT's own
-    pretraining data packs a document into full-length inputs; truncating a Wikipedia
-    paragraph at 126 pieces would drop most of the text). The languages' lists are padded
-    with empty rows to one length (rows are not parallel; empty rows are no example)."""
-    pieces = [windows(rows, max_length - 2) for rows in by_language]
-    longest = max(len(rows) for rows in pieces)
-    empty = torch.empty(0, dtype=torch.long)
-    return [rows + [empty] * (longest - len(rows)) for rows in pieces]
-
-
-def load_knn_table(run: RunConfig) -> torch.Tensor | None:
-    """The knn table, checked against the tokenizer: a space of another vocabulary is refused.
-
-    Neighbours are token ids; a table built with another vocabulary would silently replace
-    tokens by the wrong words.
-    """
-    if not run.recipe.needs_knn:
-        return None
-    cfg = run.study
-    if cfg.verses:
-        words = vocabulary_words(load_tokenizer(cfg.paths.vocab, layout(cfg).saved))
-        return verse_spaces.load_verse_knn_table(cfg.paths.spaces, words)
-    tokenizer = load_tokenizer(cfg.paths.vocab)
-    return fasttext_spaces.load_knn_table(cfg.paths.spaces, vocabulary_words(tokenizer))
 
 
 # --------------------------------------------------------------------------- the plan
@@ -444,25 +322,7 @@ def _labels_of(masked: MaskedBatch, rows: torch.Tensor) -> torch.Tensor:
     return masked.labels[keep]
 
 
-# --------------------------------------------------------------------------- state, resume
-
-
-@dataclass
-class TrainingState:
-    """What a checkpoint records besides the tensors: enough to resume exactly."""
-
-    fingerprint: str
-    step: int = 0  # optimizer steps done
-    run_id: str | None = None  # the MLflow run a resume continues
-    log_rows: list[dict[str, float]] = field(default_factory=list)
-
-    def record(self, row: dict[str, float]) -> None:
-        self.step = int(row["step"])
-        self.log_rows.append(row)
-
-    def as_checkpoint(self) -> dict[str, Any]:
-        return {"step": self.step, "fingerprint": self.fingerprint, "run_id": self.run_id,
-                "log_rows": self.log_rows}
+# --------------------------------------------------------------------------- skip, resume, finish
 
 
 def _already_trained(model_dir: Path, area: Path, fingerprint: str,
@@ -482,33 +342,6 @@ def _already_trained(model_dir: Path, area: Path, fingerprint: str,
         # killed between the final rename and the end of its run: the training did finish
         tracking.end_orphaned_runs(experiment_id, fingerprint, completed=done.get("run_id"))
     return True
-
-
-@contextlib.contextmanager
-def training_lock(home: Path, model_dir: Path) -> Iterator[None]:
-    """Hold ``home/train.lock`` while training ``model_dir``; refuse a second trainer at once.
-
-    Two processes training one model would overwrite each other's checkpoints and final
-    rename. The lock is a ``flock`` (``filelock``): the kernel drops it when its process
-    ends, however it ends, so a killed training never leaves the model locked.
-    """
-    home.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(home / TRAIN_LOCK, timeout=0)
-    owner = home / f"{TRAIN_LOCK}.owner"
-    try:
-        lock.acquire()
-    except Timeout:
-        holder = owner.read_text().strip() if owner.exists() else "another process"
-        raise UserError(
-            f"{model_dir} is already being trained ({holder} holds {lock.lock_file}); wait "
-            "for it to finish or stop it, then run the same command again to resume"
-        ) from None
-    try:
-        owner.write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
-        yield
-    finally:
-        owner.unlink(missing_ok=True)  # a stale name would blame the wrong process
-        lock.release()
 
 
 def check_finite_loss(row: dict[str, float], model_dir: Path) -> dict[str, float]:
@@ -532,7 +365,7 @@ def _resume(area: Path, model_dir: Path, fingerprint: str, model, optimizer, sch
     checkpoint = latest_checkpoint(area) or latest_checkpoint(model_dir)
     if checkpoint is None:
         return TrainingState(fingerprint)
-    saved = _load_checkpoint(checkpoint)
+    saved = load_checkpoint(checkpoint)
     if saved["state"]["fingerprint"] != fingerprint:
         log.warning("ignoring %s: it belongs to another configuration", checkpoint)
         return TrainingState(fingerprint)
@@ -546,118 +379,10 @@ def _resume(area: Path, model_dir: Path, fingerprint: str, model, optimizer, sch
     return state
 
 
-def _load_checkpoint(checkpoint: Path) -> dict:
-    """A checkpoint's state, or one clear error: an unreadable one is never skipped silently.
-
-    Writes are atomic (temp folder + rename), so a kill cannot leave a corrupted checkpoint;
-    one that is unreadable was damaged afterwards (disk, copy, hand). Only the latest
-    checkpoint is kept, so skipping it would silently restart from step 0. ``state.pt`` is
-    a zip of stored tensors without checksums: overwritten bytes load fine as garbage
-    numbers, so its SHA-256, written beside it, is checked first.
-    """
-    state = checkpoint / "state.pt"
-    checksum = checkpoint / STATE_HASH
-    if state.exists() and checksum.exists() and file_sha256(state) != checksum.read_text().strip():
-        raise UserError(f"checkpoint {checkpoint} is damaged (state.pt does not match "
-                        f"{STATE_HASH}); delete that folder to retrain this model from step 0")
-    try:
-        saved = torch.load(state, weights_only=False)
-    except Exception as err:  # truncated zip, bad pickle, missing file: many types
-        reason = (str(err).strip().split(". ")[0].splitlines() or [type(err).__name__])[0]
-        raise UserError(
-            f"checkpoint {checkpoint} is unreadable ({reason}); delete that folder to "
-            "retrain this model from step 0"
-        ) from err
-    return _complete_checkpoint(saved, checkpoint)
-
-
-#: what a resume reads from ``state.pt``, and from its ``state`` entry
-CHECKPOINT_KEYS = ("model", "optimizer", "scheduler", "state")
-STATE_KEYS = ("step", "fingerprint", "run_id", "log_rows")
-
-
-def _complete_checkpoint(saved: Any, checkpoint: Path) -> dict:
-    """A loaded ``state.pt`` with every entry a resume reads, or one clear error."""
-    state = saved.get("state") if isinstance(saved, dict) else None
-    missing = [key for key in CHECKPOINT_KEYS if not isinstance(saved, dict) or key not in saved]
-    missing += [f"state.{key}" for key in STATE_KEYS
-                if isinstance(state, dict) and key not in state]
-    if missing or not isinstance(state, dict):
-        raise UserError(
-            f"checkpoint {checkpoint} is incomplete (state.pt lacks "
-            f"{', '.join(missing) or 'a state mapping'}); delete that folder to retrain this "
-            "model from step 0"
-        )
-    return saved
-
-
-def _save_checkpoint(run: RunConfig, area: Path, model, optimizer, scheduler,
-                     state: TrainingState) -> None:
-    """Write to ``.tmp-checkpoint-N``, flush it to disk, rename: all or nothing is visible.
-
-    A checkpoint is a model directory of its own (``save_pretrained`` + tokenizer: any
-    intermediate model loads with ``AutoModelForMaskedLM.from_pretrained``) plus ``state.pt``
-    with the weights, optimizer, scheduler and :class:`TrainingState` for an exact resume,
-    and ``state.sha256`` to recognise a damaged ``state.pt``.
-    """
-    final = checkpoint_dir(area, state.step)
-    tmp = partial_checkpoint_dir(area, state.step)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(str(tmp))
-    load_tokenizer(run.study.paths.vocab, layout(run.study).saved).save_pretrained(str(tmp))
-    with (tmp / "state.pt").open("wb") as handle:
-        torch.save(
-            {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "state": state.as_checkpoint(),
-            },
-            handle,
-        )
-        handle.flush()
-        os.fsync(handle.fileno())  # the rename must not outrun the data (power loss)
-    write_text(tmp / STATE_HASH, file_sha256(tmp / "state.pt") + "\n")
-    replace_dir(tmp, final)
-    remove_checkpoints(area, keep=final)
-
-
-def _save_final(run: RunConfig, model: BertForMaskedLM, model_dir: Path, area: Path,
-                state: TrainingState, plan: Plan, data: TrainingData, world_size: int) -> None:
-    """The finished model, written whole beside ``model_dir`` and renamed over it.
-
-    The staging folder gets the weights, tokenizer, train log and last ``multilab.json``
-    (with the weights' SHA-256); one rename then replaces the previous model. A kill before
-    it leaves the previous model, labelled as before, and the checkpoints to resume from.
-    """
-    check_finite_weights(model.state_dict(), model_dir)
-    staging = staging_dir(model_dir)
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    model.save_pretrained(str(staging))
-    load_tokenizer(run.study.paths.vocab, layout(run.study).saved).save_pretrained(str(staging))
-    write_text(staging / TRAIN_LOG, _train_log_csv(state.log_rows))
-    write_done(staging, _done_record(run, state, plan, data, world_size)
-               | {WEIGHTS_HASH: file_sha256(staging / WEIGHTS)})
-    replace_dir(staging, model_dir)
-    # only now: a kill before this line resumes from the last checkpoint, not from step 0
-    remove_checkpoints(area)
-    with contextlib.suppress(OSError):  # the empty folder of this configuration
-        area.rmdir()
-    if state.run_id:
-        tracking.log_artifact(model_dir / TRAIN_LOG)
-
-
-def _train_log_csv(rows: list[dict[str, float]]) -> str:
-    lines = [",".join(LOG_COLUMNS)] + [
-        ",".join(f"{row[column]:.6g}" for column in LOG_COLUMNS) for row in rows
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def _done_record(run: RunConfig, state: TrainingState, plan: Plan, data: TrainingData,
                  world_size: int) -> dict[str, Any]:
+    """What ``multilab.json`` says of the finished model (the weights' hash is added when
+    they are written)."""
     return {
         "fingerprint": state.fingerprint,
         "modification": run.modification,
@@ -673,106 +398,6 @@ def _done_record(run: RunConfig, state: TrainingState, plan: Plan, data: Trainin
     }
 
 
-# --------------------------------------------------------------------------- tracking
-
-
-def _run_tags(run: RunConfig, data_hash: str, fingerprint: str) -> dict[str, Any]:
-    """Research tags (what the model is), MLflow's source tags, and process bookkeeping
-    under ``multilab.sys.`` (lets a later process tell a live run from an orphan)."""
-    return {
-        "paper_id": run.paper_id or "",
-        "modification": run.modification,
-        "seed": run.seed,
-        "profile": run.study.profile,
-        "data_hash": data_hash,
-        "fingerprint": fingerprint,
-        "study": run.study.experiment,
-        **tracking.source_tags(),
-        # bookkeeping: bit-identical runs need the same thread count; the owner process
-        tracking.SYS + "threads": torch.get_num_threads(),
-        **tracking.process_tags(),
-    }
-
-
-@contextlib.contextmanager
-def _tracked_run(tracked: bool, experiment_id: str | None, run_id: str | None,
-                 tags: dict[str, Any], run: RunConfig) -> Iterator[str | None]:
-    """The MLflow run's id on the main process (resumed when ``run_id`` is given); None on
-    other processes or without tracking."""
-    if not tracked:
-        yield None
-        return
-    if run_id is None:  # a new run: nested under its modification's parent run
-        parent = tracking.group_run(experiment_id, run.modification,
-                                    {"paper_id": run.paper_id or "", "profile": run.study.profile})
-        tags = {**tags, **tracking.parent_tags(parent)}
-    with tracking.run(experiment_id, run_id=run_id, tags=tags,
-                      name=f"{run.modification} s{run.seed}") as opened:
-        yield opened  # the resumed run, or a new one
-
-
-def _log_start(run: RunConfig, data: TrainingData, plan: Plan, world_size: int) -> None:
-    """Parameters, the run's sizes, and the corpora as MLflow datasets with their hashes."""
-    tracking.log_params(run.as_params())
-    tracking.log_metrics({"train_examples": len(data.examples),
-                          "truncated_sentences": data.truncated,
-                          "total_steps": plan.total_steps, "world_size": world_size})
-    corpora = run.study.paths.corpora
-    files = {"train": (corpora / "train.txt", "training"), "dev": (corpora / "dev.txt", "eval")}
-    files = {name: spec for name, spec in files.items() if spec[0].exists()}
-    tracking.log_datasets(files, {name: tracking.file_digest(path)
-                                  for name, (path, _) in files.items()})
-
-
-def _log_curve_point(curve_hook: CurveHook, objective, model: BertForMaskedLM, step: int,
-                     run_id: str | None) -> None:
-    """The curve metrics under their own names (``curve/mu``, …): they are measured on
-    ``curve_sentences`` dev sentences, the final evaluation on ``dev_sentences``."""
-    objective.eval()
-    metrics = curve_hook(step, model)
-    objective.train()
-    if run_id:
-        tracking.log_metrics({curve_key(key): value for key, value in metrics.items()},
-                             step=step)
-
-
 def _progress_bar(run: RunConfig, plan: Plan, start: int, show: bool) -> tqdm:
     return progress_bar(total=plan.total_steps, initial=start, disable=not show,
                         desc=f"{run.modification} s{run.seed}", unit="step")
-
-
-def _logged_through(run: RunConfig, run_id: str) -> int:
-    """The last step a resumed run already sent to MLflow: the steps between the checkpoint
-    and the kill are trained again, and sending them again would double their points."""
-    history = tracking.metric_history(run.study.paths, run_id, TRAIN_LOSS)
-    return max((step for step, _ in history), default=0)
-
-
-class _StepLog:
-    """Every step's row goes to MLflow, in batches (one request per ``log_every`` steps, at
-    checkpoints and at the end), and the progress bar shows their mean loss. Steps up to
-    ``logged_through`` (sent before a kill, trained again after the resume) are not re-sent."""
-
-    def __init__(self, run_id: str | None, bar: tqdm, logged_through: int = 0) -> None:
-        self.run_id, self.bar, self.logged_through = run_id, bar, logged_through
-        self.name = getattr(bar, "desc", "")  # a disabled bar has none
-        self.pending: list[dict[str, float]] = []
-
-    def add(self, row: dict[str, float], send: bool) -> None:
-        self.pending.append(row)
-        self.bar.update(1)
-        if not send:
-            return
-        mean_loss = sum(r["loss"] for r in self.pending) / len(self.pending)
-        show_postfix(self.bar, loss=f"{mean_loss:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
-        fresh = [r for r in self.pending if r["step"] > self.logged_through]
-        if self.run_id and fresh:
-            tracking.log_step_rows(self.run_id, fresh, STEP_METRICS)
-        self.pending = []
-
-    def say(self, message: str | None) -> None:
-        """Show what the run does while no step advances (None: back to the run's name)."""
-        self.bar.set_description_str(message or self.name, refresh=True)
-
-    def close(self) -> None:
-        self.bar.close()

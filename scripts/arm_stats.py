@@ -2,12 +2,12 @@
 arm, and Welch's t-test of each arm against its baseline, read from the evaluation JSONs copied
 out of the runs.
 
-    python benchmarks/arm_stats.py [FOLDER] [BASE:ARM ...]
+    python scripts/arm_stats.py [FOLDER] [BASE:ARM ...]
 
 FOLDER holds ``<experiment>-<arm>-s<seed>.json`` (an evaluation JSON of multilab); the arm is
 named by the file, not by the record's modification, because E3's arms are all ``original`` on
 different corpora. Without pairs: E4's (``original:attend-padding``,
-``lang-pos:lang-pos+attend-padding``) on ``results/gpu-h200-2026-11-27``.
+``lang-pos:lang-pos+attend-padding``) on ``benchmarks/results/gpu-h200-2026-11-27``.
 
 Welch's test (unequal variances) because the arms' spreads differ several-fold; with three
 seeds a side it only separates large effects, which is why the docs read the p-values beside
@@ -27,6 +27,8 @@ from scipy.stats import ttest_ind
 METRICS = ("mu", "align_f1.l0", "align_f1.l8", "retrieval_p1.l0", "retrieval_p1.l8",
            "translation_p1.l0", "translation_p1.l8", "ppl_train", "ppl_dev")
 E4_PAIRS = (("original", "attend-padding"), ("lang-pos", "lang-pos+attend-padding"))
+#: where the E4 run's evaluation JSONs were kept (beside the benchmarks' results)
+E4_RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "gpu-h200-2026-11-27"
 FILE_NAME = re.compile(r"^[^-]+-(?P<arm>.+)-s(?P<seed>\d+)\.json$")
 
 
@@ -68,6 +70,6 @@ def main(folder: Path, pairs: list[tuple[str, str]]) -> None:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    folder = Path(args[0]) if args else Path(__file__).parent / "results" / "gpu-h200-2026-11-27"
+    folder = Path(args[0]) if args else E4_RESULTS
     given = [tuple(pair.split(":", 1)) for pair in args[1:]]
     main(folder, given or list(E4_PAIRS))

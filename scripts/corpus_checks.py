@@ -1,7 +1,10 @@
 """Corpus, wordpiece and random-batch statistics of the built training corpus (no training).
 
+What it is for: how far the lab's corpus and batches are from the paper's, §4.1 of
+docs/notes/paper-setup-diff.md.
+
 Usage (repo root, shared venv, PYTHONPATH=src):
-    python docs/notes/paperdiff/corpus_checks.py [CORPORA_DIR] [VOCAB_OUT_DIR]
+    python scripts/corpus_checks.py [CORPORA_DIR] [VOCAB_OUT_DIR]
 Defaults: artifacts/corpora and /tmp/paperdiff-vocab (the 2048 WordPiece is rebuilt there; it is
 deterministic, so it equals `dvc repro vocab`'s).
 """

@@ -1,0 +1,73 @@
+"""The only package that talks to MLflow; every other room reads it as ``tracking.<name>``.
+
+By concern: ``store`` (where the store is, whether it answers), ``runs`` (a run's life and
+its parent), ``orphans`` (runs whose process died), ``log`` (what a run records) and
+``queries`` (what the store holds).
+"""
+
+from multilab.tracking.log import (
+    file_digest,
+    log_artifact,
+    log_artifact_to_run,
+    log_datasets,
+    log_final_metrics,
+    log_metrics,
+    log_model,
+    log_params,
+    log_step_rows,
+    log_to_run,
+    set_tags,
+)
+from multilab.tracking.orphans import (
+    HOST_TAG,
+    ORPHAN_TAG,
+    PID_TAG,
+    PROCESS_START_TAG,
+    end_orphaned_runs,
+    process_tags,
+)
+from multilab.tracking.queries import logged_model, metric_history, runs_of, search_runs
+from multilab.tracking.runs import (
+    FAILED,
+    FINISHED,
+    GIT_COMMIT_TAG,
+    GROUP,
+    KILLED,
+    PARENT_TAG,
+    RESTORED_TAG,
+    ROLE_TAG,
+    RUNNING,
+    SYS,
+    git_commit,
+    group_run,
+    parent_tags,
+    restore_run,
+    run,
+    run_exists,
+    source_tags,
+)
+from multilab.tracking.store import (
+    EXPERIMENT_KIND_TAG,
+    HTTP_SETTINGS,
+    MODEL_TRAINING,
+    URI_VARIABLE,
+    check_server,
+    connect,
+    project_root,
+    similarity_experiment,
+    spaces_experiment,
+    tracking_uri,
+    word_order_experiment,
+)
+
+__all__ = [  # the public names every room reads as tracking.<name>
+    "EXPERIMENT_KIND_TAG", "FAILED", "FINISHED", "GIT_COMMIT_TAG", "GROUP", "HOST_TAG",
+    "HTTP_SETTINGS", "KILLED", "MODEL_TRAINING", "ORPHAN_TAG", "PARENT_TAG", "PID_TAG",
+    "PROCESS_START_TAG", "RESTORED_TAG", "ROLE_TAG", "RUNNING", "SYS", "URI_VARIABLE",
+    "check_server", "connect", "end_orphaned_runs", "file_digest", "git_commit", "group_run",
+    "log_artifact", "log_artifact_to_run", "log_datasets", "log_final_metrics", "log_metrics",
+    "log_model", "log_params", "log_step_rows", "log_to_run", "logged_model", "metric_history",
+    "parent_tags", "process_tags", "project_root", "restore_run", "run", "run_exists", "runs_of",
+    "search_runs", "set_tags", "similarity_experiment", "source_tags", "spaces_experiment",
+    "tracking_uri", "word_order_experiment",
+]

@@ -1,0 +1,53 @@
+"""What the store holds: an experiment's model runs as a table, a run's metric history and
+its logged model (what the report and the figures read)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import mlflow
+import pandas as pd
+from mlflow.tracking import MlflowClient
+
+from multilab.config import Paths
+from multilab.lab.modifications import same_modification
+from multilab.tracking.runs import GROUP, ROLE_TAG
+from multilab.tracking.store import connect, point_at, server_call, tracking_uri
+
+
+@server_call
+def search_runs(paths: Paths, experiment: str, *, groups: bool = False) -> pd.DataFrame:
+    """The model runs of an experiment as a DataFrame (params., metrics., tags. columns);
+    with ``groups``, their parent runs (:func:`~multilab.tracking.runs.group_run`) too."""
+    experiment_id = connect(paths, experiment)
+    runs = mlflow.search_runs(experiment_ids=[experiment_id], max_results=50000)
+    column = f"tags.{ROLE_TAG}"
+    if groups or runs.empty or column not in runs:
+        return runs
+    return runs[runs[column] != GROUP].reset_index(drop=True)
+
+
+def runs_of(runs: pd.DataFrame, modification: str, seeds: Iterable[int]) -> pd.DataFrame:
+    """The rows of ``runs`` (:func:`search_runs`) of ``modification`` (its parts in any order)
+    and of one of ``seeds``."""
+    if runs.empty:
+        return runs
+    mine = runs[runs["tags.modification"].map(lambda m: same_modification(m, modification))]
+    mine = mine[mine["tags.seed"].notna()]  # a parent run has no seed
+    return mine[mine["tags.seed"].astype(int).isin(list(seeds))]
+
+
+@server_call
+def metric_history(paths: Paths, run_id: str, key: str) -> list[tuple[int, float]]:
+    point_at(tracking_uri(paths))
+    history = MlflowClient().get_metric_history(run_id, key)
+    return sorted((m.step, m.value) for m in history)
+
+
+@server_call
+def logged_model(paths: Paths, run_id: str) -> str | None:
+    """The id of the model logged to a run (:func:`~multilab.tracking.log.log_model`), or None."""
+    point_at(tracking_uri(paths))
+    outputs = MlflowClient().get_run(run_id).outputs
+    models = outputs.model_outputs if outputs else []
+    return models[0].model_id if models else None

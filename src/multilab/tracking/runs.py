@@ -1,0 +1,204 @@
+"""A run's life: started or resumed, ended FINISHED, FAILED or KILLED, never left RUNNING;
+nested under one parent run per modification; re-created when its store was lost.
+
+A run that raises ends FAILED; Ctrl-C / SIGTERM (and a deliberate early stop) end it KILLED.
+SIGKILL cannot be caught: :mod:`multilab.tracking.orphans` ends such a run later. Runs carry
+MLflow's standard source tags, and process bookkeeping lives under ``multilab.sys.``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from mlflow.tracking import MlflowClient
+
+from multilab.config import Paths
+from multilab.errors import StoppedEarly, Terminated
+from multilab.lab.modifications import same_modification
+from multilab.tracking.log import log_step_rows
+from multilab.tracking.store import lost_server, point_at, server_call, tracking_uri
+
+#: the package's logger: its warnings read ``multilab.tracking: …`` as before the split
+log = logging.getLogger("multilab.tracking")
+
+FINISHED, FAILED, KILLED, RUNNING = "FINISHED", "FAILED", "KILLED", "RUNNING"
+#: MLflow's standard run tags (shown in the UI's run header and "Source" column).
+GIT_COMMIT_TAG, PARENT_TAG = "mlflow.source.git.commit", "mlflow.parentRunId"
+#: Bookkeeping, not research: every tag multilab sets for itself starts with this.
+SYS = "multilab.sys."
+#: ``multilab.sys.role`` of a parent run (one per modification; its seed runs are nested).
+ROLE_TAG, GROUP = SYS + "role", "group"
+#: a run re-created from a model's multilab.json names the lost run it replaces
+RESTORED_TAG = SYS + "restored_from"
+
+
+def source_tags() -> dict[str, str]:
+    """MLflow's standard source tags: the git commit (MLflow finds none itself, because the
+    ``multilab`` entry point lives in the virtualenv, outside the repository)."""
+    return {GIT_COMMIT_TAG: git_commit()}
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+@contextlib.contextmanager
+def run(
+    experiment_id: str,
+    *,
+    run_id: str | None = None,
+    name: str | None = None,
+    tags: dict[str, Any] | None = None,
+) -> Iterator[str]:
+    """Start (or resume) a run; end it FINISHED, FAILED or KILLED, never RUNNING."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise Terminated(f"signal {signum}")
+
+    tags = {k: str(v) for k, v in (tags or {}).items()}
+    if run_id and not _run_exists(run_id):  # the store was lost or replaced (mlruns/ deleted)
+        log.warning("run %s is not in the tracking store %s: continuing in a new run",
+                    run_id, mlflow.get_tracking_uri())
+        run_id, tags = None, tags | {RESTORED_TAG: run_id}
+    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+        signal.signal(signal.SIGTERM, on_term)
+    status = FAILED
+    try:
+        active = server_call(mlflow.start_run)(
+            run_id=run_id, experiment_id=None if run_id else experiment_id, run_name=name,
+            tags=tags,
+        )
+    except BaseException:
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, previous)
+        raise
+    try:
+        yield active.info.run_id
+        status = FINISHED
+    except (KeyboardInterrupt, Terminated, StoppedEarly):
+        status = KILLED
+        raise
+    except mlflow.exceptions.MlflowException as err:
+        lost = lost_server(err)
+        if lost is None:
+            raise
+        raise lost from err
+    finally:
+        _end_run(active.info.run_id, status)
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run_exists(run_id: str) -> bool:
+    try:
+        server_call(MlflowClient().get_run)(run_id)
+    except mlflow.exceptions.MlflowException as err:
+        if err.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return False
+        raise
+    return True
+
+
+def _end_run(run_id: str, status: str) -> None:
+    """End the active run; if the store cannot be written (server gone, disk full), say so
+    once and let the first error be the one reported: the run stays RUNNING there until the
+    next ``train`` of it (or ``report``) ends it as an orphan, or its resume reopens it."""
+    try:
+        mlflow.end_run(status=status)
+    except Exception as err:  # any store failure; the error of the body wins
+        log.warning("could not mark run %s %s (%s); the next train or report of it will",
+                    run_id, status, " ".join(str(err).split())[:200])
+
+
+@server_call
+def run_exists(paths: Paths, run_id: str) -> bool:
+    """Whether the store holds ``run_id`` (False after mlruns/ was deleted or replaced)."""
+    point_at(tracking_uri(paths))
+    return _run_exists(run_id)
+
+
+@server_call
+def restore_run(
+    experiment_id: str, lost_run_id: str, *, name: str, tags: dict[str, Any],
+    params: dict[str, Any], metrics: dict[str, float], step_rows: list[dict[str, float]],
+    step_keys: dict[str, str], artifact: Path | None = None,
+) -> str:
+    """A FINISHED run standing in for ``lost_run_id`` (its store was lost): the same tags,
+    params and training curve, tagged :data:`RESTORED_TAG`. Created once: a later call finds
+    it by that tag. Returns its id."""
+    client = MlflowClient()
+    found = client.search_runs(
+        [experiment_id], filter_string=f"tags.`{RESTORED_TAG}` = '{lost_run_id}'", max_results=1
+    )
+    if found:
+        return found[0].info.run_id
+    created = client.create_run(
+        experiment_id, run_name=name,
+        tags={k: str(v) for k, v in tags.items()} | {RESTORED_TAG: lost_run_id},
+    )
+    run_id = created.info.run_id
+    try:
+        for key, value in params.items():
+            client.log_param(run_id, key, str(value)[:6000])
+        for key, value in metrics.items():
+            client.log_metric(run_id, key, float(value))
+        if step_rows:
+            log_step_rows(run_id, step_rows, step_keys)
+        if artifact is not None and artifact.exists():
+            client.log_artifact(run_id, str(artifact))
+    except BaseException:
+        client.set_terminated(run_id, status=FAILED)  # never a half-restored FINISHED run
+        raise
+    client.set_terminated(run_id, status=FINISHED)
+    return run_id
+
+
+@server_call
+def group_run(experiment_id: str, modification: str, tags: dict[str, Any]) -> str:
+    """The parent run of ``modification`` in the experiment: found, or created FINISHED.
+
+    One parent per modification (a Table 1 row, or a variant of ``dvc exp run``) holds its
+    seed runs, so the UI shows a row per modification that unfolds into its seeds. Two
+    processes may create one at once (seeds trained in parallel): both then keep the oldest
+    and the other one is deleted, so every seed lands under the same parent.
+    """
+    client = MlflowClient()
+
+    def existing() -> list:
+        found = client.search_runs(
+            [experiment_id], filter_string=f"tags.`{ROLE_TAG}` = '{GROUP}'", max_results=5000)
+        mine = [r for r in found
+                if same_modification(r.data.tags.get("modification", ""), modification)]
+        return sorted(mine, key=lambda r: (r.info.start_time, r.info.run_id))
+
+    found = existing()
+    if found:
+        return found[0].info.run_id
+    created = client.create_run(
+        experiment_id, run_name=modification,
+        tags={**{k: str(v) for k, v in tags.items()}, "modification": modification,
+              ROLE_TAG: GROUP, **source_tags()},
+    ).info.run_id
+    client.set_terminated(created, status=FINISHED)
+    winner = existing()[0].info.run_id
+    if winner != created:
+        client.delete_run(created)
+    return winner
+
+
+def parent_tags(parent_run_id: str) -> dict[str, str]:
+    """Tags that nest a run under ``parent_run_id`` in the UI."""
+    return {PARENT_TAG: parent_run_id}

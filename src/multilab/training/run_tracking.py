@@ -1,0 +1,123 @@
+"""What a training run tells MLflow: its tags, parameters and datasets when it starts, every
+step's row in batches, the curve points; and the run itself, nested under its modification's
+parent run, resumed with the training.
+
+Research tags say what the model is; bookkeeping under ``multilab.sys.`` (threads, owner
+process) lets a later process tell a live run from an orphan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+from transformers import BertForMaskedLM
+
+from multilab import tracking
+from multilab.config import RunConfig
+from multilab.lab.metric_table import TRAIN_LOSS, curve_key
+from multilab.progress import show_postfix
+from multilab.training.model import CurveHook
+from multilab.training.training_data import TrainingData
+
+STEP_METRICS = {TRAIN_LOSS: "loss", "lr": "lr", "tokens_per_s": "tokens_per_s"}
+
+
+def run_tags(run: RunConfig, data_hash: str, fingerprint: str) -> dict[str, Any]:
+    """Research tags (what the model is), MLflow's source tags, and process bookkeeping
+    under ``multilab.sys.`` (lets a later process tell a live run from an orphan)."""
+    return {
+        "paper_id": run.paper_id or "",
+        "modification": run.modification,
+        "seed": run.seed,
+        "profile": run.study.profile,
+        "data_hash": data_hash,
+        "fingerprint": fingerprint,
+        "study": run.study.experiment,
+        **tracking.source_tags(),
+        # bookkeeping: bit-identical runs need the same thread count; the owner process
+        tracking.SYS + "threads": torch.get_num_threads(),
+        **tracking.process_tags(),
+    }
+
+
+@contextlib.contextmanager
+def tracked_run(tracked: bool, experiment_id: str | None, run_id: str | None,
+                tags: dict[str, Any], run: RunConfig) -> Iterator[str | None]:
+    """The MLflow run's id on the main process (resumed when ``run_id`` is given); None on
+    other processes or without tracking."""
+    if not tracked:
+        yield None
+        return
+    if run_id is None:  # a new run: nested under its modification's parent run
+        parent = tracking.group_run(experiment_id, run.modification,
+                                    {"paper_id": run.paper_id or "", "profile": run.study.profile})
+        tags = {**tags, **tracking.parent_tags(parent)}
+    with tracking.run(experiment_id, run_id=run_id, tags=tags,
+                      name=f"{run.modification} s{run.seed}") as opened:
+        yield opened  # the resumed run, or a new one
+
+
+def log_start(run: RunConfig, data: TrainingData, total_steps: int, world_size: int) -> None:
+    """Parameters, the run's sizes, and the corpora as MLflow datasets with their hashes."""
+    tracking.log_params(run.as_params())
+    tracking.log_metrics({"train_examples": len(data.examples),
+                          "truncated_sentences": data.truncated,
+                          "total_steps": total_steps, "world_size": world_size})
+    corpora = run.study.paths.corpora
+    files = {"train": (corpora / "train.txt", "training"), "dev": (corpora / "dev.txt", "eval")}
+    files = {name: spec for name, spec in files.items() if spec[0].exists()}
+    tracking.log_datasets(files, {name: tracking.file_digest(path)
+                                  for name, (path, _) in files.items()})
+
+
+def log_curve_point(curve_hook: CurveHook, objective, model: BertForMaskedLM, step: int,
+                    run_id: str | None) -> None:
+    """The curve metrics under their own names (``curve/mu``, …): they are measured on
+    ``curve_sentences`` dev sentences, the final evaluation on ``dev_sentences``."""
+    objective.eval()
+    metrics = curve_hook(step, model)
+    objective.train()
+    if run_id:
+        tracking.log_metrics({curve_key(key): value for key, value in metrics.items()},
+                             step=step)
+
+
+def logged_through(run: RunConfig, run_id: str) -> int:
+    """The last step a resumed run already sent to MLflow: the steps between the checkpoint
+    and the kill are trained again, and sending them again would double their points."""
+    history = tracking.metric_history(run.study.paths, run_id, TRAIN_LOSS)
+    return max((step for step, _ in history), default=0)
+
+
+class StepLog:
+    """Every step's row goes to MLflow, in batches (one request per ``log_every`` steps, at
+    checkpoints and at the end), and the progress bar shows their mean loss. Steps up to
+    ``logged_through`` (sent before a kill, trained again after the resume) are not re-sent."""
+
+    def __init__(self, run_id: str | None, bar: tqdm, logged_through: int = 0) -> None:
+        self.run_id, self.bar, self.logged_through = run_id, bar, logged_through
+        self.name = getattr(bar, "desc", "")  # a disabled bar has none
+        self.pending: list[dict[str, float]] = []
+
+    def add(self, row: dict[str, float], send: bool) -> None:
+        self.pending.append(row)
+        self.bar.update(1)
+        if not send:
+            return
+        mean_loss = sum(r["loss"] for r in self.pending) / len(self.pending)
+        show_postfix(self.bar, loss=f"{mean_loss:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
+        fresh = [r for r in self.pending if r["step"] > self.logged_through]
+        if self.run_id and fresh:
+            tracking.log_step_rows(self.run_id, fresh, STEP_METRICS)
+        self.pending = []
+
+    def say(self, message: str | None) -> None:
+        """Show what the run does while no step advances (None: back to the run's name)."""
+        self.bar.set_description_str(message or self.name, refresh=True)
+
+    def close(self) -> None:
+        self.bar.close()
