@@ -27,11 +27,12 @@ def test_write_then_read_a_record(tmp_path: Path) -> None:
     result = {"metrics": {"mu": 0.25, "retrieval_p1.l8": 0.5}, "layers": [0.1, 0.2],
               "ok": True, "name": "x"}
     path = write_record(tmp_path, "multilab-quick", "evaluate", result, model=MODEL,
-                        config={"profile": "quick"})
+                        config={"profile": "quick", "downstream.task_path": tmp_path})
     assert path == tmp_path / "multilab-quick" / "lang-pos+no-random" / \
         "seed43-0123456789abcdef" / "evaluate.json"
     record = parse_record(path)
     assert record.kind == "evaluate" and record.model == MODEL
+    assert record.data["config"]["downstream.task_path"] == str(tmp_path)
     assert record.metrics == {"metrics.mu": 0.25, "metrics.retrieval_p1.l8": 0.5,
                               "layers.0": 0.1, "layers.1": 0.2}
     provenance = record.data["provenance"]

@@ -160,10 +160,15 @@ def write_record(root: Path, experiment: str, kind: str, result: Mapping[str, An
     if kind not in KINDS:
         raise ValueError(f"record kind {kind!r}: one of {', '.join(KINDS)}")
     data = {"schema": SCHEMA, "kind": kind, "qualifier": qualifier,
-            "model": dict(model) if model is not None else None, "config": dict(config),
-            "provenance": dict(origin) if origin is not None else provenance(),
-            "result": json.loads(json.dumps(result, default=str))}
+            "model": _plain(model) if model is not None else None, "config": _plain(config),
+            "provenance": _plain(origin) if origin is not None else provenance(),
+            "result": _plain(result)}
     return write_json(record_path(root, experiment, kind, model, qualifier), data)
+
+
+def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON-ready: paths, tuples and other values as JSON writes them (paths as text)."""
+    return json.loads(json.dumps(dict(value), default=str))
 
 
 def parse_record(path: Path) -> Record:
