@@ -56,7 +56,8 @@ def test_probe_tells_a_twin_edition_from_another_language(tiny_model: Path, vers
 
 def test_probe_command_writes_json(tiny_model: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "probe.json"
-    args = ["--params", str(PARAMS), "probe", str(tiny_model), "--languages", "k,s",
+    args = ["--params", str(PARAMS), "--set", f"paths.results={tmp_path / 'results'}",
+            "probe", str(tiny_model), "--languages", "k,s",
             "--layer", "1", "--verses", "40", "--out", str(out)]
     assert main(args) == 0
     data = json.loads(out.read_text())
