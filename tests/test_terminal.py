@@ -47,7 +47,8 @@ def test_library_bars_are_silent(printed: dict) -> None:
 def test_evaluate_prints_a_short_table_and_writes_the_json(printed: dict) -> None:
     out, _ = printed["evaluate"]
     lines = out.strip().splitlines()
-    assert len(lines) == 3 and "{" not in out
+    assert len(lines) == 4 and "{" not in out
+    assert lines[3].startswith("record: ") and lines[3].endswith("/evaluate.json")
     assert lines[0].split()[:3] == ["model", "μ", "L8"] and lines[1].startswith("original s0")
     path = Path(lines[2].removeprefix("all metrics: "))
     record = json.loads(path.read_text())

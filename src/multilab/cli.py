@@ -408,13 +408,13 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         cfg = replace(cfg, evaluate=replace(cfg.evaluate, layers=parse_layers(args.layers)))
     out = args.out and Path(args.out)
     record = evaluate_and_record(cfg, Path(args.model_dir), out)
-    _record(cfg, "evaluate", record, Path(args.model_dir),
-            qualifier=f"layers-{args.layers}" if args.layers else "")
     from multilab.lab.metric_table import short_table
 
     name = f"{record['modification']} s{record['seed']}"
     print(short_table({name: record["metrics"]}))
     print(f"all metrics: {out or cfg.paths.eval_file(record['modification'], record['seed'])}")
+    _record(cfg, "evaluate", record, Path(args.model_dir),
+            qualifier=f"layers-{args.layers}" if args.layers else "")
 
 
 def cmd_downstream(args: argparse.Namespace) -> None:
