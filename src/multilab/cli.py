@@ -291,10 +291,12 @@ def cmd_similarity(args: argparse.Namespace) -> None:
             tracking.log_artifact(pairs_figure(records, measure,
                                                shared / f"figure2-{measure}.png"), "figures")
     write_json(folder / "similarity.json", record)
-    _record(cfg, "similarity", record, qualifier=f"{editions[0]}-{editions[1]}-"
-            f"{_fingerprint_of(Path(args.model_a))}-{_fingerprint_of(Path(args.model_b))}",
-            extra={"model_a": _identity_of(Path(args.model_a)),
-                   "model_b": _identity_of(Path(args.model_b))})
+    identities = {"model_a": _identity_of(Path(args.model_a)),
+                  "model_b": _identity_of(Path(args.model_b))}
+    fingerprints = "-".join(str((identity or {}).get("fingerprint") or "x")[:8]
+                            for identity in identities.values())
+    _record(cfg, "similarity", record, qualifier=f"{editions[0]}-{editions[1]}-{fingerprints}",
+            extra=identities)
     for measure in MEASURES:
         values = " ".join(f"{v:.2f}" for v in record["trained"][measure])
         floor = " ".join(f"{v:.2f}" for v in record["untrained"][measure])
@@ -558,7 +560,7 @@ def _record(cfg: Config, kind: str, result: dict, model_dir: Path | None = None,
     from multilab.studies.records import model_identity, record_path, write_record
     from multilab.training.model_dir import read_done
 
-    config: dict = {"profile": cfg.profile, "languages": list(cfg.languages),
+    config: dict = {"profile": cfg.profile, "languages": ",".join(cfg.languages),
                     "vocab.mode": cfg.vocab.mode, "vocab.unit": cfg.vocab.unit}
     model = None
     if model_dir is not None and (done := read_done(model_dir)) is not None:
@@ -580,11 +582,6 @@ def _identity_of(model_dir: Path) -> dict | None:
 
     done = read_done(model_dir)
     return model_identity(done) if done is not None else None
-
-
-def _fingerprint_of(model_dir: Path) -> str:
-    identity = _identity_of(model_dir)
-    return str(identity["fingerprint"])[:8] if identity and identity["fingerprint"] else "x"
 
 
 def _train_result(model_dir: Path) -> dict:

@@ -257,7 +257,7 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
             if study.row(str(label)) is None:
                 raise _fail(source, f"claim {entry.id}: row {label!r} is not a row of the "
                             f"study; rows: {labels}")
-    metric_names = _claim_metrics(claim, study)
+    metric_names = claim_metrics(claim, study)
     for metric in metric_names:
         if metric not in study.metrics:
             raise _fail(source, f"claim {entry.id}: metric {metric!r} is not among the "
@@ -278,7 +278,7 @@ def resolve_metric(metric: str, study: Study) -> str:
     return found[0] if len(found) == 1 else metric
 
 
-def _claim_metrics(claim: Claim, study: Study) -> list[str]:
+def claim_metrics(claim: Claim, study: Study) -> list[str]:
     """The study metrics a claim reads (a layer curve reads its first and last layer)."""
     compare = claim.compare
     if claim.kind in ("rows", "paper"):

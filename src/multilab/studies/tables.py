@@ -24,7 +24,7 @@ from multilab.lab import modifications as mods
 from multilab.lab.metric_table import METRICS
 from multilab.studies.claims import PAPERS, Claim
 from multilab.studies.records import Record
-from multilab.studies.spec import Row, Study, _claim_metrics, resolve_metric
+from multilab.studies.spec import Row, Study, claim_metrics, resolve_metric
 from multilab.studies.verdict import (
     Arm,
     Outcome,
@@ -215,7 +215,7 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
             return replace(outcome, reason=study.paper_comparable)
         return outcome
     if claim.kind == "curve" and compare["over"] == "layers":
-        first, *_, last = _claim_metrics(claim, study)
+        first, *_, last = claim_metrics(claim, study)
         row = label(compare["rows"][0])
         shape = str(compare["shape"])
         direction = "greater" if shape.startswith("increasing") else "less"
