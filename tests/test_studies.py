@@ -132,6 +132,23 @@ def test_study_cli_lists_and_reports_a_toy_study(tmp_path: Path, capsys) -> None
     assert "study 'no-such-study'; name one of toy-study or --all" in capsys.readouterr().err
 
 
+def test_study_run_plan_takes_seeds_and_rows_from_the_command_line(tmp_path: Path,
+                                                                   capsys) -> None:
+    """``--seeds 44`` is text on the command line: the plan reads it as the integer seed, and
+    a seed that is not a number is named in one line."""
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    where = ["--set", f"paths.results={tmp_path / 'results'}"]
+    common = ["study", "run", "toy-study", "--studies", str(folder), "--plan"]
+    assert main([*where, *common, "--seeds", "1", "--rows", "lang-pos"]) == 0
+    planned = capsys.readouterr().out
+    assert "1 run(s) missing" in planned and "lang-pos seed 1" in planned
+    assert main([*where, *common, "--seeds", "forty"]) == 2
+    assert "--seeds 'forty': must be an integer" in capsys.readouterr().err
+
+
 def test_a_damaged_record_stops_the_report_before_writing(tmp_path: Path, capsys) -> None:
     folder = tmp_path / "studies"
     folder.mkdir()

@@ -528,13 +528,21 @@ def cmd_study(args: argparse.Namespace) -> None:
         print(f"wrote {path}")
 
 
+def _as_int(text: str) -> int | str:
+    """A command-line number as an int, or the text unchanged for the checker to name."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
 def _run_studies(args: argparse.Namespace, studies: list, records: list) -> None:
     """``study run``: each study's missing (row, seed) pairs, through this command line."""
     from multilab.resolve import check_seed
     from multilab.studies.runner import missing_runs, run_study
 
-    seeds = [check_seed(s.strip(), "--seeds") for s in args.seeds.split(",") if s.strip()] \
-        if args.seeds else None
+    seeds = [check_seed(_as_int(s.strip()), "--seeds") for s in args.seeds.split(",")
+             if s.strip()] if args.seeds else None
     rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
     base = ["--params", args.params, *(f"--set={value}" for value in args.set or [])]
     for study in studies:
