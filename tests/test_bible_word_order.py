@@ -98,7 +98,7 @@ def test_english_against_a_renamed_copy_is_one(english) -> None:
 def test_english_against_its_reversal_is_near_zero(english) -> None:
     """Inverted Fake-English: near the scale's minimum. Not 0: a word repeated in a verse
     ("the", "and", "of") has equal weights to both of its copies, so the two orders tie and
-    the tie-break takes the straight one (.13 on these verses; docs/REPRODUCTION.md)."""
+    the tie-break takes the straight one (.13 on these verses; docs/notes/reproduction-log.md)."""
     inverted = _rewritten(english, lambda words: [f"{w}qz" for w in reversed(words)])
     scored = scored_verse_ids({"3": english}, BOOKS, 150, seed=0)
     result = _tau(english, inverted, scored)

@@ -16,7 +16,7 @@ def test_profiles_override_the_paper_values() -> None:
     paper = load_config(PARAMS, {"profile": "paper"})
     quick = load_config(PARAMS, {"profile": "quick"})
     smoke = load_config(PARAMS, {"profile": "smoke"})
-    # the paper's 13,500 updates on our 92 batches an epoch (docs/REPRODUCTION.md, run F)
+    # the paper's 13,500 updates on our 92 batches an epoch (docs/notes/reproduction-log.md, run F)
     assert paper.train.epochs == 147 and paper.models["small"].lr == 2e-3
     assert paper.models["base"].batch_size * paper.models["base"].grad_accum == 256
     assert quick.train.epochs < paper.train.epochs

@@ -412,7 +412,7 @@ def test_other_domain_trains_on_held_out_free_old_testament_verses(tmp_path: Pat
 def test_seed_002_table_1_needs_a_joint_vocabulary(tmp_path: Path, capsys) -> None:
     """Seed 002 Table 1 compares en-X with enfake-X: on one joint WordPiece, English shares
     pieces with German and enfake shares none. (On separate vocabularies neither pair shares
-    anything and the two models come out bit-identical: docs/REPRODUCTION.md.)"""
+    anything and the two models come out bit-identical: docs/notes/reproduction-log.md.)"""
     shared = {}
     for languages in ("[s,3]", "[s,enfake:3]"):
         settings = _settings(tmp_path / languages.strip("[]").replace(",", "-"), languages,

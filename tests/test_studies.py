@@ -32,8 +32,12 @@ def test_the_committed_studies_validate() -> None:
 
 
 def test_generated_tables_match_the_committed_records(tmp_path: Path, capsys) -> None:
-    """docs/studies/ is a lockfile of studies/ + results/: regenerate and compare bytes."""
+    """docs/studies/ and docs/REPRODUCTION.md's generated blocks are a lockfile of studies/ +
+    results/: regenerate (the document's prose kept) and compare bytes."""
     out = tmp_path / "studies"
+    document = tmp_path / "REPRODUCTION.md"
+    committed_document = ROOT / "docs" / "REPRODUCTION.md"
+    shutil.copy(committed_document, document)
     assert main(["--set", f"paths.results={ROOT / 'results'}", "study", "report", "--all",
                  "--out", str(out), "--studies", str(STUDIES)]) == 0
     committed = ROOT / "docs" / "studies"
@@ -41,6 +45,38 @@ def test_generated_tables_match_the_committed_records(tmp_path: Path, capsys) ->
         assert path.read_text() == (committed / path.name).read_text(), \
             f"docs/studies/{path.name} is stale: run `multilab study report --all`"
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in committed.iterdir())
+    assert document.read_text() == committed_document.read_text(), \
+        "docs/REPRODUCTION.md is stale: run `multilab study report --all`"
+
+
+def test_the_reproduction_document_keeps_its_prose_and_needs_its_blocks(tmp_path: Path,
+                                                                          capsys) -> None:
+    """Prose outside the generated blocks survives a report; a document without a block is
+    refused in one line and nothing is written."""
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    _toy_records(tmp_path / "results")
+    document = tmp_path / "docs" / "REPRODUCTION.md"
+    document.parent.mkdir()
+    prose = "# Mine\n\nHand-written words.\n\n"
+    document.write_text(prose + "".join(f"<!-- generated:{name} -->\nold\n"
+                                        f"<!-- /generated:{name} -->\n"
+                                        for name in ("summary", "studies", "findings")))
+    args = ["--set", f"paths.results={tmp_path / 'results'}", "study", "report", "--all",
+            "--out", str(tmp_path / "docs" / "studies"), "--studies", str(folder)]
+    assert main(args) == 0
+    text = document.read_text()
+    assert text.startswith(prose) and "\nold\n" not in text
+    assert "| Dufter & Schütze 2020 | 72 | 3 | 2 | 1 |" in text  # 3 claims tested: 2 held
+    assert "[toy-study](studies/toy-study.md)" in text and "**held**" in text
+    document.write_text(prose)
+    (tmp_path / "docs" / "studies" / "toy-study.md").unlink()
+    assert main(args) == 2
+    assert "no generated block 'summary'" in capsys.readouterr().err
+    assert document.read_text() == prose
+    assert not (tmp_path / "docs" / "studies" / "toy-study.md").exists()
 
 
 SPEC = {"name": "toy-study", "paper": "dufter2020", "table": "Table 1", "title": "toy",
@@ -289,3 +325,35 @@ def test_a_claim_metric_placeholder_is_the_studys_one_metric(tmp_path: Path) -> 
     assert resolve_metric("downstream.zero_shot.<lang>", study) == "downstream.zero_shot.l"
     assert resolve_metric("downstream.delta.<lang>", study) == "downstream.delta.<lang>"
     assert resolve_metric("mu", study) == "mu"
+
+
+def test_claims_over_several_rows_use_group_means_and_each_row(tmp_path: Path) -> None:
+    """"mean of A, B" is one arm of per-seed means; "each of IDs 1–2" tests every row and
+    reads *did not hold* when one row fails, naming it."""
+    rows = [("0", "original", [0.50, 0.52, 0.48], [200, 210, 205]),
+            ("1", "lang-pos", [0.10, 0.12, 0.11], [204, 207, 203]),
+            ("2", "shift-special", [0.40, 0.42, 0.44], [300, 310, 305]),
+            ("4", "no-random", [0.45, 0.47, 0.46], [206, 204, 208]),
+            ("5", "lang-pos+shift-special", [0.05, 0.06, 0.04], [205, 206, 207]),
+            ("6", "lang-pos+no-random", [0.08, 0.07, 0.09], [205, 206, 207]),
+            ("7", "shift-special+no-random", [0.30, 0.31, 0.29], [205, 206, 207]),
+            ("8", "lang-pos+shift-special+no-random", [0.02, 0.03, 0.02], [205, 206, 207])]
+    spec = SPEC | {"metrics": ["mu", "ppl_dev"],
+                   "rows": [{"id": i, "modification": m} for i, m, _, _ in rows]
+                   + [{"id": "3", "modification": "inv-order"}],
+                   "claims": ["dufter2020-t1-r5-7-two-modifications",
+                              "dufter2020-t1-r1-8-perplexity-stable"]}
+    study = load_study(_spec(tmp_path, **spec), CLAIMS)
+    results = tmp_path / "results"
+    for _, modification, mus, ppls in [*rows, ("3", "inv-order", [0.01] * 3, [204, 205, 206])]:
+        for seed, (mu, ppl) in enumerate(zip(mus, ppls, strict=True)):
+            write_record(results, "multilab-smoke", "evaluate",
+                         {"metrics": {"mu": mu, "ppl_dev": ppl}},
+                         model={"modification": modification, "seed": seed,
+                                "fingerprint": f"{modification}{seed}"},
+                         config={"profile": "smoke", "languages": "3,fake"})
+    result = study_result(study, iter_records(results), CLAIMS)
+    groups = result.outcomes["dufter2020-t1-r5-7-two-modifications"]
+    assert groups.verdict is Verdict.HELD and groups.n == (3, 3)
+    each = result.outcomes["dufter2020-t1-r1-8-perplexity-stable"]
+    assert each.verdict is Verdict.NOT_HELD and "shift-special" in each.reason

@@ -486,14 +486,11 @@ def cmd_figures(args: argparse.Namespace) -> None:
 def cmd_study(args: argparse.Namespace) -> None:
     """``study list`` / ``study report NAME|--all``: the studies, their records and verdicts."""
     from multilab.studies.claims import PAPERS, load_claims
+    from multilab.studies.document import fill as fill_document
+    from multilab.studies.document import new_document, render_index, reproduction_blocks
     from multilab.studies.records import iter_records
     from multilab.studies.spec import load_studies
-    from multilab.studies.tables import (
-        claim_verdicts,
-        render_study,
-        render_summary,
-        study_result,
-    )
+    from multilab.studies.tables import claim_verdicts, render_study, study_result
 
     cfg = _config(args)
     folder = Path(args.studies)
@@ -521,8 +518,15 @@ def cmd_study(args: argparse.Namespace) -> None:
     out = Path(args.out)
     texts = {out / f"{r.study.name}.md": render_study(r, claims) for r in results}
     if args.all:
-        texts[out / "index.md"] = render_summary(claim_verdicts(results, claims), claims,
-                                                 results)
+        verdicts = claim_verdicts(results, claims)
+        texts[out / "index.md"] = render_index(results, claims, verdicts, records)
+        # the document beside the studies folder: its prose kept, its tables regenerated
+        document = Path(args.reproduction) if args.reproduction else \
+            out.parent / "REPRODUCTION.md"
+        blocks = reproduction_blocks(results, claims, verdicts, records)
+        texts[document] = fill_document(document.read_text(encoding="utf-8"), blocks,
+                                        str(document)) if document.is_file() else \
+            new_document(blocks)
     for path, text in texts.items():
         write_text(path, text)
         print(f"wrote {path}")
@@ -794,6 +798,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="every study, and the claims summary")
     p.add_argument("--studies", default="studies", help="the folder of study specs")
     p.add_argument("--out", default="docs/studies", help="where report writes its tables")
+    p.add_argument("--reproduction", help="report --all: the document whose generated blocks "
+                   "are rewritten (default: REPRODUCTION.md beside the --out folder)")
     p.set_defaults(func=cmd_study)
 
     sub.add_parser("ids", help="the paper-ID table").set_defaults(func=cmd_ids)

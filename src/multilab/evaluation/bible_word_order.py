@@ -8,7 +8,7 @@ verses (seed 000: 2,500 XNLI sentences), the *same* verse ids for every edition.
 
 **Alignment weights: a deviation, measured.** Seed 000 runs SimAlign's Match on mBERT vectors;
 issue 20 asks for our fastText spaces mapped by unsupervised VecMap. On the Bible that mapping
-fails (held-out silver P@1 .000 German, .002 Hindi: docs/REPRODUCTION.md, "Row 30"), and a
+fails (held-out silver P@1 .000 German, .002 Hindi: docs/notes/reproduction-log.md, "Row 30"), and a
 Match on unmapped vectors aligns by chance, so tau would measure the mapping, not the language.
 The weights here are IBM Model 1 association scores √(t(t|s) · t(s|t)), fitted on the edition
 pair's own verses (:func:`multilab.data.dictionary.ibm1_word_scores`): an alignment learnt from

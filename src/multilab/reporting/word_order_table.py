@@ -74,7 +74,8 @@ def word_order_markdown(data: Mapping) -> str:
     lines = [
         "### Word order: Kendall's tau against English (seed 000 App. B.2, Table 4)", "",
         f"Each edition's New Testament aligned with edition {data['reference']} (IBM Model 1 "
-        f"scores + SimAlign's Match; docs/REPRODUCTION.md says why not VecMap'd fastText), "
+        f"scores + SimAlign's Match; docs/notes/reproduction-log.md says why not VecMap'd "
+        f"fastText), "
         f"tau = 1 − √(discordant / pairs) per verse (1 = English order, 0 = reversed, "
         f"≈ {RANDOM_TAU} random), mean ± std over the same {data['verses']} verses for every "
         "edition. Other English editions show the measure's own noise (alignment errors pull "

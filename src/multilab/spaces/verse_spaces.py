@@ -29,7 +29,7 @@ entries (seeded) score the mapping and are never seen by it; with
 ``spaces.seed_dictionary: silver`` the other half starts VecMap instead of its unsupervised
 initialisation (a cross-lingual signal from parallel data that the paper's fully unsupervised
 recipe does not use: on the Bible, that recipe finds no mapping between real languages,
-docs/REPRODUCTION.md).
+docs/notes/reproduction-log.md).
 """
 
 from __future__ import annotations

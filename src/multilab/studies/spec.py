@@ -249,9 +249,11 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
     compare = claim.compare
     named = {"rows": ("a", "b"), "paper": ("row",)}.get(claim.kind, ())
     for key in named:
-        if study.row(str(compare[key])) is None:
-            raise _fail(source, f"claim {entry.id}: row {compare[key]!r} is not a row of the "
-                        f"study; rows: {labels} (or mark the claim pending: why)")
+        try:
+            group_rows(study, str(compare[key]))
+        except KeyError as missing:
+            raise _fail(source, f"claim {entry.id}: row {missing.args[0]!r} is not a row of the "
+                        f"study; rows: {labels} (or mark the claim pending: why)") from None
     if claim.kind == "curve":
         for label in compare["rows"]:
             if study.row(str(label)) is None:
@@ -265,6 +267,41 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
     if claim.kind not in ("rows", "paper", "curve"):
         raise _fail(source, f"claim {entry.id}: a {claim.kind} claim is not run by studies yet;"
                     " mark it pending: why")
+
+
+#: how a claim names several rows at once: ``mean of A, B, C`` (one arm: each seed's mean
+#: over the rows) and ``each of IDs 1–8`` (every row of those paper IDs, one test each)
+MEAN_OF, EACH_OF = "mean of ", "each of "
+
+
+def group_rows(study: Study, name: str) -> tuple[str, list[Row]]:
+    """A claim's arm as ``(kind, rows)``: ``("row", [row])`` for one row (label or alias),
+    ``("mean", rows)`` for ``mean of A, B``, ``("each", rows)`` for ``each of IDs 1–8`` or
+    ``each of A, B``. KeyError names a row (or ID) the study lacks."""
+    kind, text = "row", name
+    if name.startswith(MEAN_OF):
+        kind, text = "mean", name[len(MEAN_OF):]
+    elif name.startswith(EACH_OF):
+        kind, text = "each", name[len(EACH_OF):]
+    if kind == "row":
+        labels = [text]
+    elif text.startswith("IDs "):
+        first, _, last = text[4:].replace("–", "-").partition("-")
+        wanted = [str(i) for i in range(int(first), int(last or first) + 1)]
+        by_id = {row.paper_id: row.label for row in study.rows if row.paper_id}
+        missing = [i for i in wanted if i not in by_id]
+        if missing:
+            raise KeyError(f"ID {missing[0]}")
+        labels = [by_id[i] for i in wanted]
+    else:
+        labels = [part.strip() for part in text.split(",") if part.strip()]
+    rows = []
+    for label in labels:
+        row = study.row(label)
+        if row is None:
+            raise KeyError(label)
+        rows.append(row)
+    return kind, rows
 
 
 def resolve_metric(metric: str, study: Study) -> str:

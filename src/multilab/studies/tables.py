@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,7 +23,7 @@ from multilab.lab import modifications as mods
 from multilab.lab.metric_table import METRICS
 from multilab.studies.claims import PAPERS, Claim
 from multilab.studies.records import Record
-from multilab.studies.spec import Row, Study, claim_metrics, resolve_metric
+from multilab.studies.spec import Row, Study, claim_metrics, group_rows, resolve_metric
 from multilab.studies.verdict import (
     Arm,
     Outcome,
@@ -115,6 +114,7 @@ class Cell:
 
     values: tuple[float, ...]
     devices: tuple[str, ...]
+    seeds: tuple[int, ...] = ()  # the seed of each value
 
     @property
     def arm(self) -> Arm:
@@ -159,13 +159,14 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
     for row in study.rows:
         for metric in study.metrics:
             kind, path = metric_source(metric)
-            values, devices = [], []
+            values, devices, seeds = [], [], []
             for seed in study.seeds:
                 record = chosen.get((row.label, seed, kind))
                 if record is not None and path in record.metrics:
                     values.append(record.metrics[path])
                     devices.append(record.device)
-            cells[(row.label, metric)] = Cell(tuple(values), tuple(devices))
+                    seeds.append(seed)
+            cells[(row.label, metric)] = Cell(tuple(values), tuple(devices), tuple(seeds))
     kinds = study_kinds(study)
     seeds_found = {row.label: tuple(seed for seed in study.seeds
                                     if all((row.label, seed, kind) in chosen for kind in kinds))
@@ -195,9 +196,8 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
 
     if claim.kind == "rows":
         metric = resolve_metric(str(compare["metric"]), study)
-        return compare_rows(cells[(label(compare["a"]), metric)].arm,
-                            cells[(label(compare["b"]), metric)].arm,
-                            str(compare["direction"]), margin=margin)
+        return _compare_groups(study, cells, metric, str(compare["a"]), str(compare["b"]),
+                               str(compare["direction"]), margin)
     if claim.kind == "paper":
         row = study.row(str(compare["row"]))
         metric = resolve_metric(str(compare["metric"]), study)
@@ -222,6 +222,49 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         return compare_rows(cells[(row, last)].arm, cells[(row, first)].arm, direction,
                             margin=margin)
     return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} claim is not computed yet")
+
+
+def _group_arm(study: Study, cells: Mapping[tuple[str, str], Cell], rows: list[Row],
+               metric: str) -> Arm:
+    """Several rows as one arm: per seed, the mean over the rows (a seed counts where every
+    row has it), so the seed stays the unit of replication."""
+    if len(rows) == 1:
+        return cells[(rows[0].label, metric)].arm
+    group = [cells[(row.label, metric)] for row in rows]
+    per_row = [dict(zip(cell.seeds, zip(cell.values, cell.devices, strict=True), strict=True))
+               for cell in group]
+    values, devices = [], []
+    for seed in study.seeds:
+        if all(seed in found for found in per_row):
+            values.append(statistics.fmean(found[seed][0] for found in per_row))
+            kinds = {found[seed][1] for found in per_row}
+            devices.append(kinds.pop() if len(kinds) == 1 else "mixed")
+    return Arm.of(values, devices)
+
+
+def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric: str,
+                    a: str, b: str, direction: str, margin: Any) -> Outcome:
+    """Row against row, a group mean against a group mean, or each of several rows against
+    one (all must hold for *held*; one significant failure is *did not hold*)."""
+    kind_a, rows_a = group_rows(study, a)
+    _kind_b, rows_b = group_rows(study, b)
+    arm_b = _group_arm(study, cells, rows_b, metric)
+    if kind_a != "each":
+        return compare_rows(_group_arm(study, cells, rows_a, metric), arm_b, direction,
+                            margin=margin)
+    each = {row.label: compare_rows(cells[(row.label, metric)].arm, arm_b, direction,
+                                    margin=margin) for row in rows_a}
+    order = (Verdict.NOT_HELD, Verdict.NOT_MEASURED, Verdict.INDICATIVE,
+             Verdict.NOT_SEPARABLE, Verdict.HELD)
+    worst = min((o.verdict for o in each.values()), key=order.index)
+    named = [label for label, o in each.items() if o.verdict is worst]
+    p_values = [o.p for o in each.values() if o.p is not None]
+    reason = (f"{worst} for {', '.join(named)} of the {len(each)} rows"
+              + ("" if worst is Verdict.HELD else
+                 f" ({each[named[0]].reason})"))
+    return Outcome(worst, reason, p=max(p_values) if worst is Verdict.HELD and p_values
+                   else (min(p_values) if worst is Verdict.NOT_HELD and p_values else None),
+                   n=tuple(o.n[0] for o in each.values() if o.n))
 
 
 # ------------------------------------------------------------------------------- rendering
@@ -279,17 +322,17 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim]) -> str:
         claim, outcome = claims[entry.id], result.outcomes[entry.id]
         p = "" if outcome.p is None else f"{outcome.p:.3g}"
         flag = " (mixed devices)" if outcome.mixed_devices else ""
-        lines.append(f"| `{claim.id}` | {claim.where} | {_comparison(claim)} | "
-                     f"**{outcome.verdict}**{flag} | {p} | {_escape(outcome.reason)} |")
+        lines.append(f"| `{claim.id}` | {claim.where} | {comparison_text(claim)} | "
+                     f"**{outcome.verdict}**{flag} | {p} | {escape(outcome.reason)} |")
     lines += ["", f"{len(result.sources)} records read.", ""]
     return "\n".join(lines)
 
 
-def _escape(text: str) -> str:
+def escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _comparison(claim: Claim) -> str:
+def comparison_text(claim: Claim) -> str:
     compare = claim.compare
     if claim.kind == "rows":
         sign = {"less": "<", "greater": ">", "equal": "="}[str(compare["direction"])]
@@ -319,36 +362,3 @@ def claim_verdicts(results: Iterable[StudyResult], claims: Mapping[str, Claim]
                                                    and not current.counts):
                 verdicts[claim_id] = outcome.verdict
     return verdicts
-
-
-def render_summary(verdicts: Mapping[str, Verdict], claims: Mapping[str, Claim],
-                   studies: Iterable[StudyResult]) -> str:
-    lines = ["# Claims of the five papers: where the lab stands", "",
-             "Generated by `multilab study report --all` from `studies/` and the records under "
-             "`results/`. A claim *with a verdict* was tested over ≥ 3 seeds in every arm "
-             "(held, did not hold, or not separable from seed noise); *indicative* rests on "
-             "fewer seeds; the rule is in `studies/README.md`.", "",
-             "| paper | claims | with a verdict | " + " | ".join(map(str, SUMMARY_COLUMNS))
-             + " |", "|---|" + "---|" * (len(SUMMARY_COLUMNS) + 2)]
-    totals: Counter[str] = Counter()
-    for key, name in PAPERS.items():
-        counts = Counter(verdicts[c.id] for c in claims.values() if c.paper == key)
-        total = sum(counts.values())
-        counted = sum(n for v, n in counts.items() if v.counts)
-        totals.update({"claims": total, "verdict": counted})
-        totals.update({str(v): counts[v] for v in SUMMARY_COLUMNS})
-        lines.append(f"| {name} | {total} | {counted} | "
-                     + " | ".join(str(counts[v]) for v in SUMMARY_COLUMNS) + " |")
-    lines.append(f"| all | {totals['claims']} | {totals['verdict']} | "
-                 + " | ".join(str(totals[str(v)]) for v in SUMMARY_COLUMNS) + " |")
-    lines += ["", "## Studies", "", "| study | paper | table | rows × seeds recorded | claims "
-              "tested | with a verdict |", "|---|---|---|---|---|---|"]
-    for result in studies:
-        study = result.study
-        recorded = sum(len(seeds) for seeds in result.seeds_found.values())
-        needed = len(study.rows) * len(study.seeds)
-        counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
-        lines.append(f"| [{study.name}]({study.name}.md) | {PAPERS[study.paper]} | "
-                     f"{study.table} | {recorded}/{needed} | {len(result.outcomes)} | "
-                     f"{counted} |")
-    return "\n".join(lines) + "\n"

@@ -264,6 +264,7 @@ class _Step:
             "loss": loss,
             "lr": self.scheduler.get_last_lr()[0],
             "tokens_per_s": tokens / max(time.perf_counter() - started, 1e-9),
+            "seconds": time.perf_counter() - started,  # not in train_log.csv: the cost
         }
 
 
@@ -395,6 +396,9 @@ def _done_record(run: RunConfig, state: TrainingState, plan: Plan, data: Trainin
         "train_examples": len(data.examples),
         "truncated_sentences": data.truncated,
         "world_size": world_size,
+        # what the model cost (optimizer steps only; a checkpoint from before this key
+        # counts as 0): the study list prices its missing runs with it
+        "step_seconds": round(sum(row.get("seconds", 0.0) for row in state.log_rows), 1),
     }
 
 

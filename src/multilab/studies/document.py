@@ -1,0 +1,170 @@
+"""docs/REPRODUCTION.md and docs/studies/index.md: the claims summary, the study list and the
+findings, generated from the studies and their records.
+
+REPRODUCTION.md mixes hand-written prose ("what is the same, what is not", "why it differs")
+with generated blocks. A generated block sits between ``<!-- generated:NAME -->`` and
+``<!-- /generated:NAME -->``; ``multilab study report --all`` rewrites the blocks and keeps the
+prose, so the committed file is a lockfile of the records (tests/test_studies.py regenerates
+it and compares bytes). A block the document lacks is an error, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+from multilab.errors import UserError
+from multilab.studies.claims import PAPERS, Claim
+from multilab.studies.records import Record
+from multilab.studies.tables import SUMMARY_COLUMNS, StudyResult, comparison_text, escape
+from multilab.studies.verdict import Verdict
+
+#: the blocks REPRODUCTION.md holds, in the order they are written into a new document
+BLOCKS = ("summary", "studies", "findings")
+_BLOCK = re.compile(r"(<!-- generated:(?P<name>[a-z-]+) -->\n).*?(<!-- /generated:(?P=name) -->)",
+                    re.DOTALL)
+
+
+def is_unbacked(claim: Claim, verdict: Verdict) -> bool:
+    """An earlier document gave this claim a number (the claim list's ``today``), and no
+    record backs any verdict now: the number is *unbacked* until migrated or re-run."""
+    return verdict is Verdict.NOT_MEASURED and bool(claim.today)
+
+
+def summary_block(verdicts: Mapping[str, Verdict], claims: Mapping[str, Claim]) -> list[str]:
+    """Per paper: claims, with a verdict (≥ 3 seeds in every arm), each verdict, unbacked."""
+    header = ["paper", "claims", "with a verdict (≥ 3 seeds every arm)",
+              *map(str, SUMMARY_COLUMNS), "of which unbacked"]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    totals: Counter[str] = Counter()
+    for key, name in PAPERS.items():
+        mine = [c for c in claims.values() if c.paper == key]
+        counts = Counter(verdicts[c.id] for c in mine)
+        row = {"claims": len(mine), "verdict": sum(n for v, n in counts.items() if v.counts),
+               "unbacked": sum(is_unbacked(c, verdicts[c.id]) for c in mine),
+               **{str(v): counts[v] for v in SUMMARY_COLUMNS}}
+        totals.update(row)
+        lines.append(_summary_row(name, row))
+    lines.append(_summary_row("**all**", totals))
+    lines += ["", "*With a verdict*: held, did not hold, or not separable from seed noise, each "
+              "from a test over at least 3 seeds in every arm; *indicative* rests on fewer seeds "
+              "and is not a verdict. *Unbacked*: not measured here, although an earlier version "
+              "of this document gave a number, whose raw file is not in the repository (or not "
+              "yet migrated into a record); it counts as not measured until re-run."]
+    return lines
+
+
+def _summary_row(name: str, row: Mapping[str, int]) -> str:
+    cells = [row["claims"], row["verdict"], *(row[str(v)] for v in SUMMARY_COLUMNS),
+             row["unbacked"]]
+    return f"| {name} | " + " | ".join(map(str, cells)) + " |"
+
+
+def run_costs(records: Iterable[Record]) -> dict[str, float]:
+    """Median seconds of a model's training steps per profile, from the train records that
+    carry it (``step_seconds``; older records do not)."""
+    seconds: dict[str, list[float]] = {}
+    for record in records:
+        if record.kind != "train":
+            continue
+        spent = record.data.get("result", {}).get("step_seconds")
+        if isinstance(spent, int | float) and spent > 0:
+            seconds.setdefault(str(record.model.get("profile")), []).append(float(spent))
+    return {profile: statistics.median(values) for profile, values in seconds.items()}
+
+
+def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
+                  link: str = "studies/") -> list[str]:
+    """One line per study: paper, table, the command, runs recorded and still needed (with
+    their training cost where measured), claims with a verdict."""
+    lines = ["| study | paper | table | profile | runs recorded | runs needed | claims with a "
+             "verdict | command |", "|---|---|---|---|---:|---|---:|---|"]
+    for result in results:
+        study = result.study
+        recorded = sum(len(seeds) for seeds in result.seeds_found.values())
+        needed = len(study.rows) * len(study.seeds) - recorded
+        cost = costs.get(study.profile)
+        need = str(needed) if not needed or cost is None else \
+            f"{needed} (≈ {needed * cost / 3600:.1f} CPU-h of training)"
+        counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
+        lines.append(f"| [{study.name}]({link}{study.name}.md) | {PAPERS[study.paper]} | "
+                     f"{study.table} | `{study.profile}` | {recorded}/{recorded + needed} | "
+                     f"{need} | {counted}/{len(result.outcomes)} | "
+                     f"`multilab study run {study.name}` |")
+    if costs:
+        lines += ["", "Training cost per model: the median of the recorded trainings' step "
+                  "time (" + ", ".join(f"`{profile}` {seconds / 60:.0f} min"
+                                      for profile, seconds in sorted(costs.items()))
+                  + ", one thread on the machine that ran them; evaluation not included)."]
+    return lines
+
+
+def findings_block(results: Sequence[StudyResult], claims: Mapping[str, Claim],
+                   link: str = "studies/") -> list[str]:
+    """Every claim a study measured (a verdict or indicative), by paper: wording, the
+    comparison, the verdict with its p-value and the study it comes from."""
+    lines: list[str] = []
+    shown: set[str] = set()
+    for key, name in PAPERS.items():
+        rows = []
+        for result in results:
+            for claim_id, outcome in result.outcomes.items():
+                claim = claims[claim_id]
+                if claim.paper != key or claim_id in shown or outcome.verdict not in (
+                        *(v for v in Verdict if v.counts), Verdict.INDICATIVE):
+                    continue
+                shown.add(claim_id)
+                p = "" if outcome.p is None else f"{outcome.p:.3g}"
+                wording = claim.wording if len(claim.wording) <= 160 else \
+                    claim.wording[:157].rstrip() + "…"
+                rows.append(f"| {escape(wording)} ({claim.where}) | "
+                            f"{escape(comparison_text(claim))} | **{outcome.verdict}** | {p} | "
+                            f"[{result.study.name}]({link}{result.study.name}.md) |")
+        if rows:
+            lines += [f"### {name}", "", "| claim (the paper's words) | comparison | verdict "
+                      "| p | study |", "|---|---|---|---:|---|", *rows, ""]
+    return lines[:-1] if lines else ["No claim is measured yet."]
+
+
+def fill(document: str, blocks: Mapping[str, list[str]], source: str) -> str:
+    """``document`` with each generated block replaced; a missing block is one-line error."""
+    found = {match.group("name") for match in _BLOCK.finditer(document)}
+    missing = [name for name in blocks if name not in found]
+    if missing:
+        raise UserError(f"{source}: no generated block {missing[0]!r} (a line "
+                        f"`<!-- generated:{missing[0]} -->` and its closing "
+                        f"`<!-- /generated:{missing[0]} -->`); blocks: {', '.join(BLOCKS)}")
+    return _BLOCK.sub(lambda m: m.group(1) + "\n".join(blocks[m.group("name")]) + "\n"
+                      + m.group(3) if m.group("name") in blocks else m.group(0), document)
+
+
+def new_document(blocks: Mapping[str, list[str]]) -> str:
+    """A REPRODUCTION.md with the generated blocks only (a fresh folder has none yet)."""
+    parts = ["# Reproduction: where the lab stands on the papers' claims", ""]
+    for name in BLOCKS:
+        parts += [f"<!-- generated:{name} -->", *blocks[name], f"<!-- /generated:{name} -->",
+                  ""]
+    return "\n".join(parts)
+
+
+def reproduction_blocks(results: Sequence[StudyResult], claims: Mapping[str, Claim],
+                        verdicts: Mapping[str, Verdict], records: Iterable[Record]
+                        ) -> dict[str, list[str]]:
+    costs = run_costs(records)
+    return {"summary": summary_block(verdicts, claims),
+            "studies": studies_block(results, costs),
+            "findings": findings_block(results, claims)}
+
+
+def render_index(results: Sequence[StudyResult], claims: Mapping[str, Claim],
+                 verdicts: Mapping[str, Verdict], records: Iterable[Record]) -> str:
+    """docs/studies/index.md: the summary and the study list, linked from inside the folder."""
+    lines = ["# Claims of the five papers: where the lab stands", "",
+             "Generated by `multilab study report --all` from `studies/` and the records under "
+             "`results/`; the verdict rule is in `studies/README.md`, the prose beside these "
+             "numbers in [REPRODUCTION.md](../REPRODUCTION.md).", "",
+             *summary_block(verdicts, claims), "", "## Studies", "",
+             *studies_block(results, run_costs(records), link="")]
+    return "\n".join(lines) + "\n"
