@@ -357,3 +357,23 @@ def test_claims_over_several_rows_use_group_means_and_each_row(tmp_path: Path) -
     assert groups.verdict is Verdict.HELD and groups.n == (3, 3)
     each = result.outcomes["dufter2020-t1-r1-8-perplexity-stable"]
     assert each.verdict is Verdict.NOT_HELD and "shift-special" in each.reason
+
+
+def test_a_downstream_claim_against_the_majority_class(tmp_path: Path) -> None:
+    """"majority baseline" is no row: it is the majority-class accuracy of the other arm's own
+    downstream records, seed by seed (a constant arm, so Welch's test is a one-sample t)."""
+    spec = SPEC | {"languages": ["3", "s", "i"], "profile": "quick", "seeds": [42, 43, 44],
+                   "metrics": ["downstream.zero_shot.s"], "paper_seeds": None,
+                   "rows": [{"id": "0", "modification": "original"}],
+                   "claims": ["dufter2020-t3-r0-zero-shot"]}
+    study = load_study(_spec(tmp_path, **spec), CLAIMS)
+    results = tmp_path / "results"
+    for seed, accuracy in zip((42, 43, 44), (0.40, 0.43, 0.41), strict=True):
+        write_record(results, "x", "downstream",
+                     {"test": {"de": {"accuracy": accuracy}}, "majority": {"accuracy": 0.288}},
+                     model={"modification": "original", "seed": seed, "fingerprint": f"f{seed}"},
+                     qualifier="3-s", config={"profile": "quick", "languages": "3,s,i"})
+    outcome = study_result(study, iter_records(results), CLAIMS).outcomes[
+        "dufter2020-t3-r0-zero-shot"]
+    assert outcome.verdict is Verdict.HELD and outcome.n == (3, 3)
+    assert outcome.difference == pytest.approx(0.41333 - 0.288, abs=1e-4)

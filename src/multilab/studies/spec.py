@@ -272,13 +272,19 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
 #: how a claim names several rows at once: ``mean of A, B, C`` (one arm: each seed's mean
 #: over the rows) and ``each of IDs 1–8`` (every row of those paper IDs, one test each)
 MEAN_OF, EACH_OF = "mean of ", "each of "
+#: a downstream claim's baseline arm (``majority baseline``, ``majority class``): the majority
+#: class accuracy of the other arm's own downstream records, seed by seed
+MAJORITY = "majority"
 
 
 def group_rows(study: Study, name: str) -> tuple[str, list[Row]]:
     """A claim's arm as ``(kind, rows)``: ``("row", [row])`` for one row (label or alias),
     ``("mean", rows)`` for ``mean of A, B``, ``("each", rows)`` for ``each of IDs 1–8`` or
-    ``each of A, B``. KeyError names a row (or ID) the study lacks."""
+    ``each of A, B``, ``("majority", [])`` for the majority-class baseline. KeyError names a
+    row (or ID) the study lacks."""
     kind, text = "row", name
+    if name.startswith(MAJORITY):
+        return "majority", []
     if name.startswith(MEAN_OF):
         kind, text = "mean", name[len(MEAN_OF):]
     elif name.startswith(EACH_OF):

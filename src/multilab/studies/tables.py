@@ -167,6 +167,16 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
                     devices.append(record.device)
                     seeds.append(seed)
             cells[(row.label, metric)] = Cell(tuple(values), tuple(devices), tuple(seeds))
+    if "downstream" in study_kinds(study):  # the baseline a downstream claim may compare with
+        for row in study.rows:
+            values, devices, seeds = [], [], []
+            for seed in study.seeds:
+                record = chosen.get((row.label, seed, "downstream"))
+                if record is not None and "majority.accuracy" in record.metrics:
+                    values.append(record.metrics["majority.accuracy"])
+                    devices.append(record.device)
+                    seeds.append(seed)
+            cells[(row.label, MAJORITY_CELL)] = Cell(tuple(values), tuple(devices), tuple(seeds))
     kinds = study_kinds(study)
     seeds_found = {row.label: tuple(seed for seed in study.seeds
                                     if all((row.label, seed, kind) in chosen for kind in kinds))
@@ -224,6 +234,10 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
     return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} claim is not computed yet")
 
 
+#: the cell of a row's majority-class accuracy (from its downstream records)
+MAJORITY_CELL = "downstream.majority"
+
+
 def _group_arm(study: Study, cells: Mapping[tuple[str, str], Cell], rows: list[Row],
                metric: str) -> Arm:
     """Several rows as one arm: per seed, the mean over the rows (a seed counts where every
@@ -247,8 +261,14 @@ def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric:
     """Row against row, a group mean against a group mean, or each of several rows against
     one (all must hold for *held*; one significant failure is *did not hold*)."""
     kind_a, rows_a = group_rows(study, a)
-    _kind_b, rows_b = group_rows(study, b)
-    arm_b = _group_arm(study, cells, rows_b, metric)
+    kind_b, rows_b = group_rows(study, b)
+    if kind_b == "majority":  # the majority class of a's own downstream test, per seed
+        if not metric.startswith("downstream."):
+            return Outcome(Verdict.NOT_TESTABLE, f"a majority baseline needs a downstream "
+                           f"metric, not {metric}")
+        arm_b = _group_arm(study, cells, rows_a, MAJORITY_CELL)
+    else:
+        arm_b = _group_arm(study, cells, rows_b, metric)
     if kind_a != "each":
         return compare_rows(_group_arm(study, cells, rows_a, metric), arm_b, direction,
                             margin=margin)
