@@ -503,7 +503,7 @@ def cmd_study(args: argparse.Namespace) -> None:
                         f"{', '.join(studies)} or --all")
     records = list(iter_records(cfg.paths.results))  # a damaged record: one line, no output
     if args.action == "run":
-        _run_studies(args, [studies[name] for name in names], records)
+        _run_studies(args, cfg, [studies[name] for name in names], records)
         records = list(iter_records(cfg.paths.results))
     results = [study_result(studies[name], records, claims) for name in names]
     if args.action in ("list", "run"):
@@ -540,9 +540,11 @@ def _as_int(text: str) -> int | str:
         return text
 
 
-def _run_studies(args: argparse.Namespace, studies: list, records: list) -> None:
+def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: list
+                 ) -> None:
     """``study run``: each study's missing (row, seed) pairs, through this command line."""
     from multilab.resolve import check_seed
+    from multilab.studies.ledger import read_ledger
     from multilab.studies.runner import missing_runs, run_study
 
     seeds = [check_seed(_as_int(s.strip()), "--seeds") for s in args.seeds.split(",")
@@ -552,10 +554,16 @@ def _run_studies(args: argparse.Namespace, studies: list, records: list) -> None
     for study in studies:
         steps = missing_runs(study, records, seeds, rows)
         if args.plan or not steps:
-            print(f"study {study.name}: {len(steps)} run(s) missing"
-                  + "".join(f"\n  {step.row.label} seed {step.seed}" for step in steps))
+            booked = {b.key: b for b in read_ledger(cfg.paths.results) if not b.stale()}
+            lines = []
+            for step in steps:
+                held = booked.get((study.name, step.row.label, step.seed))
+                lines.append(f"\n  {step.row.label} seed {step.seed}"
+                             + (f" (under way: {held.by} since {held.since})" if held else ""))
+            print(f"study {study.name}: {len(steps)} run(s) missing" + "".join(lines))
             continue
-        run_study(study, steps, lambda argv: main(base + argv), Path.cwd())
+        run_study(study, steps, lambda argv: main(base + argv), Path.cwd(),
+                  results=cfg.paths.results)
 
 
 def cmd_ids(args: argparse.Namespace) -> None:

@@ -19,8 +19,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
+from multilab.studies import ledger
 from multilab.studies.records import Record, safe_name
 from multilab.studies.spec import Row, Study
 from multilab.studies.tables import collect
@@ -78,10 +81,13 @@ def study_settings(study: Study, root: Path, row: Row | None = None) -> list[str
 
 
 def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
-              say: Callable[[str], None] = print) -> None:
+              say: Callable[[str], None] = print, results: Path | None = None) -> None:
     """Run ``steps`` through ``command`` (``multilab``'s main); stop at the first failure.
     Corpora and vocabulary are built once per artifacts folder (the study's, or a row's own
-    where its settings change the languages, corpus or vocabulary)."""
+    where its settings change the languages, corpus or vocabulary), under a lock, so that
+    two runners of one study can share its work. With ``results``, each run is booked in
+    the run ledger there first (:mod:`multilab.studies.ledger`) and skipped when another
+    live runner holds it."""
 
     def run(settings: list[str], *argv: str) -> None:
         args = [f"--set={value}" for value in settings] + list(argv)
@@ -92,21 +98,37 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
 
     prepared: set[Path] = set()
     for number, step in enumerate(steps, 1):
-        settings = study_settings(study, root, step.row)
-        artifacts = study_artifacts(study, root, step.row)
-        if artifacts not in prepared:
-            if not (artifacts / "corpora" / "train.txt").is_file():
-                say(f"study {study.name}: building its corpora"
-                    + (f" (row {step.row.label})" if _own_data(step.row) else ""))
-                run(settings, "corpus", "build")
-            if not (artifacts / "vocab").is_dir():
-                run(settings, "vocab")
-            prepared.add(artifacts)
-        needs_knn = mods.resolve_recipe(step.row.modification).needs_knn
-        if needs_knn and not (artifacts / "spaces" / "knn.pt").is_file():
-            run(settings, "spaces")
-        say(f"study {study.name}: {step.row.label} seed {step.seed} ({number}/{len(steps)})")
-        run(settings, "train", "--modification", step.row.modification, "--seed",
-            str(step.seed))
-        model_dir = artifacts / "models" / mods.slug(step.row.modification) / f"seed{step.seed}"
-        run(settings, "evaluate", str(model_dir))
+        if results is not None:
+            held = ledger.book(results, study.name, step.row.label, step.seed)
+            if held is not None:
+                say(f"study {study.name}: {step.row.label} seed {step.seed} skipped: under "
+                    f"way by {held.by} since {held.since} (results/{ledger.LEDGER})")
+                continue
+        try:
+            settings = study_settings(study, root, step.row)
+            artifacts = study_artifacts(study, root, step.row)
+            if artifacts not in prepared:
+                artifacts.mkdir(parents=True, exist_ok=True)
+                with FileLock(artifacts / ".prepare.lock"):  # a second runner waits here
+                    if not (artifacts / "corpora" / "train.txt").is_file():
+                        say(f"study {study.name}: building its corpora"
+                            + (f" (row {step.row.label})" if _own_data(step.row) else ""))
+                        run(settings, "corpus", "build")
+                    if not (artifacts / "vocab").is_dir():
+                        run(settings, "vocab")
+                prepared.add(artifacts)
+            needs_knn = mods.resolve_recipe(step.row.modification).needs_knn
+            if needs_knn:
+                with FileLock(artifacts / ".prepare.lock"):
+                    if not (artifacts / "spaces" / "knn.pt").is_file():
+                        run(settings, "spaces")
+            say(f"study {study.name}: {step.row.label} seed {step.seed} "
+                f"({number}/{len(steps)})")
+            run(settings, "train", "--modification", step.row.modification, "--seed",
+                str(step.seed))
+            model_dir = artifacts / "models" / mods.slug(step.row.modification) / \
+                f"seed{step.seed}"
+            run(settings, "evaluate", str(model_dir))
+        finally:
+            if results is not None:
+                ledger.release(results, study.name, step.row.label, step.seed)

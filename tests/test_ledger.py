@@ -1,0 +1,81 @@
+"""The run ledger: a run booked by a live runner is skipped by another; stale bookings (a dead
+process here, an old one from elsewhere) are taken over; a runner releases what it booked."""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from multilab.errors import UserError
+from multilab.studies import ledger
+from multilab.studies.ledger import Booking, book, read_ledger, release
+from multilab.studies.runner import Step, run_study
+from multilab.studies.spec import load_study
+from tests.test_studies import CLAIMS, _spec
+
+
+def _other(results: Path, by: str, since: datetime) -> None:
+    ledger._write(results, [Booking("s", "original", 0, by,
+                                    since.replace(microsecond=0).isoformat())])
+
+
+def test_a_live_booking_is_respected_and_a_stale_one_taken_over(tmp_path: Path) -> None:
+    now = datetime.now(UTC)
+    host = socket.gethostname()
+    _other(tmp_path, f"{host} pid {os.getppid()}", now)  # alive: our parent process
+    held = book(tmp_path, "s", "original", 0)
+    assert held is not None and held.by == f"{host} pid {os.getppid()}"
+    _other(tmp_path, f"{host} pid 999999999", now)  # no such process on this machine
+    assert book(tmp_path, "s", "original", 0) is None
+    assert [b.by for b in read_ledger(tmp_path)] == [ledger.me()]
+    _other(tmp_path, "elsewhere pid 1", now - timedelta(hours=1))  # another machine, fresh
+    assert book(tmp_path, "s", "original", 0) is not None
+    _other(tmp_path, "elsewhere pid 1", now - timedelta(hours=ledger.STALE_HOURS + 1))
+    assert book(tmp_path, "s", "original", 0) is None
+
+
+def test_release_drops_only_this_runners_booking(tmp_path: Path) -> None:
+    _other(tmp_path, "elsewhere pid 1", datetime.now(UTC))
+    assert book(tmp_path, "s", "lang-pos", 1) is None
+    release(tmp_path, "s", "lang-pos", 1)
+    release(tmp_path, "s", "original", 0)  # not ours: kept
+    assert [(b.row, b.by) for b in read_ledger(tmp_path)] == [("original", "elsewhere pid 1")]
+
+
+def test_the_runner_skips_a_booked_run_and_releases_its_own(tmp_path: Path) -> None:
+    """Two runners of one study share its work: the run another holds is skipped, the
+    ledger is empty (no file) once this runner's runs are done, even after a failure."""
+    study = load_study(_spec(tmp_path), CLAIMS)
+    original, lang_pos = study.rows
+    results = tmp_path / "results"
+    ledger._write(results, [Booking(study.name, "original", 0, "elsewhere pid 1",
+                                    datetime.now(UTC).replace(microsecond=0).isoformat())])
+    calls: list[list[str]] = []
+
+    def command(argv: list[str]) -> int:
+        calls.append([a for a in argv if not a.startswith("--set")])
+        if argv[-1] == "build":  # what corpus build leaves, so vocab and train follow
+            (tmp_path / "artifacts" / "studies" / study.name / "corpora").mkdir(parents=True)
+            (tmp_path / "artifacts" / "studies" / study.name / "corpora" / "train.txt").touch()
+        return 0
+
+    said: list[str] = []
+    run_study(study, [Step(original, 0), Step(lang_pos, 0)], command, tmp_path, said.append,
+              results=results)
+    assert any("original seed 0 skipped: under way by elsewhere pid 1" in s for s in said)
+    trained = [c for c in calls if c[0] == "train"]
+    assert trained == [["train", "--modification", "lang-pos", "--seed", "0"]]
+    assert [b.row for b in read_ledger(results)] == ["original"]  # ours released
+
+    def failing(argv: list[str]) -> int:
+        return 1 if "train" in argv else 0
+
+    ledger._write(results, [])
+    with pytest.raises(UserError, match="`multilab train --modification lang-pos --seed 1` "
+                       "failed"):
+        run_study(study, [Step(lang_pos, 1)], failing, tmp_path, said.append, results=results)
+    assert not (results / ledger.LEDGER).exists()
