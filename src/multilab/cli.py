@@ -619,7 +619,20 @@ def _is_number(text: str) -> bool:
 
 
 def cmd_check(args: argparse.Namespace) -> None:
-    cfg = _config(args)
+    if args.stage:  # the pipeline's first stage (params_guard.py)
+        from multilab.params_guard import check_stage
+        from multilab.resolve import config_from_dict, parse_overrides
+
+        def refuses(tree: dict) -> bool:
+            try:
+                config_from_dict(tree, parse_overrides(args.set))
+            except UserError:
+                return True
+            return False
+
+        cfg = check_stage(Path(args.params), Path(args.stage), lambda: _config(args), refuses)
+    else:
+        cfg = _config(args)
     print(f"params OK: profile={cfg.profile} seeds={list(cfg.seeds)} study={list(cfg.study)} "
           f"modification={cfg.modification} languages=[{', '.join(cfg.languages)}]")
 
@@ -797,7 +810,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_study)
 
     sub.add_parser("ids", help="the paper-ID table").set_defaults(func=cmd_ids)
-    sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)
+    p = sub.add_parser("check", help="validate params.yaml")
+    p.add_argument("--stage", metavar="MARKER",
+                   help="the DVC pipeline's first stage: write MARKER when the parameters are "
+                        "accepted; under `dvc exp run -S`, a refused value is taken back out of "
+                        "params.yaml")
+    p.set_defaults(func=cmd_check)
     return parser
 
 
