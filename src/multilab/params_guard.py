@@ -66,7 +66,7 @@ def restore_refused(params_path: Path, marker: Path, refuses: Callable[[dict], b
             continue
         write_text(params_path, text)
         keys = ", ".join(key for key, _ in changed)
-        return f"params.yaml put back as it was ({source}; {keys} unchanged)"
+        return f"params.yaml put back as it was before `-S {keys}=...` (from {source})"
     return None
 
 
