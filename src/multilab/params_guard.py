@@ -1,16 +1,17 @@
 """The first stage of the DVC pipeline: ``params.yaml`` checked before any stage runs.
 
 DVC deletes a stage's outputs before running its command, so a command that refuses a bad
-value (``dvc exp run -S modification=lang-poss``) has already lost its outputs. The
-``params`` stage (``multilab check --stage``, ``always_changed``) runs first because the
-pipeline's first stages depend on its marker file: a refused value stops ``dvc repro`` there,
-before anything is deleted.
+value (``dvc exp run -S modification=lang-poss``) has already lost its outputs. The ``check``
+stage (``multilab check --stage``, which depends on params.yaml itself) runs first because
+the pipeline's first stages depend on its marker file: a refused value stops ``dvc repro``
+there, before anything is deleted.
 
 ``dvc exp run -S`` writes the value into ``params.yaml`` before any stage runs. When the value
-is refused, the file is put back byte for byte as it was at the last accepted check, but only
-when that is certain to undo DVC's write and nothing else: every value that differs from the
-accepted file is refused on its own, and DVC's own rewrite of the accepted file with those
-values gives the current file exactly. Anything else (an edit by hand) is left for the user.
+is refused, the file is put back byte for byte as it was at the last accepted check (or in
+the experiment's baseline commit), but only when that is certain to undo DVC's write and
+nothing else: every value that differs is refused on its own, and DVC's own rewrite of the
+earlier file with those values gives the current file exactly. Anything else (an edit by
+hand) is left for the user.
 """
 
 from __future__ import annotations
