@@ -152,6 +152,7 @@ def test_study_figures_compare_modifications(trained: Trained) -> None:
                      "study-curves.png"]
     for path in written:
         _assert_png(path)
+        assert path.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"  # for print
     assert "study-curves.png" in _artifact_names(trained)
     assert study_figures(cfg, finished_runs(cfg).iloc[0:0]) == []
 
@@ -183,3 +184,24 @@ def test_equal_curves_stay_visible_and_the_paper_is_a_reference_line(tmp_path: P
     changed = (plain != with_paper).any(axis=2)
     rows = changed.sum(axis=1)
     assert rows.max() > 150 and (rows > 0).sum() < 8  # one thin line across the panel
+
+
+def test_legends_and_titles_name_rows_in_the_papers_words(trained: Trained, monkeypatch) -> None:
+    """Issue 54: a row is its modification's name (the paper's words), never "1: lang-pos"
+    or "lang-pos (ID 1)"."""
+    from multilab.reporting import figures
+
+    drawn = {}
+    real = figures.plot_curves
+
+    def spy(groups, *args, **kwargs):
+        drawn.update(groups)
+        return real(groups, *args, **kwargs)
+
+    cfg = trained.cfg
+    tracking.set_tags(cfg.paths, trained.run_id, {"evaluated": "true"})
+    monkeypatch.setattr(figures, "plot_curves", spy)
+    monkeypatch.setattr(figures, "model_figures", lambda *a, **k: [])
+    figures.study_figures(cfg, finished_runs(cfg))
+    assert list(drawn) == ["lang-pos"]
+    assert figures.resolve_target(cfg, str(trained.model_dir)).title == "lang-pos, seed 0"

@@ -75,7 +75,7 @@ def test_sections_figures_and_stale_files(tmp_path: Path) -> None:
 
     clear_own_outputs(reports)  # as the report does first: nothing of an earlier run lingers
     section, files = liu_sections(cfg)
-    assert "MRR (seeds 001/004)" in section and "token translation" in section
+    assert "MRR (Liu et al. 2020a/b)" in section and "token translation" in section
     assert "| 3-fake | BERT | 400 | 20 | 0.500 | 0.250 | 1 | 1 |" in section
     assert "| 3-fake | skipgram | 100 | whole |" not in section  # static rows keep windows
     # the best convert rate and the best BLEU-1 are different cells of the heat maps

@@ -32,9 +32,12 @@ def test_dvc_plots_draw_the_table_keys() -> None:
     plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
     declared = {}
     for entry in plots:
-        ((path, spec),) = entry.items()
-        declared[path.rsplit("/", 1)[-1].removesuffix(".csv")] = spec["y"]
-    assert declared == dict.fromkeys(PLOTS, "${study}")
+        ((name, spec),) = entry.items()
+        declared[name] = spec["y"]
+    # the study's rows from the report's CSV, the variant's curve beside them (issue 54)
+    assert declared == {key: {f"reports/plots/{key}.csv": "${study}",
+                              f"reports/plots/variant/{key}.csv": "variant ${modification}"}
+                        for key in PLOTS}
     assert PLOTS["mu"] == "curve/mu" and PLOTS["train_loss"] == "train_loss"
 
 

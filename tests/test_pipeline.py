@@ -85,16 +85,21 @@ def test_dvc_views_compare_models_and_fit_a_terminal(pipeline: Path) -> None:
     statistics and the spaces run stay out of the comparison views."""
     shown = json.loads(_run([DVC, "plots", "show", "--json"], pipeline).stdout)
     assert not shown.get("errors"), shown.get("errors")
-    loss = shown["data"]["reports/plots/train_loss.csv"][0]["content"]["data"]["values"]
-    assert {row["field"] for row in loss} == {"original", "untrained"}  # overlaid, labelled
+    loss = shown["data"]["train_loss"][0]["content"]["data"]["values"]
+    # overlaid, labelled, the variant (params.yaml's modification) beside the study's rows
+    assert {row["field"] for row in loss} == {"original", "untrained", "variant original"}
     metrics = _run([DVC, "metrics", "show"], pipeline).stdout.splitlines()
     assert [line.split()[0] for line in metrics[1:]] == [
         "metrics/study/original.json", "metrics/study/untrained.json", "metrics/variant.json"]
-    # 9 metrics and the seeds under their DVC keys (Table 1's columns): a 132-column terminal
-    assert "corpus" not in "\n".join(metrics) and max(map(len, metrics)) <= 132, metrics
+    # 9 metrics and the seeds under their DVC keys (Table 1's columns): a 132-column terminal,
+    # and the variant's name (issue 54) in a column of its own
+    name_column = len("  original")
+    assert "corpus" not in "\n".join(metrics) and max(map(len, metrics)) <= 132 + name_column, \
+        metrics
     header = metrics[0].split()
     assert header == ["Path", "l0.f1", "l0.rho", "l0.tau", "l8.f1", "l8.rho", "l8.tau", "mu",
-                      "ppl.dev", "ppl.train", "seeds"]
+                      "ppl.dev", "ppl.train", "seeds", "variant"]
+    assert metrics[-1].split()[-1] == "original"
     cfg = load_config(pipeline / "params.yaml")
     cfg = cfg.__class__(**{**cfg.__dict__, "paths": cfg.paths.rebased(pipeline)})
     runs = tracking.search_runs(cfg.paths, cfg.experiment)
@@ -136,7 +141,7 @@ def test_report_stage_keeps_and_gathers_command_results(pipeline: Path) -> None:
     _run([DVC, "repro", "--force", "--single-item", "report"], pipeline)
     assert kept.exists()
     table = (pipeline / "reports" / "table1.md").read_text()
-    assert "word retrieval MRR (seeds 001/004)" in table
+    assert "word retrieval MRR (Liu et al. 2020a/b)" in table
     assert (pipeline / "reports" / "figures" / "mrr-by-train-rows-3-fake.png").exists()
 
 

@@ -79,10 +79,10 @@ def test_table_is_compact_with_the_paper_in_its_own_table(reported) -> None:
 def test_small_values_never_read_as_zero() -> None:
     """τ of 0.0027 rounded to two places read 0.00: values keep 3 places, and a non-zero value
     below that keeps two significant digits."""
-    from multilab.reporting.report import _fmt
+    from multilab.lab.cells import number
 
-    assert _fmt(0.0027, 3) == "0.003" and _fmt(0.00043, 3) == "0.00043"
-    assert _fmt(0.0, 3) == "0.000" and _fmt(4128.4, 0) == "4,128"
+    assert number(0.0027) == "0.003" and number(0.00043) == "0.00043"
+    assert number(0.0) == "0.000" and number(4128.4) == "4,128"
 
 
 def test_plot_data_overlays_every_model_per_quantity(reported) -> None:
@@ -94,7 +94,9 @@ def test_plot_data_overlays_every_model_per_quantity(reported) -> None:
     assert loss["original"].tolist() == pytest.approx([8.0 - statistics.fmean([0.2, 0.4, 0.9])])
     assert loss["inv-order"].tolist() == pytest.approx([8.0 - statistics.fmean([0.01, 0.03])])
     assert loss["lang-pos"].isna().all()
-    assert not list((cfg.paths.reports / "plots").glob("*/*.csv"))  # no per-model folders
+    # no per-model folders: the variant's curves (here the study's `original`) are the one
+    folders = {path.parent.name for path in (cfg.paths.reports / "plots").glob("*/*.csv")}
+    assert folders == {"variant"}
 
 
 
@@ -201,8 +203,30 @@ def test_an_earlier_reports_files_go_and_command_results_stay(tmp_path: Path) ->
     assert not any(path.exists() for path in stale)
     assert (reports / "static" / "3-fake.json").exists()
     table = (reports / "table1.md").read_text()
-    assert "word retrieval MRR (seeds 001/004)" in table
+    assert "word retrieval MRR (Liu et al. 2020a/b)" in table
     assert "![mrr-by-window-3-fake](figures/mrr-by-window-3-fake.png)" in table
     assert "| 3–l | 100 | silver (9) | 7 | verse retrieval P@1 | 1 | 0.500 | 0.250 | +0.250 |" \
         in table and "![figure2-cka](figures/figure2-cka.png)" in table
     assert (reports / "similarity.md").exists()
+
+
+def test_the_variant_is_reported_beside_the_study(tmp_path: Path) -> None:
+    """Issue 54: the variant (params.yaml's modification) has its own table in the report and
+    its curves in the plot data, under its name; one the study has is named, not repeated."""
+    cfg = smoke_config(tmp_path, seeds=[0, 1], study=["original"], modification="inv-order")
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    for seed in (0, 1):
+        fake_run(cfg, experiment, "original", seed, 0.5)
+        fake_run(cfg, experiment, "inv-order", seed, 0.1 + seed / 10)
+    build_report(cfg)
+    table = (cfg.paths.reports / "table1.md").read_text()
+    assert "### Variant: inv-order" in table and "| 3 | inv-order | 0.150 ± 0.071 |" in table
+    variant = pd.read_csv(cfg.paths.reports / "plots" / "variant" / "train_loss.csv")
+    assert list(variant.columns) == ["step", "variant inv-order"]
+    assert variant["variant inv-order"].tolist() == pytest.approx([7.85])
+    study = pd.read_csv(cfg.paths.reports / "plots" / "train_loss.csv")
+    assert list(study.columns) == ["step", "original"]  # the variant in its own file
+    same = smoke_config(tmp_path, seeds=[0, 1], study=["original"], modification="original")
+    build_report(same)
+    table = (same.paths.reports / "table1.md").read_text()
+    assert "### Variant" not in table and "is the study's row `original`" in table

@@ -261,10 +261,6 @@ def params_page() -> str:
         comment, _ = comments.of(*data.lc.key(name)) if name in data else ("", [])
         kind = cell(_type(hint)) if hint else "not in the schema"
         out.append(f"| {code(name)} | {value} | {override(name)} | {kind} | {cell(comment)} |")
-        if name == "study" and name in data:
-            for i, entry in enumerate(data[name]):
-                said, _ = comments.of(*data[name].lc.item(i))
-                out.append(f"| {code(f'study[{i}]')} | {code(entry)} | | | {cell(said)} |")
     for name, cls, per_name in sections:
         tree = data.get(name)
         out += ["", f"## {name}", ""]

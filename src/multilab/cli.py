@@ -7,6 +7,7 @@ value and the valid ones, exit code 2, nothing written.
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import logging
 import os
@@ -159,7 +160,8 @@ def _log_spaces(cfg: Config, spaces_cfg: SpacesConfig, metrics: dict,
 
 
 def cmd_word_order(args: argparse.Namespace) -> None:
-    """Every listed edition's Kendall's tau against the English reference (seed 000 App. B.2)."""
+    """Every listed edition's Kendall's tau against the English reference (Dufter & Schütze
+    2020 App. B.2)."""
     from multilab import tracking
     from multilab.data.parallel import read_edition
     from multilab.evaluation import bible_word_order as wo
@@ -473,6 +475,15 @@ def cmd_report(args: argparse.Namespace) -> None:
         print(f"wrote {path}")
 
 
+def cmd_plots_page(args: argparse.Namespace) -> None:
+    from multilab.reporting.plots_page import write_plots_page
+
+    _config(args)  # validated as every command is
+    path = Path(args.out)
+    print(f"{'wrote' if write_plots_page(path) else 'up to date:'} {path} (the offline page of "
+          "`dvc plots show`)")
+
+
 def cmd_figures(args: argparse.Namespace) -> None:
     from multilab import tracking
     from multilab.reporting.figures import figures_for
@@ -631,7 +642,20 @@ def _is_number(text: str) -> bool:
 
 
 def cmd_check(args: argparse.Namespace) -> None:
-    cfg = _config(args)
+    if args.stage:  # the pipeline's first stage (params_guard.py)
+        from multilab.params_guard import check_stage
+        from multilab.resolve import config_from_dict, parse_overrides
+
+        def refuses(tree: dict) -> bool:
+            try:
+                config_from_dict(tree, parse_overrides(args.set))
+            except UserError:
+                return True
+            return False
+
+        cfg = check_stage(Path(args.params), Path(args.stage), lambda: _config(args), refuses)
+    else:
+        cfg = _config(args)
     print(f"params OK: profile={cfg.profile} seeds={list(cfg.seeds)} study={list(cfg.study)} "
           f"modification={cfg.modification} languages=[{', '.join(cfg.languages)}]")
 
@@ -669,45 +693,103 @@ def storage_problem(err: BaseException) -> str | None:
     return None
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a "did you mean" for a mistyped choice (a command, a corpus action)."""
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        if action.choices is not None and value not in action.choices:
+            names = [str(choice) for choice in action.choices]
+            close = difflib.get_close_matches(str(value), names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r} (choose from {', '.join(names)}){hint}")
+        super()._check_value(action, value)
+
+
+#: What ``multilab <command> --help`` says beyond the one line of the command list.
+DESCRIPTIONS = {
+    "train": "Train (or resume) one model of the study: the modification (a name, a `+` combo "
+             "or a paper ID) at one seed. A model whose fingerprint is unchanged is never "
+             "trained twice; a killed run resumes from its last checkpoint.",
+    "evaluate": "Measure a model directory's multilinguality (word alignment, sentence "
+                "retrieval, word translation at evaluate.layers) and its MLM perplexity; "
+                "logged to the model's MLflow run and written as JSON.",
+    "variant": "Train and evaluate params.yaml's `modification` at every seed of `seeds` "
+               "(reusing a study model of the same fingerprint), then write its means and name "
+               "to metrics/variant.json: the stage `dvc exp run -S modification=NAME` reruns, "
+               "before the report.",
+    "report": "Build reports/table1.md (and Table 2, the downstream and word-order sections, "
+              "figures and the plot data of `dvc plots`) from the study's finished MLflow "
+              "runs: mean ± std over seeds beside the paper's values.",
+    "check": "Validate params.yaml (and any --set) as every command does, and print the study "
+             "it describes. A bad value: one line naming it and the valid ones, exit code 2.",
+    "study": "The papers' tables as declarative studies (studies/<name>.yaml): list them, run "
+             "the (row, seed) pairs without a record, or report their rows and claim verdicts "
+             "from the records in results/.",
+    "ids": "Print the paper-ID table: Dufter & Schütze 2020's model IDs and the modification "
+           "each denotes (`-S modification=ID` and `train -m ID` take them).",
+    "figures": "Draw one model's figures (position similarity, token PCA, training curves) "
+               "from its directory or its MLflow run id, as PNG with a PDF beside each.",
+}
+
+
+def _description(name: str, help_text: str) -> str:
+    text = DESCRIPTIONS.get(name) or help_text[:1].upper() + help_text[1:]
+    return text if text.endswith(".") else text + "."
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="multilab", description=__doc__.splitlines()[0])
+    parser = Parser(prog="multilab", description=(
+        "What makes multilingual BERT multilingual: the controlled experiments of five papers "
+        "(Dufter & Schütze 2020; Liu et al. 2020a/b; K et al. 2020; Conneau et al. 2020). "
+        "Every command validates params.yaml first."))
     parser.add_argument("--params", default="params.yaml", help="parameter file")
     parser.add_argument(
         "--set", action="append", metavar="KEY=VALUE",
-        help="override a parameter, e.g. --set profile=smoke --set train.epochs=3",
+        help="override a parameter, e.g. --set profile=smoke --set train.epochs=3 (before or "
+             "after the command)",
     )
     parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # --set after the command too (`multilab train --seed 42 --set profile=smoke`): its own
+    # dest, as a subcommand's default would replace the values given before the command
+    after = argparse.ArgumentParser(add_help=False)
+    after.add_argument("--set", action="append", metavar="KEY=VALUE", dest="set_after",
+                       help="override a parameter (as before the command)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
 
-    p = sub.add_parser("corpus", help="export Bible editions / build corpora / print stats")
+    def add(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=_description(name, help),
+                              parents=[after])
+
+    p = add("corpus", help="export Bible editions / build corpora / print stats")
     p.add_argument("action", choices=["export", "build", "stats", "editions", "xnli-dev"],
                    help="xnli-dev: write each user corpus's dev file from XNLI's parallel dev "
                         "split (downstream.task_path)")
     p.add_argument("--edition", action="append", help="edition code (repeatable): export, editions")
     p.set_defaults(func=cmd_corpus)
 
-    sub.add_parser("vocab", help="train the WordPiece vocabulary").set_defaults(func=cmd_vocab)
-    sub.add_parser("spaces", help="fastText spaces + unsupervised VecMap + knn table"
-                   ).set_defaults(func=cmd_spaces)
+    add("vocab", help="train the WordPiece vocabulary").set_defaults(func=cmd_vocab)
+    add("spaces", help="fastText spaces + unsupervised VecMap + knn table"
+        ).set_defaults(func=cmd_spaces)
 
-    sub.add_parser("word-order", help="each Bible edition's word order against English: "
-                   "Kendall's tau of IBM-1 + Match word alignments (seed 000 App. B.2)"
-                   ).set_defaults(func=cmd_word_order)
+    add("word-order", help="each Bible edition's word order against English: Kendall's tau "
+        "of IBM-1 + Match word alignments (Dufter & Schütze 2020 App. B.2)"
+        ).set_defaults(func=cmd_word_order)
 
-    p = sub.add_parser("train", help="train (or resume) one model")
+    p = add("train", help="train (or resume) one model")
     p.add_argument("--modification", "-m", default="original", help="name, combo or paper ID")
     p.add_argument("--seed", type=int, required=True)
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("evaluate", help="multilinguality + perplexity of a model directory")
+    p = add("evaluate", help="multilinguality + perplexity of a model directory")
     p.add_argument("model_dir")
     p.add_argument("--out", help="JSON file for the results (default: artifacts/eval/...)")
     p.add_argument("--layers", help="layers to evaluate: 'all' or e.g. 0,4,8 "
                    "(default: evaluate.layers of params.yaml)")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("probe", help="any Hugging Face masked LM (with its fast tokenizer) on "
-                       "Bible verses: verse retrieval and word alignment between editions")
+    p = add("probe", help="any Hugging Face masked LM (with its fast tokenizer) on "
+            "Bible verses: verse retrieval and word alignment between editions")
     p.add_argument("model_dir")
     p.add_argument("--languages", required=True, help="edition codes, the first aligned with "
                    "each other, e.g. 3,s,i")
@@ -716,8 +798,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="JSON file for the results")
     p.set_defaults(func=cmd_probe)
 
-    p = sub.add_parser("similarity", help="seed 003 §5: two models on parallel verses, layer "
-                       "by layer (verse retrieval after an orthogonal map, linear CKA)")
+    p = add("similarity", help="Conneau et al. 2020 §5: two models on parallel verses, layer "
+            "by layer (verse retrieval after an orthogonal map, linear CKA)")
     p.add_argument("model_a")
     p.add_argument("model_b")
     p.add_argument("--languages", required=True, help="model A's edition, then model B's, "
@@ -727,8 +809,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "reports/similarity/<a>-<b>/)")
     p.set_defaults(func=cmd_similarity)
 
-    p = sub.add_parser("translate", help="seed 004's unsupervised token translation: the "
-                       "mean difference shift added at each layer, convert rate and BLEU-1")
+    p = add("translate", help="Liu et al. 2020b's unsupervised token translation: the "
+            "mean difference shift added at each layer, convert rate and BLEU-1")
     p.add_argument("model_dir")
     p.add_argument("--source", required=True, help="a study language, e.g. 3")
     p.add_argument("--target", required=True, help="another, e.g. fake or s")
@@ -738,8 +820,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "reports/translation/<model>-<source>-<target>/)")
     p.set_defaults(func=cmd_translate)
 
-    p = sub.add_parser("mrr", help="seed 004's word retrieval: MRR and P@1 of a model's "
-                       "contextual word vectors per layer (exact or silver dictionary)")
+    p = add("mrr", help="Liu et al. 2020b's word retrieval: MRR and P@1 of a model's "
+            "contextual word vectors per layer (exact or silver dictionary)")
     p.add_argument("model_dir")
     p.add_argument("--source", required=True, help="a study language, e.g. 3")
     p.add_argument("--target", required=True, help="another, e.g. fake or s")
@@ -748,9 +830,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "reports/word_retrieval/<model>-<source>-<target>/)")
     p.set_defaults(func=cmd_mrr)
 
-    p = sub.add_parser("static", help="seeds 001/004: static wordpiece embeddings (fastText "
-                       "skipgram/CBOW) on the study's train rows: word retrieval MRR and the "
-                       "zero-shot task per model, data size and window")
+    p = add("static", help="Liu et al. 2020a/b: static wordpiece embeddings (fastText "
+            "skipgram/CBOW) on the study's train rows: word retrieval MRR and the "
+            "zero-shot task per model, data size and window")
     p.add_argument("--models", default="skipgram,cbow", help="skipgram and/or cbow")
     p.add_argument("--rows", default="all", help="train rows: counts, fractions in (0, 1) or "
                    "all, e.g. 2000,all (the first rows, as train.max_train_sentences cuts)")
@@ -765,38 +847,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="JSON file (default: reports/static/<source>-<target>.json)")
     p.set_defaults(func=cmd_static)
 
-    p = sub.add_parser("model-order", help="word order from a model's own vectors: Kendall's "
-                       "tau of Match alignments on its layer-l word vectors (seed 000 App. B.2)")
+    p = add("model-order", help="word order from a model's own vectors: Kendall's "
+            "tau of Match alignments on its layer-l word vectors (Dufter & Schütze "
+            "2020 App. B.2)")
     p.add_argument("model_dir")
     p.add_argument("--source", required=True, help="the reference order, e.g. 3")
     p.add_argument("--target", required=True, help="another study language, e.g. s or fake")
-    p.add_argument("--sentences", type=int, default=2500, help="dev verse pairs (seed 000: 2,500)")
-    p.add_argument("--layer", type=int, default=8, help="the vectors' layer (seed 000: 8)")
+    p.add_argument("--sentences", type=int, default=2500, help="dev verse pairs "
+                   "(Dufter & Schütze 2020: 2,500)")
+    p.add_argument("--layer", type=int, default=8, help="the vectors' layer "
+                   "(Dufter & Schütze 2020: 8)")
     p.add_argument("--out", help="JSON file (default: reports/model_word_order/...)")
     p.set_defaults(func=cmd_model_order)
 
-    p = sub.add_parser("downstream", help="zero-shot downstream task (downstream.task) of a model "
-                       "directory: fine-tune on the first language, test on every language")
+    p = add("downstream", help="zero-shot downstream task (downstream.task) of a model "
+            "directory: fine-tune on the first language, test on every language")
     p.add_argument("model_dir")
     p.add_argument("--languages", help="some of the study's languages as the study spells "
                    "them, the first fine-tuned on, e.g. 3,fake or s,3 or enfake:3,s (default: "
                    "the study's)")
     p.add_argument("--out", help="JSON file for the results (default: artifacts/downstream/...)")
     p.add_argument("--mds", action="store_true",
-                   help="seed 004 §4.3: fine-tune with the lower half frozen and test every "
-                        "other language with the mean difference shift, alpha chosen on its "
+                   help="Liu et al. 2020b §4.3: fine-tune with the lower half frozen and test "
+                        "every other language with the mean difference shift, alpha chosen on its "
                         "dev set (downstream.mds_layer, downstream.mds_alphas)")
     p.set_defaults(func=cmd_downstream)
 
-    sub.add_parser("variant", help="train + evaluate params.modification over the seeds"
-                   ).set_defaults(func=cmd_variant)
-    sub.add_parser("report", help="tables (and figures) from the MLflow runs"
-                   ).set_defaults(func=cmd_report)
-    p = sub.add_parser("figures", help="figures of one model (directory or MLflow run id)")
+    add("variant", help="train + evaluate params.modification over the seeds"
+        ).set_defaults(func=cmd_variant)
+    add("report", help="tables (and figures) from the MLflow runs").set_defaults(func=cmd_report)
+    p = add("plots-page", help="the page `dvc plots show` fills, with Vega inlined: charts "
+            "drawn offline (.dvc/config names it)")
+    p.add_argument("out", help="the HTML file, e.g. artifacts/dvc-plots.html")
+    p.set_defaults(func=cmd_plots_page)
+    p = add("figures", help="figures of one model (directory or MLflow run id)")
     p.add_argument("target")
     p.set_defaults(func=cmd_figures)
-    p = sub.add_parser("study", help="the papers' tables as studies: list them, or report a "
-                       "study's rows and claim verdicts from the records in results/")
+    p = add("study", help="the papers' tables as studies: list them, or report a "
+            "study's rows and claim verdicts from the records in results/")
     p.add_argument("action", choices=["list", "report", "run"],
                    help="run: train and evaluate the (row, seed) pairs without a record")
     p.add_argument("--seeds", help="run: only these seeds, e.g. 42,43")
@@ -810,8 +898,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "are rewritten (default: REPRODUCTION.md beside the --out folder)")
     p.set_defaults(func=cmd_study)
 
-    sub.add_parser("ids", help="the paper-ID table").set_defaults(func=cmd_ids)
-    sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)
+    add("ids", help="the paper-ID table").set_defaults(func=cmd_ids)
+    p = add("check", help="validate params.yaml")
+    p.add_argument("--stage", metavar="MARKER",
+                   help="the DVC pipeline's first stage: write MARKER when the parameters are "
+                        "accepted; under `dvc exp run -S`, a refused value is taken back out of "
+                        "params.yaml")
+    p.set_defaults(func=cmd_check)
     return parser
 
 
@@ -835,6 +928,7 @@ def _close_progress_bars() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.set = [*(args.set or []), *(getattr(args, "set_after", None) or [])] or None
     quiet_libraries()
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,

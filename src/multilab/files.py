@@ -87,3 +87,24 @@ def read_utf8(path: Path, fix: str) -> str:
             f"{path} is not valid UTF-8 (line {line}, byte {err.start}: "
             f"{data[err.start:err.end]!r}, {err.reason}); {fix}"
         ) from err
+
+
+#: screens (the report, the README, MLflow) read the PNG; print reads the PDF beside it, whose
+#: lines and text are vectors and whose images (heat maps) are at print resolution
+SCREEN_DPI, PRINT_DPI = 110, 300
+
+
+def save_figure(figure: Any, path: Path, dpi: int = SCREEN_DPI) -> Path:
+    """A matplotlib figure as ``path`` (a PNG) and the same figure as a PDF beside it, each
+    written atomically; returns the PNG's path. A figure made without pyplot gets an Agg
+    canvas (no GUI is ever touched)."""
+    if figure.canvas is None or type(figure.canvas).__name__ == "FigureCanvasBase":
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(figure)
+    path = Path(path)
+    with atomic_open(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=dpi)
+    with atomic_open(path.with_suffix(".pdf"), "wb") as handle:
+        figure.savefig(handle, format="pdf", dpi=PRINT_DPI)
+    return path

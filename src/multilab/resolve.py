@@ -446,7 +446,10 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
     )
     profile = overrides.get("profile", raw.get("profile", "quick"))
     if not isinstance(profile, str) or profile not in profiles:
-        raise UserError(f"unknown profile {profile!r}; valid: {', '.join(profiles) or '(none)'}")
+        close = difflib.get_close_matches(str(profile), list(profiles), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UserError(f"unknown profile {profile!r}{hint}; valid: "
+                        f"{', '.join(profiles) or '(none)'}")
     for name, values in profiles.items():
         values = _mapping(values, f"{PROFILES_KEY}.{name}", tuple(SECTIONS))
         pinned = sorted(set(values) & TOP_LEVEL_ONLY)

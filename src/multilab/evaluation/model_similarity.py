@@ -39,6 +39,7 @@ import torch
 from multilab.errors import UserError
 from multilab.evaluation.probe import load_masked_lm
 from multilab.evaluation.similarity import mean_pool, sentence_similarity_by_layer
+from multilab.files import save_figure
 
 MEASURES = ("sentence_retrieval", "cka", "word_translation", "contextual_word")
 MEASURE_LABELS = {"sentence_retrieval": "verse retrieval P@1", "cka": "linear CKA",
@@ -272,6 +273,6 @@ def _finish(fig: Any, ax: Any, measure: str, title: str, path: Path) -> Path:
     ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)  # and a PDF beside it
     plt.close(fig)
     return path

@@ -50,7 +50,7 @@ from multilab.evaluation.mean_shift import (
     translate,
     translation_sweep,
 )
-from multilab.files import write_json
+from multilab.files import save_figure, write_json
 from multilab.lab.languages import language_keys, parse_languages
 from multilab.lab.modifications import file_stem
 from multilab.resolve import resolve_run
@@ -184,7 +184,7 @@ def heat_map(record: dict[str, Any], measure: str, path: Path) -> Path:
     fig.colorbar(image, ax=ax, fraction=0.05)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)  # and a PDF beside it
     plt.close(fig)
     return path
 

@@ -11,7 +11,7 @@ from multilab import tracking
 from multilab.config import Config
 from multilab.evaluation.evaluate import curve_hook, evaluate_and_record
 from multilab.files import write_json
-from multilab.lab.metric_table import dvc_metrics, summarise
+from multilab.lab.metric_table import VARIANT_KEY, dvc_metrics, summarise
 from multilab.resolve import resolve_run
 from multilab.training.model_dir import model_fingerprint, read_done
 from multilab.training.train import train_model
@@ -37,10 +37,11 @@ def run_variant(cfg: Config) -> dict:
                                      cfg.paths.variant_eval_file(cfg.modification, seed))
         per_seed.append(record["metrics"])
     stats = summarise(per_seed)
-    # the DVC metrics file: the mean over seeds under the DVC keys of metrics/study/ (the
-    # modification is params.yaml's, beside it in `dvc exp show`); the standard deviations go
-    # beside the models
-    write_json(cfg.paths.metrics / "variant.json", dvc_metrics(stats, len(per_seed)))
+    # the DVC metrics file: the mean over seeds under the DVC keys of metrics/study/, and the
+    # modification's name (`dvc metrics show` labels the row with it); the standard
+    # deviations go beside the models
+    write_json(cfg.paths.metrics / "variant.json",
+               dvc_metrics(stats, len(per_seed)) | {VARIANT_KEY: run.modification})
     summary = {"modification": run.modification,
                **{key: mean for key, (mean, _) in stats.items()}, "n_seeds": len(per_seed)}
     write_json(cfg.paths.variant / "summary.json", {

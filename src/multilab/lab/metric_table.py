@@ -47,6 +47,9 @@ METRICS: dict[str, Metric] = {
 #: the default study is 127 characters wide (196 with MLflow's keys). One spelling in every
 #: DVC file; MLflow, the evaluation JSONs and the report keep the full keys.
 DVC_SEEDS = "seeds"
+#: ``metrics/variant.json``'s key for the modification's name: `dvc metrics show` prints it on
+#: the variant's row (a path alone does not say which variant it is)
+VARIANT_KEY = "variant"
 
 
 def dvc_metrics(stats: dict[str, tuple[float, float]], n_seeds: int) -> dict[str, float | int]:

@@ -11,6 +11,7 @@ its ID to ``PAPER_IDS``) and one test.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -275,8 +276,10 @@ def lookup(part: str) -> Modification:
         return REGISTRY[part]
     found = _family_part(part)
     if found is None:
+        close = difflib.get_close_matches(part, [*REGISTRY, *PAPER_IDS.values()], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ModificationError(
-            f"unknown modification {part!r}; valid: {valid_names()} "
+            f"unknown modification {part!r}{hint}; valid: {valid_names()} "
             f"or a paper ID ({', '.join(PAPER_IDS)})"
         )
     return found

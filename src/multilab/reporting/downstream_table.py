@@ -16,6 +16,7 @@ from __future__ import annotations
 import pandas as pd
 
 from multilab.data.tasks import DEFAULT_TASK, TASKS
+from multilab.lab.cells import cell
 from multilab.lab.metric_table import mean_std
 
 PREFIX = "metrics.downstream/"  # evaluation.downstream.PREFIX as an MLflow column
@@ -82,7 +83,7 @@ def downstream_frame(runs: pd.DataFrame, groups: dict[str, list[str]],
     return frame
 
 
-#: The row every other is compared with (seed 003 Table 1's "default").
+#: The row every other is compared with (Conneau et al. 2020 Table 1's "default").
 DEFAULT_ROW = "original"
 
 
@@ -98,9 +99,7 @@ def zero_shot_delta(frame: pd.DataFrame, zero_shot: list[str]) -> pd.Series:
 
 
 def _cell(mean: float, std: float, seeds: int) -> str:
-    if pd.isna(mean):
-        return "–"
-    return f"{mean:.3f} ± {std:.3f}" if seeds > 1 else f"{mean:.3f}"
+    return cell(mean, std if seeds > 1 else None)  # the one precision rule (lab/cells.py)
 
 
 def downstream_markdown(frame: pd.DataFrame) -> str:

@@ -1,4 +1,4 @@
-"""The paper's figures (seed 000 Figs. 4–8) from saved models and their MLflow curves.
+"""The paper's figures (Dufter & Schütze 2020 Figs. 4–8) from saved models and their MLflow curves.
 
 * positions: cosine similarity of the position embeddings (Figs. 5 and 8),
 * pca: 2-D PCA of the layer-0 token embeddings, English vs Fake-English (Fig. 4),
@@ -32,7 +32,7 @@ from multilab import tracking
 from multilab.config import Config, Paths
 from multilab.data.vocab import FAKE_PREFIX, load_tokenizer, vocabulary_words
 from multilab.errors import UserError
-from multilab.files import atomic_open
+from multilab.files import save_figure
 from multilab.lab.metric_table import (
     CURVE_KEYS,
     PAPER_VALUES,
@@ -102,7 +102,7 @@ def plot_position_similarity(
              f"{region_labels[1]} ({boundary}–{size - 1})"],
         )
         regions.tick_params(length=0)
-    # long combos ("lang-pos;inv-order;shift-special;no-random (ID 9)") would run off the
+    # long combos ("lang-pos;inv-order;shift-special;no-random, seed 0") would run off the
     # square figure: wrap them
     axes.set_title("\n".join(textwrap.wrap(title, 52, break_on_hyphens=False)), fontsize=11)
     return save_png(figure, path)
@@ -391,9 +391,7 @@ class ModelTarget:
     def title(self) -> str:
         if self.modification is None:
             return str(self.model_dir)
-        pid = paper_id(self.modification)
-        named = f"{self.modification} (ID {pid})" if pid else self.modification
-        return f"{named}, seed {self.seed}"
+        return f"{self.modification}, seed {self.seed}"  # the paper's words, not its IDs
 
 
 def resolve_target(cfg: Config, target: str) -> ModelTarget:
@@ -539,7 +537,7 @@ def study_figures(cfg: Config, runs: pd.DataFrame) -> list[Path]:
         if frames or finals:
             pid = paper_id(modification)
             paper = {k: float(v) for k, v in PAPER_VALUES.get(pid or "", {}).items()}
-            groups[f"{pid}: {modification}" if pid else modification] = CurveGroup(
+            groups[modification] = CurveGroup(  # the legend: the paper's words, not its IDs
                 frames, finals, paper or None)
         seeds = set(mine["tags.seed"].astype(int))
         for seed in (s for s in cfg.seeds if s in seeds):
@@ -589,8 +587,7 @@ def _style_curve_panel(panel, key: str, values: list[float]) -> None:
 
 
 def save_png(figure: Figure, path: Path) -> Path:
-    """The figure as a PNG, written atomically (an Agg canvas: no pyplot, no GUI)."""
+    """The figure as a PNG and, beside it, a PDF for print (files.save_figure), written
+    atomically (an Agg canvas: no pyplot, no GUI)."""
     FigureCanvasAgg(figure)
-    with atomic_open(path, "wb") as handle:
-        figure.savefig(handle, format="png", dpi=110)
-    return path
+    return save_figure(figure, path)

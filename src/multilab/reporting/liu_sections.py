@@ -1,4 +1,4 @@
-"""The report's sections for seeds 001/004 (Liu et al.): word retrieval MRR of static
+"""The report's sections for Liu et al. 2020a/b: word retrieval MRR of static
 embeddings and of the study's BERTs against data size and context window, and the heat maps of
 unsupervised token translation.
 
@@ -83,7 +83,7 @@ def _window_label(window: int) -> str:
 
 def mrr_markdown(frame: pd.DataFrame) -> str:
     """The points of both figures as one table."""
-    lines = ["## Static embeddings against BERT: word retrieval MRR (seeds 001/004)", "",
+    lines = ["## Static embeddings against BERT: word retrieval MRR (Liu et al. 2020a/b)", "",
              "`multilab static` and `multilab mrr` results found in `reports/`; BERT at its "
              "best layer (named), mean over the seeds found.", "",
              "| pair | model | train rows | window | MRR | P@1 | BERT layer | seeds |",
@@ -138,7 +138,8 @@ def translation_markdown(records: list[tuple[str, dict[str, Any]]]) -> str:
     """One row per translated pair: the best convert rate and the best BLEU-1, each with its
     (α, layer) (the two need not coincide: a full conversion can decode nonsense), and the
     unshifted model's values. BLEU-1 (in [0, 1] in the JSON) × 100, the paper's scale."""
-    lines = ["## Unsupervised token translation by the mean difference shift (seed 004 §4)", "",
+    lines = ["## Unsupervised token translation by the mean difference shift "
+             "(Liu et al. 2020b §4)", "",
              "| model | pair | best convert rate (α, layer) | best BLEU-1 × 100 (α, layer) | "
              "unshifted convert rate / BLEU-1 × 100 | heat maps |", "|---|---|---|---|---|---|"]
     for name, record in records:
@@ -187,5 +188,7 @@ def liu_sections(cfg: Config) -> tuple[str, list[Path]]:
                     target = figures / f"{TRANSLATION_PREFIX}{name}-{measure}.png"
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(source, target)
+                    if source.with_suffix(".pdf").exists():  # the print copy beside it
+                        shutil.copyfile(source.with_suffix(".pdf"), target.with_suffix(".pdf"))
                     files.append(target)
     return "\n\n".join(sections), files

@@ -1,4 +1,5 @@
-"""MLflow runs → Table 1 and Table 2 of seed 000 as mean ± std over seeds, beside the paper.
+"""MLflow runs → Table 1 and Table 2 of Dufter & Schütze 2020 as mean ± std over seeds, beside
+the paper.
 
 Reads only the tracking API (never local JSON): finished, evaluated runs of the study's
 experiment. Exactly one run per (resolved configuration, seed) is used — the latest
@@ -8,7 +9,6 @@ finished one — and missing seeds are listed in the table, never silently dropp
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from multilab.errors import UserError
 from multilab.evaluation import verse_retrieval
 from multilab.evaluation.wordorder import Correlation
 from multilab.files import write_json, write_text
+from multilab.lab.cells import cell, number, spread
 from multilab.lab.metric_table import (
     METRICS,
     PAPER_VALUES,
@@ -141,18 +142,6 @@ def _table_metrics(run: pd.Series) -> dict[str, float]:
     return {key: float(value) for key, value in values.items() if pd.notna(value)}
 
 
-def _fmt(value: float, decimals: int) -> str:
-    """``decimals`` places; a non-zero value that would round to zero keeps two significant
-    digits (0.00043), so a small effect never reads as none."""
-    if math.isnan(value):
-        return "–"
-    if not decimals:
-        return f"{value:,.0f}"
-    if value != 0 and round(value, decimals) == 0:
-        return f"{value:.2g}"
-    return f"{value:.{decimals}f}"
-
-
 def _seeds_cell(row: Row) -> str:
     seeds = f"{len(row.seeds_found)}"
     if row.seeds_missing:
@@ -171,14 +160,13 @@ def markdown_table(rows: list[Row], title: str) -> str:
              "|---|---|" + "--:|" * len(METRICS) + "---|"]
     for row in rows:
         cells = [row.paper_id or "–", row.modification]
-        for key, metric in METRICS.items():
+        for key in METRICS:
             if key not in row.stats:
                 cells.append("–")
                 continue
             mean, std = row.stats[key]
             # one seed has no spread: "± 0.000" would claim a measured std of zero
-            cells.append(f"{_fmt(mean, metric.decimals)} ± {_fmt(std, metric.decimals)}"
-                         if len(row.seeds_found) > 1 else _fmt(mean, metric.decimals))
+            cells.append(cell(mean, std if len(row.seeds_found) > 1 else None))
         cells.append(_seeds_cell(row))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -236,12 +224,11 @@ def latex_table(frame: pd.DataFrame) -> str:
         paper_id = "" if pd.isna(r["paper_id"]) else str(r["paper_id"])
         cells = [paper_id, r["modification"].replace("_", r"\_")]
         below = ["", ""]
-        for key, metric in METRICS.items():
-            decimals = metric.decimals
-            mean, std = _fmt(r[key + "_mean"], decimals), _fmt(r[key + "_std"], decimals)
-            cells.append(f"{mean}$_{{{std}}}$" if r["n_seeds"] > 1 else mean)
+        for key in METRICS:
+            mean, std = number(r[key + "_mean"]), spread(r[key + "_mean"], r[key + "_std"])
+            cells.append(f"{mean}$_{{{std}}}$" if r["n_seeds"] > 1 and std else mean)
             paper = r[key + "_paper"]
-            below.append("" if pd.isna(paper) else f"[{_fmt(paper, decimals)}]")
+            below.append("" if pd.isna(paper) else f"[{number(paper)}]")
         lines.append(" & ".join([*cells, str(r["n_seeds"])]) + r" \\")
         if any(below):
             lines.append(" & ".join([*below, ""]) + r" \\")
@@ -256,28 +243,55 @@ def legend(rows: list[Row]) -> str:
     return "\n".join(f"- `{name}`: {describe(name)}" for name in names)
 
 
-def write_plot_data(cfg: Config, runs: pd.DataFrame) -> list[Path]:
+#: where the report writes the variant's curves (dvc.yaml's plots draw them beside the rows)
+VARIANT_PLOTS = "plots/variant"
+
+
+def variant_column(cfg: Config) -> str:
+    """The variant's column in its plot data: ``variant <modification as written>``, which
+    dvc.yaml's ``variant ${modification}`` names."""
+    return f"variant {cfg.modification}"
+
+
+def write_plot_data(cfg: Config, runs: pd.DataFrame, columns: dict[str, str] | None = None,
+                    folder: Path | None = None) -> list[Path]:
     """One CSV per quantity for `dvc plots` (``reports/plots/<quantity>.csv``): a ``step``
     column and one column per study entry, spelt as in params.yaml (dvc.yaml draws them with
     ``y: ${study}``), each the mean over the seeds. Every entry has its column, empty where
-    it has no value (``untrained`` never trains: no curve), so DVC always finds the fields."""
-    folder = cfg.paths.reports / "plots"
+    it has no value (``untrained`` never trains: no curve), so DVC always finds the fields.
+    ``columns`` (column → modification) and ``folder``: another set of lines, the variant's."""
+    folder = folder or cfg.paths.reports / "plots"
+    columns = columns or {entry: entry for entry in cfg.study}
     written = []
     for quantity, metric in PLOTS.items():
-        columns = {}
-        for entry in cfg.study:
-            mine = tracking.runs_of(runs, canonical_name(entry), cfg.seeds)
+        series = {}
+        for column, modification in columns.items():
+            mine = tracking.runs_of(runs, canonical_name(modification), cfg.seeds)
             frames = [metric_frame(cfg.paths, run_id, {quantity: metric})
                       for run_id in mine["run_id"]] if len(mine) else []
             stats = curve_stats(frames, quantity)
-            columns[entry] = stats.set_index("step")["mean"] if len(stats) else pd.Series(
+            series[column] = stats.set_index("step")["mean"] if len(stats) else pd.Series(
                 dtype=float)
-        table = pd.DataFrame(columns).rename_axis("step").reset_index()
+        table = pd.DataFrame(series).rename_axis("step").reset_index()
         if table.empty:
             continue
         written.append(write_text(folder / f"{quantity}.csv",
                                   table.to_csv(index=False, float_format="%.6g")))
     return written
+
+
+def variant_section(cfg: Config, runs: pd.DataFrame, rows: list[Row]) -> tuple[str, list[Row]]:
+    """The variant (params.yaml's ``modification``, `dvc exp run -S modification=…`) in the
+    report: its own table when the study does not have it, a sentence when it does; and its
+    row (none without a finished run)."""
+    (row,) = table_rows(cfg, runs, [cfg.modification])
+    if not row.seeds_found:
+        return "", []
+    if row.modification in {r.modification for r in rows}:
+        return (f"The variant (`modification: {cfg.modification}` in params.yaml) is the study's "
+                f"row `{row.modification}` above."), [row]
+    return markdown_table([row], f"Variant: {row.modification} (`modification: "
+                                 f"{cfg.modification}`, `dvc exp run -S modification=…`)"), [row]
 
 
 def write_metrics(cfg: Config, rows: list[Row]) -> list[Path]:
@@ -392,8 +406,8 @@ def perplexity_markdown(frame: pd.DataFrame) -> str:
 #: to gather. Patterns, never the folder itself: ``paths.reports`` may be any folder.
 REPORT_OUTPUTS = ("table1.*", "table2.*", "retrieval.*", "perplexity.csv", "downstream.*",
                   "word_order.md", "word_order_correlation.json", "liu.md", "similarity.md",
-                  "static_vs_bert.csv", "figures/*.png", "plots/*.csv",
-                  "plots/*/*.csv")  # the last: the per-model layout of earlier versions
+                  "static_vs_bert.csv", "figures/*.png", "figures/*.pdf", "plots/*.csv",
+                  "plots/*/*.csv")  # the last: the variant's curves (and older layouts)
 
 
 def clear_own_outputs(reports: Path) -> None:
@@ -446,7 +460,8 @@ def build_report(cfg: Config) -> list[Path]:
             + "\n\n"
         )
         body = _with_paper(markdown_table(rows, "Table 1"),
-                           paper_table(rows, "Table 1 of the paper (seed 000), same rows"))
+                           paper_table(rows, "Table 1 of the paper (Dufter & Schütze 2020), "
+                                       "same rows"))
     if rows2:
         table2 = markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)")
         if not cfg.verses:
@@ -486,7 +501,10 @@ def build_report(cfg: Config) -> list[Path]:
         body += "\n\n" + similarity
         written += [write_text(reports / "similarity.md", similarity + "\n"),
                     *similarity_files]
-    body += "\n\n## Modifications\n\n" + legend(rows + rows2)
+    variant, variant_rows = variant_section(cfg, runs, rows)
+    if variant:
+        body += "\n\n" + variant
+    body += "\n\n## Modifications\n\n" + legend(rows + rows2 + variant_rows)
     # figures and plot data from exactly the runs behind the table's numbers
     behind = {run_id for row in rows for run_id in row.run_ids}
     used = runs[runs["run_id"].isin(behind)] if len(runs) else runs
@@ -503,6 +521,10 @@ def build_report(cfg: Config) -> list[Path]:
     legacy.unlink(missing_ok=True)  # the one-file layout of earlier versions
     if not used.empty:
         written += write_plot_data(cfg, used)
+    if variant_rows:  # its curves beside the rows' in `dvc plots show`
+        mine = runs[runs["run_id"].isin(variant_rows[0].run_ids)]
+        written += write_plot_data(cfg, mine, {variant_column(cfg): cfg.modification},
+                                   cfg.paths.reports / VARIANT_PLOTS)
     record_groups(cfg, rows)
     return written
 

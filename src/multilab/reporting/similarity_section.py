@@ -1,4 +1,4 @@
-"""The report's seed 003 §5 section (Conneau et al., Figure 2): how similar two independently
+"""The report's Conneau et al. 2020 §5 section (Figure 2): how similar two independently
 trained models are, layer by layer.
 
 Reads what ``multilab similarity A B --languages X,Y`` left in
@@ -29,7 +29,8 @@ def read_records(reports: Path) -> list[dict[str, Any]]:
 
 def similarity_markdown(records: list[dict[str, Any]]) -> str:
     """One table: per pair and measure, the best layer's value beside the untrained floor."""
-    lines = ["## Similarity of two independently trained models (seed 003 §5, Figure 2)", "",
+    lines = ["## Similarity of two independently trained models (Conneau et al. 2020 §5, "
+             "Figure 2)", "",
              "Each pair: model A reads edition A, model B edition B, the same Old Testament "
              "verses (`multilab similarity`). Best layer of the trained models, then the "
              "untrained models of the same shapes at that layer (the floor: parallel verses "

@@ -1,6 +1,6 @@
-"""The report's word-order section: each edition's Kendall's tau beside seed 000's Table 4, and
-its correlation with the study's zero-shot accuracy (seed 000 App. B.2) and with its verse
-retrieval at layer 8 (issue 20 item 3b).
+"""The report's word-order section: each edition's Kendall's tau beside Dufter & Schütze
+2020's Table 4, and its correlation with the study's zero-shot accuracy (Dufter & Schütze 2020
+App. B.2) and with its verse retrieval at layer 8 (issue 20 item 3b).
 
 Reads ``metrics/word_order.json`` (the ``word_order`` stage) and the downstream and retrieval
 frames the report already built. Seed 000 correlates mBERT's XNLI accuracy over 15 languages;
@@ -28,7 +28,7 @@ WORD_ORDER_JSON = "word_order.json"
 WORD_ORDER_CHART = "word-order.png"
 WORD_ORDER_SCATTER = "word-order-vs-zero-shot.png"
 RETRIEVAL_SCATTER = "word-order-vs-retrieval.png"
-#: The layer of seed 000's ρ₈, whose verse retrieval issue 20 correlates with tau.
+#: The layer of Dufter & Schütze 2020's ρ₈, whose verse retrieval issue 20 correlates with tau.
 RETRIEVAL_LAYER = 8
 #: A uniformly random order's expected tau with Birch & Osborne's square root (1 − √½).
 RANDOM_TAU = 0.29
@@ -69,10 +69,11 @@ def word_order_frame(data: Mapping) -> pd.DataFrame:
 
 
 def word_order_markdown(data: Mapping) -> str:
-    """The table beside seed 000's Table 4."""
+    """The table beside Dufter & Schütze 2020's Table 4."""
     frame = word_order_frame(data)
     lines = [
-        "### Word order: Kendall's tau against English (seed 000 App. B.2, Table 4)", "",
+        "### Word order: Kendall's tau against English (Dufter & Schütze 2020 App. B.2, "
+        "Table 4)", "",
         f"Each edition's New Testament aligned with edition {data['reference']} (IBM Model 1 "
         f"scores + SimAlign's Match; docs/notes/reproduction-log.md says why not VecMap'd "
         f"fastText), "
@@ -139,7 +140,7 @@ MEASURES = {
     "retrieval": ("Word order against verse retrieval",
                   f"P@1 = verse retrieval at layer {RETRIEVAL_LAYER} between English and the "
                   "language, mean of both directions. English has no retrieval against "
-                  "itself, so only the correlation without English exists; seed 000 "
+                  "itself, so only the correlation without English exists; Dufter & Schütze 2020 "
                   "correlates tau with accuracy only (its Pearson is shown for scale).",
                   f"verse retrieval P@1 (layer {RETRIEVAL_LAYER})"),
 }
@@ -159,8 +160,8 @@ def correlation_markdown(points: Mapping[str, tuple[float, float]], english: str
         return "\n".join([*head,
             f"Not computed: the study has {len(others)} zero-shot language(s) with a tau "
             f"({', '.join(others) or 'none'}); a correlation needs at least {MIN_LANGUAGES} "
-            "besides English (seed 000 uses 14), e.g. `dvc exp run -S 'languages=[3,s,i,r,c,"
-            "y,t,9,l,h,7]'`."]), {}
+            "besides English (Dufter & Schütze 2020 uses 14), e.g. `dvc exp run -S "
+            "'languages=[3,s,i,r,c,y,t,9,l,h,7]'`."]), {}
     found: dict[str, Correlation] = {}
     for method in ("pearson", "spearman"):
         if english in taus:
@@ -187,7 +188,7 @@ def plot_word_order(data: Mapping, path: Path) -> Path:
     axes.bar(positions, frame["tau"], yerr=frame["tau_std"], color=colours, capsize=2,
              label="ours (IBM-1 + Match, Bible)")
     axes.scatter(positions, frame["paper_tau"], color="tab:red", zorder=3, s=14,
-                 label="seed 000 (mBERT + Match, XNLI)")
+                 label="Dufter & Schütze 2020 (mBERT + Match, XNLI)")
     axes.axhline(RANDOM_TAU, color="black", linewidth=0.8, linestyle=":", label="random order")
     axes.set_xticks(list(positions), [f"{e} {i}" for e, i in zip(frame["edition"], frame["iso"],
                                                                    strict=True)],

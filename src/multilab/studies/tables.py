@@ -19,7 +19,9 @@ from typing import Any
 
 import yaml
 
+from multilab.lab import cells
 from multilab.lab import modifications as mods
+from multilab.lab.cells import number
 from multilab.lab.metric_table import METRICS
 from multilab.studies.claims import PAPERS, Claim
 from multilab.studies.records import Record
@@ -290,27 +292,21 @@ def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric:
 # ------------------------------------------------------------------------------- rendering
 
 
-def _fmt(value: float, metric: str) -> str:
-    """One precision rule: perplexities as integers, scores with three decimals."""
-    return f"{value:,.0f}" if metric.startswith("ppl") else f"{value:.3f}"
-
-
 def _cell_text(cell: Cell, metric: str) -> str:
+    """The mean ± std of the seeds by the one precision rule (lab/cells.py), and how many."""
     if not cell.values:
         return "–"
     mean = statistics.fmean(cell.values)
     if len(cell.values) == 1:
-        return f"{_fmt(mean, metric)} (1)"
-    return f"{_fmt(mean, metric)} ± {_fmt(statistics.stdev(cell.values), metric)} " \
-           f"({len(cell.values)})"
+        return f"{number(mean)} (1)"
+    return f"{cells.cell(mean, statistics.stdev(cell.values))} ({len(cell.values)})"
 
 
 def _paper_text(row: Row, metric: str) -> str:
     value = row.paper.get(metric)
     if value is None:
         return "–"
-    return _fmt(value.mean, metric) + ("" if value.std is None else
-                                       f" ± {_fmt(value.std, metric)}")
+    return cells.cell(value.mean, value.std)
 
 
 def render_study(result: StudyResult, claims: Mapping[str, Claim]) -> str:

@@ -1,0 +1,173 @@
+"""The first stage of the DVC pipeline: ``params.yaml`` checked before any stage runs.
+
+DVC deletes a stage's outputs before running its command, so a command that refuses a bad
+value (``dvc exp run -S modification=lang-poss``) has already lost its outputs. The ``check``
+stage (``multilab check --stage``, which depends on params.yaml itself) runs first because
+the pipeline's first stages depend on its marker file: a refused value stops ``dvc repro``
+there, before anything is deleted.
+
+``dvc exp run -S`` writes the value into ``params.yaml`` before any stage runs. When the value
+is refused, the file is put back byte for byte as it was at the last accepted check (or in
+the experiment's baseline commit), but only when that is certain to undo DVC's write and
+nothing else: every value that differs is refused on its own, and DVC's own rewrite of the
+earlier file with those values gives the current file exactly. Anything else (an edit by
+hand) is left for the user.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from multilab.errors import UserError
+from multilab.files import write_text
+
+#: the marker the pipeline's first stages depend on; the same text at every accepted check,
+#: so its rewrite never makes a later stage stale
+MARKER_TEXT = "params.yaml accepted by `multilab check --stage`\n"
+#: the copy of params.yaml at its last accepted check (beside the marker)
+ACCEPTED_NAME = "params.accepted.yaml"
+#: set by ``dvc exp run`` for the commands of its stages (and only then)
+EXP_BASELINE_ENV = "DVC_EXP_BASELINE_REV"
+#: a key the new file no longer has
+_REMOVED = object()
+
+
+def accepted(params_path: Path, marker: Path) -> None:
+    """Write the marker and keep a copy of the accepted ``params.yaml`` beside it."""
+    write_text(marker.parent / ACCEPTED_NAME, params_path.read_text(encoding="utf-8"))
+    write_text(marker, MARKER_TEXT)
+
+
+def restore_refused(params_path: Path, marker: Path, refuses: Callable[[dict], bool],
+                    environ: dict[str, str] | None = None) -> str | None:
+    """After a refused value under ``dvc exp run``: put ``params.yaml`` back as it was before
+    DVC wrote the value; returns what it did (a sentence) or None when it left the file.
+
+    ``refuses(data)`` says whether a parameter tree is refused. Candidates for "as it was":
+    the copy of the last accepted check, then the experiment's baseline commit.
+    """
+    environ = dict(os.environ if environ is None else environ)
+    if EXP_BASELINE_ENV not in environ:  # `dvc repro` or by hand: DVC wrote nothing
+        return None
+    current_text = params_path.read_text(encoding="utf-8")
+    current = yaml.safe_load(current_text)
+    for source, text in _candidates(params_path, marker, environ[EXP_BASELINE_ENV]):
+        before = yaml.safe_load(text)
+        changed = _changed_leaves(before, current)
+        if not changed or not all(refuses(_with(before, key, value)) for key, value in changed):
+            continue
+        if _dvc_rewrite(text, changed) != current_text:
+            continue
+        write_text(params_path, text)
+        keys = ", ".join(key for key, _ in changed)
+        return f"params.yaml put back as it was before `-S {keys}=...` (from {source})"
+    return None
+
+
+def _candidates(params_path: Path, marker: Path, baseline: str) -> list[tuple[str, str]]:
+    found = []
+    copy = marker.parent / ACCEPTED_NAME
+    if copy.is_file():
+        found.append(("the last accepted check", copy.read_text(encoding="utf-8")))
+    try:
+        root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=params_path.parent,
+                                   capture_output=True, text=True, check=True).stdout.strip())
+        name = params_path.resolve().relative_to(root.resolve()).as_posix()
+        shown = subprocess.run(["git", "show", f"{baseline}:{name}"], cwd=root,
+                               capture_output=True, text=True, check=True)
+        found.append((f"commit {baseline[:7]}", shown.stdout))
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        pass  # not a git checkout, or the file is new: the copy is the only candidate
+    return found
+
+
+def _changed_leaves(before: Any, after: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Dotted keys whose value differs (a list is one value); a removed key's value is
+    :data:`_REMOVED`."""
+    if not (isinstance(before, dict) and isinstance(after, dict)):
+        return [] if before == after else [(prefix.rstrip("."), after)]
+    changed = []
+    for key in [*before, *(k for k in after if k not in before)]:
+        if key not in after:
+            changed.append((f"{prefix}{key}", _REMOVED))
+        elif key not in before:
+            changed.append((f"{prefix}{key}", after[key]))
+        else:
+            changed += _changed_leaves(before[key], after[key], f"{prefix}{key}.")
+    return changed
+
+
+def _with(tree: dict, key: str, value: Any) -> dict:
+    """A copy of ``tree`` with one dotted key set (or removed)."""
+    import copy
+
+    result = copy.deepcopy(tree)
+    node = result
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    if value is _REMOVED:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = value
+    return result
+
+
+def _dvc_rewrite(text: str, changed: list[tuple[str, Any]]) -> str | None:
+    """``text`` as ``dvc exp run -S`` writes it with these values (DVC's own code), or None
+    when DVC cannot be imported or refuses them."""
+    try:
+        from dvc.utils.hydra import apply_overrides
+    except ImportError:
+        return None
+    overrides = [f"~{key}" if value is _REMOVED else f"++{key}={_hydra(value)}"
+                 for key, value in changed]
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "params.yaml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            apply_overrides(path, overrides)
+        except Exception:  # DVC's or Hydra's own errors: not a rewrite DVC made
+            return None
+        return path.read_text(encoding="utf-8")
+
+
+def _hydra(value: Any) -> str:
+    """A value in Hydra's override grammar, typed as YAML read it (strings quoted)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_hydra(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_hydra(v)}" for k, v in value.items()) + "}"
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def check_stage(params_path: Path, marker: Path, validate: Callable[[], Any],
+                refuses: Callable[[dict], bool]) -> Any:
+    """The ``params`` stage: ``validate()`` (which raises :class:`UserError` on a bad value);
+    accepted, the marker and the copy are written; refused, the marker stays absent (so no
+    later stage can run), params.yaml is put back where DVC wrote the value, and the error
+    says so."""
+    try:
+        result = validate()
+    except UserError as err:
+        marker.unlink(missing_ok=True)
+        restored = restore_refused(params_path, marker, refuses)
+        if restored:
+            raise UserError(f"{err}; {restored}") from err
+        raise
+    accepted(params_path, marker)
+    return result

@@ -1,0 +1,95 @@
+"""The command line as a new user meets it (issue 54 item 6): `--set` before or after the
+command, a description in every `--help`, "did you mean" for a mistyped command, action,
+parameter key, profile or modification, one precision rule for table cells, and every figure
+as a PDF for print beside its PNG."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import pytest
+from matplotlib.figure import Figure
+
+from multilab.cli import build_parser, main
+from multilab.lab.cells import cell, number
+from multilab.reporting.figures import save_png
+from tests.helpers import PARAMS
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_every_command_has_a_description() -> None:
+    commands = _commands()
+    assert {"variant", "report", "train", "check"} <= set(commands)
+    for name, command in commands.items():
+        text = command.description or ""
+        assert len(text.split()) >= 4 and text.endswith("."), name
+        assert "seed 00" not in text, name  # the papers by their authors
+        assert " ".join(text.split()) in " ".join(command.format_help().split()), name
+
+
+def test_set_is_accepted_after_the_command_too(tmp_path: Path, monkeypatch, capsys) -> None:
+    shutil.copy(PARAMS, tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--set", "seeds=[1,2]", "check", "--set", "profile=smoke"]) == 0
+    said = capsys.readouterr().out
+    assert "profile=smoke" in said and "seeds=[1, 2]" in said
+    assert main(["check", "--set", "profile=paper", "--set", "seeds=[7]"]) == 0
+    said = capsys.readouterr().out
+    assert "profile=paper" in said and "seeds=[7]" in said
+    args = build_parser().parse_args(["train", "--seed", "42", "--set", "profile=smoke"])
+    assert args.seed == 42 and args.set_after == ["profile=smoke"]
+
+
+@pytest.mark.parametrize(("argv", "suggestion"), [
+    (["trian"], "did you mean 'train'?"),
+    (["reprot"], "did you mean 'report'?"),
+    (["corpus", "biuld"], "did you mean 'build'?"),
+])
+def test_a_mistyped_command_gets_a_suggestion(argv: list[str], suggestion: str, capsys) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    assert suggestion in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("setting", "suggestion"), [
+    ("modification=lang-poss", "did you mean 'lang-pos'?"),
+    ("profile=quik", "did you mean 'quick'?"),
+    ("train.epoch=3", "did you mean 'epochs'?"),
+])
+def test_a_mistyped_value_or_key_gets_a_suggestion(setting: str, suggestion: str, tmp_path: Path,
+                                                   monkeypatch, capsys) -> None:
+    shutil.copy(PARAMS, tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--set", setting]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and suggestion in error, error
+
+
+def test_one_precision_rule_for_table_cells() -> None:
+    # scores in [0, 1]: three decimals, the std with its mean's decimals
+    assert cell(0.9661, 0.00048) == "0.966 ± < 0.001"
+    assert cell(0.5, 0.3606) == "0.500 ± 0.361"
+    assert number(0.00043) == "0.00043"  # a small effect never reads as none
+    # larger values: three significant digits, from 100 on none, thousands separated
+    assert cell(8.912, 0.31) == "8.91 ± 0.31" and cell(12.34, 1.2) == "12.3 ± 1.2"
+    assert cell(1848.3, 12.6) == "1,848 ± 13" and cell(1848.3, 0.2) == "1,848 ± < 1"
+    # integers: thousands separators and no "± 0"; one seed (no std): the mean alone
+    assert cell(1848, 0.0) == "1,848" and cell(1848.0, 0.0) == "1,848"
+    assert number(18514) == "18,514" and cell(1.0, 0.0) == "1.000 ± 0.000"  # a measured zero
+    assert cell(0.5) == "0.500" and cell(float("nan"), 0.1) == "–"
+
+
+def test_every_figure_has_a_pdf_for_print_beside_its_png(tmp_path: Path) -> None:
+    figure = Figure(figsize=(3, 2))
+    figure.subplots().plot([0, 1], [0, 1], label="lang-pos")
+    path = save_png(figure, tmp_path / "figure.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    assert path.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"

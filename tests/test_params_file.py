@@ -1,0 +1,153 @@
+"""params.yaml survives `dvc exp run -S` (issue 54): the file is written as DVC's rewrite
+writes it, so a `-S` changes the value's line and nothing else, and a refused value is taken
+back out of the file by the pipeline's first stage before any stage deletes an output."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from dvc.utils.hydra import apply_overrides
+
+from multilab.cli import main
+from multilab.params_guard import ACCEPTED_NAME, EXP_BASELINE_ENV, MARKER_TEXT
+from tests.helpers import BIN, DVC, ROOT
+
+PARAMS = ROOT / "params.yaml"
+
+
+def _dvc_set(path: Path, *overrides: str) -> None:
+    """What `dvc exp run -S` does to params.yaml before any stage runs (DVC's own code)."""
+    apply_overrides(path, list(overrides))
+
+
+def test_dvc_rewrites_params_yaml_as_it_is(tmp_path: Path) -> None:
+    copy = tmp_path / "params.yaml"
+    shutil.copy(PARAMS, copy)
+    _dvc_set(copy, f"modification={yaml.safe_load(PARAMS.read_text())['modification']}")
+    assert copy.read_bytes() == PARAMS.read_bytes()
+
+
+def test_a_set_value_changes_only_its_line(tmp_path: Path) -> None:
+    copy = tmp_path / "params.yaml"
+    shutil.copy(PARAMS, copy)
+    _dvc_set(copy, "modification=lang-pos", "train.epochs=7")
+    changed = [line for line in difflib.unified_diff(
+        PARAMS.read_text().splitlines(), copy.read_text().splitlines(), n=0, lineterm="")
+        if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert len(changed) == 4, changed
+    assert {line[1:].split("#")[0].strip() for line in changed if line[0] == "+"} == {
+        "modification: lang-pos", "epochs: 7"}
+    assert len(copy.read_text().splitlines()) == len(PARAMS.read_text().splitlines())
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """params.yaml accepted once by the check stage, as after a `dvc repro`."""
+    shutil.copy(PARAMS, tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(EXP_BASELINE_ENV, raising=False)
+    assert main(["check", "--stage", "artifacts/params.ok"]) == 0
+    assert (tmp_path / "artifacts/params.ok").read_text() == MARKER_TEXT
+    assert (tmp_path / "artifacts" / ACCEPTED_NAME).read_bytes() == PARAMS.read_bytes()
+    return tmp_path
+
+
+def test_refused_value_is_taken_back_under_exp_run(workspace: Path, monkeypatch, capsys
+                                                   ) -> None:
+    _dvc_set(workspace / "params.yaml", "modification=lang-poss")
+    monkeypatch.setenv(EXP_BASELINE_ENV, "0" * 40)
+    assert main(["check", "--stage", "artifacts/params.ok"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "'lang-poss'" in error and "put back" in error, error
+    assert (workspace / "params.yaml").read_bytes() == PARAMS.read_bytes()
+    assert not (workspace / "artifacts/params.ok").exists()  # no later stage can run
+
+
+def test_a_hand_edit_is_never_undone(workspace: Path, monkeypatch, capsys) -> None:
+    """A valid value changed by hand since the last check: the file is the user's, left as
+    it is (with DVC's value in it) and the error says what to fix."""
+    _dvc_set(workspace / "params.yaml", "train.epochs=30", "modification=lang-poss")
+    edited = (workspace / "params.yaml").read_bytes()
+    monkeypatch.setenv(EXP_BASELINE_ENV, "0" * 40)
+    assert main(["check", "--stage", "artifacts/params.ok"]) == 2
+    error = capsys.readouterr().err
+    assert "'lang-poss'" in error and "put back" not in error, error
+    assert (workspace / "params.yaml").read_bytes() == edited
+
+
+def test_outside_exp_run_params_yaml_is_left_alone(workspace: Path, capsys) -> None:
+    """`dvc repro` after an edit by hand: DVC wrote nothing, so nothing is taken back."""
+    _dvc_set(workspace / "params.yaml", "modification=lang-poss")
+    edited = (workspace / "params.yaml").read_bytes()
+    assert main(["check", "--stage", "artifacts/params.ok"]) == 2
+    assert "put back" not in capsys.readouterr().err
+    assert (workspace / "params.yaml").read_bytes() == edited
+
+
+def _overlaps(dep: str, out: str) -> bool:
+    return dep == out or dep.startswith(f"{out}/") or out.startswith(f"{dep}/")
+
+
+def test_the_check_stage_runs_before_every_other_stage() -> None:
+    """DVC deletes a stage's outputs before its command: every stage must come after the
+    check, so every stage that no other stage feeds depends on the check's marker; the check
+    runs whenever params.yaml changes (`-S` writes it)."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    check = stages.pop("check")
+    assert "params.yaml" in check["deps"]
+    marker = next(iter(check["outs"][0]))
+    produced = {name: [next(iter(o)) if isinstance(o, dict) else o
+                       for o in [*stage.get("outs", []), *stage.get("metrics", [])]]
+                for name, stage in stages.items()}
+    roots = [name for name, stage in stages.items()
+             if not any(_overlaps(str(dep), out) for other, outs in produced.items()
+                        if other != name for out in outs for dep in stage["deps"])]
+    assert set(roots) >= {"corpus"}
+    assert all(marker in stages[name]["deps"] for name in roots), roots
+
+
+@pytest.mark.slow
+def test_dvc_exp_run_with_a_refused_value_changes_nothing(tmp_path: Path) -> None:
+    """The issue's case, through DVC: `dvc exp run -S modification=bogus` in a fresh clone
+    leaves params.yaml and metrics/ byte for byte as they were."""
+    project = tmp_path / "multilab"
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env.pop(EXP_BASELINE_ENV, None)
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert not check or done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(project)], check=True)
+    for tracked in ("dvc.yaml", "params.yaml", "src"):  # the working tree under test
+        source, target = ROOT / tracked, project / tracked
+        if source.is_dir():
+            shutil.rmtree(target)
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, target)
+    (project / "metrics").mkdir(exist_ok=True)
+    (project / "metrics/variant.json").write_text('{"mu": 0.5}\n')  # a variant run before
+    run("git", "rm", "-q", "--cached", "data.dvc")  # no data needed: nothing may run
+    (project / "data.dvc").unlink()
+    run("git", "add", "-A")
+    run("git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "under test")
+    before = {p.relative_to(project): p.read_bytes()
+              for p in [project / "params.yaml", *(project / "metrics").rglob("*")]
+              if p.is_file()}
+    done = run(DVC, "exp", "run", "-S", "modification=bogus", check=False)
+    assert done.returncode != 0
+    assert "unknown modification 'bogus'" in done.stdout + done.stderr
+    assert "Running stage 'corpus'" not in done.stdout
+    after = {p.relative_to(project): p.read_bytes()
+             for p in [project / "params.yaml", *(project / "metrics").rglob("*")]
+             if p.is_file()}
+    assert after == before
