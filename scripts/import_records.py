@@ -192,6 +192,54 @@ def import_dufter2020_table3(results: Path) -> list[Path]:
     return written
 
 
+#: GPU calls (one NVIDIA H200, 2026-11-27): folder → (the commit that added the results with
+#: the script that ran them, the record qualifier, the --set overrides every run had, the
+#: corpus of each file prefix as its overrides)
+GPU_DEVICE = "cuda: NVIDIA H200"
+GPU_SETTINGS = {"train": {"length_pieces": 1, "eval_points": []}}
+GPU_CALLS = {
+    "e4": (Path("benchmarks/results/gpu-h200-2026-11-27"), "1745b8f",
+           {"e4-original": {}, "e4-attend-padding": {}, "e4-lang-pos": {},
+            "e4-lang-pos+attend-padding": {}},
+           "issue 24 E4 (benchmarks/gpu_e4.sh): twelve train + evaluate processes at once on one "
+           "H200, quick, train.length_pieces=1, train.eval_points=[], float32 "
+           "(MULTILAB_MIXED_PRECISION=no)"),
+    "e3": (Path("benchmarks/results/gpu-h200-2026-11-27-e3"), "012a561",
+           {"e3-base": {}, "e3-split-clauses": {"corpus": {"split_clauses": True},
+                                                "train": {"epochs": 17.96875}}},
+           "issue 24 E3 (scripts/gpu_corpora.sh): the default corpus and the same words split "
+           "at clauses, 2,300 updates each, twelve processes at once on one H200 (a second "
+           "lease), quick, train.length_pieces=1, train.eval_points=[], float32"),
+}
+
+
+def import_gpu_call(results: Path, call: str) -> list[Path]:
+    """One GPU call's evaluation JSONs (``<prefix>-s<seed>.json``) as evaluate records,
+    qualified by the call: a rerun of the same fingerprint in another call is another draw
+    (GPU training is not bit-identical), not the same measurement."""
+    folder, ran_at, prefixes, what = GPU_CALLS[call]
+    written = []
+    for source in sorted(folder.glob("*-s[0-9]*.json")):
+        prefix = source.stem.rsplit("-s", 1)[0]
+        if prefix not in prefixes:
+            continue
+        run = json.loads(source.read_text())
+        model = {key: run.get(key) for key in ("modification", "paper_id", "seed", "profile",
+                                               "fingerprint", "run_id")}
+        overrides = {**GPU_SETTINGS, "train": {**GPU_SETTINGS["train"],
+                                               **prefixes[prefix].get("train", {})},
+                     **{k: v for k, v in prefixes[prefix].items() if k != "train"}}
+        result = {"metrics": run["metrics"], "fingerprint": run["fingerprint"]}
+        written.append(write_record(
+            results, "multilab-quick", "evaluate", result, model=model,
+            config=_config(run["modification"], run["seed"], overrides),
+            qualifier=f"h200-{call}", origin=origin(
+                source, ran_at, GPU_DEVICE, f"{what}; the commit is the one that added these "
+                "files and the script that ran them (it changed nothing under src/); "
+                "the run's own commit was not recorded")))
+    return written
+
+
 def import_run(folder: Path, results: Path) -> list[Path]:
     """A background run's folder: run.json (provenance), model.json, eval.json,
     downstream.json (each present only if that step finished)."""
@@ -228,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         written = (import_quick_study(results) + import_e5_base(results)
                    + import_k2020_table1(results) + import_conneau2020_table1(results)
-                   + import_dufter2020_table3(results))
+                   + import_dufter2020_table3(results)
+                   + import_gpu_call(results, "e4") + import_gpu_call(results, "e3"))
     for path in written:
         print(f"wrote {path}")
     return 0

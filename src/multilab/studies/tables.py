@@ -78,6 +78,9 @@ def _matches(record: Record, study: Study, row: Row, seed: int) -> bool:
         return False
     if not mods.same_modification(str(model["modification"]), row.modification):
         return False
+    if study.records_from is not None and not str(
+            record.data["provenance"].get("imported_from") or "").startswith(study.records_from):
+        return False
     config = record.data["config"]
     if _languages_text(config.get("languages", "")) != row_languages(study, row):
         return False
@@ -321,6 +324,9 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim]) -> str:
              + (f", settings {dict(study.settings)}" if study.settings else "") + ".", ""]
     if study.about:
         lines += [study.about.strip(), ""]
+    if study.records_from:
+        lines += [f"Only records imported from `{study.records_from}` are read (one run's "
+                  "models: a rerun of the same configuration elsewhere is another draw).", ""]
     lines += ["Ours: mean ± std over seeds (number of seeds); paper: mean ± std over "
               f"{study.paper_seeds or 'an unstated number of'} seeds as it reports them. "
               "Every value comes from a record under `results/`.", ""]
