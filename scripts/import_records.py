@@ -17,6 +17,7 @@ import csv
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +66,17 @@ def _downstream_model(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _import_downstream(results: Path, source: Path, overrides: dict[str, Any],
-                       ran_at: str | None, note: str) -> Path:
-    """One ``multilab downstream`` JSON as a downstream record (its numbers unchanged)."""
+                       ran_at: str | None, note: str, with_evaluate: bool = False) -> Path:
+    """One ``multilab downstream`` JSON as a downstream record (its numbers unchanged);
+    ``with_evaluate``: its configuration also names the evaluate settings, as the command's
+    own records do (a study setting such as ``evaluate.layers`` then matches)."""
     run = json.loads(source.read_text())
+    config = _downstream_config(run, overrides)
+    if with_evaluate:
+        cfg = load_config(Path("params.yaml"), {"profile": "quick", **overrides})
+        config |= {f"evaluate.{key}": value for key, value in asdict(cfg.evaluate).items()}
     return write_record(results, "multilab-quick", "downstream", run,
-                        model=_downstream_model(run), config=_downstream_config(run, overrides),
+                        model=_downstream_model(run), config=config,
                         qualifier="-".join(run["languages"]).replace(":", "-"),
                         origin=origin(source, ran_at, "cpu", note))
 
@@ -192,6 +199,64 @@ def import_dufter2020_table3(results: Path) -> list[Path]:
     return written
 
 
+#: K et al. 2020 Tables 2-4 and 8-10, one seed (42), quick (docs/notes/reproduction-log.md,
+#: "Seed 002 Table N" sections): folder → (its commit where the section names one, the
+#: pretraining languages, the settings every run of it had, {file: its own settings}). Files
+#: fine-tuned on Spanish and tested on Fake-English (`*-es-enfake.json`) are not imported: a
+#: study cannot yet tell a model's two fine-tuning directions apart.
+LR_5E4 = {"models": {"small": {"lr": 5.0e-4}}}
+K2020_SEED002 = {
+    "seed002-tables2-3-es-joint-s42": (None, ["v", "enfake:3"], {"vocab": {"mode": "joint"}},
+                                       {"permute-1-enfake-es.json": {},
+                                        "unigram-target-enfake-es.json": {}}),
+    "seed002-table4-ru-joint-s42": ("003827a", ["r", "enfake:3"],
+                                    {"vocab": {"mode": "joint"}, "evaluate": {"layers": "all"}},
+                                    {"depth-1.json": {}, "depth-4.json": {},
+                                     "original-depth-12.json": {}}),
+    "seed002-table8-10-es-joint-s42": (None, ["v", "enfake:3"], {"vocab": {"mode": "joint"}},
+                                       {"nsp.json": {"train": {"eval_points": []}},
+                                        "nsp-lr5e-4.json": {"train": {"eval_points": []},
+                                                            **LR_5E4},
+                                        "original-lr5e-4.json": {"train": {"eval_points": []},
+                                                                 **LR_5E4},
+                                        "char.json": {"vocab": {"unit": "char"}},
+                                        "word.json": {"vocab": {"unit": "word"}}}),
+    "seed002-table9-es-separate-s42": (None, ["v", "enfake:3"],
+                                       {"vocab": {"mode": "separate"}},
+                                       {"lang-id-enfake-es.json": {}}),
+}
+#: files of a folder trained at a commit the section names (Table 10's char and word models)
+K2020_FILE_COMMITS = {"char.json": "003827a", "word.json": "003827a"}
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Nested params overrides, ``extra`` winning."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(
+            out.get(key), dict) else value
+    return out
+
+
+def import_k2020_seed002(results: Path) -> list[Path]:
+    """K et al. 2020's one-seed tables (word order, unigram frequency, depth, NSP,
+    language markers, tokenization), each a `multilab downstream` JSON fine-tuned on the
+    enfake side and tested zero-shot on Spanish or Russian."""
+    written = []
+    for name, (ran_at, languages, shared, files) in K2020_SEED002.items():
+        folder = Path("docs/results") / name
+        for file, own in files.items():
+            overrides = _merge({"languages": languages, **shared}, own)
+            commit = K2020_FILE_COMMITS.get(file, ran_at)
+            written.append(_import_downstream(
+                results, folder / file, overrides, commit,
+                f"K et al. 2020 {name.split('-')[1]}, one seed: pretrained on "
+                f"[{', '.join(languages)}] with {own or shared}; the run's settings as "
+                "docs/notes/reproduction-log.md names them"
+                + ("" if commit else "; it names no commit"), with_evaluate=True))
+    return written
+
+
 #: GPU calls (one NVIDIA H200, 2026-11-27): folder → (the commit that added the results with
 #: the script that ran them, the record qualifier, the --set overrides every run had, the
 #: corpus of each file prefix as its overrides)
@@ -277,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         written = (import_quick_study(results) + import_e5_base(results)
                    + import_k2020_table1(results) + import_conneau2020_table1(results)
                    + import_dufter2020_table3(results)
-                   + import_gpu_call(results, "e4") + import_gpu_call(results, "e3"))
+                   + import_gpu_call(results, "e4") + import_gpu_call(results, "e3")
+                   + import_k2020_seed002(results))
     for path in written:
         print(f"wrote {path}")
     return 0

@@ -402,3 +402,26 @@ def test_a_study_of_one_import_reads_only_its_records(tmp_path: Path) -> None:
         ("original", "mu")].values == (0.247, 0.257, 0.267)
     with pytest.raises(UserError, match="records_from 3: a path"):
         load_study(_spec(tmp_path, records_from=3), CLAIMS)
+
+
+def test_a_model_setting_matches_the_records_resolved_model(tmp_path: Path) -> None:
+    """``models.small.lr`` (as ``--set`` names it) is a record's ``model.lr`` for a small
+    model: two trainings that differ only in the learning rate are two rows."""
+    results = tmp_path / "results"
+    for lr, mu in ((0.002, 0.24), (0.0005, 0.30)):
+        for seed in range(3):
+            write_record(results, "multilab-smoke", "evaluate", {"metrics": {"mu": mu}},
+                         model={"modification": "original", "seed": seed,
+                                "fingerprint": f"lr{lr}"},
+                         config={"profile": "smoke", "languages": "3,fake", "model.lr": lr,
+                                 "recipe.model_size": "small"})
+    rows = [{"modification": "original", "settings": {"models.small.lr": 0.002}},
+            {"label": "slow", "modification": "original",
+             "settings": {"models.small.lr": 5.0e-4}},
+            {"label": "base", "modification": "original",
+             "settings": {"models.base.lr": 5.0e-4}}]
+    study = load_study(_spec(tmp_path, rows=rows, claims=[]), CLAIMS)
+    cells = study_result(study, iter_records(results), CLAIMS).cells
+    assert cells[("original", "mu")].values == (0.24,) * 3
+    assert cells[("slow", "mu")].values == (0.30,) * 3
+    assert cells[("base", "mu")].values == ()

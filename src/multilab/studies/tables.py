@@ -87,7 +87,20 @@ def _matches(record: Record, study: Study, row: Row, seed: int) -> bool:
     expected: dict[str, Any] = {"profile": study.profile}
     expected |= {key: value for key, value in {**study.settings, **row.settings}.items()
                  if key != "languages"}
-    return all(_same(config.get(key), value) for key, value in expected.items())
+    return all(_same(_config_value(config, key), value) for key, value in expected.items())
+
+
+def _config_value(config: Mapping[str, Any], key: str) -> Any:
+    """A study setting's value in a record's configuration. ``models.<size>.<key>`` (how
+    ``--set`` names a model setting) is the record's ``model.<key>`` when the record trained
+    that size (``recipe.model_size``), else absent."""
+    if key in config or not key.startswith("models."):
+        return config.get(key)
+    parts = key.split(".", 2)
+    if len(parts) < 3:
+        return None
+    _, size, rest = parts
+    return config.get(f"model.{rest}") if config.get("recipe.model_size") == size else None
 
 
 def _same(found: Any, wanted: Any) -> bool:
