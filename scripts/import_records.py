@@ -257,6 +257,59 @@ def import_k2020_seed002(results: Path) -> list[Path]:
     return written
 
 
+#: Liu et al. 2020a/b and Conneau et al. 2020 §5 analyses, seed 42, quick (reproduction-log
+#: sections "§3.1.1: word retrieval MRR", "static embeddings against BERT", "§4: unsupervised
+#: token translation", "Conneau et al. §5 (Figure 2)"): file → (kind, qualifier, the model's
+#: pretraining languages, params overrides of the model; None: no lab model, the languages of
+#: the comparison). The sections name no commit. Not imported yet: the MDS and the static
+#: section's BERT downstream JSONs (a study of the same model would take a differently
+#: fine-tuned result for its downstream row).
+ROW8_LANGUAGES = ["3", "s", "i"]
+ANALYSES: dict[str, tuple[str, str, list[str], dict[str, Any] | None]] = {
+    "mrr-s42/original-3fake.json": ("mrr", "3-fake", ["3", "fake"], {}),
+    "mrr-s42/row8-3-s.json": ("mrr", "3-s", ROW8_LANGUAGES, {}),
+    "mrr-s42/row8-3-i.json": ("mrr", "3-i", ROW8_LANGUAGES, {}),
+    "static-3fake-s42/bert-2000-rows-mrr.json": ("mrr", "3-fake-2000-rows", ["3", "fake"],
+                                                 {"train": {"max_train_sentences": 2000}}),
+    "static-3fake-s42/bert-window20-mrr.json": ("mrr", "3-fake", ["3", "fake"], {}),
+    "static-3fake-s42/static.json": ("static", "3-fake", ["3", "fake"], None),
+    "translation-original-3fake-s42/3-fake/translation.json": ("translate", "3-fake",
+                                                               ["3", "fake"], {}),
+    "translation-original-3fake-s42/fake-3/translation.json": ("translate", "fake-3",
+                                                               ["3", "fake"], {}),
+    "translation-row8-s42/3-s/translation.json": ("translate", "3-s", ROW8_LANGUAGES, {}),
+    "translation-row8-s42/3-i/translation.json": ("translate", "3-i", ROW8_LANGUAGES, {}),
+    "seed003-similarity-3-l-s42/similarity.json": ("similarity", "3-l-s42-s42", ["3", "l"],
+                                                   None),
+    "seed003-similarity-3-3-s42-s43/similarity.json": ("similarity", "3-3-s42-s43", ["3"],
+                                                       None),
+}
+
+
+def import_analyses(results: Path) -> list[Path]:
+    """Word retrieval (MRR), static embeddings, token translation and representation
+    similarity JSONs as records of their command's kind, their numbers unchanged."""
+    written = []
+    for name, (kind, qualifier, languages, overrides) in ANALYSES.items():
+        source = Path("docs/results") / name
+        run = json.loads(source.read_text())
+        if overrides is None:  # two models or none of the lab's: no single model
+            model = None
+            config = {"profile": "quick", "languages": ",".join(languages)}
+        else:
+            modification = run["modification"].replace(";", "+")
+            model = {"modification": modification, "seed": run["seed"], "profile": "quick",
+                     "fingerprint": None, "run_id": run.get("run_id")}
+            config = _config(modification, run["seed"], {"languages": languages, **overrides})
+        written.append(write_record(
+            results, "multilab-quick", kind, run, model=model, config=config,
+            qualifier=qualifier, origin=origin(
+                source, None, "cpu", f"the `multilab {kind}` JSON of "
+                f"docs/notes/reproduction-log.md's section on it (quick, seed 42); the run's "
+                "commit is not named; no fingerprint was recorded")))
+    return written
+
+
 #: GPU calls (one NVIDIA H200, 2026-11-27): folder → (the commit that added the results with
 #: the script that ran them, the record qualifier, the --set overrides every run had, the
 #: corpus of each file prefix as its overrides)
@@ -343,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
                    + import_k2020_table1(results) + import_conneau2020_table1(results)
                    + import_dufter2020_table3(results)
                    + import_gpu_call(results, "e4") + import_gpu_call(results, "e3")
-                   + import_k2020_seed002(results))
+                   + import_k2020_seed002(results) + import_analyses(results))
     for path in written:
         print(f"wrote {path}")
     return 0

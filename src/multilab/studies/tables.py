@@ -200,7 +200,10 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
     outcomes = {entry.id: claim_outcome(study, claims[entry.id], cells, entry.pending,
                                         entry.not_testable)
                 for entry in study.claims}
-    sources = tuple(sorted({record.path for record in chosen.values()}))
+    # the records the table reads: a row's model may also have records of other kinds
+    # (mrr, translate, …) that no metric of the study reads
+    sources = tuple(sorted({record.path for (_, _, kind), record in chosen.items()
+                            if kind in kinds}))
     return StudyResult(study, cells, seeds_found, outcomes, sources)
 
 
