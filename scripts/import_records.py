@@ -17,6 +17,7 @@ import csv
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +66,17 @@ def _downstream_model(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _import_downstream(results: Path, source: Path, overrides: dict[str, Any],
-                       ran_at: str | None, note: str) -> Path:
-    """One ``multilab downstream`` JSON as a downstream record (its numbers unchanged)."""
+                       ran_at: str | None, note: str, with_evaluate: bool = False) -> Path:
+    """One ``multilab downstream`` JSON as a downstream record (its numbers unchanged);
+    ``with_evaluate``: its configuration also names the evaluate settings, as the command's
+    own records do (a study setting such as ``evaluate.layers`` then matches)."""
     run = json.loads(source.read_text())
+    config = _downstream_config(run, overrides)
+    if with_evaluate:
+        cfg = load_config(Path("params.yaml"), {"profile": "quick", **overrides})
+        config |= {f"evaluate.{key}": value for key, value in asdict(cfg.evaluate).items()}
     return write_record(results, "multilab-quick", "downstream", run,
-                        model=_downstream_model(run), config=_downstream_config(run, overrides),
+                        model=_downstream_model(run), config=config,
                         qualifier="-".join(run["languages"]).replace(":", "-"),
                         origin=origin(source, ran_at, "cpu", note))
 
@@ -192,6 +199,165 @@ def import_dufter2020_table3(results: Path) -> list[Path]:
     return written
 
 
+#: K et al. 2020 Tables 2-4 and 8-10, one seed (42), quick (docs/notes/reproduction-log.md,
+#: "Seed 002 Table N" sections): folder → (its commit where the section names one, the
+#: pretraining languages, the settings every run of it had, {file: its own settings}). Files
+#: fine-tuned on Spanish and tested on Fake-English (`*-es-enfake.json`) are not imported: a
+#: study cannot yet tell a model's two fine-tuning directions apart.
+LR_5E4 = {"models": {"small": {"lr": 5.0e-4}}}
+K2020_SEED002 = {
+    "seed002-tables2-3-es-joint-s42": (None, ["v", "enfake:3"], {"vocab": {"mode": "joint"}},
+                                       {"permute-1-enfake-es.json": {},
+                                        "unigram-target-enfake-es.json": {}}),
+    "seed002-table4-ru-joint-s42": ("003827a", ["r", "enfake:3"],
+                                    {"vocab": {"mode": "joint"}, "evaluate": {"layers": "all"}},
+                                    {"depth-1.json": {}, "depth-4.json": {},
+                                     "original-depth-12.json": {}}),
+    "seed002-table8-10-es-joint-s42": (None, ["v", "enfake:3"], {"vocab": {"mode": "joint"}},
+                                       {"nsp.json": {"train": {"eval_points": []}},
+                                        "nsp-lr5e-4.json": {"train": {"eval_points": []},
+                                                            **LR_5E4},
+                                        "original-lr5e-4.json": {"train": {"eval_points": []},
+                                                                 **LR_5E4},
+                                        "char.json": {"vocab": {"unit": "char"}},
+                                        "word.json": {"vocab": {"unit": "word"}}}),
+    "seed002-table9-es-separate-s42": (None, ["v", "enfake:3"],
+                                       {"vocab": {"mode": "separate"}},
+                                       {"lang-id-enfake-es.json": {}}),
+}
+#: files of a folder trained at a commit the section names (Table 10's char and word models)
+K2020_FILE_COMMITS = {"char.json": "003827a", "word.json": "003827a"}
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Nested params overrides, ``extra`` winning."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(
+            out.get(key), dict) else value
+    return out
+
+
+def import_k2020_seed002(results: Path) -> list[Path]:
+    """K et al. 2020's one-seed tables (word order, unigram frequency, depth, NSP,
+    language markers, tokenization), each a `multilab downstream` JSON fine-tuned on the
+    enfake side and tested zero-shot on Spanish or Russian."""
+    written = []
+    for name, (ran_at, languages, shared, files) in K2020_SEED002.items():
+        folder = Path("docs/results") / name
+        for file, own in files.items():
+            overrides = _merge({"languages": languages, **shared}, own)
+            commit = K2020_FILE_COMMITS.get(file, ran_at)
+            written.append(_import_downstream(
+                results, folder / file, overrides, commit,
+                f"K et al. 2020 {name.split('-')[1]}, one seed: pretrained on "
+                f"[{', '.join(languages)}] with {own or shared}; the run's settings as "
+                "docs/notes/reproduction-log.md names them"
+                + ("" if commit else "; it names no commit"), with_evaluate=True))
+    return written
+
+
+#: Liu et al. 2020a/b and Conneau et al. 2020 §5 analyses, seed 42, quick (reproduction-log
+#: sections "§3.1.1: word retrieval MRR", "static embeddings against BERT", "§4: unsupervised
+#: token translation", "Conneau et al. §5 (Figure 2)"): file → (kind, qualifier, the model's
+#: pretraining languages, params overrides of the model; None: no lab model, the languages of
+#: the comparison). The sections name no commit. Not imported yet: the MDS and the static
+#: section's BERT downstream JSONs (a study of the same model would take a differently
+#: fine-tuned result for its downstream row).
+ROW8_LANGUAGES = ["3", "s", "i"]
+ANALYSES: dict[str, tuple[str, str, list[str], dict[str, Any] | None]] = {
+    "mrr-s42/original-3fake.json": ("mrr", "3-fake", ["3", "fake"], {}),
+    "mrr-s42/row8-3-s.json": ("mrr", "3-s", ROW8_LANGUAGES, {}),
+    "mrr-s42/row8-3-i.json": ("mrr", "3-i", ROW8_LANGUAGES, {}),
+    "static-3fake-s42/bert-2000-rows-mrr.json": ("mrr", "3-fake-2000-rows", ["3", "fake"],
+                                                 {"train": {"max_train_sentences": 2000}}),
+    "static-3fake-s42/bert-window20-mrr.json": ("mrr", "3-fake", ["3", "fake"], {}),
+    "static-3fake-s42/static.json": ("static", "3-fake", ["3", "fake"], None),
+    "translation-original-3fake-s42/3-fake/translation.json": ("translate", "3-fake",
+                                                               ["3", "fake"], {}),
+    "translation-original-3fake-s42/fake-3/translation.json": ("translate", "fake-3",
+                                                               ["3", "fake"], {}),
+    "translation-row8-s42/3-s/translation.json": ("translate", "3-s", ROW8_LANGUAGES, {}),
+    "translation-row8-s42/3-i/translation.json": ("translate", "3-i", ROW8_LANGUAGES, {}),
+    "seed003-similarity-3-l-s42/similarity.json": ("similarity", "3-l-s42-s42", ["3", "l"],
+                                                   None),
+    "seed003-similarity-3-3-s42-s43/similarity.json": ("similarity", "3-3-s42-s43", ["3"],
+                                                       None),
+}
+
+
+def import_analyses(results: Path) -> list[Path]:
+    """Word retrieval (MRR), static embeddings, token translation and representation
+    similarity JSONs as records of their command's kind, their numbers unchanged."""
+    written = []
+    for name, (kind, qualifier, languages, overrides) in ANALYSES.items():
+        source = Path("docs/results") / name
+        run = json.loads(source.read_text())
+        if overrides is None:  # two models or none of the lab's: no single model
+            model = None
+            config = {"profile": "quick", "languages": ",".join(languages)}
+        else:
+            modification = run["modification"].replace(";", "+")
+            model = {"modification": modification, "seed": run["seed"], "profile": "quick",
+                     "fingerprint": None, "run_id": run.get("run_id")}
+            config = _config(modification, run["seed"], {"languages": languages, **overrides})
+        written.append(write_record(
+            results, "multilab-quick", kind, run, model=model, config=config,
+            qualifier=qualifier, origin=origin(
+                source, None, "cpu", f"the `multilab {kind}` JSON of "
+                f"docs/notes/reproduction-log.md's section on it (quick, seed 42); the run's "
+                "commit is not named; no fingerprint was recorded")))
+    return written
+
+
+#: GPU calls (one NVIDIA H200, 2026-11-27): folder → (the commit that added the results with
+#: the script that ran them, the record qualifier, the --set overrides every run had, the
+#: corpus of each file prefix as its overrides)
+GPU_DEVICE = "cuda: NVIDIA H200"
+GPU_SETTINGS = {"train": {"length_pieces": 1, "eval_points": []}}
+GPU_CALLS = {
+    "e4": (Path("benchmarks/results/gpu-h200-2026-11-27"), "1745b8f",
+           {"e4-original": {}, "e4-attend-padding": {}, "e4-lang-pos": {},
+            "e4-lang-pos+attend-padding": {}},
+           "issue 24 E4 (benchmarks/gpu_e4.sh): twelve train + evaluate processes at once on one "
+           "H200, quick, train.length_pieces=1, train.eval_points=[], float32 "
+           "(MULTILAB_MIXED_PRECISION=no)"),
+    "e3": (Path("benchmarks/results/gpu-h200-2026-11-27-e3"), "012a561",
+           {"e3-base": {}, "e3-split-clauses": {"corpus": {"split_clauses": True},
+                                                "train": {"epochs": 17.96875}}},
+           "issue 24 E3 (scripts/gpu_corpora.sh): the default corpus and the same words split "
+           "at clauses, 2,300 updates each, twelve processes at once on one H200 (a second "
+           "lease), quick, train.length_pieces=1, train.eval_points=[], float32"),
+}
+
+
+def import_gpu_call(results: Path, call: str) -> list[Path]:
+    """One GPU call's evaluation JSONs (``<prefix>-s<seed>.json``) as evaluate records,
+    qualified by the call: a rerun of the same fingerprint in another call is another draw
+    (GPU training is not bit-identical), not the same measurement."""
+    folder, ran_at, prefixes, what = GPU_CALLS[call]
+    written = []
+    for source in sorted(folder.glob("*-s[0-9]*.json")):
+        prefix = source.stem.rsplit("-s", 1)[0]
+        if prefix not in prefixes:
+            continue
+        run = json.loads(source.read_text())
+        model = {key: run.get(key) for key in ("modification", "paper_id", "seed", "profile",
+                                               "fingerprint", "run_id")}
+        overrides = {**GPU_SETTINGS, "train": {**GPU_SETTINGS["train"],
+                                               **prefixes[prefix].get("train", {})},
+                     **{k: v for k, v in prefixes[prefix].items() if k != "train"}}
+        result = {"metrics": run["metrics"], "fingerprint": run["fingerprint"]}
+        written.append(write_record(
+            results, "multilab-quick", "evaluate", result, model=model,
+            config=_config(run["modification"], run["seed"], overrides),
+            qualifier=f"h200-{call}", origin=origin(
+                source, ran_at, GPU_DEVICE, f"{what}; the commit is the one that added these "
+                "files and the script that ran them (it changed nothing under src/); "
+                "the run's own commit was not recorded")))
+    return written
+
+
 def import_run(folder: Path, results: Path) -> list[Path]:
     """A background run's folder: run.json (provenance), model.json, eval.json,
     downstream.json (each present only if that step finished)."""
@@ -228,7 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         written = (import_quick_study(results) + import_e5_base(results)
                    + import_k2020_table1(results) + import_conneau2020_table1(results)
-                   + import_dufter2020_table3(results))
+                   + import_dufter2020_table3(results)
+                   + import_gpu_call(results, "e4") + import_gpu_call(results, "e3")
+                   + import_k2020_seed002(results) + import_analyses(results))
     for path in written:
         print(f"wrote {path}")
     return 0

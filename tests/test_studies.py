@@ -377,3 +377,51 @@ def test_a_downstream_claim_against_the_majority_class(tmp_path: Path) -> None:
         "dufter2020-t3-r0-zero-shot"]
     assert outcome.verdict is Verdict.HELD and outcome.n == (3, 3)
     assert outcome.difference == pytest.approx(0.41333 - 0.288, abs=1e-4)
+
+
+def test_a_study_of_one_import_reads_only_its_records(tmp_path: Path) -> None:
+    """Two GPU calls measured the same model (same fingerprint, not bit-identical): a study
+    with ``records_from`` reads its own call's record, not the newer rerun's."""
+    results = tmp_path / "results"
+    for call, mu, date in (("calls/e4/", 0.241, "2026-11-27T14:00"),
+                           ("calls/e3/", 0.247, "2026-11-27T18:00")):
+        for modification in ("original", "lang-pos"):
+            for seed in range(3):
+                write_record(results, "multilab-smoke", "evaluate",
+                             {"metrics": {"mu": mu + seed / 100}},
+                             model={"modification": modification, "seed": seed,
+                                    "fingerprint": "same"},
+                             config={"profile": "smoke", "languages": "3,fake"},
+                             qualifier=call.split("/")[1],
+                             origin={"date": date, "imported_from": f"{call}x.json"})
+    mine = load_study(_spec(tmp_path, records_from="calls/e4/"), CLAIMS)
+    assert study_result(mine, iter_records(results), CLAIMS).cells[
+        ("original", "mu")].values == (0.241, 0.251, 0.261)
+    every = load_study(_spec(tmp_path), CLAIMS)  # without it: the newest record of the model
+    assert study_result(every, iter_records(results), CLAIMS).cells[
+        ("original", "mu")].values == (0.247, 0.257, 0.267)
+    with pytest.raises(UserError, match="records_from 3: a path"):
+        load_study(_spec(tmp_path, records_from=3), CLAIMS)
+
+
+def test_a_model_setting_matches_the_records_resolved_model(tmp_path: Path) -> None:
+    """``models.small.lr`` (as ``--set`` names it) is a record's ``model.lr`` for a small
+    model: two trainings that differ only in the learning rate are two rows."""
+    results = tmp_path / "results"
+    for lr, mu in ((0.002, 0.24), (0.0005, 0.30)):
+        for seed in range(3):
+            write_record(results, "multilab-smoke", "evaluate", {"metrics": {"mu": mu}},
+                         model={"modification": "original", "seed": seed,
+                                "fingerprint": f"lr{lr}"},
+                         config={"profile": "smoke", "languages": "3,fake", "model.lr": lr,
+                                 "recipe.model_size": "small"})
+    rows = [{"modification": "original", "settings": {"models.small.lr": 0.002}},
+            {"label": "slow", "modification": "original",
+             "settings": {"models.small.lr": 5.0e-4}},
+            {"label": "base", "modification": "original",
+             "settings": {"models.base.lr": 5.0e-4}}]
+    study = load_study(_spec(tmp_path, rows=rows, claims=[]), CLAIMS)
+    cells = study_result(study, iter_records(results), CLAIMS).cells
+    assert cells[("original", "mu")].values == (0.24,) * 3
+    assert cells[("slow", "mu")].values == (0.30,) * 3
+    assert cells[("base", "mu")].values == ()

@@ -29,6 +29,10 @@ Example (abridged)::
     claims:
       - dufter2020-t1-r1-lang-pos
       - {id: dufter2020-t1-r5-7-two-modifications, pending: "a mean over three rows"}
+
+``records_from`` (optional): read only records imported from under this path, e.g. one GPU
+call (``benchmarks/results/gpu-h200-2026-11-27/``): GPU reruns of one configuration are not
+bit-identical, so a study of one call must not take a rerun's record of the same model.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from multilab.studies.verdict import PaperValue
 
 SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds", "settings",
                "paper_seeds", "paper_decimals", "paper_comparable", "metrics", "rows", "claims",
-               "about")
+               "about", "records_from")
 _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds", "metrics",
              "rows")
 ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable")
@@ -96,6 +100,7 @@ class Study:
     claims: tuple[ClaimEntry, ...]
     about: str | None
     source: Path
+    records_from: str | None = None  # only records imported from under this path
 
     def row(self, label: str) -> Row | None:
         """The row of this label or alias."""
@@ -225,12 +230,16 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     if len(set(labels)) != len(labels):
         raise _fail(source, f"two rows share a label or alias: {labels}")
     entries = tuple(_claim_entry(c, source) for c in raw.get("claims") or [])
+    records_from = raw.get("records_from")
+    if records_from is not None and (not isinstance(records_from, str) or not records_from):
+        raise _fail(source, f"records_from {records_from!r}: a path the records were imported "
+                    "from (provenance.imported_from), or null")
     study = Study(name=name, paper=raw["paper"], table=str(raw["table"]), title=str(raw["title"]),
                   languages=tuple(str(code) for code in languages), profile=raw["profile"],
                   seeds=tuple(seeds), settings=settings, paper_seeds=paper_seeds,
                   paper_decimals=decimals,
                   paper_comparable=not_comparable, metrics=metrics, rows=rows, claims=entries,
-                  about=raw.get("about"), source=source)
+                  about=raw.get("about"), source=source, records_from=records_from)
     for entry in entries:
         _check_claim(study, entry, claims)
     return study

@@ -80,13 +80,29 @@ def _matches(record: Record, study: Study, row: Row, seed: int) -> bool:
         return False
     if not mods.same_modification(str(model["modification"]), row.modification):
         return False
+    if study.records_from is not None and not str(
+            record.data["provenance"].get("imported_from") or "").startswith(study.records_from):
+        return False
     config = record.data["config"]
     if _languages_text(config.get("languages", "")) != row_languages(study, row):
         return False
     expected: dict[str, Any] = {"profile": study.profile}
     expected |= {key: value for key, value in {**study.settings, **row.settings}.items()
                  if key != "languages"}
-    return all(_same(config.get(key), value) for key, value in expected.items())
+    return all(_same(_config_value(config, key), value) for key, value in expected.items())
+
+
+def _config_value(config: Mapping[str, Any], key: str) -> Any:
+    """A study setting's value in a record's configuration. ``models.<size>.<key>`` (how
+    ``--set`` names a model setting) is the record's ``model.<key>`` when the record trained
+    that size (``recipe.model_size``), else absent."""
+    if key in config or not key.startswith("models."):
+        return config.get(key)
+    parts = key.split(".", 2)
+    if len(parts) < 3:
+        return None
+    _, size, rest = parts
+    return config.get(f"model.{rest}") if config.get("recipe.model_size") == size else None
 
 
 def _same(found: Any, wanted: Any) -> bool:
@@ -186,7 +202,10 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
     outcomes = {entry.id: claim_outcome(study, claims[entry.id], cells, entry.pending,
                                         entry.not_testable)
                 for entry in study.claims}
-    sources = tuple(sorted({record.path for record in chosen.values()}))
+    # the records the table reads: a row's model may also have records of other kinds
+    # (mrr, translate, …) that no metric of the study reads
+    sources = tuple(sorted({record.path for (_, _, kind), record in chosen.items()
+                            if kind in kinds}))
     return StudyResult(study, cells, seeds_found, outcomes, sources)
 
 
@@ -317,6 +336,9 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim]) -> str:
              + (f", settings {dict(study.settings)}" if study.settings else "") + ".", ""]
     if study.about:
         lines += [study.about.strip(), ""]
+    if study.records_from:
+        lines += [f"Only records imported from `{study.records_from}` are read (one run's "
+                  "models: a rerun of the same configuration elsewhere is another draw).", ""]
     lines += ["Ours: mean ± std over seeds (number of seeds); paper: mean ± std over "
               f"{study.paper_seeds or 'an unstated number of'} seeds as it reports them. "
               "Every value comes from a record under `results/`.", ""]
