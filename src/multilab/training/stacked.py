@@ -165,10 +165,28 @@ def _counter_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor
 AttentionInterface.register(ATTENTION, _counter_attention)
 
 
+class PaddingSafeEmbedding(nn.Embedding):
+    """``nn.Embedding`` whose padding row gets no gradient also under vmap.
+
+    vmap's batching rule of the embedding backward offsets the ids of member i by i × rows,
+    so ``padding_idx`` only spares member 0's row (member 1's [PAD] row took the gradient
+    of every pad token: found by tests/test_stacked.py). The forward value is unchanged;
+    the pad positions' gradient is cut before the lookup's backward.
+    """
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        looked_up = F.embedding(ids, self.weight, self.padding_idx)
+        if self.padding_idx is None:
+            return looked_up
+        return torch.where((ids == self.padding_idx)[..., None], looked_up.detach(), looked_up)
+
+
 def install_counter_dropout(model: BertForMaskedLM) -> int:
-    """Replace every ``nn.Dropout`` of ``model`` by a :class:`CounterDropout` (attention
-    probabilities: padded in their last two dimensions; hidden states: in dimension 1);
-    returns the number of sites."""
+    """Make ``model`` a stack member: every ``nn.Dropout`` becomes a :class:`CounterDropout`
+    (attention probabilities: padded in their last two dimensions; hidden states: in
+    dimension 1), the word embedding a :class:`PaddingSafeEmbedding`; returns the number of
+    dropout sites."""
+    model.bert.embeddings.word_embeddings.__class__ = PaddingSafeEmbedding
     sites = 0
     for name, module in list(model.named_modules()):
         if not isinstance(module, nn.Dropout):
