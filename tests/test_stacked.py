@@ -28,6 +28,7 @@ import torch
 from multilab.config import RunConfig
 from multilab.data.batches import training_examples
 from multilab.data.inputs import InputEncoder
+from multilab.errors import UserError
 from multilab.resolve import resolve_run
 from multilab.training import stacked
 from multilab.training.model import MaskedLMObjective
@@ -162,3 +163,13 @@ def test_unstacked_member_is_a_plain_bert(smoke_run, tmp_path):
     loaded = AutoModelForMaskedLM.from_pretrained(tmp_path / "member")
     for name, weight in stack.member_state(1).items():
         assert torch.equal(loaded.state_dict()[name], weight), name
+def test_mixed_stacks_are_refused_in_one_line(smoke_run):
+    cfg = smoke_run.study
+    runs = [resolve_run(cfg, "original", 0), resolve_run(cfg, "overparam", 0)]
+    with pytest.raises(UserError, match="overparam") as err:
+        stacked.check_members(runs)
+    assert "\n" not in str(err.value)
+    stacked.check_members([resolve_run(cfg, "original", 0), resolve_run(cfg, "no-random", 1),
+                           resolve_run(cfg, "lang-pos", 2)])
+    with pytest.raises(UserError, match="stack >= 1"):
+        stacked.check_members([])

@@ -377,8 +377,6 @@ def check_members(runs: Sequence[RunConfig]) -> None:
     The registry decides first (:func:`multilab.lab.modifications.check_stack`); then the
     resolved sizes, batch shape and accumulation must agree (what the batched step shares).
     """
-    if not runs:
-        raise UserError("a stack needs at least one run (valid: stack >= 1)")
     mods.check_stack([run.modification for run in runs])
     first = runs[0]
     for run in runs[1:]:
