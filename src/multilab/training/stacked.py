@@ -500,23 +500,39 @@ class StackedTrainer:
 
     def __call__(self, step: int) -> list[dict[str, float]]:
         """Optimizer step ``step`` (0-based) of every member; their rows (loss, lr, …)."""
+        return self.update(step, self.batch(step))
+
+    def batch(self, step: int) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
+        """The CPU's part of a step: every member's batch and masks, padded and stacked
+        piece by piece (on the device), with the dropout words; and the members' counts
+        of selected positions."""
         per_member = [member_pieces(m, self.settings, step) for m in self.members]
         totals = torch.tensor([float(total) for _, total, _ in per_member],
                               device=self.device)
-        losses = torch.zeros(len(self.members), dtype=torch.float64)
+        prepared = []
         for number in range(len(per_member[0][0])):
             pieces = [pieces[number] for pieces, _, _ in per_member]
             if all(p is None for p in pieces):
                 continue
             stacked = {k: v.to(self.device) for k, v in stack_pieces(pieces).items()}
-            words = torch.tensor([dropout_words(m.seed, step, number, self.sites)
-                                  for m in self.members], device=self.device)
-            sums = self._batched(self.params, self.buffers, words, stacked["input_ids"],
-                                 stacked["attention_mask"], stacked["position_ids"],
-                                 stacked["token_type_ids"], stacked["positions"],
-                                 stacked["labels"])
+            stacked["words"] = torch.tensor(
+                [dropout_words(m.seed, step, number, self.sites) for m in self.members],
+                device=self.device)
+            prepared.append(stacked)
+        return prepared, totals
+
+    def update(self, step: int, batch: tuple[list[dict[str, torch.Tensor]], torch.Tensor]
+               ) -> list[dict[str, float]]:
+        """The device's part of a step: forward and backward of every piece, clipping,
+        the AdamW update."""
+        pieces, totals = batch
+        losses = torch.zeros(len(self.members), dtype=torch.float64, device=self.device)
+        for piece in pieces:
+            sums = self._batched(self.params, self.buffers, piece["words"], piece["input_ids"],
+                                 piece["attention_mask"], piece["position_ids"],
+                                 piece["token_type_ids"], piece["positions"], piece["labels"])
             (sums / totals).sum().backward()
-            losses += sums.detach().double().cpu() / totals.double().cpu()
+            losses += sums.detach().double() / totals.double()
         clip_per_member(self.params, self.settings.max_grad_norm)
         lrs = [linear_lr(m, step, self.settings.train.warmup_steps) for m in self.members]
         self.optimizer.step(lrs)
@@ -566,35 +582,45 @@ class SoloTrainer:
              "weight_decay": train.weight_decay},
             {"params": [p for n, p in named if no_decay(n)], "weight_decay": 0.0},
         ]
-        self.optimizer = torch.optim.AdamW(groups, lr=member.lr, eps=train.adam_eps,
-                                           foreach=False)
+        self.optimizer = torch.optim.AdamW(groups, lr=member.lr, eps=train.adam_eps)
         total = max(member.total_steps, 1)
         self.scheduler = get_linear_schedule_with_warmup(
             self.optimizer, min(train.warmup_steps, total), total)
 
     def __call__(self, step: int) -> dict[str, float]:
+        return self.update(step, self.batch(step))
+
+    def batch(self, step: int) -> tuple[list[tuple[torch.Tensor, ...]], int]:
+        """The CPU's part of a step: the pieces (on the device) with their dropout words."""
         pieces, total, _ = member_pieces(self.member, self.settings, step)
-        loss = 0.0
-        if not self.counter:
-            torch.manual_seed(mix_seed(self.member.seed, step, 0))
+        prepared = []
         for number, piece in enumerate(pieces):
             if piece is None:
                 continue
             words = torch.tensor(dropout_words(self.member.seed, step, number, self.sites)
                                  if self.counter else [0], device=self.device)
-            inputs = {k: v.to(self.device) for k, v in piece.inputs.items()}
-            loss_sum = self.objective(words, inputs["input_ids"], inputs["attention_mask"],
-                                      inputs["position_ids"], inputs["token_type_ids"],
-                                      piece.positions.to(self.device),
-                                      piece.labels.to(self.device))
+            inputs = [piece.inputs[k] for k in ("input_ids", "attention_mask", "position_ids",
+                                                "token_type_ids")]
+            prepared.append(tuple(t.to(self.device) for t in (
+                words, *inputs, piece.positions, piece.labels)))
+        return prepared, total
+
+    def update(self, step: int, batch: tuple[list[tuple[torch.Tensor, ...]], int]
+               ) -> dict[str, float]:
+        """The device's part: forward and backward of every piece, clip, AdamW, schedule."""
+        pieces, total = batch
+        if not self.counter:  # the single-model trainer's dropout seeding
+            torch.manual_seed(mix_seed(self.member.seed, step, 0))
+        loss = torch.zeros((), dtype=torch.float64, device=self.device)
+        for piece in pieces:
+            loss_sum = self.objective(*piece)
             (loss_sum / total).backward()
-            loss += float(loss_sum.detach()) / total
-        torch.nn.utils.clip_grad_norm_(self.objective.parameters(), self.settings.max_grad_norm,
-                                       foreach=False)
+            loss += loss_sum.detach().double() / total
+        torch.nn.utils.clip_grad_norm_(self.objective.parameters(), self.settings.max_grad_norm)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return {"step": step + 1, "loss": loss, "lr": self.scheduler.get_last_lr()[0]}
+        return {"step": step + 1, "loss": float(loss), "lr": self.scheduler.get_last_lr()[0]}
 
     def state(self) -> dict[str, torch.Tensor]:
         return {n: p.detach().cpu() for n, p in self.objective.model.named_parameters()}
