@@ -31,8 +31,7 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as multilab/threads.py sets it
 import torch  # after the OpenMP setting, which is read once at load
 
-from bench_train import NO_KERNEL
-from common import RESULTS, load_average, machine, project_config, write_json
+from common import NO_KERNEL, RESULTS, load_average, machine, project_config, write_json
 from multilab.data.batches import training_examples
 from multilab.data.inputs import InputEncoder
 from multilab.resolve import resolve_run
@@ -87,7 +86,7 @@ def _synthetic_member(run, seed: int, sentences: int) -> stacked.Member:
 def kernel_ops(trainer) -> dict[str, int]:
     """Leaf aten ops of the device's part of one step (``trainer.update``, after one
     unprofiled step; the CPU's batch and masks are made before), and those that launch a
-    kernel on a GPU (bench_train.NO_KERNEL: views and metadata do not)."""
+    kernel on a GPU (common.NO_KERNEL: views and metadata do not)."""
     from torch.profiler import ProfilerActivity, profile
 
     trainer(0)
