@@ -42,6 +42,7 @@ from accelerate import Accelerator
 from transformers import DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
 from common import (
+    NO_KERNEL,
     RESULTS,
     load_average,
     machine,
@@ -463,14 +464,6 @@ def ablation(data: Data, steps: int, warmup: int, seed: int, schedule_steps: int
         out["compile"] = ({"error": compile_error} if compile_error
                           else {"first_two_steps_seconds": compile_seconds})
     return out
-
-
-#: aten ops that only describe memory (views, metadata) and launch no kernel on a GPU
-NO_KERNEL = ("view", "reshape", "as_strided", "t", "transpose", "expand", "slice", "select",
-             "unsqueeze", "squeeze", "permute", "detach", "alias", "empty", "empty_like",
-             "empty_strided", "unbind", "split", "split_with_sizes", "chunk", "lift_fresh",
-             "_unsafe_view", "resolve_conj", "resolve_neg", "is_nonzero", "item",
-             "_local_scalar_dense", "result_type", "size", "stride", "numel", "to", "_to_copy")
 
 
 def kernel_count(data: Data, seed: int) -> dict[str, Any]:

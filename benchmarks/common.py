@@ -114,3 +114,11 @@ def peak_rss_mib() -> float:
 def write_json(path: Path, record: dict[str, Any]) -> Path:
     """A results file: in the order the benchmark recorded it (not sorted), written atomically."""
     return write_text(path, json.dumps(record, indent=2, default=str) + "\n")
+
+
+#: aten ops that only describe memory (views, metadata) and launch no kernel on a GPU
+NO_KERNEL = ("view", "reshape", "as_strided", "t", "transpose", "expand", "slice", "select",
+             "unsqueeze", "squeeze", "permute", "detach", "alias", "empty", "empty_like",
+             "empty_strided", "unbind", "split", "split_with_sizes", "chunk", "lift_fresh",
+             "_unsafe_view", "resolve_conj", "resolve_neg", "is_nonzero", "item",
+             "_local_scalar_dense", "result_type", "size", "stride", "numel", "to", "_to_copy")

@@ -125,3 +125,29 @@ def test_depth_and_heads_families_are_integers() -> None:
     assert mods.canonical_name("depth-04") == "depth-4"
     with pytest.raises(mods.ModificationError, match=r"'2\.5' is not an integer"):
         mods.resolve_recipe("depth-2.5")
+
+
+def test_stacking_is_declared_by_what_a_modification_changes() -> None:
+    """A modification stacks with original exactly when it changes no architecture field."""
+    entries = [*mods.REGISTRY.values(),
+               *(family.modification(family.low) for family in mods.FAMILIES.values())]
+    for entry in entries:
+        changes_model = bool(set(entry.changes) & mods.ARCHITECTURE_FIELDS)
+        assert entry.stacks is not changes_model, entry.name
+    assert mods.lookup("no-random").stacks and mods.lookup("permute-0.5").stacks
+    assert not mods.lookup("overparam").stacks and not mods.lookup("depth-4").stacks
+
+
+def test_mixed_stacks_are_refused_in_one_line() -> None:
+    mods.check_stack(["original", "lang-pos;shift-special;no-random", "knn-replace",
+                      "no-parallel", "window-20"])  # data, masking, positions: one stack
+    mods.check_stack(["overparam", "lang-pos;overparam"])  # BERT-base rows together
+    for mixed, named in ((["original", "overparam"], "overparam"),
+                         (["no-random", "depth-4"], "depth-4"),
+                         (["overparam", "nsp"], "nsp, overparam"),
+                         (["original", "untrained"], "trains nothing"),
+                         ([], "stack >= 1")):
+        with pytest.raises(mods.ModificationError, match=named) as err:
+            mods.check_stack(mixed)
+        assert "\n" not in str(err.value)
+    assert mods.stack_group("lang-pos;overparam") == ("overparam",)

@@ -72,13 +72,22 @@ class Recipe:
         return self.replacement[3] > 0
 
 
+#: Recipe fields that change the model itself (its shape, its heads, whether it trains): a
+#: modification setting one cannot share a stack with ``original`` (training/stacked.py).
+ARCHITECTURE_FIELDS = frozenset({"layers", "heads", "size_factor", "next_sentence",
+                                 "separate_layers", "model_size", "trained"})
+
+
 @dataclass(frozen=True)
 class Modification:
-    """One named ablation: a description and the recipe fields it sets."""
+    """One named ablation: a description, the recipe fields it sets, and whether it trains
+    in one stack with ``original`` (``stacks``: it changes only data, masking, inputs or
+    positions, not the architecture; training/stacked.py)."""
 
     name: str
     description: str
     changes: dict[str, Any] = field(default_factory=dict)
+    stacks: bool = True
 
 
 REGISTRY: dict[str, Modification] = {
@@ -117,7 +126,7 @@ REGISTRY: dict[str, Modification] = {
             "seed 002's next-sentence prediction: each pretraining input a pair of sentences "
             "of one language (the true next one half of the time, a random one otherwise) "
             "with BERT's NSP head and loss beside MLM",
-            {"next_sentence": True},
+            {"next_sentence": True}, stacks=False,
         ),
         Modification(
             "extra-anchors",
@@ -154,9 +163,10 @@ REGISTRY: dict[str, Modification] = {
         Modification(
             "overparam",
             "BERT-base instead of BERT-small (lr 1e-4, batch 16 x 16)",
-            {"model_size": "base"},
+            {"model_size": "base"}, stacks=False,
         ),
-        Modification("untrained", "random initialisation, no training", {"trained": False}),
+        Modification("untrained", "random initialisation, no training", {"trained": False},
+                     stacks=False),
         Modification(
             "knn-replace",
             "a fourth replacement: a cross-lingual VecMap neighbour, (0.5, 0.1, 0.1, 0.3)",
@@ -189,6 +199,7 @@ class Family:
     high: float
     example: str
     integer: bool = False  # a count (layers, heads): written and parsed as an integer
+    stacks: bool = True  # as Modification.stacks
 
     @property
     def symbol(self) -> str:
@@ -217,7 +228,7 @@ class Family:
 
     def modification(self, value: float) -> Modification:
         return Modification(f"{self.prefix}-{value:g}", self.description.format(value=value),
-                            {self.field: value})
+                            {self.field: value}, self.stacks)
 
 
 FAMILIES: dict[str, Family] = {
@@ -233,13 +244,13 @@ FAMILIES: dict[str, Family] = {
             "depth",
             "seed 002 Table 4: {value:g} Transformer layers, the hidden size solved so that "
             "the parameter count stays the model size's (intermediate = 4 x hidden)",
-            "layers", 1, 48, "depth-4", integer=True,
+            "layers", 1, 48, "depth-4", integer=True, stacks=False,
         ),
         Family(
             "heads",
             "seed 002 Table 5: {value:g} attention heads, the hidden size solved so that the "
             "parameter count stays the model size's (a multiple of the heads)",
-            "heads", 1, 64, "heads-2", integer=True,
+            "heads", 1, 64, "heads-2", integer=True, stacks=False,
         ),
         Family(
             "window",
@@ -251,14 +262,14 @@ FAMILIES: dict[str, Family] = {
             "sep-L1",
             "seed 003's language-specific bottom layers: Transformer layers 1-{value:g} one "
             "copy per language, the rest shared (sep-L1-3, sep-L1-6 of 12 as the paper's)",
-            "separate_layers", 1, 48, "sep-L1-3", integer=True,
+            "separate_layers", 1, 48, "sep-L1-3", integer=True, stacks=False,
         ),
         Family(
             "params",
             "seed 002 Tables 6-7: {value:g} x the model size's parameter count at its depth and "
             "heads (or those of depth-<n> / heads-<n>), the hidden size solved "
             "(intermediate = 4 x hidden)",
-            "size_factor", 0.05, 20.0, "params-0.5",
+            "size_factor", 0.05, 20.0, "params-0.5", stacks=False,
         ),
     ]
 }
@@ -379,3 +390,38 @@ def describe(text: str) -> str:
 
 def valid_names() -> str:
     return ", ".join([*REGISTRY, *(f.valid() for f in FAMILIES.values())])
+
+
+def stack_group(text: str) -> tuple[str, ...]:
+    """Which stack a modification's models may train in: ``()`` for ``original``'s
+    architecture (every part stacks: data, masking, inputs, positions), else its
+    architecture-changing parts (the seeds of ``overparam`` stack with each other, and with
+    ``lang-pos;overparam``, never with ``original``)."""
+    return tuple(sorted(p for p in split_modification(text) if not lookup(p).stacks))
+
+
+def check_stack(modifications: list[str]) -> None:
+    """Refuse, in one line, models that cannot share a stack: ``untrained`` (nothing to
+    train) or modifications of different architectures."""
+    if not modifications:
+        raise ModificationError("a stack needs at least one model (valid: stack >= 1)")
+    for text in modifications:
+        if not resolve_recipe(text).trained:
+            raise ModificationError(
+                f"modification {canonical_name(text)!r} trains nothing and cannot be stacked "
+                "(valid: trained modifications)")
+    first = modifications[0]
+    for text in modifications[1:]:
+        if stack_group(text) != stack_group(first):
+            differ = ", ".join(sorted(set(stack_group(text)) ^ set(stack_group(first))))
+            raise ModificationError(
+                f"modifications {canonical_name(first)!r} and {canonical_name(text)!r} "
+                f"cannot share a stack: {differ} changes the architecture (valid: one "
+                f"architecture per stack: {stackable_names()} with original, or the seeds of "
+                "one row)")
+
+
+def stackable_names() -> str:
+    """The registry entries and families that stack with ``original``."""
+    return ", ".join([*(m.name for m in REGISTRY.values() if m.stacks),
+                      *(f"{f.prefix}-<{f.symbol}>" for f in FAMILIES.values() if f.stacks)])

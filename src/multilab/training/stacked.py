@@ -1,0 +1,626 @@
+"""Many BERT models of one architecture trained in one process as one batched computation.
+
+BERT-small is far too small for a GPU: a step is thousands of tiny kernel launches whatever
+the GPU's size (docs/PERFORMANCE.md). A *stack* of k members (seeds of a row, or rows that
+differ only in data, masking or positions) runs as one module whose parameters carry a
+leading member dimension: ``torch.func.stack_module_state`` stacks them,
+``torch.func.functional_call`` under ``torch.func.vmap`` runs one member's forward on all k,
+so each kernel launch serves k models. The stack is an execution detail: everything a member
+draws is its own and does not depend on who it is stacked with.
+
+- **data and masks**: each member its own :class:`~multilab.data.batches.BatchOrder` (seeded
+  by its seed) and :func:`~multilab.data.batches.mask_tokens` (``seeded_generator(seed,
+  step, 1)``), as the single-model trainer draws them; a step's pieces are padded to the
+  widest member's (masked, never attended, so a member's outputs do not see them).
+- **dropout**: ``vmap(randomness="different")`` would draw every member's masks from one
+  global stream, so a member's masks would depend on its place in the stack. Dropout is
+  counter-based instead (:class:`CounterDropout`): the keep bit of an element is a hash of
+  the member's per-(seed, step, piece, site) word and the element's coordinates (padding-
+  proof: sequence dimensions count in a fixed stride), the same whether the member runs
+  alone or in a stack. vmap runs with ``randomness="error"``: no global draw can slip in.
+- **optimizer**: :class:`StackedAdamW` is torch's single-tensor AdamW element by element,
+  BERT's decay groups, each member's own learning rate (its own linear schedule); gradients
+  are clipped per member (each member's global norm, as ``clip_grad_norm_``).
+
+:class:`SoloTrainer` trains one member with a plain module, ``torch.optim.AdamW``,
+``clip_grad_norm_`` and the same counter dropout: the reference a stack must equal
+(tests/test_stacked.py) and the baseline of benchmarks/bench_stacked.py. The single-model
+trainer (training/train.py) is untouched: it keeps the global-generator dropout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AttentionInterface, BertForMaskedLM, get_linear_schedule_with_warmup
+
+from multilab.config import ModelConfig, RunConfig, TrainConfig
+from multilab.data.batches import (
+    BatchOrder,
+    Examples,
+    MaskedBatch,
+    gradient_pieces,
+    mask_tokens,
+    mix_seed,
+    seeded_generator,
+)
+from multilab.data.inputs import PAD_ID, InputEncoder
+from multilab.errors import UserError
+from multilab.lab import modifications as mods
+from multilab.training.model import build_model
+
+#: Labels of padded selected positions: not counted by the loss.
+IGNORE = -100
+#: Key of the dropout words' stream (with the seed, the step and the piece).
+DROPOUT_STREAM = 5056
+#: The stride a padded (sequence) dimension counts in: a coordinate's place in the hash does
+#: not depend on how wide the stack padded it (any max_position_embeddings below this).
+SEQUENCE_STRIDE = 1 << 12
+_LOW32 = 0xFFFFFFFF
+#: Name of the counter-dropout attention (eager attention with :class:`CounterDropout` on
+#: the probabilities) in transformers' attention registry.
+ATTENTION = "multilab_counter_dropout"
+
+
+# --------------------------------------------------------------------------- counter dropout
+
+
+def _mix32(x: torch.Tensor | int) -> torch.Tensor | int:
+    """lowbias32 (C. Wellons' integer hash) of 32-bit values held in int64 (or a Python int).
+
+    Products may pass 2**63 and wrap; their low 32 bits, all that is kept, are exact.
+    """
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & _LOW32
+    x = x ^ (x >> 15)
+    x = (x * 0x846CA68B) & _LOW32
+    return x ^ (x >> 16)
+
+
+def dropout_words(seed: int, step: int, piece: int, sites: int) -> list[int]:
+    """The 32-bit words of one member's dropout sites for piece ``piece`` of step ``step``."""
+    base = mix_seed(seed, step, DROPOUT_STREAM, piece)
+    base = _mix32(_mix32(base & _LOW32) ^ (base >> 32))
+    return [_mix32(base ^ _mix32(site + 1)) for site in range(sites)]
+
+
+_active_words: list[torch.Tensor] = []
+
+
+@contextlib.contextmanager
+def using_words(words: torch.Tensor) -> Iterator[None]:
+    """Counter dropout reads its site's word from ``words`` ([sites], int64) meanwhile."""
+    _active_words.append(words)
+    try:
+        yield
+    finally:
+        _active_words.pop()
+
+
+class CounterDropout(nn.Module):
+    """Dropout whose keep bits are a hash of (member word, element coordinates).
+
+    ``padded`` names the dimensions a stack may pad (sequence positions): they count in
+    :data:`SEQUENCE_STRIDE`, so an element keeps its bit whatever the padded width. The keep
+    probability is 1 - p up to 2**-32; kept elements are scaled by 1 / (1 - p) as
+    ``nn.Dropout`` does.
+    """
+
+    def __init__(self, p: float, site: int, padded: tuple[int, ...]) -> None:
+        super().__init__()
+        self.p, self.site, self.padded = p, site, padded
+        self._threshold = int(p * 2**32)
+        self._counters: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0:
+            return x
+        if not _active_words:
+            raise RuntimeError("counter dropout runs inside using_words(...) only")
+        low, high = self._coordinates(tuple(x.shape), x.device)
+        word = _active_words[-1][self.site]
+        hashed = _mix32(_mix32(low ^ word) ^ high)
+        keep = hashed >= self._threshold
+        return x * (keep * (1.0 / (1.0 - self.p))).to(x.dtype)
+
+    def _coordinates(self, shape: tuple[int, ...], device: torch.device
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each element's index in the virtual layout (padded dimensions at the fixed
+        stride), as low and high 32-bit halves; cached per shape."""
+        key = (shape, device)
+        if key not in self._counters:
+            index = torch.zeros((), dtype=torch.long, device=device)
+            for dim, size in enumerate(shape):
+                extent = SEQUENCE_STRIDE if dim in self.padded and dim > 0 else size
+                view = [1] * len(shape)
+                view[dim] = size
+                index = index * extent + torch.arange(size, device=device).view(view)
+            if len(self._counters) > 64:  # bucketed widths: a few dozen shapes in a run
+                self._counters.clear()
+            self._counters[key] = (index & _LOW32, index >> 32)
+        return self._counters[key]
+
+
+def _counter_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor,
+                       value: torch.Tensor, attention_mask: torch.Tensor | None,
+                       scaling: float | None = None, dropout: float = 0.0, **kwargs):
+    """transformers' eager attention with the module's :class:`CounterDropout` on the
+    probabilities (the eager one draws them from the global generator)."""
+    scaling = query.size(-1) ** -0.5 if scaling is None else scaling
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = F.softmax(weights, dim=-1)
+    weights = module.dropout(weights)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+AttentionInterface.register(ATTENTION, _counter_attention)
+
+
+class PaddingSafeEmbedding(nn.Embedding):
+    """``nn.Embedding`` whose padding row gets no gradient also under vmap.
+
+    vmap's batching rule of the embedding backward offsets the ids of member i by i × rows,
+    so ``padding_idx`` only spares member 0's row (member 1's [PAD] row took the gradient
+    of every pad token: found by tests/test_stacked.py). The forward value is unchanged;
+    the pad positions' gradient is cut before the lookup's backward.
+    """
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        looked_up = F.embedding(ids, self.weight, self.padding_idx)
+        if self.padding_idx is None:
+            return looked_up
+        return torch.where((ids == self.padding_idx)[..., None], looked_up.detach(), looked_up)
+
+
+def install_counter_dropout(model: BertForMaskedLM) -> int:
+    """Make ``model`` a stack member: every ``nn.Dropout`` becomes a :class:`CounterDropout`
+    (attention probabilities: padded in their last two dimensions; hidden states: in
+    dimension 1), the word embedding a :class:`PaddingSafeEmbedding`; returns the number of
+    dropout sites."""
+    model.bert.embeddings.word_embeddings.__class__ = PaddingSafeEmbedding
+    sites = 0
+    for name, module in list(model.named_modules()):
+        if not isinstance(module, nn.Dropout):
+            continue
+        padded = (2, 3) if name.endswith("attention.self.dropout") else (1,)
+        parent_name, _, attribute = name.rpartition(".")
+        setattr(model.get_submodule(parent_name), attribute,
+                CounterDropout(module.p, sites, padded))
+        sites += 1
+    model.config._attn_implementation = ATTENTION
+    for module in model.modules():  # sub-configs are the same object, but be sure
+        if hasattr(module, "config"):
+            module.config._attn_implementation = ATTENTION
+    return sites
+
+
+# --------------------------------------------------------------------------- the loss
+
+
+class MaskedLMLoss(nn.Module):
+    """One member's summed MLM loss over a piece, in shapes a stack can batch.
+
+    The selected positions come as flat indices into [rows × width] and their labels, both
+    padded with :data:`IGNORE` labels (no boolean indexing: its shape would depend on the
+    member). The encoder runs layer by layer with BERT's additive attention mask (what
+    ``BertModel`` builds for eager attention), without transformers' mask helpers, whose
+    shortcuts look at the data.
+    """
+
+    def __init__(self, model: BertForMaskedLM) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, words: torch.Tensor, input_ids: torch.Tensor,
+                attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                token_type_ids: torch.Tensor, positions: torch.Tensor,
+                labels: torch.Tensor) -> torch.Tensor:
+        with using_words(words):
+            bert = self.model.bert
+            hidden = bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids,
+                                     position_ids=position_ids)
+            blocked = 1.0 - attention_mask[:, None, None, :].to(hidden.dtype)
+            additive = blocked * torch.finfo(hidden.dtype).min
+            for layer in bert.encoder.layer:
+                hidden = layer(hidden, additive)
+            picked = hidden.reshape(-1, hidden.shape[-1])[positions]
+            logits = self.model.cls.predictions(picked)
+            return F.cross_entropy(logits.float(), labels, ignore_index=IGNORE,
+                                   reduction="sum")
+
+
+# --------------------------------------------------------------------------- members and pieces
+
+
+@dataclass
+class Member:
+    """One model of a stack and all that is its own: seed, examples, masks, schedule."""
+
+    seed: int
+    examples: Examples
+    encoder: InputEncoder
+    lr: float
+    total_steps: int
+    mask_prob: float
+    replacement: tuple[float, ...]
+    knn_table: torch.Tensor | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self._order: BatchOrder | None = None
+
+    def order(self, global_batch: int, bucket_chunk: int) -> BatchOrder:
+        if self._order is None:
+            self._order = BatchOrder(self.examples.lengths, global_batch, self.seed,
+                                     bucket_chunk)
+        return self._order
+
+    @classmethod
+    def of(cls, run: RunConfig) -> Member:
+        """The member of a resolved run: its examples, knn table and number of steps."""
+        from multilab.training.training_data import load_knn_table, prepare_data
+
+        data, encoder = prepare_data(run)
+        steps_per_epoch = math.ceil(len(data.examples) / run.model.global_batch)
+        total = max(1, round(run.epochs * steps_per_epoch)) if run.recipe.trained else 0
+        return cls(run.seed, data.examples, encoder, run.model.lr, total,
+                   run.study.train.mask_prob, run.recipe.replacement, load_knn_table(run),
+                   f"{run.modification} s{run.seed}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every member of a stack shares: the architecture and the step's mechanics."""
+
+    model: ModelConfig
+    vocab_size: int
+    languages: int
+    train: TrainConfig
+    max_grad_norm: float = 1.0
+
+
+@dataclass
+class Piece:
+    """One member's share of one gradient piece, unpadded."""
+
+    inputs: dict[str, torch.Tensor]
+    positions: torch.Tensor  # flat indices into [rows × width] of the selected positions
+    labels: torch.Tensor
+
+
+def member_pieces(member: Member, settings: Settings, step: int
+                  ) -> tuple[list[Piece | None], int, int]:
+    """The pieces of ``member``'s global batch of ``step`` (None: an empty piece), the
+    number of selected positions of the whole batch and its real tokens. The same draws
+    as the single-model trainer (training/train.py ``_Step``)."""
+    train = settings.train
+    order = member.order(settings.model.global_batch, train.bucket_chunk)
+    indices, pieces = gradient_pieces(order(step), member.examples.lengths,
+                                      train.length_pieces, settings.model.grad_accum)
+    batch = member.examples.batch(indices)
+    masked = mask_tokens(batch, member.encoder, member.mask_prob, member.replacement,
+                         seeded_generator(member.seed, step, 1), member.knn_table)
+    out: list[Piece | None] = []
+    for piece in pieces:
+        out.append(_piece(masked, piece) if len(piece) else None)
+    return out, len(masked.labels), int(batch.real_tokens().sum())
+
+
+def _piece(masked: MaskedBatch, rows: torch.Tensor) -> Piece:
+    width = int(masked.token_mask[rows].sum(1).max())
+    inputs = {k: v[rows][:, :width] for k, v in masked.inputs.items()}
+    selected = masked.selected[rows][:, :width]
+    owner = masked.selected.nonzero()[:, 0]
+    labels = masked.labels[torch.isin(owner, rows)]
+    return Piece(inputs, selected.flatten().nonzero()[:, 0], labels)
+
+
+def stack_pieces(pieces: Sequence[Piece | None]) -> dict[str, torch.Tensor]:
+    """The members' pieces padded to one shape and stacked ([k, rows, width] inputs,
+    [k, selected] positions and labels). Padding is masked from attention (even under
+    attend-padding, whose own padding inside its width stays attended), its selected
+    positions carry :data:`IGNORE`."""
+    present = [p for p in pieces if p is not None]
+    rows = max(p.inputs["input_ids"].shape[0] for p in present)
+    width = max(p.inputs["input_ids"].shape[1] for p in present)
+    count = max(max(len(p.labels) for p in present), 1)
+    fills = {"input_ids": PAD_ID, "attention_mask": 0, "position_ids": 0, "token_type_ids": 0}
+    out: dict[str, list[torch.Tensor]] = {k: [] for k in (*fills, "positions", "labels")}
+    for piece in pieces:
+        if piece is None:
+            for key, fill in fills.items():
+                out[key].append(torch.full((rows, width), fill, dtype=torch.long))
+            out["positions"].append(torch.zeros(count, dtype=torch.long))
+            out["labels"].append(torch.full((count,), IGNORE, dtype=torch.long))
+            continue
+        own_rows, own_width = piece.inputs["input_ids"].shape
+        for key, fill in fills.items():
+            padded = torch.full((rows, width), fill, dtype=torch.long)
+            padded[:own_rows, :own_width] = piece.inputs[key]
+            out[key].append(padded)
+        row, column = piece.positions // own_width, piece.positions % own_width
+        extra = count - len(piece.labels)
+        out["positions"].append(F.pad(row * width + column, (0, extra)))
+        out["labels"].append(F.pad(piece.labels, (0, extra), value=IGNORE))
+    return {k: torch.stack(v) for k, v in out.items()}
+
+
+def linear_lr(member: Member, step: int, warmup_steps: int) -> float:
+    """The learning rate of optimizer step ``step`` (0-based): ``get_linear_schedule_with_
+    warmup`` as LambdaLR evaluates it (the same Python floats); 0 after the member's end."""
+    total = max(member.total_steps, 1)
+    warmup = min(warmup_steps, total)
+    if step < warmup:
+        factor = float(step) / float(max(1, warmup))
+    else:
+        factor = max(0.0, float(total - step) / float(max(1, total - warmup)))
+    return member.lr * factor
+
+
+def no_decay(name: str) -> bool:
+    """BERT's AdamW groups: no weight decay on biases and LayerNorm weights."""
+    return name.endswith("bias") or "LayerNorm" in name
+
+
+def check_members(runs: Sequence[RunConfig]) -> None:
+    """Refuse, in one line, a stack of runs that do not share one architecture and one step.
+
+    The registry decides first (:func:`multilab.lab.modifications.check_stack`); then the
+    resolved sizes, batch shape and accumulation must agree (what the batched step shares).
+    """
+    mods.check_stack([run.modification for run in runs])
+    first = runs[0]
+    for run in runs[1:]:
+        for what, mine, theirs in (
+            ("model sizes", first.model, run.model),
+            ("training settings", first.study.train, run.study.train),
+            ("languages", first.study.languages, run.study.languages),
+        ):
+            if mine != theirs:
+                raise UserError(
+                    f"stack of {first.modification!r} s{first.seed} and {run.modification!r} "
+                    f"s{run.seed}: their {what} differ (valid: runs of one architecture and "
+                    "one training setup)")
+    if first.recipe.next_sentence or first.recipe.separate_layers:
+        raise UserError(f"modification {first.modification!r}: stacking trains plain "
+                        "BertForMaskedLM members (valid: modifications without nsp and "
+                        "sep-L1-<n>)")
+
+
+def settings_of(run: RunConfig, encoder: InputEncoder) -> Settings:
+    return Settings(run.model, encoder.total_size, encoder.languages, run.study.train)
+
+
+def fresh_model(settings: Settings, seed: int) -> BertForMaskedLM:
+    """A member's initial weights: exactly the single-model trainer's (``build_model``)."""
+    return build_model(settings.model, settings.vocab_size, seed, settings.languages)
+
+
+# --------------------------------------------------------------------------- the stack
+
+
+class StackedAdamW:
+    """AdamW over stacked parameters ([k, ...]), element by element torch's single-tensor
+    AdamW (``torch.optim.AdamW``, foreach off), with one learning rate per member.
+
+    Every member steps together, so the step count and bias corrections are one Python
+    float for all. When all members share the learning rate of a step the update is
+    torch's own arithmetic (Python scalars); otherwise the per-member rate is a [k] tensor
+    and ``addcdiv``'s ``value * t1 / t2`` is spelled out in that order.
+    """
+
+    def __init__(self, params: dict[str, torch.Tensor], weight_decay: float, eps: float,
+                 betas: tuple[float, float] = (0.9, 0.999)) -> None:
+        self.params, self.weight_decay, self.eps, self.betas = params, weight_decay, eps, betas
+        self.steps = 0
+        self.exp_avg = {n: torch.zeros_like(p) for n, p in params.items()}
+        self.exp_avg_sq = {n: torch.zeros_like(p) for n, p in params.items()}
+
+    @torch.no_grad()
+    def step(self, lrs: Sequence[float]) -> None:
+        self.steps += 1
+        beta1, beta2 = self.betas
+        correction1 = 1 - beta1 ** self.steps
+        correction2_sqrt = (1 - beta2 ** self.steps) ** 0.5
+        shared = all(lr == lrs[0] for lr in lrs)
+        for name, param in self.params.items():
+            grad = param.grad
+            decay = 0.0 if no_decay(name) else self.weight_decay
+            view = (-1,) + (1,) * (param.dim() - 1)
+            if decay:
+                if shared:
+                    param.mul_(1 - lrs[0] * decay)
+                else:
+                    param.mul_(torch.tensor([1 - lr * decay for lr in lrs],
+                                            dtype=param.dtype, device=param.device).view(view))
+            exp_avg, exp_avg_sq = self.exp_avg[name], self.exp_avg_sq[name]
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            denom = (exp_avg_sq.sqrt() / correction2_sqrt).add_(self.eps)
+            if shared:
+                param.addcdiv_(exp_avg, denom, value=-(lrs[0] / correction1))
+            else:
+                value = torch.tensor([-(lr / correction1) for lr in lrs], dtype=param.dtype,
+                                     device=param.device).view(view)
+                param.add_(value * exp_avg / denom)
+
+    def zero_grad(self) -> None:
+        for param in self.params.values():
+            param.grad = None
+
+
+@torch.no_grad()
+def clip_per_member(params: dict[str, torch.Tensor], max_norm: float) -> torch.Tensor:
+    """``clip_grad_norm_`` for each member: its gradients' global L2 norm, scaled down to
+    ``max_norm`` (1e-6 guard and clamp as torch's). Returns the [k] norms."""
+    grads = [p.grad for p in params.values() if p.grad is not None]
+    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), 2, dim=1) for g in grads])
+    total = torch.linalg.vector_norm(norms, 2, dim=0)
+    scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for grad in grads:
+        grad.mul_(scale.view((-1,) + (1,) * (grad.dim() - 1)))
+    return total
+
+
+class StackedTrainer:
+    """k members trained as one batched module (the stack of :class:`MaskedLMLoss`)."""
+
+    def __init__(self, members: Sequence[Member], settings: Settings,
+                 device: torch.device | str = "cpu",
+                 models: Sequence[BertForMaskedLM] | None = None) -> None:
+        self.members, self.settings = list(members), settings
+        self.device = torch.device(device)
+        models = list(models) if models is not None else [
+            fresh_model(settings, m.seed) for m in self.members]
+        losses = []
+        for model in models:
+            self.sites = install_counter_dropout(model)
+            losses.append(MaskedLMLoss(model).to(self.device).train())
+        params, buffers = torch.func.stack_module_state(losses)
+        self.params = {n: p.detach().requires_grad_(True) for n, p in params.items()}
+        self.buffers = buffers
+        # the module whose code runs on the stacked tensors (its own weights unused; not on
+        # the meta device: moving there unties BERT's tied decoder weight and bias)
+        self.skeleton = copy.deepcopy(losses[0]).train()
+        self.optimizer = StackedAdamW(self.params, settings.train.weight_decay,
+                                      settings.train.adam_eps)
+        self._batched = torch.func.vmap(self._one, randomness="error")
+
+    def _one(self, params, buffers, *args):
+        return torch.func.functional_call(self.skeleton, (params, buffers), args)
+
+    def __call__(self, step: int) -> list[dict[str, float]]:
+        """Optimizer step ``step`` (0-based) of every member; their rows (loss, lr, …)."""
+        return self.update(step, self.batch(step))
+
+    def batch(self, step: int) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
+        """The CPU's part of a step: every member's batch and masks, padded and stacked
+        piece by piece (on the device), with the dropout words; and the members' counts
+        of selected positions."""
+        per_member = [member_pieces(m, self.settings, step) for m in self.members]
+        totals = torch.tensor([float(total) for _, total, _ in per_member],
+                              device=self.device)
+        prepared = []
+        for number in range(len(per_member[0][0])):
+            pieces = [pieces[number] for pieces, _, _ in per_member]
+            if all(p is None for p in pieces):
+                continue
+            stacked = {k: v.to(self.device) for k, v in stack_pieces(pieces).items()}
+            stacked["words"] = torch.tensor(
+                [dropout_words(m.seed, step, number, self.sites) for m in self.members],
+                device=self.device)
+            prepared.append(stacked)
+        return prepared, totals
+
+    def update(self, step: int, batch: tuple[list[dict[str, torch.Tensor]], torch.Tensor]
+               ) -> list[dict[str, float]]:
+        """The device's part of a step: forward and backward of every piece, clipping,
+        the AdamW update."""
+        pieces, totals = batch
+        losses = torch.zeros(len(self.members), dtype=torch.float64, device=self.device)
+        for piece in pieces:
+            sums = self._batched(self.params, self.buffers, piece["words"], piece["input_ids"],
+                                 piece["attention_mask"], piece["position_ids"],
+                                 piece["token_type_ids"], piece["positions"], piece["labels"])
+            (sums / totals).sum().backward()
+            losses += sums.detach().double() / totals.double()
+        clip_per_member(self.params, self.settings.max_grad_norm)
+        lrs = [linear_lr(m, step, self.settings.train.warmup_steps) for m in self.members]
+        self.optimizer.step(lrs)
+        self.optimizer.zero_grad()
+        return [{"step": step + 1, "loss": float(loss),
+                 "lr": linear_lr(m, step + 1, self.settings.train.warmup_steps)}
+                for m, loss in zip(self.members, losses.tolist(), strict=True)]
+
+    def member_state(self, index: int) -> dict[str, torch.Tensor]:
+        """Member ``index``'s parameters, named as ``BertForMaskedLM``'s (tied ones once)."""
+        prefix = "model."
+        return {n[len(prefix):]: p[index].detach().cpu() for n, p in self.params.items()}
+
+    def unstack(self, index: int) -> BertForMaskedLM:
+        """Member ``index`` as a plain ``BertForMaskedLM`` (``nn.Dropout``, default
+        attention): what ``save_pretrained`` writes and evaluation loads."""
+        model = fresh_model(self.settings, self.members[index].seed)
+        missing, unexpected = model.load_state_dict(self.member_state(index), strict=False)
+        tied = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}
+        if unexpected or set(missing) - tied:
+            raise RuntimeError(f"unstacking: missing {missing}, unexpected {unexpected}")
+        model.tie_weights()
+        return model
+
+
+class SoloTrainer:
+    """One member alone: a plain module, ``torch.optim.AdamW`` with BERT's groups, its
+    LambdaLR schedule and ``clip_grad_norm_`` (the single-model trainer's arithmetic), with
+    the counter dropout a stack uses: the reference of the equivalence test. With
+    ``counter_dropout=False`` it is the single-model path's step (global-generator dropout)
+    for benchmarks."""
+
+    def __init__(self, member: Member, settings: Settings, device: torch.device | str = "cpu",
+                 counter_dropout: bool = True) -> None:
+        self.member, self.settings = member, settings
+        self.device = torch.device(device)
+        model = fresh_model(settings, member.seed)
+        self.counter = counter_dropout
+        self.sites = install_counter_dropout(model) if counter_dropout else 0
+        if not counter_dropout:
+            model.config._attn_implementation = "eager"
+        self.objective = MaskedLMLoss(model).to(self.device).train()
+        named = list(self.objective.named_parameters())
+        train = settings.train
+        groups = [
+            {"params": [p for n, p in named if not no_decay(n)],
+             "weight_decay": train.weight_decay},
+            {"params": [p for n, p in named if no_decay(n)], "weight_decay": 0.0},
+        ]
+        self.optimizer = torch.optim.AdamW(groups, lr=member.lr, eps=train.adam_eps)
+        total = max(member.total_steps, 1)
+        self.scheduler = get_linear_schedule_with_warmup(
+            self.optimizer, min(train.warmup_steps, total), total)
+
+    def __call__(self, step: int) -> dict[str, float]:
+        return self.update(step, self.batch(step))
+
+    def batch(self, step: int) -> tuple[list[tuple[torch.Tensor, ...]], int]:
+        """The CPU's part of a step: the pieces (on the device) with their dropout words."""
+        pieces, total, _ = member_pieces(self.member, self.settings, step)
+        prepared = []
+        for number, piece in enumerate(pieces):
+            if piece is None:
+                continue
+            words = torch.tensor(dropout_words(self.member.seed, step, number, self.sites)
+                                 if self.counter else [0], device=self.device)
+            inputs = [piece.inputs[k] for k in ("input_ids", "attention_mask", "position_ids",
+                                                "token_type_ids")]
+            prepared.append(tuple(t.to(self.device) for t in (
+                words, *inputs, piece.positions, piece.labels)))
+        return prepared, total
+
+    def update(self, step: int, batch: tuple[list[tuple[torch.Tensor, ...]], int]
+               ) -> dict[str, float]:
+        """The device's part: forward and backward of every piece, clip, AdamW, schedule."""
+        pieces, total = batch
+        if not self.counter:  # the single-model trainer's dropout seeding
+            torch.manual_seed(mix_seed(self.member.seed, step, 0))
+        loss = torch.zeros((), dtype=torch.float64, device=self.device)
+        for piece in pieces:
+            loss_sum = self.objective(*piece)
+            (loss_sum / total).backward()
+            loss += loss_sum.detach().double() / total
+        torch.nn.utils.clip_grad_norm_(self.objective.parameters(), self.settings.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"step": step + 1, "loss": float(loss), "lr": self.scheduler.get_last_lr()[0]}
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach().cpu() for n, p in self.objective.model.named_parameters()}
