@@ -1,6 +1,7 @@
 """Shared fixtures: one real smoke-profile project (corpora + vocab from the Bible DB), built
 once per test session in a temp dir; a fresh project per test; a real ``mlflow server`` and
-two smoke models trained against it (used by the resume and tracking-server tests)."""
+two smoke models trained against it (used by the resume and tracking-server tests), and a
+variant beside them (the MLflow UI's Chart and Compare views)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from multilab import tracking
 from multilab.cli import main
 from multilab.config import Config
 from multilab.evaluation.evaluate import evaluate_and_record
+from multilab.evaluation.variant import run_variant
 from tests.helpers import (
     BIN,
     build_project_data,
@@ -159,6 +161,23 @@ def served(tracking_server: str, built_project: Path, tmp_path_factory: pytest.T
                      for run_id in runs["run_id"]}
     return {"cfg": cfg, "records": records, "report": report, "runs": runs, "full": full,
             "history": history, "artifacts": artifacts, "uri": tracking_server}
+
+
+@pytest.fixture(scope="session")
+def served_variant(served: dict) -> dict:
+    """:func:`served` and then a variant beside its study, as ``dvc exp run -S
+    modification=lang-pos`` makes one (``multilab variant``, seed 0, against the same server):
+    two rows, the baseline and a variant, each a parent run over its seeds."""
+    root = served["cfg"].paths.mlruns.parent
+    cfg = config_of(cli_settings(root, modification="lang-pos", seeds="[0]"))
+    with pytest.MonkeyPatch.context() as patch, one_torch_thread():
+        patch.setenv(tracking.URI_VARIABLE, served["uri"])
+        summary = run_variant(cfg)
+        groups = tracking.search_runs(cfg.paths, cfg.experiment, groups=True)
+    parents = groups[groups[f"tags.{tracking.ROLE_TAG}"] == tracking.GROUP]
+    return served | {"variant": summary, "variant_cfg": cfg,
+                     "parents": dict(zip(parents["tags.modification"], parents["run_id"],
+                                         strict=True))}
 
 
 @pytest.fixture(scope="session", autouse=True)

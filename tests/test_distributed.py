@@ -176,7 +176,7 @@ def test_one_finished_mlflow_run(launched) -> None:
     row = runs.iloc[0]
     assert row["status"] == tracking.FINISHED
     assert row["tags.seed"] == "0" and row["tags.paper_id"] == "0"
-    assert row["metrics.world_size"] == PROCESSES
+    assert row["params.world_size"] == str(PROCESSES)  # a constant: a param, not a metric
     history = tracking.metric_history(cfg.paths, row["run_id"], "train_loss")
     assert [step for step, _ in history] == list(range(1, STEPS + 1))  # each step once
     curve = tracking.metric_history(cfg.paths, row["run_id"], curve_key("ppl_dev"))

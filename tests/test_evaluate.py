@@ -154,7 +154,7 @@ def test_evaluate_records_json_and_mlflow(project: Config) -> None:
     assert row["tags.evaluated"] == "true" and row["status"] == "FINISHED"
     assert row["metrics.mu"] == pytest.approx(saved["metrics"]["mu"])
     steps, value = tracking.metric_history(project.paths, row["run_id"], "align_f1.l8")[-1]
-    assert steps == int(row["metrics.total_steps"])  # logged at the model's final step
+    assert steps == int(row["params.total_steps"])  # logged at the model's final step
     assert value == pytest.approx(saved["metrics"]["align_f1.l8"])
 
 

@@ -1,7 +1,9 @@
-"""What a researcher sees in MLflow (issue 22): a model-training experiment, standard tags,
-bookkeeping out of the research tags, seed runs nested under a parent per modification, the
-spaces run elsewhere, corpora as datasets, the model as a transformers model, and metric
-histories without duplicate points however often a model is evaluated."""
+"""What a researcher sees in MLflow (issues 22, 54): a model-training experiment, standard
+tags, bookkeeping out of the research tags, constants as params, seed runs nested under a
+parent per modification that carries their mean ± std and mean curves in the row's colour,
+the spaces run elsewhere, corpora as datasets, the model as a transformers model named after
+its row and seed, and metric histories without duplicate points however often a model is
+evaluated."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from multilab.evaluation.variant import run_variant
 from multilab.lab.metric_table import CURVE_KEYS, curve_key
 from multilab.resolve import resolve_run
 from multilab.tracking import orphans
+from multilab.tracking.colors import BASELINE_COLOR
 from multilab.training.model_dir import read_done
 from multilab.training.train import curve_steps, train_model
 from tests.helpers import PARAMS, link_project, one_torch_thread, smoke_config
@@ -66,7 +69,7 @@ def test_metric_histories_have_no_duplicate_points(evaluated: Evaluated) -> None
     curve points are under curve/* at the curve steps only."""
     done = read_done(evaluated.model_dir)
     run = evaluated.client.get_run(evaluated.run_id)
-    assert {"mu", "ppl_dev", "eval_seconds", curve_key("mu")} <= set(run.data.metrics)
+    assert {"mu", "ppl_dev", curve_key("mu")} <= set(run.data.metrics)
     for key in run.data.metrics:
         steps = [m.step for m in evaluated.client.get_metric_history(evaluated.run_id, key)]
         assert len(steps) == len(set(steps)), f"{key}: duplicate points at {steps}"
@@ -77,17 +80,32 @@ def test_metric_histories_have_no_duplicate_points(evaluated: Evaluated) -> None
         curve = evaluated.client.get_metric_history(evaluated.run_id, curve_key(key))
         assert [m.step for m in final] == [done["steps"]]
         assert {m.step for m in curve} == curve_at
-    sentences = evaluated.client.get_metric_history(evaluated.run_id, curve_key("eval_sentences"))
-    assert {m.value for m in sentences} == {evaluated.cfg.evaluate.curve_sentences}
-    assert run.data.metrics["eval_sentences"] == evaluated.cfg.evaluate.dev_sentences
+    assert run.data.params["curve_sentences"] == str(evaluated.cfg.evaluate.curve_sentences)
+    assert run.data.tags["eval_sentences"] == str(evaluated.cfg.evaluate.dev_sentences)
+
+
+def test_constants_are_params_or_tags_not_metrics(evaluated: Evaluated) -> None:
+    """A number that does not change during a run is no chart: Compare's parallel
+    coordinates and the Chart view offer only what was measured."""
+    run = evaluated.client.get_run(evaluated.run_id)
+    done = read_done(evaluated.model_dir)
+    constants = {"train_examples", "truncated_sentences", "total_steps", "world_size",
+                 "eval_seconds", "eval_sentences", "curve_sentences"}
+    assert not {key.removeprefix("curve/") for key in run.data.metrics} & constants
+    assert run.data.params["total_steps"] == str(done["steps"])
+    assert run.data.params["train_examples"] == str(done["train_examples"])
+    assert run.data.params["world_size"] == "1"
+    assert float(run.data.tags[tracking.SYS + "eval_seconds"]) > 0
+    for key in run.data.metrics:  # every metric left is measured more than once, or a result
+        assert not key.startswith(("eval_", "curve/eval_")), key
 
 
 def test_a_changed_evaluation_is_logged_not_hidden(evaluated: Evaluated) -> None:
     """Only an unchanged value is skipped: a different one is a new measurement."""
     done = read_done(evaluated.model_dir)
+    same = evaluated.client.get_run(evaluated.run_id).data.metrics["mu"]
     fresh = tracking.log_final_metrics(evaluated.cfg.paths, evaluated.run_id,
-                                       {"ppl_train": 1.0, "eval_seconds": 99.0}, done["steps"],
-                                       once=("eval_seconds",))
+                                       {"ppl_train": 1.0, "mu": same}, done["steps"])
     assert fresh == {"ppl_train": 1.0}
     assert evaluated.client.get_run(evaluated.run_id).data.metrics["ppl_train"] == 1.0
 
@@ -108,7 +126,14 @@ def test_runs_carry_standard_tags_and_no_bookkeeping_among_research_tags(
     bookkeeping = {key for key in own if key.startswith(tracking.SYS)}
     assert bookkeeping >= {tracking.HOST_TAG, tracking.PID_TAG, tracking.PROCESS_START_TAG}
     assert own - bookkeeping == {"modification", "paper_id", "seed", "profile", "data_hash",
-                                 "fingerprint", "study", "evaluated"}
+                                 "fingerprint", "study", "evaluated", "eval_sentences"}
+
+
+def test_a_row_and_its_seeds_share_a_colour_the_baseline_its_own(evaluated: Evaluated) -> None:
+    """The UI draws a run in the colour of its ``mlflow.runColor`` tag."""
+    seed = evaluated.client.get_run(evaluated.run_id).data.tags
+    parent = evaluated.client.get_run(seed[tracking.PARENT_TAG]).data.tags
+    assert seed[tracking.RUN_COLOR_TAG] == parent[tracking.RUN_COLOR_TAG] == BASELINE_COLOR
 
 
 def test_seed_runs_are_nested_under_one_parent_per_modification(evaluated: Evaluated) -> None:
@@ -125,13 +150,26 @@ def test_seed_runs_are_nested_under_one_parent_per_modification(evaluated: Evalu
 
 
 def test_report_puts_the_mean_over_seeds_on_the_parent(evaluated: Evaluated) -> None:
+    """The parent carries the mean and std of its seeds at their final step, the seed count,
+    and the mean curve at the steps the seeds logged (here one seed: its own, rounded)."""
     cfg, client = evaluated.cfg, evaluated.client
     assert main(["--params", str(PARAMS), *_settings(cfg), "report"]) == 0
-    assert main(["--params", str(PARAMS), *_settings(cfg), "report"]) == 0  # idempotent
     parent_id = client.get_run(evaluated.run_id).data.tags[tracking.PARENT_TAG]
+    assert main(["--params", str(PARAMS), *_settings(cfg), "report"]) == 0  # idempotent
+    assert client.get_run(evaluated.run_id).data.tags[tracking.PARENT_TAG] == parent_id
+    done = read_done(evaluated.model_dir)
     mine = client.get_run(evaluated.run_id).data.metrics
-    assert client.get_run(parent_id).data.metrics["mu"] == pytest.approx(mine["mu"])
-    assert [m.step for m in client.get_metric_history(parent_id, "mu")] == [1]  # one seed
+    parent = client.get_run(parent_id)
+    assert parent.data.metrics["mu"] == pytest.approx(mine["mu"], rel=1e-3)
+    assert parent.data.metrics["mu" + tracking.STD_SUFFIX] == 0  # one seed: no spread
+    assert parent.data.tags["n_seeds"] == "1" and parent.data.tags["seeds"] == "0"
+    for key in ("mu", "mu" + tracking.STD_SUFFIX, "ppl_dev"):  # at the real final step
+        assert [m.step for m in client.get_metric_history(parent_id, key)] == [done["steps"]]
+    for key in ("train_loss", curve_key("mu")):  # the mean curve, at the seeds' steps
+        seed = {m.step: m.value for m in client.get_metric_history(evaluated.run_id, key)}
+        mean = {m.step: m.value for m in client.get_metric_history(parent_id, key)}
+        assert set(mean) == set(seed) and len(mean) > 0, key
+        assert all(mean[step] == pytest.approx(seed[step], rel=1e-3) for step in seed), key
 
 
 def _settings(cfg: Config) -> list[str]:
@@ -164,6 +202,14 @@ def test_the_model_is_logged_once_as_a_transformers_model(evaluated: Evaluated) 
     model_id = run.outputs.model_outputs[0].model_id
     model = evaluated.client.get_logged_model(model_id)
     assert model.source_run_id == evaluated.run_id and str(model.status) == "READY"
+    assert model.name == "original-seed0"  # its row and seed, not "model"
+    assert {key: model.tags.get(key) for key in ("modification", "seed", "profile",
+                                                 "fingerprint")} == {
+        "modification": "original", "seed": "0", "profile": "smoke",
+        "fingerprint": read_done(evaluated.model_dir)["fingerprint"]}
+    linked = {metric.key: metric.value for metric in model.metrics}
+    assert linked["mu"] == pytest.approx(run.data.metrics["mu"])  # the model's own metrics
+    assert len(evaluated.client.get_metric_history(evaluated.run_id, "mu")) == 1  # not twice
     pipeline = mlflow.transformers.load_model(f"models:/{model_id}")
     assert pipeline.task == "fill-mask" and pipeline.tokenizer is not None
 

@@ -81,7 +81,8 @@ PREFIX = "downstream/"
 MDS_PREFIX = "downstream_mds/"
 #: Batches per length-sorted chunk of a fine-tuning epoch (Hugging Face's mega-batch).
 CHUNK_BATCHES = 50
-#: Measurements of the run itself, not of the model: logged once (tracking.log_final_metrics).
+#: Measurements of the run itself, not of the model: MLflow tags under ``multilab.sys.``
+#: (a timing among the metrics would be offered by Compare as a result).
 TIMINGS = (f"{PREFIX}seconds", f"{MDS_PREFIX}seconds")
 LANGUAGES_TAG = "downstream.languages"
 #: which task the run's ``downstream/…`` metrics are of (``data/tasks.py``)
@@ -502,10 +503,12 @@ def downstream_and_record(cfg: Config, model_dir: Path, languages: Sequence[Lang
     record = downstream_model(cfg, model_dir, run, languages, progress, mds, data)
     if run_id and experiment_id is not None:
         run_id = _model_run(cfg, run, done, model_dir, experiment_id)
-        tracking.log_final_metrics(cfg.paths, run_id, record["metrics"], done.get("steps", 0),
-                                   once=TIMINGS)
+        scores = {key: value for key, value in record["metrics"].items() if key not in TIMINGS}
+        tracking.log_final_metrics(cfg.paths, run_id, scores, done.get("steps", 0))
+        timings = {tracking.SYS + key: f"{value:.1f}" for key, value
+                   in record["metrics"].items() if key in TIMINGS}
         tracking.set_tags(cfg.paths, run_id, {LANGUAGES_TAG: ",".join(record["labels"]),
-                                              TASK_TAG: record["task"]})
+                                              TASK_TAG: record["task"]} | timings)
     record = model_record(cfg, run, run_id, done) | record
     write_json(out or downstream_path(cfg, run, mds), record)
     return record

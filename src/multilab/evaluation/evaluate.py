@@ -34,7 +34,7 @@ from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation import metrics, verse_retrieval
 from multilab.files import write_json
-from multilab.lab.metric_table import MU_PARTS, TRAIN_LOSS, layer_key
+from multilab.lab.metric_table import EVALUATION_FACTS, MU_PARTS, TRAIN_LOSS, layer_key
 from multilab.lab.modifications import Recipe
 from multilab.progress import progress_bar, show_postfix
 from multilab.resolve import resolve_run
@@ -496,13 +496,13 @@ def _model_run(cfg: Config, run: RunConfig, done: dict, model_dir: Path,
     parent = tracking.group_run(experiment_id, run.modification,
                                 {"paper_id": run.paper_id or "", "profile": tags["profile"]})
     tags |= tracking.parent_tags(parent)  # nested under its modification, as train nests it
-    metrics = {key: done[key] for key in ("train_examples", "truncated_sentences", "world_size")
-               if isinstance(done.get(key), int | float)}
+    sizes = {key: done[key] for key in ("train_examples", "truncated_sentences", "world_size")
+             if isinstance(done.get(key), int | float)}  # params, as train logs them
     if isinstance(done.get("steps"), int):
-        metrics["total_steps"] = done["steps"]
+        sizes["total_steps"] = done["steps"]
     restored = tracking.restore_run(
         experiment_id, done["run_id"], name=f"{run.modification} s{run.seed}", tags=tags,
-        params=run.as_params() if same else {}, metrics=metrics,
+        params=(run.as_params() if same else {}) | sizes, metrics={},
         step_rows=[row for row in rows if "step" in row], step_keys={TRAIN_LOSS: "loss"},
         artifact=log_file,
     )
@@ -511,16 +511,18 @@ def _model_run(cfg: Config, run: RunConfig, done: dict, model_dir: Path,
     return restored
 
 
-#: Measurements of the evaluation itself, not of the model: kept from the first evaluation.
-EVALUATION_TIMINGS = ("eval_seconds",)
-
-
 def record_in_mlflow(cfg: Config, run_id: str, model_dir: Path, results: dict[str, float],
                      step: int) -> None:
-    """The final metrics on the model's run, once (a re-evaluation adds no duplicate point);
-    the model itself as an MLflow transformers model, once; then the ``evaluated`` tag."""
-    if tracking.logged_model(cfg.paths, run_id) is None:
-        tracking.log_model(cfg.paths, run_id, model_dir, step)
-    tracking.log_final_metrics(cfg.paths, run_id, results, step, once=EVALUATION_TIMINGS)
-    tracking.set_tags(cfg.paths, run_id, {"evaluated": "true"})
+    """The final metrics on the model's run and on its logged model, once (a re-evaluation
+    adds no duplicate point); the model itself as an MLflow transformers model, once; then
+    the ``evaluated`` tag, and what the results say of the evaluation itself
+    (:data:`EVALUATION_FACTS`) as tags: the time under ``multilab.sys.`` (bookkeeping)."""
+    model_id = tracking.logged_model(cfg.paths, run_id)
+    if model_id is None:
+        model_id = tracking.log_model(cfg.paths, run_id, model_dir, step)
+    metrics = {key: value for key, value in results.items() if key not in EVALUATION_FACTS}
+    tracking.log_final_metrics(cfg.paths, run_id, metrics, step, model_id=model_id)
+    facts = {"eval_sentences": f"{results.get('eval_sentences', 0):.0f}",
+             tracking.SYS + "eval_seconds": f"{results.get('eval_seconds', 0):.1f}"}
+    tracking.set_tags(cfg.paths, run_id, facts | {"evaluated": "true"})
 

@@ -1,4 +1,5 @@
-"""A variant (``params.modification``) over all seeds: train, evaluate, summarise for DVC.
+"""A variant (``params.modification``) over all seeds: train, evaluate, summarise for DVC
+and on the variant's parent run in MLflow (beside the baseline's).
 
 The same resolved configuration is never trained twice: a model is identified by its
 fingerprint (modification + profile + seed + every hyper-parameter + data/vocab hashes). If
@@ -21,7 +22,7 @@ def run_variant(cfg: Config) -> dict:
     """Train (or reuse) and evaluate ``cfg.modification`` for every seed; write the DVC
     metrics file and return the means under their MLflow keys (the terminal's table)."""
     experiment_id = tracking.connect(cfg.paths, cfg.experiment)
-    per_seed = []
+    per_seed, run_ids = [], []
     for seed in cfg.seeds:
         run = resolve_run(cfg, cfg.modification, seed)
         fingerprint = model_fingerprint(run)
@@ -36,7 +37,13 @@ def run_variant(cfg: Config) -> dict:
         record = evaluate_and_record(cfg, model_dir,
                                      cfg.paths.variant_eval_file(cfg.modification, seed))
         per_seed.append(record["metrics"])
+        run_ids += [record["run_id"]] if record.get("run_id") else []
     stats = summarise(per_seed)
+    if run_ids and stats:  # the variant's row in the MLflow UI: mean ± std, mean curves
+        parent = tracking.group_run(experiment_id, run.modification,
+                                    {"paper_id": run.paper_id or "", "profile": cfg.profile})
+        tracking.summarise_row(cfg.paths, parent, run_ids, stats)
+        tracking.baseline_first(cfg.paths, experiment_id)
     # the DVC metrics file: the mean over seeds under the DVC keys of metrics/study/, and the
     # modification's name (`dvc metrics show` labels the row with it); the standard
     # deviations go beside the models

@@ -71,6 +71,10 @@ CURVE_KEYS = MULTILINGUALITY_CURVES + PERPLEXITY_KEYS
 #: under their own names (``curve/mu``, ``curve/ppl_dev``, ...) and never share a history with
 #: the final values (``mu``, ``ppl_dev``, ...).
 CURVE_PREFIX = "curve/"
+#: What an evaluation's results say of the evaluation itself, not of the model: how long it
+#: took and on how many dev sentences. They go to MLflow as tags, not metrics (a constant
+#: among the metrics is a chart of one dot, and Compare would offer it as a metric).
+EVALUATION_FACTS = ("eval_seconds", "eval_sentences")
 
 
 def curve_key(key: str) -> str:

@@ -308,11 +308,6 @@ def write_metrics(cfg: Config, rows: list[Row]) -> list[Path]:
     return [write_json(path, summary) for path, summary in wanted.items()]
 
 
-def metric_summary(stats: dict[str, tuple[float, float]]) -> dict:
-    """Means of the table metrics under their MLflow keys (a parent run's metrics)."""
-    return {key: mean for key, (mean, _) in stats.items()}
-
-
 def _write_table(stem: Path, markdown: str, frame: pd.DataFrame) -> list[Path]:
     """One table as ``<stem>.md``, ``.csv`` and ``.tex``."""
     return [
@@ -570,8 +565,9 @@ def _with_paper(ours: str, paper: str) -> str:
 
 
 def record_groups(cfg: Config, rows: list[Row]) -> None:
-    """Each row's mean over seeds on its parent run (the MLflow UI's row of the
-    modification), logged at step = the number of seeds, only when it changed."""
+    """Each row's parent run (the MLflow UI's row of the modification) carries the mean and
+    std over its seeds and their mean curves (:func:`multilab.tracking.summarise_row`); the
+    baseline's parent is kept first in the UI's list."""
     if not any(row.run_ids for row in rows):
         return
     groups = tracking.search_runs(cfg.paths, cfg.experiment, groups=True)
@@ -584,7 +580,5 @@ def record_groups(cfg: Config, rows: list[Row]) -> None:
             lambda m, name=row.modification: same_modification(m, name))]
         if parent.empty or not row.stats:
             continue
-        tracking.log_final_metrics(cfg.paths, parent["run_id"].iloc[0],
-                                   metric_summary(row.stats), step=len(row.seeds_found))
-        tracking.set_tags(cfg.paths, parent["run_id"].iloc[0],
-                          {"seeds": " ".join(map(str, row.seeds_found))})
+        tracking.summarise_row(cfg.paths, parent["run_id"].iloc[0], row.run_ids, row.stats)
+    tracking.baseline_first(cfg.paths, tracking.connect(cfg.paths, cfg.experiment))

@@ -1,10 +1,12 @@
 """The only package that talks to MLflow; every other room reads it as ``tracking.<name>``.
 
 By concern: ``store`` (where the store is, whether it answers), ``runs`` (a run's life and
-its parent), ``orphans`` (runs whose process died), ``log`` (what a run records) and
-``queries`` (what the store holds).
+its parent), ``orphans`` (runs whose process died), ``log`` (what a run records),
+``queries`` (what the store holds), ``rows`` (what a row's parent shows: mean ± std, mean
+curves, the baseline first) and ``colors`` (each row's colour in the UI).
 """
 
+from multilab.tracking.colors import BASELINE, RUN_COLOR_TAG
 from multilab.tracking.log import (
     file_digest,
     log_artifact,
@@ -27,6 +29,7 @@ from multilab.tracking.orphans import (
     process_tags,
 )
 from multilab.tracking.queries import logged_model, metric_history, runs_of, search_runs
+from multilab.tracking.rows import STD_SUFFIX, baseline_first, summarise_row
 from multilab.tracking.runs import (
     FAILED,
     FINISHED,
@@ -61,13 +64,14 @@ from multilab.tracking.store import (
 )
 
 __all__ = [  # the public names every room reads as tracking.<name>
-    "EXPERIMENT_KIND_TAG", "FAILED", "FINISHED", "GIT_COMMIT_TAG", "GROUP", "HOST_TAG",
-    "HTTP_SETTINGS", "KILLED", "MODEL_TRAINING", "ORPHAN_TAG", "PARENT_TAG", "PID_TAG",
-    "PROCESS_START_TAG", "RESTORED_TAG", "ROLE_TAG", "RUNNING", "SYS", "URI_VARIABLE",
-    "check_server", "connect", "end_orphaned_runs", "file_digest", "git_commit", "group_run",
-    "log_artifact", "log_artifact_to_run", "log_datasets", "log_final_metrics", "log_metrics",
-    "log_model", "log_params", "log_step_rows", "log_to_run", "logged_model", "metric_history",
-    "parent_tags", "process_tags", "project_root", "restore_run", "run", "run_exists", "runs_of",
-    "search_runs", "set_tags", "similarity_experiment", "source_tags", "spaces_experiment",
-    "tracking_uri", "word_order_experiment",
+    "BASELINE", "EXPERIMENT_KIND_TAG", "FAILED", "FINISHED", "GIT_COMMIT_TAG", "GROUP",
+    "HOST_TAG", "HTTP_SETTINGS", "KILLED", "MODEL_TRAINING", "ORPHAN_TAG", "PARENT_TAG",
+    "PID_TAG", "PROCESS_START_TAG", "RESTORED_TAG", "ROLE_TAG", "RUNNING", "RUN_COLOR_TAG",
+    "STD_SUFFIX", "SYS", "URI_VARIABLE", "baseline_first", "check_server", "connect",
+    "end_orphaned_runs", "file_digest", "git_commit", "group_run", "log_artifact",
+    "log_artifact_to_run", "log_datasets", "log_final_metrics", "log_metrics", "log_model",
+    "log_params", "log_step_rows", "log_to_run", "logged_model", "metric_history",
+    "parent_tags", "process_tags", "project_root", "restore_run", "run", "run_exists",
+    "runs_of", "search_runs", "set_tags", "similarity_experiment", "source_tags",
+    "spaces_experiment", "summarise_row", "tracking_uri", "word_order_experiment",
 ]

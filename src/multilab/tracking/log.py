@@ -11,9 +11,10 @@ import contextlib
 import hashlib
 import logging
 import math
+import re
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,7 @@ def log_to_run(
 @server_call
 def log_final_metrics(
     paths: Paths, run_id: str, metrics: dict[str, float], step: int,
-    once: Iterable[str] = (),
+    model_id: str | None = None,
 ) -> dict[str, float]:
     """Log the metrics of a finished model at ``step`` unless that point is already there.
 
@@ -74,21 +75,20 @@ def log_final_metrics(
     evaluation as it was, ``multilab variant`` reusing a study model) gives the same values:
     they are not logged a second time, so every metric history has one point per step. A
     value that did change (the evaluation itself changed) is logged, and MLflow shows the
-    latest. Keys in ``once`` (timings) are logged only if the step has no point yet.
+    latest. With ``model_id`` the points are the logged model's metrics too (the UI's model
+    page). Timings are no metrics: they go to tags.
     Returns what was logged.
     """
     point_at(tracking_uri(paths))
     client = MlflowClient()
-    once = set(once)
     fresh = {}
     for key, value in metrics.items():
         here = [m.value for m in client.get_metric_history(run_id, key) if m.step == step]
-        if here and (key in once or math.isclose(here[-1], float(value), rel_tol=1e-9,
-                                                 abs_tol=1e-12)):
+        if here and math.isclose(here[-1], float(value), rel_tol=1e-9, abs_tol=1e-12):
             continue
         fresh[key] = float(value)
     now = int(time.time() * 1000)
-    values = [Metric(key, value, now, step) for key, value in fresh.items()]
+    values = [Metric(key, value, now, step, model_id=model_id) for key, value in fresh.items()]
     for start in range(0, len(values), 1000):
         client.log_batch(run_id, metrics=values[start : start + 1000], synchronous=True)
     return fresh
@@ -152,6 +152,8 @@ def file_digest(path: Path) -> str:
 def log_model(paths: Paths, run_id: str, model_dir: Path, step: int) -> str:
     """Log a saved model directory to a (finished) run with MLflow's transformers flavour
     (model + tokenizer, task fill-mask), as the run's output at ``step``; returns its id.
+    It is named after its row and seed (:func:`model_name`) and carries the run's
+    :data:`MODEL_TAGS`.
 
     The model is created outside any active run and then attached to the run: MLflow's own
     ``log_model`` in a run copies every metric of that step into new points linked to the
@@ -171,8 +173,9 @@ def log_model(paths: Paths, run_id: str, model_dir: Path, step: int) -> str:
     run = client.get_run(run_id)
     directory = Path(model_dir).resolve()
     created = mlflow.initialize_logged_model(
-        name="model", source_run_id=run_id, experiment_id=run.info.experiment_id,
-        params=dict(run.data.params),
+        name=model_name(run.data.tags), source_run_id=run_id,
+        experiment_id=run.info.experiment_id, params=dict(run.data.params),
+        tags={key: run.data.tags[key] for key in MODEL_TAGS if key in run.data.tags},
     )
     with _quiet_transformers():
         model = transformers.AutoModelForMaskedLM.from_pretrained(str(directory))
@@ -188,6 +191,19 @@ def log_model(paths: Paths, run_id: str, model_dir: Path, step: int) -> str:
         )
     client.log_outputs(run_id, models=[LoggedModelOutput(created.model_id, step=step)])
     return created.model_id
+
+
+#: The run tags a logged model carries too: which row, seed, profile and weights it is.
+MODEL_TAGS = ("modification", "seed", "profile", "fingerprint", "paper_id")
+
+
+def model_name(tags: dict[str, str]) -> str:
+    """A logged model's name: its row and seed (``lang-pos-seed42``), in the characters
+    MLflow allows in a model name (no ``/ : . % " '``)."""
+    name = tags.get("modification", "model")
+    if tags.get("seed"):
+        name += f"-seed{tags['seed']}"
+    return re.sub(r"[/:.%\"']", "_", name)
 
 
 def _requirements() -> list[str]:

@@ -22,6 +22,7 @@ from mlflow.tracking import MlflowClient
 from multilab.config import Paths
 from multilab.errors import StoppedEarly, Terminated
 from multilab.lab.modifications import same_modification
+from multilab.tracking.colors import RUN_COLOR_TAG, pick_color
 from multilab.tracking.log import log_step_rows
 from multilab.tracking.store import lost_server, point_at, server_call, tracking_uri
 
@@ -168,7 +169,8 @@ def restore_run(
 
 @server_call
 def group_run(experiment_id: str, modification: str, tags: dict[str, Any]) -> str:
-    """The parent run of ``modification`` in the experiment: found, or created FINISHED.
+    """The parent run of ``modification`` in the experiment: found, or created FINISHED in
+    a colour of its own (:func:`~multilab.tracking.colors.pick_color`).
 
     One parent per modification (a Table 1 row, or a variant of ``dvc exp run``) holds its
     seed runs, so the UI shows a row per modification that unfolds into its seeds. Two
@@ -177,28 +179,32 @@ def group_run(experiment_id: str, modification: str, tags: dict[str, Any]) -> st
     """
     client = MlflowClient()
 
-    def existing() -> list:
+    def existing() -> tuple[list, list]:
         found = client.search_runs(
             [experiment_id], filter_string=f"tags.`{ROLE_TAG}` = '{GROUP}'", max_results=5000)
         mine = [r for r in found
                 if same_modification(r.data.tags.get("modification", ""), modification)]
-        return sorted(mine, key=lambda r: (r.info.start_time, r.info.run_id))
+        return sorted(mine, key=lambda r: (r.info.start_time, r.info.run_id)), found
 
-    found = existing()
+    found, every = existing()
     if found:
         return found[0].info.run_id
+    color = pick_color(modification, (r.data.tags.get(RUN_COLOR_TAG) for r in every))
     created = client.create_run(
         experiment_id, run_name=modification,
         tags={**{k: str(v) for k, v in tags.items()}, "modification": modification,
-              ROLE_TAG: GROUP, **source_tags()},
+              ROLE_TAG: GROUP, RUN_COLOR_TAG: color, **source_tags()},
     ).info.run_id
     client.set_terminated(created, status=FINISHED)
-    winner = existing()[0].info.run_id
+    winner = existing()[0][0].info.run_id
     if winner != created:
         client.delete_run(created)
     return winner
 
 
+@server_call
 def parent_tags(parent_run_id: str) -> dict[str, str]:
-    """Tags that nest a run under ``parent_run_id`` in the UI."""
-    return {PARENT_TAG: parent_run_id}
+    """Tags that nest a run under ``parent_run_id`` in the UI, in its row's colour."""
+    tags = {PARENT_TAG: parent_run_id}
+    color = MlflowClient().get_run(parent_run_id).data.tags.get(RUN_COLOR_TAG)
+    return tags | ({RUN_COLOR_TAG: color} if color else {})

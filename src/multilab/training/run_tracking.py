@@ -18,7 +18,7 @@ from transformers import BertForMaskedLM
 
 from multilab import tracking
 from multilab.config import RunConfig
-from multilab.lab.metric_table import TRAIN_LOSS, curve_key
+from multilab.lab.metric_table import EVALUATION_FACTS, TRAIN_LOSS, curve_key
 from multilab.progress import show_postfix
 from multilab.training.model import CurveHook
 from multilab.training.training_data import TrainingData
@@ -61,12 +61,20 @@ def tracked_run(tracked: bool, experiment_id: str | None, run_id: str | None,
         yield opened  # the resumed run, or a new one
 
 
+def run_sizes(run: RunConfig, train_examples: int, truncated: int, total_steps: int,
+              world_size: int) -> dict[str, int]:
+    """The run's sizes: one number each, so MLflow params, not metrics (a metric of one point
+    is a chart of one dot, and Compare would offer it among the metrics)."""
+    return {"train_examples": train_examples, "truncated_sentences": truncated,
+            "total_steps": total_steps, "world_size": world_size,
+            "curve_sentences": run.study.evaluate.curve_sentences}
+
+
 def log_start(run: RunConfig, data: TrainingData, total_steps: int, world_size: int) -> None:
-    """Parameters, the run's sizes, and the corpora as MLflow datasets with their hashes."""
-    tracking.log_params(run.as_params())
-    tracking.log_metrics({"train_examples": len(data.examples),
-                          "truncated_sentences": data.truncated,
-                          "total_steps": total_steps, "world_size": world_size})
+    """Parameters and the run's sizes (params), and the corpora as MLflow datasets with
+    their hashes."""
+    tracking.log_params(run.as_params() | run_sizes(run, len(data.examples), data.truncated,
+                                                    total_steps, world_size))
     corpora = run.study.paths.corpora
     files = {"train": (corpora / "train.txt", "training"), "dev": (corpora / "dev.txt", "eval")}
     files = {name: spec for name, spec in files.items() if spec[0].exists()}
@@ -77,13 +85,14 @@ def log_start(run: RunConfig, data: TrainingData, total_steps: int, world_size: 
 def log_curve_point(curve_hook: CurveHook, objective, model: BertForMaskedLM, step: int,
                     run_id: str | None) -> None:
     """The curve metrics under their own names (``curve/mu``, …): they are measured on
-    ``curve_sentences`` dev sentences, the final evaluation on ``dev_sentences``."""
+    ``curve_sentences`` dev sentences (a param of the run), the final evaluation on
+    ``dev_sentences``. How long the point took is no metric of the model: not logged."""
     objective.eval()
     metrics = curve_hook(step, model)
     objective.train()
     if run_id:
-        tracking.log_metrics({curve_key(key): value for key, value in metrics.items()},
-                             step=step)
+        tracking.log_metrics({curve_key(key): value for key, value in metrics.items()
+                              if key not in EVALUATION_FACTS}, step=step)
 
 
 def logged_through(run: RunConfig, run_id: str) -> int:

@@ -1,0 +1,175 @@
+"""A study row's parent run as a user compares it in the MLflow UI: the mean ± std of its
+seeds' final metrics, the mean curve of its seeds against the training step, its row's colour
+(:mod:`~multilab.tracking.colors`, shared with its seeds), and the baseline (``original``)
+listed first.
+
+MLflow 3's UI shows the runs newest first and draws only the first 10 rows in its charts by
+default: the baseline's parent is therefore kept the newest parent, so that it is among them
+beside any variant. The UI has no setting for the precision it shows, so the parents' values,
+which nothing reads back, are logged rounded (:data:`DIGITS` significant digits); the seeds
+keep their measured values (the report reads them).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Iterable
+
+from mlflow.entities import Metric, Run
+from mlflow.tracking import MlflowClient
+
+from multilab.config import Paths
+from multilab.lab.metric_table import PLOTS
+from multilab.lab.modifications import same_modification
+from multilab.tracking.colors import BASELINE, RUN_COLOR_TAG, pick_color
+from multilab.tracking.runs import FINISHED, GROUP, PARENT_TAG, ROLE_TAG
+from multilab.tracking.store import point_at, server_call, tracking_uri
+
+#: Significant digits of a parent's logged values (the UI shows what is stored, in full).
+DIGITS = 4
+#: Tags on a parent: how many seeds its numbers average, and which.
+N_SEEDS_TAG, SEEDS_TAG = "n_seeds", "seeds"
+#: ``<metric>_std`` beside each mean ``<metric>`` on a parent.
+STD_SUFFIX = "_std"
+
+
+def parents(client: MlflowClient, experiment_id: str) -> list[Run]:
+    """The experiment's parent runs (one per row), oldest first."""
+    found = client.search_runs([experiment_id], filter_string=f"tags.`{ROLE_TAG}` = '{GROUP}'",
+                               max_results=5000)
+    return sorted(found, key=lambda run: (run.info.start_time, run.info.run_id))
+
+
+def rounded(value: float, digits: int = DIGITS) -> float:
+    """``value`` to ``digits`` significant digits (0.023370361328125 → 0.02337)."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    return round(value, digits - 1 - math.floor(math.log10(abs(value))))
+
+
+@server_call
+def summarise_row(paths: Paths, parent_id: str, run_ids: Iterable[str],
+                  stats: dict[str, tuple[float, float]]) -> str:
+    """Put on a row's parent run what its seed runs ``run_ids`` say together: each metric of
+    ``stats`` (mean, std over the seeds) as ``<metric>`` and ``<metric>_std`` at the seeds'
+    final step, the mean curve of ``train_loss`` and of each ``curve/*`` metric at the steps
+    the seeds logged, the seed count and the seeds as tags, and the row's colour on the parent
+    and its seeds. Returns the parent's id: a parent holding points the row no longer has
+    (another set of seeds, a parent of an older multilab that logged at step = seeds) is
+    replaced by a fresh one, since MLflow cannot delete a metric's points.
+    """
+    point_at(tracking_uri(paths))
+    client = MlflowClient()
+    seeds = [client.get_run(run_id) for run_id in run_ids]
+    if not seeds:
+        return parent_id
+    wanted = _summary(client, seeds, stats)
+    parent = client.get_run(parent_id)
+    have = {key: client.get_metric_history(parent_id, key) for key in parent.data.metrics}
+    if any(not _agrees(points, wanted.get(key, {})) for key, points in have.items()):
+        parent_id, have = replace_parent(client, parent, seeds), {}
+    now = int(time.time() * 1000)
+    fresh = [Metric(key, value, now, step) for key, points in wanted.items()
+             for step, value in points.items()
+             if not any(m.step == step for m in have.get(key, []))]
+    for start in range(0, len(fresh), 1000):
+        client.log_batch(parent_id, metrics=fresh[start : start + 1000], synchronous=True)
+    numbers = sorted(int(run.data.tags["seed"]) for run in seeds if "seed" in run.data.tags)
+    client.set_tag(parent_id, N_SEEDS_TAG, str(len(seeds)))
+    client.set_tag(parent_id, SEEDS_TAG, " ".join(map(str, numbers)))
+    _color_row(client, client.get_run(parent_id), seeds)
+    return parent_id
+
+
+def _summary(client: MlflowClient, seeds: list[Run], stats: dict[str, tuple[float, float]]
+             ) -> dict[str, dict[int, float]]:
+    """metric → {step: value} a parent should hold (see :func:`summarise_row`)."""
+    final = max((point.step for run in seeds for key in stats if key in run.data.metrics
+                 for point in client.get_metric_history(run.info.run_id, key)), default=0)
+    wanted: dict[str, dict[int, float]] = {}
+    for key, (mean, std) in stats.items():
+        wanted[key] = {final: rounded(mean)}
+        wanted[key + STD_SUFFIX] = {final: rounded(std)}
+    for key in dict.fromkeys(PLOTS.values()):
+        curve = _mean_curve(client, seeds, key)
+        if curve:
+            wanted[key] = curve
+    return wanted
+
+
+def _mean_curve(client: MlflowClient, seeds: list[Run], key: str) -> dict[int, float]:
+    """The mean over seeds of ``key`` at each step (a step only some seeds reached: the mean
+    of those; a step a resumed run logged twice counts once, as its mean)."""
+    at: dict[int, list[float]] = {}
+    for run in seeds:
+        own: dict[int, list[float]] = {}
+        for point in client.get_metric_history(run.info.run_id, key):
+            own.setdefault(point.step, []).append(point.value)
+        for step, values in own.items():
+            at.setdefault(step, []).append(statistics.fmean(values))
+    return {step: rounded(statistics.fmean(values)) for step, values in sorted(at.items())}
+
+
+def _agrees(points: list[Metric], wanted: dict[int, float]) -> bool:
+    """Whether a parent's history of one metric is part of what it should hold: one point per
+    step, each at a step and value it should have."""
+    steps = [point.step for point in points]
+    return len(steps) == len(set(steps)) and all(
+        point.step in wanted and math.isclose(point.value, wanted[point.step], rel_tol=1e-9,
+                                              abs_tol=1e-12)
+        for point in points)
+
+
+def replace_parent(client: MlflowClient, parent: Run, seeds: Iterable[Run] = (), *,
+                   copy_metrics: bool = False) -> str:
+    """A new parent run with ``parent``'s name and tags (and, with ``copy_metrics``, its
+    metric histories), every run nested under ``parent`` moved under it, ``parent`` deleted.
+    Returns the new parent's id."""
+    old = parent.info.run_id
+    tags = {key: value for key, value in parent.data.tags.items() if key != "mlflow.runName"}
+    created = client.create_run(parent.info.experiment_id, run_name=parent.info.run_name,
+                                tags=tags).info.run_id
+    if copy_metrics:
+        points = [point for key in parent.data.metrics
+                  for point in client.get_metric_history(old, key)]
+        for start in range(0, len(points), 1000):
+            client.log_batch(created, metrics=[
+                Metric(p.key, p.value, p.timestamp, p.step) for p in points[start:start + 1000]],
+                synchronous=True)
+    client.set_terminated(created, status=FINISHED)
+    nested = client.search_runs([parent.info.experiment_id],
+                                filter_string=f"tags.`{PARENT_TAG}` = '{old}'", max_results=50000)
+    for run_id in {run.info.run_id for run in nested} | {run.info.run_id for run in seeds}:
+        client.set_tag(run_id, PARENT_TAG, created)
+    client.delete_run(old)
+    return created
+
+
+def _color_row(client: MlflowClient, parent: Run, seeds: Iterable[Run]) -> None:
+    """The parent's colour (given one if it has none, as parents of an older multilab) on
+    the parent and on each of its seeds."""
+    color = parent.data.tags.get(RUN_COLOR_TAG)
+    if color is None:
+        others = parents(client, parent.info.experiment_id)
+        color = pick_color(parent.data.tags.get("modification", ""),
+                           (run.data.tags.get(RUN_COLOR_TAG) for run in others))
+        client.set_tag(parent.info.run_id, RUN_COLOR_TAG, color)
+    for run in seeds:
+        if run.data.tags.get(RUN_COLOR_TAG) != color:
+            client.set_tag(run.info.run_id, RUN_COLOR_TAG, color)
+
+
+@server_call
+def baseline_first(paths: Paths, experiment_id: str) -> None:
+    """Keep the baseline's parent the newest parent of the experiment: the UI lists runs
+    newest first and draws the first 10 rows, so the baseline stays beside any variant
+    (its parent is replaced by an identical newer one when another parent is newer)."""
+    point_at(tracking_uri(paths))
+    client = MlflowClient()
+    found = parents(client, experiment_id)
+    baseline = [run for run in found
+                if same_modification(run.data.tags.get("modification", ""), BASELINE)]
+    if baseline and found[-1].info.run_id != baseline[0].info.run_id:
+        replace_parent(client, baseline[0], copy_metrics=True)
