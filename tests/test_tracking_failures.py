@@ -6,6 +6,9 @@ from the model directory. The real ``mlflow server`` tests are in test_tracking_
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
+import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +26,17 @@ from multilab.evaluation.evaluate import evaluate_and_record
 from multilab.resolve import resolve_run
 from multilab.tracking.store import point_at
 from multilab.training.train import train_model
-from tests.helpers import PARAMS, free_port, link_project, smoke_config
+from tests.helpers import (
+    BIN,
+    LAUNCH_TIMEOUT,
+    PARAMS,
+    cli_args,
+    free_port,
+    link_project,
+    one_torch_thread,
+    smoke_config,
+    subprocess_env,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -143,8 +156,9 @@ def _short_project(built_project: Path, root: Path) -> Config:
 
 def test_a_model_whose_run_the_store_lost_gets_it_back(built_project: Path, tmp_path: Path,
                                                        capsys) -> None:
-    """mlruns/ lost after training (here: a fresh store): train still skips the finished
-    model, report says what to do in one line, evaluate re-creates the run from
+    """mlruns/ lost after training (here: a fresh store) with the evaluation JSON: train
+    still skips the finished model, report says what to do in one line, evaluate re-creates
+    the run from
     multilab.json and train_log.csv (once), and report works again."""
     cfg = _short_project(built_project, tmp_path / "project")
     experiment = tracking.connect(cfg.paths, cfg.experiment)
@@ -158,8 +172,10 @@ def test_a_model_whose_run_the_store_lost_gets_it_back(built_project: Path, tmp_
     common = ["--params", str(PARAMS), "--set=profile=smoke", "--set=seeds=[0]",
               "--set=study=[original]", "--set=train.epochs=1",
               "--set=train.max_train_sentences=64", "--set=train.eval_points=[]", *settings]
+    evaluation = cfg.paths.eval_file("original", 0)  # gone too: report cannot restore it
+    evaluation.rename(evaluation.with_suffix(".moved"))
     assert main([*common, "report"]) == 2
-    assert "no finished, evaluated runs" in capsys.readouterr().err
+    assert "`multilab evaluate <model dir>`" in capsys.readouterr().err
     assert main([*common, "train", "--seed", "0"]) == 0  # already trained: skipped
 
     first = evaluate_and_record(cfg, model_dir)["run_id"]
@@ -190,3 +206,44 @@ def test_a_resume_whose_run_the_store_lost_continues_in_a_new_run(built_project:
     runs = tracking.search_runs(cfg.paths, cfg.experiment)
     assert runs["status"].tolist() == ["FINISHED"]
     assert runs.iloc[0][f"tags.{tracking.RESTORED_TAG}"] == lost
+
+
+@pytest.mark.slow
+def test_after_losing_mlruns_one_report_command_restores_runs_and_report(
+        built_project: Path, tmp_path: Path) -> None:
+    """Issue 53, case 1: `rm -rf mlruns`, then `multilab report` in a fresh process (no
+    client cache of the old store) re-creates the run from multilab.json, train_log.csv and
+    the evaluation JSON, and writes the same Table 1 with its figures; nothing retrained,
+    the model directory unchanged. It used to say "no finished runs" (and, after the
+    documented `evaluate`, crash on the lost run id after deleting the earlier report)."""
+    cfg = _short_project(built_project, tmp_path / "project")
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    with one_torch_thread():
+        model_dir = train_model(resolve_run(cfg, "original", 0), experiment_id=experiment,
+                                progress=False)
+        lost = evaluate_and_record(cfg, model_dir)["run_id"]
+    settings = [f"paths.{name}={getattr(cfg.paths, name)}" for name in
+                ("data", "artifacts", "reports", "metrics", "mlruns", "results")]
+    settings += ["profile=smoke", "seeds=[0]", "study=[original]", "train.epochs=1",
+                 "train.max_train_sentences=64", "train.eval_points=[]",
+                 "train.checkpoint_every=1"]
+    assert main(cli_args(settings, "report")) == 0
+    table = (cfg.paths.reports / "table1.csv").read_text()
+    model_files = {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file()}
+
+    shutil.rmtree(cfg.paths.mlruns)
+    done = subprocess.run([str(BIN / "multilab"), *cli_args(settings, "report")],
+                          capture_output=True, text=True, env=subprocess_env(),
+                          cwd=tmp_path, timeout=LAUNCH_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (cfg.paths.reports / "table1.csv").read_text() == table  # the same numbers
+    assert (cfg.paths.figures / "original-seed0-positions.png").exists()
+    # the new store read directly: this process's MLflow still holds the deleted database open
+    with sqlite3.connect(cfg.paths.mlruns / "mlflow.db") as store:
+        runs = store.execute("SELECT run_uuid, status FROM runs WHERE name != 'original'"
+                             ).fetchall()
+        assert [status for _, status in runs] == ["FINISHED"]
+        tags = dict(store.execute("SELECT key, value FROM tags WHERE run_uuid = ?",
+                                  (runs[0][0],)).fetchall())
+    assert tags[tracking.RESTORED_TAG] == lost and tags["evaluated"] == "true"
+    assert {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file()} == model_files
