@@ -217,3 +217,51 @@ def test_real_profile_holds_seed_000_section_5_settings() -> None:
     settings = cfg.downstream
     assert (settings.task, settings.epochs, settings.batch_size, settings.lr) == (
         "xnli", 3, 32, 2e-5)
+
+
+def test_xnli_dev_never_overwrites_a_users_file_unless_forced(tmp_path: Path, capsys) -> None:
+    """Issue 53, case 3: `corpus xnli-dev` wrote over whatever was at a dev path (the user's
+    2,000-line training file became 600 XNLI lines, exit 0). A dev file holding other text
+    is now refused, all of them before any is written; `--force` overwrites; a file that
+    already holds XNLI's lines is left as it is (the command can be run again)."""
+    corpora = write_text_corpora(tmp_path / "data")  # dev files of the user's own already
+    xnli = write_xnli_fixture(tmp_path / "data" / "xnli", pairs=9)
+    settings = _settings(tmp_path, corpora, **{"downstream.task": "xnli",
+                                               "downstream.task_path": xnli})
+    devs = [tmp_path / "data" / fields["dev"] for fields in corpora.values()]
+    (tmp_path / "data" / corpora["wiki-hi"]["dev"]).unlink()  # one of them not there yet
+    before = {path: path.read_bytes() for path in devs if path.exists()}
+    capsys.readouterr()
+    assert main(cli_args(settings, "corpus", "xnli-dev")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("multilab: error: ") and err.count("\n") == 1 and "--force" in err
+    assert {path: path.read_bytes() for path in devs if path.exists()} == before  # untouched
+    assert not devs[2].exists()
+
+    assert main(cli_args(settings, "corpus", "xnli-dev", "--force")) == 0
+    written = {path: path.read_bytes() for path in devs}
+    assert all(written[path] != text for path, text in before.items())
+    assert main(cli_args(settings, "corpus", "xnli-dev")) == 0  # the same lines: no refusal
+    assert {path: path.read_bytes() for path in devs} == written
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"wiki-de": {"dev": "corpora/dev.en.txt"}}, "is also corpora.wiki-en.dev"),
+    ({"wiki-de": {"dev": "corpora/wiki-de/wiki.txt"}}, "is corpora.wiki-de.train"),
+    ({"wiki-hi": {"dev": "corpora/wiki-en/AA/dev.txt"}}, "is corpora.wiki-en.train (inside it)"),
+])
+def test_corpora_sharing_a_dev_file_are_refused_by_check(tmp_path: Path, capsys, change: dict,
+                                                         says: str) -> None:
+    """Issue 53, case 3: two corpora with one dev path (or a dev path that is a training
+    text) passed `check` and `corpus build`, and one overwrote the other."""
+    corpora = write_text_corpora(tmp_path / "data")
+    for name, fields in change.items():
+        corpora[name] |= fields
+    files = {p: p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()}
+    capsys.readouterr()
+    for command in (["check"], ["corpus", "build"]):
+        assert main(cli_args(_settings(tmp_path, corpora), *command)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("multilab: error: ") and err.count("\n") == 1 and says in err, err
+    assert {p: p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()} == files
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]

@@ -50,7 +50,7 @@ def cmd_corpus(args: argparse.Namespace) -> None:
     if args.action == "xnli-dev":  # the parallel dev text of user corpora (docs/GPU.md)
         from multilab.data.user_corpora import xnli_dev_text
 
-        for path, count in xnli_dev_text(cfg).items():
+        for path, count in xnli_dev_text(cfg, force=args.force).items():
             print(f"wrote {path}: {count} lines")
         return
     if cfg.verses and args.action in ("build", "stats"):
@@ -672,6 +672,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="xnli-dev: write each user corpus's dev file from XNLI's parallel dev "
                         "split (downstream.task_path)")
     p.add_argument("--edition", action="append", help="edition code (repeatable): export, editions")
+    p.add_argument("--force", action="store_true",
+                   help="xnli-dev: overwrite a dev file that holds other text")
     p.set_defaults(func=cmd_corpus)
 
     sub.add_parser("vocab", help="train the WordPiece vocabulary").set_defaults(func=cmd_vocab)

@@ -21,12 +21,13 @@ from __future__ import annotations
 import copy
 import difflib
 import math
+import os
 import re
 import types
 import typing
 from collections.abc import Iterable
 from dataclasses import fields, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -427,7 +428,28 @@ def _check_corpora(value: Any) -> dict[str, UserCorpusConfig]:
             raise UserError(f"{where}: sentences = {corpus.sentences} and bytes = "
                             f"{corpus.bytes}; give one of them (or neither: every line)")
         corpora[name] = corpus
+    _check_corpus_paths(corpora)
     return corpora
+
+
+def _check_corpus_paths(corpora: dict[str, UserCorpusConfig]) -> None:
+    """No two corpora share a dev file, and no dev file is (or lies inside) a corpus's train
+    text: `corpus xnli-dev` writes every dev file, and one corpus's would overwrite the
+    other's or the training text (issue 53)."""
+    seen: dict[PurePosixPath, str] = {}
+    trains = {name: PurePosixPath(os.path.normpath(c.train)) for name, c in corpora.items()}
+    for name, corpus in corpora.items():
+        dev = PurePosixPath(os.path.normpath(corpus.dev))
+        if dev in seen:
+            raise UserError(f"corpora.{name}.dev = {corpus.dev!r} is also corpora.{seen[dev]}"
+                            ".dev; each corpus needs a dev file of its own (line i the same "
+                            "sentence in each), e.g. corpora/dev.<iso>.txt")
+        seen[dev] = name
+        for other, train in trains.items():
+            if dev == train or train in dev.parents:
+                raise UserError(f"corpora.{name}.dev = {corpus.dev!r} is corpora.{other}"
+                                f".train{'' if dev == train else ' (inside it)'}; the dev "
+                                "text must be a file apart from every train text")
 
 
 def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = None) -> Config:

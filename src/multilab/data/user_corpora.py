@@ -139,7 +139,7 @@ def user_corpora(cfg: Config, languages: Sequence[Language], text: Sequence[Lang
     return train, dev
 
 
-def xnli_dev_text(cfg: Config) -> dict[Path, int]:
+def xnli_dev_text(cfg: Config, force: bool = False) -> dict[Path, int]:
     """Write each user corpus's ``dev`` file from XNLI's dev split (``downstream.task_path``):
     XNLI's dev sentences are translations of each other in all 15 languages, the parallel
     text the evaluation stage needs. Lines: each pair's premise (once: a premise has three
@@ -148,7 +148,9 @@ def xnli_dev_text(cfg: Config) -> dict[Path, int]:
     lines written.
 
     Everything is read and checked before the first file is written (one line: no user
-    corpus in ``languages``, no XNLI folder, a language XNLI lacks)."""
+    corpus in ``languages``, no XNLI folder, a language XNLI lacks, a dev path holding other
+    text: a user's file is overwritten only with ``force``; one that already holds these
+    lines is left as it is)."""
     from multilab.data import xnli
     from multilab.files import write_text
 
@@ -157,8 +159,8 @@ def xnli_dev_text(cfg: Config) -> dict[Path, int]:
         raise UserError(f"languages [{', '.join(cfg.languages)}] has no user corpus; list the "
                         "`corpora:` names in languages (docs/GPU.md)")
     if cfg.downstream.task_path is None:
-        raise UserError("downstream.task_path is null; set it to the folder holding "
-                        f"{xnli.LAYOUT}")
+        raise UserError("downstream.task_path is null; set downstream.task=xnli and "
+                        f"downstream.task_path to the folder holding {xnli.LAYOUT}")
     root = Path(cfg.downstream.task_path)
     path = root / xnli.EVAL_FILES["dev"]
     if not path.is_file():
@@ -179,9 +181,17 @@ def xnli_dev_text(cfg: Config) -> dict[Path, int]:
         for column in columns:
             for iso in isos:
                 lines[iso].append(squeeze_spaces(rows[iso][pair][column]))
+    texts = {cfg.paths.data / cfg.corpora[lang.edition].dev: (iso, "".join(
+        line + "\n" for line in lines[iso])) for lang, iso in zip(languages, isos, strict=True)}
+    for target, (_, text) in texts.items():
+        if target.is_dir() or (target.exists() and not force
+                               and target.read_bytes() != text.encode("utf-8")):
+            raise UserError(f"{target} exists and holds other text; it is a corpus's dev path "
+                            "(corpora.<name>.dev), so `corpus xnli-dev` would replace it: move "
+                            "it away, point dev elsewhere, or run `multilab corpus xnli-dev "
+                            "--force` to overwrite it (nothing was written)")
     written = {}
-    for lang, iso in zip(languages, isos, strict=True):
-        target = cfg.paths.data / cfg.corpora[lang.edition].dev
-        write_text(target, "".join(line + "\n" for line in lines[iso]))
+    for target, (iso, text) in texts.items():
+        write_text(target, text)
         written[target] = len(lines[iso])
     return written
