@@ -562,6 +562,9 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
             "one vocabulary and its id-shifted copy (valid: separate, or e.g. languages "
             "[3, s, i])"
         )
+    if vocab.shared:
+        _check_own_domain_pairs(languages, {name: c.iso for name, c in corpora.items()},
+                                vocab.mode)
     downstream = _build(DownstreamConfig, merged.get("downstream"), "downstream")
     if downstream.max_length > train.max_length:
         raise UserError(
@@ -706,6 +709,25 @@ def _reshaped(cfg: Config, model: ModelConfig, recipe: mods.Recipe, modification
             f"evaluate.layers = {list(cfg.evaluate.layers)} asks for layer {deepest}; "
             f"valid: evaluate.layers = all (each model its own), or layers <= {layers}")
     return reshaped
+
+
+def _check_own_domain_pairs(languages: tuple[str, ...], corpora: dict[str, str],
+                            mode: str) -> None:
+    """Refuse an edition beside its own other-domain transform (``[3, ot:3]``) under a shared
+    vocabulary. Both are evaluated (and tested downstream) on the same dev verses of the same
+    edition, so with shared ids their inputs are identical: every cross-language score is
+    1.000 by construction, an untrained model's too. Under ``separate`` the copy has ids of
+    its own (as Fake-English has), and the measurement means something."""
+    parsed = langs.parse_languages(languages, corpora=corpora)
+    first = parsed[0].edition
+    for language in parsed:
+        if language.other_domain and langs.Language(language.edition) in parsed:
+            raise UserError(
+                f"languages [{', '.join(languages)}] lists {language.edition!r} and "
+                f"{language.key(first)!r}: both are evaluated on the same dev verses, so with "
+                f"vocab.mode {mode!r} their inputs are identical and every score between them "
+                "is 1.000 by construction; use vocab.mode separate, or the transform of "
+                f"another edition (e.g. [{language.edition}, ot:<other code>])")
 
 
 def _check_task(downstream: DownstreamConfig) -> None:
