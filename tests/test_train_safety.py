@@ -350,3 +350,30 @@ def test_checkpoint_inside_the_model_directory_still_resumes(project: Config, tm
     assert "from step 2" in caplog.text
     assert read_done(run.model_dir)["steps"] == 4 and not legacy.exists()
     assert run_statuses(cfg) == ["FINISHED"]
+
+
+def test_a_model_finished_by_a_concurrent_train_is_not_trained_again(
+        project: Config, tmp_path: Path, capsys, monkeypatch) -> None:
+    """Issue 53, case 4: "already trained?" was asked only before the lock; a concurrent
+    `train` of the same model that finished in between (here: the first answer is forced to
+    "not yet", as it was when asked) made this one retrain from step 0, replace the model
+    and leave a second FINISHED run. Now it is asked again under the lock: nothing retrained."""
+    import multilab.training.train as train
+
+    settings, model_dir = _trained(tmp_path, capsys)
+    cfg = config_of(settings)
+    files = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in model_dir.iterdir()}
+    runs = tracking.search_runs(cfg.paths, cfg.experiment)["run_id"].tolist()
+    real = train._already_trained
+    asked: list[tuple] = []
+
+    def not_yet_at_first(*args: object) -> bool:  # the other training still ran then
+        asked.append(args)
+        return False if len(asked) == 1 else real(*args)
+
+    monkeypatch.setattr(train, "_already_trained", not_yet_at_first)
+    assert main(cli_args(settings, "train", "--seed", "0")) == 0
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in model_dir.iterdir()} == files
+    after = tracking.search_runs(cfg.paths, cfg.experiment)
+    assert after["run_id"].tolist() == runs and set(after["status"]) == {"FINISHED"}
+    assert len(asked) == 2  # before the lock and under it

@@ -111,6 +111,11 @@ def train_model(
                         run.recipe.next_sentence, run.recipe.separate_layers, encoder.offsets)
     optimizer, scheduler = _optimizer_and_schedule(model, run, plan.total_steps)
     with training_lock(area.parent, model_dir) if main else contextlib.nullcontext():
+        # asked again under the lock: a concurrent `train` of this model may have finished
+        # while this one prepared its data, and must not be trained again from step 0
+        if _finished_meanwhile(accelerator, main and _already_trained(
+                model_dir, area, fingerprint, experiment_id if tracked else None)):
+            return model_dir
         state = _resume(area, model_dir, fingerprint, model, optimizer, scheduler)
         one_step = _Step(run, data.examples, batches, encoder, knn_table, model,
                          optimizer, scheduler, accelerator)
@@ -342,6 +347,15 @@ def _already_trained(model_dir: Path, area: Path, fingerprint: str,
         # killed between the final rename and the end of its run: the training did finish
         tracking.end_orphaned_runs(experiment_id, fingerprint, completed=done.get("run_id"))
     return True
+
+
+def _finished_meanwhile(accelerator: Accelerator, finished: bool) -> bool:
+    """The main process's answer to "already trained?", the same on every process."""
+    if accelerator.num_processes == 1:
+        return finished
+    from accelerate.utils import broadcast_object_list
+
+    return bool(broadcast_object_list([finished])[0])
 
 
 def check_finite_loss(row: dict[str, float], model_dir: Path) -> dict[str, float]:
