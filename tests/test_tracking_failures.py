@@ -247,3 +247,34 @@ def test_after_losing_mlruns_one_report_command_restores_runs_and_report(
                                   (runs[0][0],)).fetchall())
     assert tags[tracking.RESTORED_TAG] == lost and tags["evaluated"] == "true"
     assert {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file()} == model_files
+
+
+@pytest.mark.parametrize(("command", "module", "compute"), [
+    (["translate", "--source", "3", "--target", "fake"], "token_translation",
+     "token_translation"),
+    (["mrr", "--source", "3", "--target", "fake"], "lab_word_retrieval", "lab_word_retrieval"),
+    (["model-order", "--source", "3", "--target", "fake"], "model_word_order",
+     "model_word_order"),
+])
+def test_commands_reading_a_model_reach_the_server_before_computing(
+        dead_server: str, tmp_path: Path, capsys, monkeypatch, command: list[str], module: str,
+        compute: str) -> None:
+    """Issue 53, case 7: mrr, translate and model-order computed for 29-45 s, wrote their
+    JSON and figures, then exited 2 saying "a training resumes…". Now the server is asked
+    first: one line naming the variable, nothing computed, nothing written."""
+    import importlib
+
+    def computed(*args, **kwargs):
+        raise AssertionError("computed before reaching the tracking server")
+
+    monkeypatch.setattr(importlib.import_module(f"multilab.evaluation.{module}"), compute,
+                        computed)
+    settings = ["profile=smoke", *(f"paths.{name}={tmp_path / name}" for name in
+                                   ("data", "artifacts", "reports", "metrics", "mlruns",
+                                    "results"))]
+    model_dir = tmp_path / "artifacts" / "models" / "original" / "seed0"
+    assert main(cli_args(settings, command[0], str(model_dir), *command[1:])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"multilab: error: MLFLOW_TRACKING_URI={dead_server} does not answer")
+    assert err.count("\n") == 1 and "training resumes" not in err
+    assert list(tmp_path.iterdir()) == []  # no JSON, no figure, no record

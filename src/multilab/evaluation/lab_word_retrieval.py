@@ -196,6 +196,7 @@ def mrr_and_record(cfg: Config, model_dir: Path, source: str, target: str, sente
                    out: Path | None = None) -> tuple[dict[str, Any], Path]:
     """:func:`lab_word_retrieval`, its JSON (default ``reports/word_retrieval/<model>-<pair>/``)
     and per-layer metrics ``mrr.<pair>.l<k>`` in the model's MLflow run (status unchanged)."""
+    tracking.check_server(cfg.paths)  # a dead server: one line before minutes of work
     record = lab_word_retrieval(cfg, Path(model_dir), source, target, sentences)
     pair = f"{source}-{target}".replace(":", "_")
     folder = out or (cfg.paths.reports / "word_retrieval"
