@@ -218,6 +218,10 @@ def _editions_and_verses(cfg: Config, text: str, pair: bool = False
                         "e.g. 3,l")
     for code in editions:
         check_edition(code)
+    twice = [code for code in dict.fromkeys(editions) if editions.count(code) > 1]
+    if twice and not pair:  # a pair may be one edition (two models' vectors of it)
+        raise UserError(f"--languages {text}: edition {twice[0]!r} is listed twice; name each "
+                        "edition once, e.g. 3,s,i")
     return editions, {code: read_edition(code, cfg.paths.data)
                       for code in dict.fromkeys(editions)}
 

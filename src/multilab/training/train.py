@@ -43,6 +43,8 @@ from multilab.data.batches import (
     seeded_generator,
 )
 from multilab.data.inputs import InputEncoder
+from multilab.data.layout import layout
+from multilab.data.vocab import load_tokenizer
 from multilab.errors import StoppedEarly, UserError
 from multilab.progress import progress_bar
 from multilab.training.checkpoints import (
@@ -102,8 +104,11 @@ def train_model(
     if _already_trained(model_dir, area, fingerprint, experiment_id if tracked else None):
         return model_dir
 
+    # every input read before anything is written: a damaged one is one line, not a traceback
+    # at the first checkpoint (which saves the tokenizer) or in the first step
+    load_tokenizer(run.study.paths.vocab, layout(run.study).saved)
     data, encoder = prepare_data(run)
-    knn_table = load_knn_table(run)  # before anything is written: a wrong space is refused clean
+    knn_table = load_knn_table(run)
     batches = BatchOrder(data.examples.lengths, run.model.global_batch, run.seed,
                          run.study.train.bucket_chunk)
     plan = Plan.of(run, batches.steps_per_epoch)
