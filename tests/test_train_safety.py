@@ -12,6 +12,7 @@ docs/RELIABILITY.md ("Round 2: training side") lists the cases and their outcome
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
@@ -294,20 +295,7 @@ def _dvc_env() -> dict[str, str]:
 def _kill_training_after(session: int, area: Path, step: int) -> None:
     """SIGKILL the ``multilab train`` that ``dvc exp run`` started (as the OOM killer or a
     user would) once checkpoint ``step`` is complete."""
-    deadline = time.monotonic() + LAUNCH_TIMEOUT
-    while max(checkpoint_steps(area), default=0) < step:
-        assert time.monotonic() < deadline, f"no checkpoint {step} in {LAUNCH_TIMEOUT}s"
-        time.sleep(0.05)
-    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if os.getsid(pid) == session and b"train" in command and any(
-                    part.endswith(b"multilab") for part in command):
-                os.kill(pid, signal.SIGKILL)
-                return
-        except (OSError, ProcessLookupError):
-            continue
-    pytest.fail("the training process of dvc exp run was not found")
+    os.kill(_training_of(session, area, step), signal.SIGKILL)
 
 
 @slow
@@ -377,3 +365,103 @@ def test_a_model_finished_by_a_concurrent_train_is_not_trained_again(
     after = tracking.search_runs(cfg.paths, cfg.experiment)
     assert after["run_id"].tolist() == runs and set(after["status"]) == {"FINISHED"}
     assert len(asked) == 2  # before the lock and under it
+
+
+# --------------------------------------------------------------------------- issue 53, case 5
+
+LIFELINE_CHILD = """
+import os, sys, time
+from multilab.lifeline import end_with_dvc
+end_with_dvc({"DVC_STAGE": "train@0"}, interval=0.1)
+print(os.getpid(), flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+LIFELINE_PARENT = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]])
+child.wait()
+"""
+
+
+def _ended(pid: int, timeout: float) -> bool:
+    """Whether ``pid`` (not our child: it cannot be waited for) ends, or is a zombie, in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_stage_command_ends_when_its_dvc_process_is_terminated() -> None:
+    """SIGTERM to DVC's pid ends DVC alone; a command it ran as a stage (DVC_STAGE set) now
+    notices its parent is gone and sends itself SIGTERM (here a stand-in that sleeps)."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", LIFELINE_PARENT, LIFELINE_CHILD, str(LAUNCH_TIMEOUT)],
+        stdout=subprocess.PIPE, text=True, env=subprocess_env() | {
+            "PYTHONPATH": str(ROOT / "src")}, start_new_session=True)
+    try:
+        ready, _, _ = select.select([parent.stdout], [], [], LAUNCH_TIMEOUT)
+        assert ready
+        child = int(parent.stdout.readline())
+        parent.send_signal(signal.SIGTERM)  # the parent only, as `kill <dvc pid>` does
+        assert parent.wait(timeout=60) == -signal.SIGTERM
+        assert _ended(child, 60), "the stage command outlived its DVC process"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(parent.pid, signal.SIGKILL)
+        parent.stdout.close()
+
+
+@slow
+def test_sigterm_to_dvc_repro_reaches_the_training(built_project: Path, tmp_path: Path
+                                                   ) -> None:
+    """Issue 53, case 5: `kill <pid of dvc repro>` left `multilab train` running as an orphan
+    holding train.lock, and the next `dvc repro` was refused until it ended. Now the training
+    ends too (run KILLED, checkpoint kept) and the next `dvc repro` resumes it to FINISHED."""
+    repo = _dvc_repo(built_project, tmp_path)
+    cfg = load_config(repo / "params.yaml", {"paths": {"artifacts": str(repo / "artifacts"),
+                                                      "mlruns": str(repo / "mlruns"),
+                                                      "results": str(repo / "results")}})
+    run = resolve_run(cfg, "original", 0)
+    area = run_checkpoint_area(run)
+    log = tmp_path / "repro.log"
+    with log.open("w") as out:
+        first = subprocess.Popen([DVC, "repro"], cwd=repo, env=_dvc_env(), stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        training = _training_of(first.pid, area, 2)
+        first.send_signal(signal.SIGTERM)  # DVC alone, not its process group
+        first.wait(timeout=LAUNCH_TIMEOUT)
+        assert _ended(training, LAUNCH_TIMEOUT), "multilab train outlived dvc repro"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(first.pid, signal.SIGKILL)
+    assert run_statuses(cfg) == ["KILLED"]
+    assert max(checkpoint_steps(area)) >= 2 and not run.model_dir.joinpath(DONE_FILE).exists()
+    second = subprocess.run([DVC, "repro"], cwd=repo, env=_dvc_env(), text=True,
+                            capture_output=True, timeout=LAUNCH_TIMEOUT)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert read_done(run.model_dir)["steps"] == STEPS
+    assert run_statuses(cfg) == ["FINISHED"]  # the same run, resumed
+
+
+def _training_of(session: int, area: Path, step: int) -> int:
+    """The pid of the ``multilab train`` of DVC's session, once checkpoint ``step`` exists."""
+    deadline = time.monotonic() + LAUNCH_TIMEOUT
+    while max(checkpoint_steps(area), default=0) < step:
+        assert time.monotonic() < deadline, f"no checkpoint {step} in {LAUNCH_TIMEOUT}s"
+        time.sleep(0.05)
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if os.getsid(pid) == session and b"train" in command and any(
+                    part.endswith(b"multilab") for part in command):
+                return pid
+        except (OSError, ProcessLookupError):
+            continue
+    pytest.fail("the training process of DVC was not found")

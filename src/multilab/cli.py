@@ -20,6 +20,7 @@ from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
 from multilab.files import write_json, write_text
 from multilab.lab.modifications import PAPER_IDS, describe
+from multilab.lifeline import end_with_dvc
 from multilab.threads import choose_threads, configure_threads, usable_cores
 
 log = logging.getLogger("multilab")
@@ -834,6 +835,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.verbose:  # each retry of a dead tracking server: noise before our one line
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+    end_with_dvc()  # a stage of a DVC run that is stopped (SIGTERM) stops too
     try:
         if args.command in ("train", "evaluate", "variant", "downstream"):
             claim_gpu()  # several GPUs: one per process, before CUDA starts (devices.py)
