@@ -390,6 +390,7 @@ def test_disk_full_during_training_is_one_line_and_keeps_the_checkpoint(
     complete = [p.parent.name for p in root.rglob("state.pt")
                 if not p.parent.name.startswith(".tmp-")]  # a partial one is never read
     assert complete == ["checkpoint-1"]
+    assert not list(root.rglob(".tmp-checkpoint-*"))  # issue 53, case 9: it took the space
     assert not list(root.rglob("multilab.json"))
 
 

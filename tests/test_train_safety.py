@@ -465,3 +465,23 @@ def _training_of(session: int, area: Path, step: int) -> int:
         except (OSError, ProcessLookupError):
             continue
     pytest.fail("the training process of DVC was not found")
+
+
+def test_a_refused_damaged_checkpoint_ends_the_killed_run_it_belongs_to(
+        project: Config, tmp_path: Path, capsys) -> None:
+    """Issue 53, case 9: a training SIGKILLed earlier left its run RUNNING; the next `train`
+    refused the damaged checkpoint (rightly) but left that run RUNNING. It now ends KILLED."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.helpers import dead_pid
+
+    settings, cfg, run = _stopped_after_two_steps(tmp_path)
+    (run_id,) = tracking.search_runs(cfg.paths, cfg.experiment)["run_id"]
+    client = MlflowClient(tracking.tracking_uri(cfg.paths))
+    client.update_run(run_id, status="RUNNING")  # as a SIGKILL leaves it
+    client.set_tag(run_id, tracking.PID_TAG, str(dead_pid()))
+    _overwrite_middle(run_checkpoint_area(run) / f"{CHECKPOINT_PREFIX}2" / "state.pt")
+    capsys.readouterr()
+    assert main(cli_args(settings, "train", "--seed", "0")) == 2
+    assert "damaged" in _one_error_line(capsys)
+    assert run_statuses(cfg) == ["KILLED"]

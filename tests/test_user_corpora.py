@@ -12,7 +12,7 @@ import torch
 from multilab.cli import main
 from multilab.config import UserCorpusConfig
 from multilab.data.layout import read_verse_table
-from multilab.data.user_corpora import sample_lines, source_files
+from multilab.data.user_corpora import dev_lines, sample_lines, source_files
 from multilab.errors import UserError
 from multilab.resolve import resolve_run
 from multilab.training.training_data import document_pieces
@@ -265,3 +265,22 @@ def test_corpora_sharing_a_dev_file_are_refused_by_check(tmp_path: Path, capsys,
         assert err.startswith("multilab: error: ") and err.count("\n") == 1 and says in err, err
     assert {p: p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()} == files
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_non_utf8_text_names_the_files_line_and_byte(tmp_path: Path) -> None:
+    """Issue 53, case 9: the error gave the byte inside the reader's chunk (wrong past the
+    first 8 KiB) and no line number."""
+    first = "a first line of text " * 600 + "\n"  # past the text reader's chunk
+    source = tmp_path / "wiki.txt"
+    source.write_bytes(first.encode() + b"second line\r\nthird \xff line\n")
+    with pytest.raises(UserError) as err:
+        sample_lines([source], UserCorpusConfig("en", "wiki.txt", "d"), "corpora.x.train")
+    where = len(first.encode()) + len(b"second line\r\nthird ")
+    assert f"(line 3, byte {where}: invalid start byte)" in str(err.value)
+    dev = tmp_path / "dev.txt"
+    dev.write_bytes(b"one\ntwo \xfe\n")
+    with pytest.raises(UserError, match=r"\(line 2, byte 8: invalid start byte\)"):
+        dev_lines(dev, "corpora.x.dev")
+    source.write_bytes(b"one line\rtwo lines\r\nthree\n")  # text mode's line ends, as before
+    assert sample_lines([source], UserCorpusConfig("en", "wiki.txt", "d"), "t") == [
+        "one line", "two lines", "three"]

@@ -57,15 +57,20 @@ def source_files(root: Path, where: str) -> list[Path]:
 def _lines(files: Sequence[Path], where: str) -> Iterator[str]:
     """The kept lines of the files, cleaned (module docstring), in order."""
     for path in files:
-        try:
-            with path.open(encoding="utf-8") as handle:
-                for raw in handle:
+        with path.open("rb") as handle:  # bytes: the error names the file's line and byte
+            offset = 0
+            for number, data in enumerate(handle, 1):
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise UserError(f"{where}: {path} is not UTF-8 text (line {number}, byte "
+                                    f"{offset + err.start}: {err.reason})") from None
+                offset += len(data)
+                # the line ends of text mode (universal newlines): \n, \r\n and a lone \r
+                for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
                     line = squeeze_spaces(raw)
                     if line and not _EXTRACTOR_MARKUP.match(line) and has_text(line):
                         yield line
-        except UnicodeDecodeError as err:
-            raise UserError(f"{where}: {path} is not UTF-8 text (byte {err.start}: "
-                            f"{err.reason})") from None
 
 
 def sample_lines(files: Sequence[Path], corpus: UserCorpusConfig, where: str) -> list[str]:
@@ -90,11 +95,14 @@ def dev_lines(path: Path, where: str) -> list[str]:
     if not path.is_file():
         raise UserError(f"{where} = {path}: no such file (parallel text, one sentence a line, "
                         "line i the same sentence in every corpus)")
+    data = path.read_bytes()
     try:
-        return [squeeze_spaces(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise UserError(f"{where}: {path} is not UTF-8 text (byte {err.start}: {err.reason})"
-                        ) from None
+        line = data.count(b"\n", 0, err.start) + 1
+        raise UserError(f"{where}: {path} is not UTF-8 text (line {line}, byte {err.start}: "
+                        f"{err.reason})") from None
+    return [squeeze_spaces(line) for line in text.splitlines()]
 
 
 def _numbered(lines: Sequence[str]) -> list[Verse]:

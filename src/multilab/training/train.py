@@ -121,7 +121,12 @@ def train_model(
         if _finished_meanwhile(accelerator, main and _already_trained(
                 model_dir, area, fingerprint, experiment_id if tracked else None)):
             return model_dir
-        state = _resume(area, model_dir, fingerprint, model, optimizer, scheduler)
+        try:
+            state = _resume(area, model_dir, fingerprint, model, optimizer, scheduler)
+        except UserError:  # a damaged checkpoint: the killed run it belongs to ends KILLED
+            if tracked:
+                tracking.end_orphaned_runs(experiment_id, fingerprint)
+            raise
         one_step = _Step(run, data.examples, batches, encoder, knn_table, model,
                          optimizer, scheduler, accelerator)
         if tracked:
