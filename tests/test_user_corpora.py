@@ -284,3 +284,18 @@ def test_non_utf8_text_names_the_files_line_and_byte(tmp_path: Path) -> None:
     source.write_bytes(b"one line\rtwo lines\r\nthree\n")  # text mode's line ends, as before
     assert sample_lines([source], UserCorpusConfig("en", "wiki.txt", "d"), "t") == [
         "one line", "two lines", "three"]
+
+
+def test_a_link_out_of_the_data_folder_is_not_read_as_training_text(tmp_path: Path) -> None:
+    """Issue 53, case 9: a symlink inside data/ pointing outside the project was read as
+    training text (a file data.dvc does not version); the data folder itself may be a link."""
+    outside = _lines(tmp_path / "elsewhere" / "secret.txt", "private text\n")
+    real = tmp_path / "real-data"
+    _lines(real / "corpora" / "wiki" / "a.txt", "some text\n")
+    data = tmp_path / "data"
+    data.symlink_to(real)  # as a worktree links the main checkout's data/
+    assert source_files(data / "corpora" / "wiki", "t", data) == [
+        data / "corpora" / "wiki" / "a.txt"]
+    (real / "corpora" / "wiki" / "b.txt").symlink_to(outside)
+    with pytest.raises(UserError, match=r"b.txt links to .*secret.txt, outside paths.data"):
+        source_files(data / "corpora" / "wiki", "corpora.wiki.train", data)

@@ -39,18 +39,28 @@ from multilab.lab.languages import Language
 _EXTRACTOR_MARKUP = re.compile(r"^</?doc(\s[^>]*)?>$")
 
 
-def source_files(root: Path, where: str) -> list[Path]:
+def source_files(root: Path, where: str, data: Path | None = None) -> list[Path]:
     """The files of a corpus source: the file itself, or a folder's files (recursive,
-    sorted by path, hidden ones skipped); one line naming the path when there are none."""
+    sorted by path, hidden ones skipped); one line naming the path when there are none.
+    With ``data`` (``paths.data``), a file that is a link to somewhere outside it is refused:
+    ``data.dvc`` would not version the text the models are trained on."""
     if root.is_file():
-        return [root]
-    if not root.exists():
+        files = [root]
+    elif not root.exists():
         raise UserError(f"{where} = {root}: no such file or folder (copy the text under "
                         "paths.data and `dvc add data`; multilab never downloads it)")
-    files = sorted(p for p in root.rglob("*") if p.is_file()
-                   and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    else:
+        files = sorted(p for p in root.rglob("*") if p.is_file()
+                       and not any(part.startswith(".") for part in p.relative_to(root).parts))
     if not files:
         raise UserError(f"{where} = {root}: the folder holds no files")
+    if data is not None:
+        home = data.resolve()
+        outside = [p for p in files if not p.resolve().is_relative_to(home)]
+        if outside:
+            raise UserError(f"{where}: {outside[0]} links to {outside[0].resolve()}, outside "
+                            f"paths.data ({home}); copy the text under paths.data (data.dvc "
+                            "versions only what is there) or remove the link")
     return files
 
 
@@ -125,7 +135,8 @@ def user_corpora(cfg: Config, languages: Sequence[Language], text: Sequence[Lang
         corpus = cfg.corpora[lang.edition]
         where = f"corpora.{lang.edition}"
         if lang.edition not in sampled:
-            files = source_files(cfg.paths.data / corpus.train, f"{where}.train")
+            files = source_files(cfg.paths.data / corpus.train, f"{where}.train",
+                                 cfg.paths.data)
             sampled[lang.edition] = sample_lines(files, corpus, f"{where}.train")
         train[lang] = _numbered([lang.text(line) for line in sampled[lang.edition]])
         dev_text[lang] = [lang.text(line) if line else ""
