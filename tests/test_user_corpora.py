@@ -81,6 +81,15 @@ def test_documents_are_cut_into_inputs_not_truncated() -> None:
     assert torch.equal(torch.cat(pieces[0][:3]), torch.arange(300))  # every piece kept
 
 
+def test_the_sentence_cap_counts_inputs_not_lines() -> None:
+    """Issue 53, case 9: train.max_train_sentences cut the lines; one 10 MB line then made
+    19,915 inputs (3.7 GB) on the smoke profile. It now cuts the inputs."""
+    rows = [[torch.arange(100_000)], [torch.arange(10), torch.arange(300)]]
+    pieces = document_pieces(rows, max_length=128, limit=3)
+    assert [[len(p) for p in language] for language in pieces] == [[126, 126, 126],
+                                                                    [10, 126, 126]]
+
+
 def test_corpora_become_verse_tables_with_aligned_dev(tmp_path: Path, capsys) -> None:
     corpora = write_text_corpora(tmp_path / "data")
     settings = _settings(tmp_path, corpora)

@@ -104,6 +104,14 @@ def dictionary_of(cfg: Config, source: int, target: int, tokenizers: list
     src, tgt = study[source], study[target]
     if tgt.edition == src.edition and src.is_edition and tgt.transform in ("fake", "enfake"):
         return [], tgt.transform  # built from the words that have vectors
+    if tgt.edition == src.edition and tgt.is_edition and src.transform == "fake":
+        return [], "fake"  # the same spelling both ways: a copy back to its language
+    if not cfg.verses:  # English + a copy: no verse table, no silver dictionary to induce
+        first = study[0].edition
+        raise UserError(f"mrr {src.key(first)} → {tgt.key(first)}: only a language and its "
+                        f"copy have a dictionary here (valid: --source {first} --target "
+                        f"{study[1].key(first) if len(study) > 1 else 'fake'}, or the reverse "
+                        "of a fake copy)")
     if not cfg.aligned_train:
         raise UserError(
             f"mrr {src.key(study[0].edition)} → {tgt.key(study[0].edition)}: a silver "
