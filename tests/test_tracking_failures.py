@@ -278,3 +278,29 @@ def test_commands_reading_a_model_reach_the_server_before_computing(
     assert err.startswith(f"multilab: error: MLFLOW_TRACKING_URI={dead_server} does not answer")
     assert err.count("\n") == 1 and "training resumes" not in err
     assert list(tmp_path.iterdir()) == []  # no JSON, no figure, no record
+
+
+def test_a_full_disk_under_the_sqlite_store_is_one_line(project: Config, capfd,
+                                                         monkeypatch) -> None:
+    """Issue 53, case 9: a full disk under the local store printed 90 lines (MLflow logs
+    each SQLAlchemy error with its traceback before raising it) before multilab's line."""
+    import sqlite3
+
+    import sqlalchemy.exc
+    import sqlalchemy.orm
+
+    tracking.connect(project.paths, project.experiment)  # the store exists; then the disk fills
+
+    def disk_full(self) -> None:
+        raise sqlalchemy.exc.OperationalError(
+            "UPDATE", {}, sqlite3.OperationalError("database or disk is full"))
+
+    monkeypatch.setattr(sqlalchemy.orm.Session, "commit", disk_full)
+    settings = ["profile=smoke", *(f"paths.{name}={getattr(project.paths, name)}" for name in
+                                   ("data", "artifacts", "reports", "metrics", "mlruns",
+                                    "results"))]
+    capfd.readouterr()
+    assert main(cli_args(settings, "report")) == 2
+    err = capfd.readouterr().err
+    assert err.startswith("multilab: error: database or disk is full; free some space"), err
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -835,6 +835,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.verbose:  # each retry of a dead tracking server: noise before our one line
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+        # MLflow logs every SQLite error with its traceback before raising it (a full disk:
+        # 90 lines before our one); the raised error still says all, and -v shows both
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     end_with_dvc()  # a stage of a DVC run that is stopped (SIGTERM) stops too
     try:
         if args.command in ("train", "evaluate", "variant", "downstream"):
