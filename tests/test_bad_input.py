@@ -124,6 +124,32 @@ def _bad_export(root: Path, built_project: Path) -> None:
                                   + b"".join(lines[5:]))
 
 
+def _damaged_tokenizer(root: Path, built_project: Path) -> None:
+    """A project whose saved (bilingual) tokenizer.json is cut short: a copy, never the
+    session's shared vocabulary."""
+    link_project(built_project, root)
+    vocab = root / "artifacts" / "vocab"
+    vocab.unlink()
+    shutil.copytree(built_project / "artifacts" / "vocab", vocab)
+    saved = vocab / "bilingual" / "tokenizer.json"
+    saved.write_bytes(saved.read_bytes()[:3000])
+
+
+def _damaged_knn_table(root: Path, built_project: Path) -> None:
+    """Spaces of the right vocabulary whose knn.pt is cut short."""
+    from multilab.data.vocab import load_tokenizer, vocabulary_words
+
+    link_project(built_project, root)
+    words = vocabulary_words(load_tokenizer(root / "artifacts" / "vocab"))
+    space = root / "artifacts" / "spaces"
+    space.mkdir()
+    (space / "en.mapped.vec").write_text(f"{len(words)} 2\n"
+                                         + "".join(f"{w} 0 0\n" for w in words))
+    torch.save(torch.zeros(2 * len(words), 5, dtype=torch.long), space / "knn.pt")
+    table = space / "knn.pt"
+    table.write_bytes(table.read_bytes()[:2000])
+
+
 SEED_2_70 = str(2**70)
 
 #: name → (extra --set values, command, fragments the one error line must contain)
@@ -202,6 +228,13 @@ BAD_INPUTS: dict[str, tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]] =
         {}, ("spaces",), ("MLFLOW_TRACKING_URI=http://127.0.0.1:", "does not answer")),
     "tracking server not answering (word-order)": (
         {}, ("word-order",), ("MLFLOW_TRACKING_URI=http://127.0.0.1:", "does not answer")),
+    # issue 53, case 8: a traceback once training had started
+    "damaged bilingual tokenizer.json": (
+        {}, ("train", "--seed", "0"),
+        ("the tokenizer in", "bilingual is damaged", "dvc repro vocab")),
+    "damaged knn.pt": (
+        {}, ("train", "--seed", "0", "-m", "knn-replace"),
+        ("knn.pt is damaged", "dvc repro spaces")),
     "unknown edition for the word order": (
         {"word_order.editions": "[s, x]"}, ("word-order",),
         ("word_order.editions = 'x' (unknown, empty or repeated); valid: 'all' or a list",)),
@@ -224,6 +257,10 @@ def test_bad_input_is_one_clear_line(case: str, built_project: Path, untrained_m
         _bad_corpus(root, built_project, "")
     elif case == "space of another vocabulary":
         _mismatched_space(root, built_project)
+    elif case == "damaged bilingual tokenizer.json":
+        _damaged_tokenizer(root, built_project)
+    elif case == "damaged knn.pt":
+        _damaged_knn_table(root, built_project)
     elif case == "dev corpus shorter than the evaluation":
         _short_dev(root, built_project)
         model = str(_copied_model(untrained_model, tmp_path, "none"))
@@ -353,6 +390,7 @@ def test_disk_full_during_training_is_one_line_and_keeps_the_checkpoint(
     complete = [p.parent.name for p in root.rglob("state.pt")
                 if not p.parent.name.startswith(".tmp-")]  # a partial one is never read
     assert complete == ["checkpoint-1"]
+    assert not list(root.rglob(".tmp-checkpoint-*"))  # issue 53, case 9: it took the space
     assert not list(root.rglob("multilab.json"))
 
 

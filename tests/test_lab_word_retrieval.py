@@ -119,3 +119,18 @@ def test_an_inverted_language_is_read_in_the_order_the_model_saw(trained: Config
     plain = model.bert(**encoder.batch([row], [0]).model_inputs(),
                        output_hidden_states=True).hidden_states[3][0]
     assert torch.allclose(torch.as_tensor(english), plain[1:5].detach(), atol=1e-5)
+
+
+def test_fake_to_english_has_its_exact_dictionary(tmp_path) -> None:
+    """Issue 53, case 9: `mrr --source fake --target 3` read train.txt as a verse table and
+    said "rebuild it"; the copy back to its language is the same exact dictionary."""
+    from multilab.errors import UserError
+    from multilab.evaluation.lab_word_retrieval import dictionary_of
+    from tests.helpers import smoke_config
+
+    cfg = smoke_config(tmp_path)  # languages [3, fake]: nothing built, nothing read
+    assert dictionary_of(cfg, 1, 0, []) == ([], "fake")
+    assert dictionary_of(cfg, 0, 1, []) == ([], "fake")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(UserError, match="only a language and its copy"):
+        dictionary_of(cfg, 0, 0, [])

@@ -151,3 +151,28 @@ def test_modifications_that_cannot_apply(modification: str, languages: list, say
 )
 def test_modifications_that_apply(modification: str, languages: list) -> None:
     check_modification(modification, parse_languages(languages))
+
+
+@pytest.mark.parametrize(("languages", "mode"), [("[3, ot:3]", "joint"), ("[l, ot:l]", "joint"),
+                                                 ("[3, s, ot:s]", "union")])
+def test_an_edition_beside_its_own_other_domain_is_refused_with_a_shared_vocabulary(
+        tmp_path, capsys, languages: str, mode: str) -> None:
+    """Issue 53, case 2: both languages read the same dev verses, so with shared ids an
+    untrained model scored rho0 = rho8 = 1.000, recorded without a word. Refused in one line
+    before anything is built or trained (no corpus, no run, no record); the same list with a
+    separate vocabulary (disjoint ids, as Fake-English has) stays valid."""
+    from multilab.cli import main
+    from tests.helpers import cli_args
+
+    settings = ["profile=smoke", f"languages={languages}", f"vocab.mode={mode}",
+                *(f"paths.{name}={tmp_path / name}" for name in
+                  ("data", "artifacts", "reports", "metrics", "mlruns", "results"))]
+    for command in (["check"], ["corpus", "build"], ["train", "--seed", "0"]):
+        assert main(cli_args(settings, *command)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("multilab: error: languages [") and err.count("\n") == 1, err
+        assert "1.000 by construction" in err and "vocab.mode separate" in err
+    assert list(tmp_path.iterdir()) == []  # nothing built, no store, no record
+    separate = [s if not s.startswith("vocab.mode=") else "vocab.mode=separate"
+                for s in settings]
+    assert main(cli_args(separate, "check")) == 0

@@ -68,6 +68,7 @@ def test_probe_command_writes_json(tiny_model: Path, tmp_path: Path, capsys) -> 
 @pytest.mark.parametrize(("args", "fragment"), [
     (["--languages", "k"], "needs at least two editions"),
     (["--languages", "k,x"], "unknown Bible edition 'x'"),
+    (["--languages", "k,k"], "edition 'k' is listed twice"),  # issue 53, case 8: ValueError
     (["--languages", "k,s", "--layer", "7"], "layer 7: the model has layers 0-2"),
     (["--languages", "k,s", "--verses", "0"], "--verses 0: must be >= 1"),
 ])

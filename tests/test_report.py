@@ -230,3 +230,32 @@ def test_the_variant_is_reported_beside_the_study(tmp_path: Path) -> None:
     build_report(same)
     table = (same.paths.reports / "table1.md").read_text()
     assert "### Variant" not in table and "is the study's row `original`" in table
+
+
+def test_a_report_that_fails_half_way_keeps_the_previous_one(tmp_path: Path, monkeypatch
+                                                             ) -> None:
+    """Issue 53, case 1: the report used to delete its earlier tables, figures and plot data
+    first, then crash (a lost run): a failing report now leaves every earlier file as it
+    was; the earlier report's files it does not write again go only once the new ones exist."""
+    import multilab.reporting.report as report
+
+    cfg = smoke_config(tmp_path, seeds=[0], study=["original"])
+    fake_run(cfg, tracking.connect(cfg.paths, cfg.experiment), "original", 0, 0.6)
+    build_report(cfg)
+    reports = cfg.paths.reports
+    stale = reports / "figures" / "of-an-earlier-study.png"
+    stale.write_bytes(b"png")
+    before = {path: path.read_bytes() for path in reports.rglob("*") if path.is_file()}
+    assert reports / "table1.md" in before and reports / "plots" / "train_loss.csv" in before
+
+    def lost_run(*args, **kwargs):
+        raise RuntimeError("run not found")
+
+    monkeypatch.setattr(report, "write_plot_data", lost_run)  # the report's last writer
+    with pytest.raises(RuntimeError, match="run not found"):
+        build_report(cfg)
+    assert {path: path.read_bytes() for path in reports.rglob("*") if path.is_file()} == before
+    monkeypatch.undo()
+    build_report(cfg)
+    assert not stale.exists() and (reports / "table1.md").exists()
+    assert "of-an-earlier-study" not in (reports / "table1.md").read_text()

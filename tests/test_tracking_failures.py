@@ -6,6 +6,9 @@ from the model directory. The real ``mlflow server`` tests are in test_tracking_
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
+import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +26,17 @@ from multilab.evaluation.evaluate import evaluate_and_record
 from multilab.resolve import resolve_run
 from multilab.tracking.store import point_at
 from multilab.training.train import train_model
-from tests.helpers import PARAMS, free_port, link_project, smoke_config
+from tests.helpers import (
+    BIN,
+    LAUNCH_TIMEOUT,
+    PARAMS,
+    cli_args,
+    free_port,
+    link_project,
+    one_torch_thread,
+    smoke_config,
+    subprocess_env,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -143,8 +156,9 @@ def _short_project(built_project: Path, root: Path) -> Config:
 
 def test_a_model_whose_run_the_store_lost_gets_it_back(built_project: Path, tmp_path: Path,
                                                        capsys) -> None:
-    """mlruns/ lost after training (here: a fresh store): train still skips the finished
-    model, report says what to do in one line, evaluate re-creates the run from
+    """mlruns/ lost after training (here: a fresh store) with the evaluation JSON: train
+    still skips the finished model, report says what to do in one line, evaluate re-creates
+    the run from
     multilab.json and train_log.csv (once), and report works again."""
     cfg = _short_project(built_project, tmp_path / "project")
     experiment = tracking.connect(cfg.paths, cfg.experiment)
@@ -158,8 +172,10 @@ def test_a_model_whose_run_the_store_lost_gets_it_back(built_project: Path, tmp_
     common = ["--params", str(PARAMS), "--set=profile=smoke", "--set=seeds=[0]",
               "--set=study=[original]", "--set=train.epochs=1",
               "--set=train.max_train_sentences=64", "--set=train.eval_points=[]", *settings]
+    evaluation = cfg.paths.eval_file("original", 0)  # gone too: report cannot restore it
+    evaluation.rename(evaluation.with_suffix(".moved"))
     assert main([*common, "report"]) == 2
-    assert "no finished, evaluated runs" in capsys.readouterr().err
+    assert "`multilab evaluate <model dir>`" in capsys.readouterr().err
     assert main([*common, "train", "--seed", "0"]) == 0  # already trained: skipped
 
     first = evaluate_and_record(cfg, model_dir)["run_id"]
@@ -190,3 +206,101 @@ def test_a_resume_whose_run_the_store_lost_continues_in_a_new_run(built_project:
     runs = tracking.search_runs(cfg.paths, cfg.experiment)
     assert runs["status"].tolist() == ["FINISHED"]
     assert runs.iloc[0][f"tags.{tracking.RESTORED_TAG}"] == lost
+
+
+@pytest.mark.slow
+def test_after_losing_mlruns_one_report_command_restores_runs_and_report(
+        built_project: Path, tmp_path: Path) -> None:
+    """Issue 53, case 1: `rm -rf mlruns`, then `multilab report` in a fresh process (no
+    client cache of the old store) re-creates the run from multilab.json, train_log.csv and
+    the evaluation JSON, and writes the same Table 1 with its figures; nothing retrained,
+    the model directory unchanged. It used to say "no finished runs" (and, after the
+    documented `evaluate`, crash on the lost run id after deleting the earlier report)."""
+    cfg = _short_project(built_project, tmp_path / "project")
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    with one_torch_thread():
+        model_dir = train_model(resolve_run(cfg, "original", 0), experiment_id=experiment,
+                                progress=False)
+        lost = evaluate_and_record(cfg, model_dir)["run_id"]
+    settings = [f"paths.{name}={getattr(cfg.paths, name)}" for name in
+                ("data", "artifacts", "reports", "metrics", "mlruns", "results")]
+    settings += ["profile=smoke", "seeds=[0]", "study=[original]", "train.epochs=1",
+                 "train.max_train_sentences=64", "train.eval_points=[]",
+                 "train.checkpoint_every=1"]
+    assert main(cli_args(settings, "report")) == 0
+    table = (cfg.paths.reports / "table1.csv").read_text()
+    model_files = {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file()}
+
+    shutil.rmtree(cfg.paths.mlruns)
+    done = subprocess.run([str(BIN / "multilab"), *cli_args(settings, "report")],
+                          capture_output=True, text=True, env=subprocess_env(),
+                          cwd=tmp_path, timeout=LAUNCH_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (cfg.paths.reports / "table1.csv").read_text() == table  # the same numbers
+    assert (cfg.paths.figures / "original-seed0-positions.png").exists()
+    # the new store read directly: this process's MLflow still holds the deleted database open
+    with sqlite3.connect(cfg.paths.mlruns / "mlflow.db") as store:
+        runs = store.execute("SELECT run_uuid, status FROM runs WHERE name != 'original'"
+                             ).fetchall()
+        assert [status for _, status in runs] == ["FINISHED"]
+        tags = dict(store.execute("SELECT key, value FROM tags WHERE run_uuid = ?",
+                                  (runs[0][0],)).fetchall())
+    assert tags[tracking.RESTORED_TAG] == lost and tags["evaluated"] == "true"
+    assert {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file()} == model_files
+
+
+@pytest.mark.parametrize(("command", "module", "compute"), [
+    (["translate", "--source", "3", "--target", "fake"], "token_translation",
+     "token_translation"),
+    (["mrr", "--source", "3", "--target", "fake"], "lab_word_retrieval", "lab_word_retrieval"),
+    (["model-order", "--source", "3", "--target", "fake"], "model_word_order",
+     "model_word_order"),
+])
+def test_commands_reading_a_model_reach_the_server_before_computing(
+        dead_server: str, tmp_path: Path, capsys, monkeypatch, command: list[str], module: str,
+        compute: str) -> None:
+    """Issue 53, case 7: mrr, translate and model-order computed for 29-45 s, wrote their
+    JSON and figures, then exited 2 saying "a training resumes…". Now the server is asked
+    first: one line naming the variable, nothing computed, nothing written."""
+    import importlib
+
+    def computed(*args, **kwargs):
+        raise AssertionError("computed before reaching the tracking server")
+
+    monkeypatch.setattr(importlib.import_module(f"multilab.evaluation.{module}"), compute,
+                        computed)
+    settings = ["profile=smoke", *(f"paths.{name}={tmp_path / name}" for name in
+                                   ("data", "artifacts", "reports", "metrics", "mlruns",
+                                    "results"))]
+    model_dir = tmp_path / "artifacts" / "models" / "original" / "seed0"
+    assert main(cli_args(settings, command[0], str(model_dir), *command[1:])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"multilab: error: MLFLOW_TRACKING_URI={dead_server} does not answer")
+    assert err.count("\n") == 1 and "training resumes" not in err
+    assert list(tmp_path.iterdir()) == []  # no JSON, no figure, no record
+
+
+def test_a_full_disk_under_the_sqlite_store_is_one_line(project: Config, capfd,
+                                                         monkeypatch) -> None:
+    """Issue 53, case 9: a full disk under the local store printed 90 lines (MLflow logs
+    each SQLAlchemy error with its traceback before raising it) before multilab's line."""
+    import sqlite3
+
+    import sqlalchemy.exc
+    import sqlalchemy.orm
+
+    tracking.connect(project.paths, project.experiment)  # the store exists; then the disk fills
+
+    def disk_full(self) -> None:
+        raise sqlalchemy.exc.OperationalError(
+            "UPDATE", {}, sqlite3.OperationalError("database or disk is full"))
+
+    monkeypatch.setattr(sqlalchemy.orm.Session, "commit", disk_full)
+    settings = ["profile=smoke", *(f"paths.{name}={getattr(project.paths, name)}" for name in
+                                   ("data", "artifacts", "reports", "metrics", "mlruns",
+                                    "results"))]
+    capfd.readouterr()
+    assert main(cli_args(settings, "report")) == 2
+    err = capfd.readouterr().err
+    assert err.startswith("multilab: error: database or disk is full; free some space"), err
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -12,6 +12,7 @@ docs/RELIABILITY.md ("Round 2: training side") lists the cases and their outcome
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
@@ -294,20 +295,7 @@ def _dvc_env() -> dict[str, str]:
 def _kill_training_after(session: int, area: Path, step: int) -> None:
     """SIGKILL the ``multilab train`` that ``dvc exp run`` started (as the OOM killer or a
     user would) once checkpoint ``step`` is complete."""
-    deadline = time.monotonic() + LAUNCH_TIMEOUT
-    while max(checkpoint_steps(area), default=0) < step:
-        assert time.monotonic() < deadline, f"no checkpoint {step} in {LAUNCH_TIMEOUT}s"
-        time.sleep(0.05)
-    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if os.getsid(pid) == session and b"train" in command and any(
-                    part.endswith(b"multilab") for part in command):
-                os.kill(pid, signal.SIGKILL)
-                return
-        except (OSError, ProcessLookupError):
-            continue
-    pytest.fail("the training process of dvc exp run was not found")
+    os.kill(_training_of(session, area, step), signal.SIGKILL)
 
 
 @slow
@@ -350,3 +338,150 @@ def test_checkpoint_inside_the_model_directory_still_resumes(project: Config, tm
     assert "from step 2" in caplog.text
     assert read_done(run.model_dir)["steps"] == 4 and not legacy.exists()
     assert run_statuses(cfg) == ["FINISHED"]
+
+
+def test_a_model_finished_by_a_concurrent_train_is_not_trained_again(
+        project: Config, tmp_path: Path, capsys, monkeypatch) -> None:
+    """Issue 53, case 4: "already trained?" was asked only before the lock; a concurrent
+    `train` of the same model that finished in between (here: the first answer is forced to
+    "not yet", as it was when asked) made this one retrain from step 0, replace the model
+    and leave a second FINISHED run. Now it is asked again under the lock: nothing retrained."""
+    import multilab.training.train as train
+
+    settings, model_dir = _trained(tmp_path, capsys)
+    cfg = config_of(settings)
+    files = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in model_dir.iterdir()}
+    runs = tracking.search_runs(cfg.paths, cfg.experiment)["run_id"].tolist()
+    real = train._already_trained
+    asked: list[tuple] = []
+
+    def not_yet_at_first(*args: object) -> bool:  # the other training still ran then
+        asked.append(args)
+        return False if len(asked) == 1 else real(*args)
+
+    monkeypatch.setattr(train, "_already_trained", not_yet_at_first)
+    assert main(cli_args(settings, "train", "--seed", "0")) == 0
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in model_dir.iterdir()} == files
+    after = tracking.search_runs(cfg.paths, cfg.experiment)
+    assert after["run_id"].tolist() == runs and set(after["status"]) == {"FINISHED"}
+    assert len(asked) == 2  # before the lock and under it
+
+
+# --------------------------------------------------------------------------- issue 53, case 5
+
+LIFELINE_CHILD = """
+import os, sys, time
+from multilab.lifeline import end_with_dvc
+end_with_dvc({"DVC_STAGE": "train@0"}, interval=0.1)
+print(os.getpid(), flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+LIFELINE_PARENT = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]])
+child.wait()
+"""
+
+
+def _ended(pid: int, timeout: float) -> bool:
+    """Whether ``pid`` (not our child: it cannot be waited for) ends, or is a zombie, in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_stage_command_ends_when_its_dvc_process_is_terminated() -> None:
+    """SIGTERM to DVC's pid ends DVC alone; a command it ran as a stage (DVC_STAGE set) now
+    notices its parent is gone and sends itself SIGTERM (here a stand-in that sleeps)."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", LIFELINE_PARENT, LIFELINE_CHILD, str(LAUNCH_TIMEOUT)],
+        stdout=subprocess.PIPE, text=True, env=subprocess_env() | {
+            "PYTHONPATH": str(ROOT / "src")}, start_new_session=True)
+    try:
+        ready, _, _ = select.select([parent.stdout], [], [], LAUNCH_TIMEOUT)
+        assert ready
+        child = int(parent.stdout.readline())
+        parent.send_signal(signal.SIGTERM)  # the parent only, as `kill <dvc pid>` does
+        assert parent.wait(timeout=60) == -signal.SIGTERM
+        assert _ended(child, 60), "the stage command outlived its DVC process"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(parent.pid, signal.SIGKILL)
+        parent.stdout.close()
+
+
+@slow
+def test_sigterm_to_dvc_repro_reaches_the_training(built_project: Path, tmp_path: Path
+                                                   ) -> None:
+    """Issue 53, case 5: `kill <pid of dvc repro>` left `multilab train` running as an orphan
+    holding train.lock, and the next `dvc repro` was refused until it ended. Now the training
+    ends too (run KILLED, checkpoint kept) and the next `dvc repro` resumes it to FINISHED."""
+    repo = _dvc_repo(built_project, tmp_path)
+    cfg = load_config(repo / "params.yaml", {"paths": {"artifacts": str(repo / "artifacts"),
+                                                      "mlruns": str(repo / "mlruns"),
+                                                      "results": str(repo / "results")}})
+    run = resolve_run(cfg, "original", 0)
+    area = run_checkpoint_area(run)
+    log = tmp_path / "repro.log"
+    with log.open("w") as out:
+        first = subprocess.Popen([DVC, "repro"], cwd=repo, env=_dvc_env(), stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        training = _training_of(first.pid, area, 2)
+        first.send_signal(signal.SIGTERM)  # DVC alone, not its process group
+        first.wait(timeout=LAUNCH_TIMEOUT)
+        assert _ended(training, LAUNCH_TIMEOUT), "multilab train outlived dvc repro"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(first.pid, signal.SIGKILL)
+    assert run_statuses(cfg) == ["KILLED"]
+    assert max(checkpoint_steps(area)) >= 2 and not run.model_dir.joinpath(DONE_FILE).exists()
+    second = subprocess.run([DVC, "repro"], cwd=repo, env=_dvc_env(), text=True,
+                            capture_output=True, timeout=LAUNCH_TIMEOUT)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert read_done(run.model_dir)["steps"] == STEPS
+    assert run_statuses(cfg) == ["FINISHED"]  # the same run, resumed
+
+
+def _training_of(session: int, area: Path, step: int) -> int:
+    """The pid of the ``multilab train`` of DVC's session, once checkpoint ``step`` exists."""
+    deadline = time.monotonic() + LAUNCH_TIMEOUT
+    while max(checkpoint_steps(area), default=0) < step:
+        assert time.monotonic() < deadline, f"no checkpoint {step} in {LAUNCH_TIMEOUT}s"
+        time.sleep(0.05)
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if os.getsid(pid) == session and b"train" in command and any(
+                    part.endswith(b"multilab") for part in command):
+                return pid
+        except (OSError, ProcessLookupError):
+            continue
+    pytest.fail("the training process of DVC was not found")
+
+
+def test_a_refused_damaged_checkpoint_ends_the_killed_run_it_belongs_to(
+        project: Config, tmp_path: Path, capsys) -> None:
+    """Issue 53, case 9: a training SIGKILLed earlier left its run RUNNING; the next `train`
+    refused the damaged checkpoint (rightly) but left that run RUNNING. It now ends KILLED."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.helpers import dead_pid
+
+    settings, cfg, run = _stopped_after_two_steps(tmp_path)
+    (run_id,) = tracking.search_runs(cfg.paths, cfg.experiment)["run_id"]
+    client = MlflowClient(tracking.tracking_uri(cfg.paths))
+    client.update_run(run_id, status="RUNNING")  # as a SIGKILL leaves it
+    client.set_tag(run_id, tracking.PID_TAG, str(dead_pid()))
+    _overwrite_middle(run_checkpoint_area(run) / f"{CHECKPOINT_PREFIX}2" / "state.pt")
+    capsys.readouterr()
+    assert main(cli_args(settings, "train", "--seed", "0")) == 2
+    assert "damaged" in _one_error_line(capsys)
+    assert run_statuses(cfg) == ["KILLED"]

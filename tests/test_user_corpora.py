@@ -12,7 +12,7 @@ import torch
 from multilab.cli import main
 from multilab.config import UserCorpusConfig
 from multilab.data.layout import read_verse_table
-from multilab.data.user_corpora import sample_lines, source_files
+from multilab.data.user_corpora import dev_lines, sample_lines, source_files
 from multilab.errors import UserError
 from multilab.resolve import resolve_run
 from multilab.training.training_data import document_pieces
@@ -79,6 +79,15 @@ def test_documents_are_cut_into_inputs_not_truncated() -> None:
     assert [[len(p) for p in language] for language in pieces] == [[126, 126, 48, 5],
                                                                     [10, 0, 0, 0]]
     assert torch.equal(torch.cat(pieces[0][:3]), torch.arange(300))  # every piece kept
+
+
+def test_the_sentence_cap_counts_inputs_not_lines() -> None:
+    """Issue 53, case 9: train.max_train_sentences cut the lines; one 10 MB line then made
+    19,915 inputs (3.7 GB) on the smoke profile. It now cuts the inputs."""
+    rows = [[torch.arange(100_000)], [torch.arange(10), torch.arange(300)]]
+    pieces = document_pieces(rows, max_length=128, limit=3)
+    assert [[len(p) for p in language] for language in pieces] == [[126, 126, 126],
+                                                                    [10, 126, 126]]
 
 
 def test_corpora_become_verse_tables_with_aligned_dev(tmp_path: Path, capsys) -> None:
@@ -217,3 +226,85 @@ def test_real_profile_holds_seed_000_section_5_settings() -> None:
     settings = cfg.downstream
     assert (settings.task, settings.epochs, settings.batch_size, settings.lr) == (
         "xnli", 3, 32, 2e-5)
+
+
+def test_xnli_dev_never_overwrites_a_users_file_unless_forced(tmp_path: Path, capsys) -> None:
+    """Issue 53, case 3: `corpus xnli-dev` wrote over whatever was at a dev path (the user's
+    2,000-line training file became 600 XNLI lines, exit 0). A dev file holding other text
+    is now refused, all of them before any is written; `--force` overwrites; a file that
+    already holds XNLI's lines is left as it is (the command can be run again)."""
+    corpora = write_text_corpora(tmp_path / "data")  # dev files of the user's own already
+    xnli = write_xnli_fixture(tmp_path / "data" / "xnli", pairs=9)
+    settings = _settings(tmp_path, corpora, **{"downstream.task": "xnli",
+                                               "downstream.task_path": xnli})
+    devs = [tmp_path / "data" / fields["dev"] for fields in corpora.values()]
+    (tmp_path / "data" / corpora["wiki-hi"]["dev"]).unlink()  # one of them not there yet
+    before = {path: path.read_bytes() for path in devs if path.exists()}
+    capsys.readouterr()
+    assert main(cli_args(settings, "corpus", "xnli-dev")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("multilab: error: ") and err.count("\n") == 1 and "--force" in err
+    assert {path: path.read_bytes() for path in devs if path.exists()} == before  # untouched
+    assert not devs[2].exists()
+
+    assert main(cli_args(settings, "corpus", "xnli-dev", "--force")) == 0
+    written = {path: path.read_bytes() for path in devs}
+    assert all(written[path] != text for path, text in before.items())
+    assert main(cli_args(settings, "corpus", "xnli-dev")) == 0  # the same lines: no refusal
+    assert {path: path.read_bytes() for path in devs} == written
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"wiki-de": {"dev": "corpora/dev.en.txt"}}, "is also corpora.wiki-en.dev"),
+    ({"wiki-de": {"dev": "corpora/wiki-de/wiki.txt"}}, "is corpora.wiki-de.train"),
+    ({"wiki-hi": {"dev": "corpora/wiki-en/AA/dev.txt"}}, "is corpora.wiki-en.train (inside it)"),
+])
+def test_corpora_sharing_a_dev_file_are_refused_by_check(tmp_path: Path, capsys, change: dict,
+                                                         says: str) -> None:
+    """Issue 53, case 3: two corpora with one dev path (or a dev path that is a training
+    text) passed `check` and `corpus build`, and one overwrote the other."""
+    corpora = write_text_corpora(tmp_path / "data")
+    for name, fields in change.items():
+        corpora[name] |= fields
+    files = {p: p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()}
+    capsys.readouterr()
+    for command in (["check"], ["corpus", "build"]):
+        assert main(cli_args(_settings(tmp_path, corpora), *command)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("multilab: error: ") and err.count("\n") == 1 and says in err, err
+    assert {p: p.read_bytes() for p in (tmp_path / "data").rglob("*") if p.is_file()} == files
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_non_utf8_text_names_the_files_line_and_byte(tmp_path: Path) -> None:
+    """Issue 53, case 9: the error gave the byte inside the reader's chunk (wrong past the
+    first 8 KiB) and no line number."""
+    first = "a first line of text " * 600 + "\n"  # past the text reader's chunk
+    source = tmp_path / "wiki.txt"
+    source.write_bytes(first.encode() + b"second line\r\nthird \xff line\n")
+    with pytest.raises(UserError) as err:
+        sample_lines([source], UserCorpusConfig("en", "wiki.txt", "d"), "corpora.x.train")
+    where = len(first.encode()) + len(b"second line\r\nthird ")
+    assert f"(line 3, byte {where}: invalid start byte)" in str(err.value)
+    dev = tmp_path / "dev.txt"
+    dev.write_bytes(b"one\ntwo \xfe\n")
+    with pytest.raises(UserError, match=r"\(line 2, byte 8: invalid start byte\)"):
+        dev_lines(dev, "corpora.x.dev")
+    source.write_bytes(b"one line\rtwo lines\r\nthree\n")  # text mode's line ends, as before
+    assert sample_lines([source], UserCorpusConfig("en", "wiki.txt", "d"), "t") == [
+        "one line", "two lines", "three"]
+
+
+def test_a_link_out_of_the_data_folder_is_not_read_as_training_text(tmp_path: Path) -> None:
+    """Issue 53, case 9: a symlink inside data/ pointing outside the project was read as
+    training text (a file data.dvc does not version); the data folder itself may be a link."""
+    outside = _lines(tmp_path / "elsewhere" / "secret.txt", "private text\n")
+    real = tmp_path / "real-data"
+    _lines(real / "corpora" / "wiki" / "a.txt", "some text\n")
+    data = tmp_path / "data"
+    data.symlink_to(real)  # as a worktree links the main checkout's data/
+    assert source_files(data / "corpora" / "wiki", "t", data) == [
+        data / "corpora" / "wiki" / "a.txt"]
+    (real / "corpora" / "wiki" / "b.txt").symlink_to(outside)
+    with pytest.raises(UserError, match=r"b.txt links to .*secret.txt, outside paths.data"):
+        source_files(data / "corpora" / "wiki", "corpora.wiki.train", data)

@@ -21,6 +21,7 @@ from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
 from multilab.files import write_json, write_text
 from multilab.lab.modifications import PAPER_IDS, describe
+from multilab.lifeline import end_with_dvc
 from multilab.threads import choose_threads, configure_threads, usable_cores
 
 log = logging.getLogger("multilab")
@@ -51,7 +52,7 @@ def cmd_corpus(args: argparse.Namespace) -> None:
     if args.action == "xnli-dev":  # the parallel dev text of user corpora (docs/GPU.md)
         from multilab.data.user_corpora import xnli_dev_text
 
-        for path, count in xnli_dev_text(cfg).items():
+        for path, count in xnli_dev_text(cfg, force=args.force).items():
             print(f"wrote {path}: {count} lines")
         return
     if cfg.verses and args.action in ("build", "stats"):
@@ -220,6 +221,10 @@ def _editions_and_verses(cfg: Config, text: str, pair: bool = False
                         "e.g. 3,l")
     for code in editions:
         check_edition(code)
+    twice = [code for code in dict.fromkeys(editions) if editions.count(code) > 1]
+    if twice and not pair:  # a pair may be one edition (two models' vectors of it)
+        raise UserError(f"--languages {text}: edition {twice[0]!r} is listed twice; name each "
+                        "edition once, e.g. 3,s,i")
     return editions, {code: read_edition(code, cfg.paths.data)
                       for code in dict.fromkeys(editions)}
 
@@ -766,6 +771,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="xnli-dev: write each user corpus's dev file from XNLI's parallel dev "
                         "split (downstream.task_path)")
     p.add_argument("--edition", action="append", help="edition code (repeatable): export, editions")
+    p.add_argument("--force", action="store_true",
+                   help="xnli-dev: overwrite a dev file that holds other text")
     p.set_defaults(func=cmd_corpus)
 
     add("vocab", help="train the WordPiece vocabulary").set_defaults(func=cmd_vocab)
@@ -936,6 +943,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.verbose:  # each retry of a dead tracking server: noise before our one line
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+        # MLflow logs every SQLite error with its traceback before raising it (a full disk:
+        # 90 lines before our one); the raised error still says all, and -v shows both
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+    end_with_dvc()  # a stage of a DVC run that is stopped (SIGTERM) stops too
     try:
         if args.command in ("train", "evaluate", "variant", "downstream"):
             claim_gpu()  # several GPUs: one per process, before CUDA starts (devices.py)

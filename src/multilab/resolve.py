@@ -21,12 +21,13 @@ from __future__ import annotations
 import copy
 import difflib
 import math
+import os
 import re
 import types
 import typing
 from collections.abc import Iterable
 from dataclasses import fields, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -427,7 +428,28 @@ def _check_corpora(value: Any) -> dict[str, UserCorpusConfig]:
             raise UserError(f"{where}: sentences = {corpus.sentences} and bytes = "
                             f"{corpus.bytes}; give one of them (or neither: every line)")
         corpora[name] = corpus
+    _check_corpus_paths(corpora)
     return corpora
+
+
+def _check_corpus_paths(corpora: dict[str, UserCorpusConfig]) -> None:
+    """No two corpora share a dev file, and no dev file is (or lies inside) a corpus's train
+    text: `corpus xnli-dev` writes every dev file, and one corpus's would overwrite the
+    other's or the training text (issue 53)."""
+    seen: dict[PurePosixPath, str] = {}
+    trains = {name: PurePosixPath(os.path.normpath(c.train)) for name, c in corpora.items()}
+    for name, corpus in corpora.items():
+        dev = PurePosixPath(os.path.normpath(corpus.dev))
+        if dev in seen:
+            raise UserError(f"corpora.{name}.dev = {corpus.dev!r} is also corpora.{seen[dev]}"
+                            ".dev; each corpus needs a dev file of its own (line i the same "
+                            "sentence in each), e.g. corpora/dev.<iso>.txt")
+        seen[dev] = name
+        for other, train in trains.items():
+            if dev == train or train in dev.parents:
+                raise UserError(f"corpora.{name}.dev = {corpus.dev!r} is corpora.{other}"
+                                f".train{'' if dev == train else ' (inside it)'}; the dev "
+                                "text must be a file apart from every train text")
 
 
 def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = None) -> Config:
@@ -543,6 +565,9 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
             "one vocabulary and its id-shifted copy (valid: separate, or e.g. languages "
             "[3, s, i])"
         )
+    if vocab.shared:
+        _check_own_domain_pairs(languages, {name: c.iso for name, c in corpora.items()},
+                                vocab.mode)
     downstream = _build(DownstreamConfig, merged.get("downstream"), "downstream")
     if downstream.max_length > train.max_length:
         raise UserError(
@@ -687,6 +712,25 @@ def _reshaped(cfg: Config, model: ModelConfig, recipe: mods.Recipe, modification
             f"evaluate.layers = {list(cfg.evaluate.layers)} asks for layer {deepest}; "
             f"valid: evaluate.layers = all (each model its own), or layers <= {layers}")
     return reshaped
+
+
+def _check_own_domain_pairs(languages: tuple[str, ...], corpora: dict[str, str],
+                            mode: str) -> None:
+    """Refuse an edition beside its own other-domain transform (``[3, ot:3]``) under a shared
+    vocabulary. Both are evaluated (and tested downstream) on the same dev verses of the same
+    edition, so with shared ids their inputs are identical: every cross-language score is
+    1.000 by construction, an untrained model's too. Under ``separate`` the copy has ids of
+    its own (as Fake-English has), and the measurement means something."""
+    parsed = langs.parse_languages(languages, corpora=corpora)
+    first = parsed[0].edition
+    for language in parsed:
+        if language.other_domain and langs.Language(language.edition) in parsed:
+            raise UserError(
+                f"languages [{', '.join(languages)}] lists {language.edition!r} and "
+                f"{language.key(first)!r}: both are evaluated on the same dev verses, so with "
+                f"vocab.mode {mode!r} their inputs are identical and every score between them "
+                "is 1.000 by construction; use vocab.mode separate, or the transform of "
+                f"another edition (e.g. [{language.edition}, ot:<other code>])")
 
 
 def _check_task(downstream: DownstreamConfig) -> None:

@@ -39,33 +39,48 @@ from multilab.lab.languages import Language
 _EXTRACTOR_MARKUP = re.compile(r"^</?doc(\s[^>]*)?>$")
 
 
-def source_files(root: Path, where: str) -> list[Path]:
+def source_files(root: Path, where: str, data: Path | None = None) -> list[Path]:
     """The files of a corpus source: the file itself, or a folder's files (recursive,
-    sorted by path, hidden ones skipped); one line naming the path when there are none."""
+    sorted by path, hidden ones skipped); one line naming the path when there are none.
+    With ``data`` (``paths.data``), a file that is a link to somewhere outside it is refused:
+    ``data.dvc`` would not version the text the models are trained on."""
     if root.is_file():
-        return [root]
-    if not root.exists():
+        files = [root]
+    elif not root.exists():
         raise UserError(f"{where} = {root}: no such file or folder (copy the text under "
                         "paths.data and `dvc add data`; multilab never downloads it)")
-    files = sorted(p for p in root.rglob("*") if p.is_file()
-                   and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    else:
+        files = sorted(p for p in root.rglob("*") if p.is_file()
+                       and not any(part.startswith(".") for part in p.relative_to(root).parts))
     if not files:
         raise UserError(f"{where} = {root}: the folder holds no files")
+    if data is not None:
+        home = data.resolve()
+        outside = [p for p in files if not p.resolve().is_relative_to(home)]
+        if outside:
+            raise UserError(f"{where}: {outside[0]} links to {outside[0].resolve()}, outside "
+                            f"paths.data ({home}); copy the text under paths.data (data.dvc "
+                            "versions only what is there) or remove the link")
     return files
 
 
 def _lines(files: Sequence[Path], where: str) -> Iterator[str]:
     """The kept lines of the files, cleaned (module docstring), in order."""
     for path in files:
-        try:
-            with path.open(encoding="utf-8") as handle:
-                for raw in handle:
+        with path.open("rb") as handle:  # bytes: the error names the file's line and byte
+            offset = 0
+            for number, data in enumerate(handle, 1):
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise UserError(f"{where}: {path} is not UTF-8 text (line {number}, byte "
+                                    f"{offset + err.start}: {err.reason})") from None
+                offset += len(data)
+                # the line ends of text mode (universal newlines): \n, \r\n and a lone \r
+                for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
                     line = squeeze_spaces(raw)
                     if line and not _EXTRACTOR_MARKUP.match(line) and has_text(line):
                         yield line
-        except UnicodeDecodeError as err:
-            raise UserError(f"{where}: {path} is not UTF-8 text (byte {err.start}: "
-                            f"{err.reason})") from None
 
 
 def sample_lines(files: Sequence[Path], corpus: UserCorpusConfig, where: str) -> list[str]:
@@ -90,11 +105,14 @@ def dev_lines(path: Path, where: str) -> list[str]:
     if not path.is_file():
         raise UserError(f"{where} = {path}: no such file (parallel text, one sentence a line, "
                         "line i the same sentence in every corpus)")
+    data = path.read_bytes()
     try:
-        return [squeeze_spaces(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise UserError(f"{where}: {path} is not UTF-8 text (byte {err.start}: {err.reason})"
-                        ) from None
+        line = data.count(b"\n", 0, err.start) + 1
+        raise UserError(f"{where}: {path} is not UTF-8 text (line {line}, byte {err.start}: "
+                        f"{err.reason})") from None
+    return [squeeze_spaces(line) for line in text.splitlines()]
 
 
 def _numbered(lines: Sequence[str]) -> list[Verse]:
@@ -117,7 +135,8 @@ def user_corpora(cfg: Config, languages: Sequence[Language], text: Sequence[Lang
         corpus = cfg.corpora[lang.edition]
         where = f"corpora.{lang.edition}"
         if lang.edition not in sampled:
-            files = source_files(cfg.paths.data / corpus.train, f"{where}.train")
+            files = source_files(cfg.paths.data / corpus.train, f"{where}.train",
+                                 cfg.paths.data)
             sampled[lang.edition] = sample_lines(files, corpus, f"{where}.train")
         train[lang] = _numbered([lang.text(line) for line in sampled[lang.edition]])
         dev_text[lang] = [lang.text(line) if line else ""
@@ -139,7 +158,7 @@ def user_corpora(cfg: Config, languages: Sequence[Language], text: Sequence[Lang
     return train, dev
 
 
-def xnli_dev_text(cfg: Config) -> dict[Path, int]:
+def xnli_dev_text(cfg: Config, force: bool = False) -> dict[Path, int]:
     """Write each user corpus's ``dev`` file from XNLI's dev split (``downstream.task_path``):
     XNLI's dev sentences are translations of each other in all 15 languages, the parallel
     text the evaluation stage needs. Lines: each pair's premise (once: a premise has three
@@ -148,7 +167,9 @@ def xnli_dev_text(cfg: Config) -> dict[Path, int]:
     lines written.
 
     Everything is read and checked before the first file is written (one line: no user
-    corpus in ``languages``, no XNLI folder, a language XNLI lacks)."""
+    corpus in ``languages``, no XNLI folder, a language XNLI lacks, a dev path holding other
+    text: a user's file is overwritten only with ``force``; one that already holds these
+    lines is left as it is)."""
     from multilab.data import xnli
     from multilab.files import write_text
 
@@ -157,8 +178,8 @@ def xnli_dev_text(cfg: Config) -> dict[Path, int]:
         raise UserError(f"languages [{', '.join(cfg.languages)}] has no user corpus; list the "
                         "`corpora:` names in languages (docs/GPU.md)")
     if cfg.downstream.task_path is None:
-        raise UserError("downstream.task_path is null; set it to the folder holding "
-                        f"{xnli.LAYOUT}")
+        raise UserError("downstream.task_path is null; set downstream.task=xnli and "
+                        f"downstream.task_path to the folder holding {xnli.LAYOUT}")
     root = Path(cfg.downstream.task_path)
     path = root / xnli.EVAL_FILES["dev"]
     if not path.is_file():
@@ -179,9 +200,17 @@ def xnli_dev_text(cfg: Config) -> dict[Path, int]:
         for column in columns:
             for iso in isos:
                 lines[iso].append(squeeze_spaces(rows[iso][pair][column]))
+    texts = {cfg.paths.data / cfg.corpora[lang.edition].dev: (iso, "".join(
+        line + "\n" for line in lines[iso])) for lang, iso in zip(languages, isos, strict=True)}
+    for target, (_, text) in texts.items():
+        if target.is_dir() or (target.exists() and not force
+                               and target.read_bytes() != text.encode("utf-8")):
+            raise UserError(f"{target} exists and holds other text; it is a corpus's dev path "
+                            "(corpora.<name>.dev), so `corpus xnli-dev` would replace it: move "
+                            "it away, point dev elsewhere, or run `multilab corpus xnli-dev "
+                            "--force` to overwrite it (nothing was written)")
     written = {}
-    for lang, iso in zip(languages, isos, strict=True):
-        target = cfg.paths.data / cfg.corpora[lang.edition].dev
-        write_text(target, "".join(line + "\n" for line in lines[iso]))
+    for target, (iso, text) in texts.items():
+        write_text(target, text)
         written[target] = len(lines[iso])
     return written

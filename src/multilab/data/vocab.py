@@ -146,7 +146,12 @@ def load_tokenizer(vocab_dir: Path, which: str = ENGLISH_DIR) -> PreTrainedToken
     path = vocab_dir / which
     if not (path / "tokenizer.json").exists():
         raise UserError(f"tokenizer not found in {path}; run `dvc repro vocab` first")
-    return AutoTokenizer.from_pretrained(str(path))
+    try:
+        return AutoTokenizer.from_pretrained(str(path))
+    except Exception as err:  # JSON, the tokenizers library's parser or the OS: damaged
+        raise UserError(f"the tokenizer in {path} is damaged ({type(err).__name__}: "
+                        f"{' '.join(str(err).split())[:160]}); rebuild it with `dvc repro "
+                        "vocab` (or `multilab vocab`)") from err
 
 
 def vocabulary_words(tokenizer: PreTrainedTokenizerBase) -> list[str]:

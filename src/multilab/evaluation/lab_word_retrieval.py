@@ -104,6 +104,14 @@ def dictionary_of(cfg: Config, source: int, target: int, tokenizers: list
     src, tgt = study[source], study[target]
     if tgt.edition == src.edition and src.is_edition and tgt.transform in ("fake", "enfake"):
         return [], tgt.transform  # built from the words that have vectors
+    if tgt.edition == src.edition and tgt.is_edition and src.transform == "fake":
+        return [], "fake"  # the same spelling both ways: a copy back to its language
+    if not cfg.verses:  # English + a copy: no verse table, no silver dictionary to induce
+        first = study[0].edition
+        raise UserError(f"mrr {src.key(first)} → {tgt.key(first)}: only a language and its "
+                        f"copy have a dictionary here (valid: --source {first} --target "
+                        f"{study[1].key(first) if len(study) > 1 else 'fake'}, or the reverse "
+                        "of a fake copy)")
     if not cfg.aligned_train:
         raise UserError(
             f"mrr {src.key(study[0].edition)} → {tgt.key(study[0].edition)}: a silver "
@@ -196,6 +204,7 @@ def mrr_and_record(cfg: Config, model_dir: Path, source: str, target: str, sente
                    out: Path | None = None) -> tuple[dict[str, Any], Path]:
     """:func:`lab_word_retrieval`, its JSON (default ``reports/word_retrieval/<model>-<pair>/``)
     and per-layer metrics ``mrr.<pair>.l<k>`` in the model's MLflow run (status unchanged)."""
+    tracking.check_server(cfg.paths)  # a dead server: one line before minutes of work
     record = lab_word_retrieval(cfg, Path(model_dir), source, target, sentences)
     pair = f"{source}-{target}".replace(":", "_")
     folder = out or (cfg.paths.reports / "word_retrieval"

@@ -92,6 +92,7 @@ def model_order_and_record(cfg: Config, model_dir: Path, source: str, target: st
                            ) -> tuple[dict[str, Any], Path]:
     """:func:`model_word_order`, its JSON (default ``reports/model_word_order/`` +
     ``<model>-<pair>-l<k>.json``) and ``tau_model.<pair>.l<k>`` in the model's MLflow run."""
+    tracking.check_server(cfg.paths)  # a dead server: one line before minutes of work
     record = model_word_order(cfg, Path(model_dir), source, target, sentences, layer)
     pair = f"{source}-{target}".replace(":", "_")
     path = out or (cfg.paths.reports / "model_word_order"

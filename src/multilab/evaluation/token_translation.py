@@ -201,6 +201,7 @@ def translate_and_record(cfg: Config, model_dir: Path, source: str, target: str,
     """:func:`token_translation`, its JSON and heat maps in ``out`` (default:
     ``reports/translation/<model>-<source>-<target>/``), metrics and figures in the model's
     MLflow run (its status unchanged)."""
+    tracking.check_server(cfg.paths)  # a dead server: one line before minutes of work
     record = token_translation(cfg, Path(model_dir), source, target, sentences, alphas)
     folder = out or translation_folder(cfg, record)
     figures = [heat_map(record, measure, folder / f"{measure}.png")

@@ -398,7 +398,7 @@ def resolve_target(cfg: Config, target: str) -> ModelTarget:
     """A model directory, or the id of an MLflow run of ``cfg.experiment``."""
     candidate = Path(target)
     if looks_like_model_dir(candidate):
-        return _target_from_dir(candidate)
+        return _target_from_dir(cfg, candidate)
     if RUN_ID_PATTERN.match(target):
         return _target_from_run(cfg, target)
     raise UserError(
@@ -407,14 +407,18 @@ def resolve_target(cfg: Config, target: str) -> ModelTarget:
     )
 
 
-def _target_from_dir(model_dir: Path) -> ModelTarget:
+def _target_from_dir(cfg: Config, model_dir: Path) -> ModelTarget:
+    """The model's run is the one its ``multilab.json`` names or, after the store lost it,
+    the run re-created for it; none when the store has neither (no curves, nothing logged)."""
     done = read_done(model_dir)
     if done is None:  # a bare save_pretrained folder: name it after its place
         return ModelTarget(model_dir, None, None, None, f"{model_dir.parent.name}-{model_dir.name}")
     modification, seed = done["modification"], int(done["seed"])
-    return ModelTarget(
-        model_dir, done.get("run_id"), modification, seed, file_stem(modification, seed)
-    )
+    run_id = done.get("run_id")
+    if run_id:
+        run_id = tracking.current_run_id(cfg.paths, tracking.connect(cfg.paths, cfg.experiment),
+                                         run_id)
+    return ModelTarget(model_dir, run_id, modification, seed, file_stem(modification, seed))
 
 
 def _target_from_run(cfg: Config, run_id: str) -> ModelTarget:
@@ -432,8 +436,9 @@ def _target_from_run(cfg: Config, run_id: str) -> ModelTarget:
     ]
     if isinstance(row.get("tags.model_dir"), str):
         candidates.insert(0, Path(row["tags.model_dir"]))
+    named = {run_id, row.get(f"tags.{tracking.RESTORED_TAG}")}  # a re-created run: the lost id
     model_dir = next(
-        (d for d in candidates if (read_done(d) or {}).get("run_id") == run_id), None
+        (d for d in candidates if (read_done(d) or {}).get("run_id") in named), None
     )
     return ModelTarget(model_dir, run_id, modification, seed, file_stem(modification, seed))
 
@@ -543,7 +548,7 @@ def study_figures(cfg: Config, runs: pd.DataFrame) -> list[Path]:
         for seed in (s for s in cfg.seeds if s in seeds):
             model_dir = cfg.paths.model_dir(modification, seed)
             if read_done(model_dir) is not None:
-                representatives.append(_target_from_dir(model_dir))
+                representatives.append(_target_from_dir(cfg, model_dir))
                 break
     written = []
     for target in representatives:

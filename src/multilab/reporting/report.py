@@ -19,6 +19,7 @@ from multilab.config import Config
 from multilab.data.layout import metric_name
 from multilab.errors import UserError
 from multilab.evaluation import verse_retrieval
+from multilab.evaluation.restore import restore_lost_runs
 from multilab.evaluation.wordorder import Correlation
 from multilab.files import write_json, write_text
 from multilab.lab.cells import cell, number, spread
@@ -394,23 +395,27 @@ def perplexity_markdown(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-#: What the report writes under reports/ (its tables, figures and plot data), removed at the
-#: start of each run so that nothing of an earlier study lingers: the stage's out is
-#: ``persist``, as commands outside the pipeline (``multilab static``, ``mrr``, ``translate``,
-#: ``model-order``, ``similarity``) leave their results in folders of reports/ for the report
-#: to gather. Patterns, never the folder itself: ``paths.reports`` may be any folder.
+#: What the report writes under reports/ (its tables, figures and plot data). Those an earlier
+#: report wrote and this one did not are removed at the end, once the new ones exist, so that
+#: nothing of an earlier study lingers and a report that fails half-way leaves the previous
+#: one in place: the stage's out is ``persist``, as commands outside the pipeline (``multilab
+#: static``, ``mrr``, ``translate``, ``model-order``, ``similarity``) leave their results in
+#: folders of reports/ for the report to gather. Patterns, never the folder itself:
+#: ``paths.reports`` may be any folder.
 REPORT_OUTPUTS = ("table1.*", "table2.*", "retrieval.*", "perplexity.csv", "downstream.*",
                   "word_order.md", "word_order_correlation.json", "liu.md", "similarity.md",
                   "static_vs_bert.csv", "figures/*.png", "figures/*.pdf", "plots/*.csv",
                   "plots/*/*.csv")  # the last: the variant's curves (and older layouts)
 
 
-def clear_own_outputs(reports: Path) -> None:
-    """Remove the files an earlier report wrote (:data:`REPORT_OUTPUTS`): the one place
-    that clears them, so a section the study no longer has leaves nothing behind."""
+def clear_own_outputs(reports: Path, keep: set[Path] | None = None) -> None:
+    """Remove the files an earlier report wrote (:data:`REPORT_OUTPUTS`) except ``keep``
+    (this report's): the one place that clears them, so a section the study no longer has
+    leaves nothing behind."""
+    kept = {path.resolve() for path in keep or set()}
     for pattern in REPORT_OUTPUTS:
         for path in reports.glob(pattern):
-            if path.is_file():
+            if path.is_file() and path.resolve() not in kept:
                 path.unlink()
 
 
@@ -418,15 +423,16 @@ def build_report(cfg: Config) -> list[Path]:
     """Write reports/table1.{md,csv,tex}, table2.{md,csv,tex} (when runs of the
     non-parallel rows exist), downstream.{md,csv} (when downstream results exist), figures,
     plot data and metrics/study/<row>.json."""
+    for run_id in restore_lost_runs(cfg):  # mlruns/ lost: the runs come back from disk
+        log.warning("re-created run %s from its model's multilab.json and evaluation", run_id)
     runs = finished_runs(cfg)
     if runs.empty:
         raise UserError(
             f"no finished, evaluated runs of profile {cfg.profile!r} in MLflow experiment "
             f"{cfg.experiment!r} ({tracking.tracking_uri(cfg.paths)}): train and evaluate "
-            "first (`dvc repro`); if mlruns/ was lost, `multilab evaluate <model dir>` "
-            "re-creates each model's run from its multilab.json"
+            "first (`dvc repro`); a model whose run the store lost and whose evaluation JSON "
+            "is gone too gets it back from `multilab evaluate <model dir>`"
         )
-    clear_own_outputs(cfg.paths.reports)
     study = list(cfg.study)
     rows = table_rows(cfg, runs, study)
     table2_mods = list(TABLE2_IDS)
@@ -505,7 +511,8 @@ def build_report(cfg: Config) -> list[Path]:
     used = runs[runs["run_id"].isin(behind)] if len(runs) else runs
     if not used.empty:
         written += study_figures(cfg, used)
-    figures = sorted(cfg.paths.figures.glob("*.png")) if cfg.paths.figures.exists() else []
+    figures = sorted({path for path in written  # this report's, not an earlier one's
+                      if path.suffix == ".png" and path.parent == cfg.paths.figures})
     if figures:
         body += "\n\n## Figures\n\n" + "\n".join(
             f"![{p.stem}](figures/{p.name})" for p in figures
@@ -521,6 +528,7 @@ def build_report(cfg: Config) -> list[Path]:
         written += write_plot_data(cfg, mine, {variant_column(cfg): cfg.modification},
                                    cfg.paths.reports / VARIANT_PLOTS)
     record_groups(cfg, rows)
+    clear_own_outputs(cfg.paths.reports, set(written))  # only now: the new files exist
     return written
 
 

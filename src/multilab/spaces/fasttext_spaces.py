@@ -88,6 +88,21 @@ def read_vec_words(path: Path) -> list[str]:
         return [line.split(" ", 1)[0] for line in handle]
 
 
+def read_knn_table(path: Path) -> Tensor:
+    """The tensor in ``path``, or one line when the file is damaged (truncated, overwritten):
+    read before the training starts, never a traceback after it."""
+    try:
+        table = torch.load(path)
+    except Exception as err:  # torch's zip reader, pickle or the OS: damaged either way
+        reason = " ".join(str(err).split())[:160]
+        raise UserError(f"{path} is damaged ({type(err).__name__}: {reason}); rebuild it "
+                        "with `dvc repro spaces` (or `multilab spaces`)") from err
+    if not isinstance(table, Tensor):
+        raise UserError(f"{path} holds a {type(table).__name__}, not a tensor; rebuild it with "
+                        "`dvc repro spaces` (or `multilab spaces`)")
+    return table
+
+
 def load_knn_table(spaces_dir: Path, vocab_words: Sequence[str]) -> Tensor:
     """knn.pt, after checking that the spaces were built for this tokenizer's vocabulary."""
     check_space_vocab(
@@ -97,7 +112,7 @@ def load_knn_table(spaces_dir: Path, vocab_words: Sequence[str]) -> Tensor:
     path = spaces_dir / KNN_TABLE
     if not path.exists():
         raise UserError(f"{path} not found; run `dvc repro spaces` first")
-    table = torch.load(path)
+    table = read_knn_table(path)
     if table.ndim != 2 or table.shape[0] != 2 * len(vocab_words):
         raise UserError(
             f"{path} has shape {list(table.shape)}, expected [{2 * len(vocab_words)}, k]; "

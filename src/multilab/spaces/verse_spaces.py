@@ -62,6 +62,7 @@ from multilab.spaces.fasttext_spaces import (
     _vectors,
     _write_corpus,
     check_space_vocab,
+    read_knn_table,
     read_vec_words,
     write_initial_vectors,
 )
@@ -104,7 +105,7 @@ def load_verse_knn_table(spaces_dir: Path, vocab_words: Sequence[str]) -> Tensor
             "run `dvc repro spaces` (vocab.mode 'separate')"
         )
     check_space_vocab(read_vec_words(shared), vocab_words, str(shared))
-    table = torch.load(spaces_dir / KNN_TABLE)
+    table = read_knn_table(spaces_dir / KNN_TABLE)
     if table.ndim != 2 or table.shape[0] != len(vocab_words):
         raise UserError(
             f"{spaces_dir / KNN_TABLE} has shape {list(table.shape)}, expected "

@@ -132,6 +132,19 @@ def run_exists(paths: Paths, run_id: str) -> bool:
 
 
 @server_call
+def current_run_id(paths: Paths, experiment_id: str, run_id: str) -> str | None:
+    """The run that holds a model's numbers now: ``run_id`` itself, or the run re-created
+    for it after the store was lost (:data:`RESTORED_TAG`), or None when neither exists.
+    A model's ``multilab.json`` keeps the id of the run that trained it for good."""
+    point_at(tracking_uri(paths))
+    if _run_exists(run_id):
+        return run_id
+    found = MlflowClient().search_runs(
+        [experiment_id], filter_string=f"tags.`{RESTORED_TAG}` = '{run_id}'", max_results=1)
+    return found[0].info.run_id if found else None
+
+
+@server_call
 def restore_run(
     experiment_id: str, lost_run_id: str, *, name: str, tags: dict[str, Any],
     params: dict[str, Any], metrics: dict[str, float], step_rows: list[dict[str, float]],

@@ -151,23 +151,27 @@ def save_checkpoint(run: RunConfig, area: Path, model, optimizer, scheduler,
     final = checkpoint_dir(area, state.step)
     tmp = partial_checkpoint_dir(area, state.step)
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(str(tmp))
-    load_tokenizer(run.study.paths.vocab, layout(run.study).saved).save_pretrained(str(tmp))
-    with (tmp / "state.pt").open("wb") as handle:
-        torch.save(
-            {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "state": state.as_checkpoint(),
-            },
-            handle,
-        )
-        handle.flush()
-        os.fsync(handle.fileno())  # the rename must not outrun the data (power loss)
-    write_text(tmp / STATE_HASH, file_sha256(tmp / "state.pt") + "\n")
-    replace_dir(tmp, final)
+    try:
+        tmp.mkdir(parents=True)
+        model.save_pretrained(str(tmp))
+        load_tokenizer(run.study.paths.vocab, layout(run.study).saved).save_pretrained(str(tmp))
+        with (tmp / "state.pt").open("wb") as handle:
+            torch.save(
+                {
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(),
+                    "state": state.as_checkpoint(),
+                },
+                handle,
+            )
+            handle.flush()
+            os.fsync(handle.fileno())  # the rename must not outrun the data (power loss)
+        write_text(tmp / STATE_HASH, file_sha256(tmp / "state.pt") + "\n")
+        replace_dir(tmp, final)
+    except BaseException:  # a full disk, a stop: the partial folder would only take space
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     remove_checkpoints(area, keep=final)
 
 

@@ -43,6 +43,8 @@ from multilab.data.batches import (
     seeded_generator,
 )
 from multilab.data.inputs import InputEncoder
+from multilab.data.layout import layout
+from multilab.data.vocab import load_tokenizer
 from multilab.errors import StoppedEarly, UserError
 from multilab.progress import progress_bar
 from multilab.training.checkpoints import (
@@ -102,8 +104,11 @@ def train_model(
     if _already_trained(model_dir, area, fingerprint, experiment_id if tracked else None):
         return model_dir
 
+    # every input read before anything is written: a damaged one is one line, not a traceback
+    # at the first checkpoint (which saves the tokenizer) or in the first step
+    load_tokenizer(run.study.paths.vocab, layout(run.study).saved)
     data, encoder = prepare_data(run)
-    knn_table = load_knn_table(run)  # before anything is written: a wrong space is refused clean
+    knn_table = load_knn_table(run)
     batches = BatchOrder(data.examples.lengths, run.model.global_batch, run.seed,
                          run.study.train.bucket_chunk)
     plan = Plan.of(run, batches.steps_per_epoch)
@@ -111,7 +116,17 @@ def train_model(
                         run.recipe.next_sentence, run.recipe.separate_layers, encoder.offsets)
     optimizer, scheduler = _optimizer_and_schedule(model, run, plan.total_steps)
     with training_lock(area.parent, model_dir) if main else contextlib.nullcontext():
-        state = _resume(area, model_dir, fingerprint, model, optimizer, scheduler)
+        # asked again under the lock: a concurrent `train` of this model may have finished
+        # while this one prepared its data, and must not be trained again from step 0
+        if _finished_meanwhile(accelerator, main and _already_trained(
+                model_dir, area, fingerprint, experiment_id if tracked else None)):
+            return model_dir
+        try:
+            state = _resume(area, model_dir, fingerprint, model, optimizer, scheduler)
+        except UserError:  # a damaged checkpoint: the killed run it belongs to ends KILLED
+            if tracked:
+                tracking.end_orphaned_runs(experiment_id, fingerprint)
+            raise
         one_step = _Step(run, data.examples, batches, encoder, knn_table, model,
                          optimizer, scheduler, accelerator)
         if tracked:
@@ -343,6 +358,15 @@ def _already_trained(model_dir: Path, area: Path, fingerprint: str,
         # killed between the final rename and the end of its run: the training did finish
         tracking.end_orphaned_runs(experiment_id, fingerprint, completed=done.get("run_id"))
     return True
+
+
+def _finished_meanwhile(accelerator: Accelerator, finished: bool) -> bool:
+    """The main process's answer to "already trained?", the same on every process."""
+    if accelerator.num_processes == 1:
+        return finished
+    from accelerate.utils import broadcast_object_list
+
+    return bool(broadcast_object_list([finished])[0])
 
 
 def check_finite_loss(row: dict[str, float], model_dir: Path) -> dict[str, float]:

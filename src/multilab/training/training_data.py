@@ -70,7 +70,8 @@ def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
             cfg, layout(cfg), "train", cfg.train.max_train_sentences,
             DOCUMENT_LENGTH if whole else cfg.train.max_length, rewrite)
         if whole:
-            by_language = document_pieces(by_language, cfg.train.max_length)
+            by_language = document_pieces(by_language, cfg.train.max_length,
+                                          cfg.train.max_train_sentences)
             recipe = replace(recipe, parallel=True)  # unrelated lines already: no-parallel is
             # what they are (seed 000 §5's row 8 on Wikipedia), so every line is kept
         by_language = permuted_corpus(by_language, recipe.permute, run.seed)
@@ -104,14 +105,17 @@ def _code_switched(cfg: Config, seed: int) -> list[list[str]]:
 DOCUMENT_LENGTH = 1 << 30
 
 
-def document_pieces(by_language: list[list[torch.Tensor]], max_length: int
-                    ) -> list[list[torch.Tensor]]:
+def document_pieces(by_language: list[list[torch.Tensor]], max_length: int,
+                    limit: int | None = None) -> list[list[torch.Tensor]]:
     """Each language's lines (documents or paragraphs of a user corpus) cut into consecutive
     inputs of at most ``max_length - 2`` word-pieces, every piece kept (BERT's own
     pretraining data packs a document into full-length inputs; truncating a Wikipedia
-    paragraph at 126 pieces would drop most of the text). The languages' lists are padded
-    with empty rows to one length (rows are not parallel; empty rows are no example)."""
-    pieces = [windows(rows, max_length - 2) for rows in by_language]
+    paragraph at 126 pieces would drop most of the text), then the first ``limit``
+    (``train.max_train_sentences``) inputs of each language: the cap counts inputs, as it
+    does for verses, since one long line makes thousands (a 10 MB line made 19,915 inputs
+    and 3.7 GB on the smoke profile). The languages' lists are padded with empty rows to
+    one length (rows are not parallel; empty rows are no example)."""
+    pieces = [windows(rows, max_length - 2)[:limit] for rows in by_language]
     longest = max(len(rows) for rows in pieces)
     empty = torch.empty(0, dtype=torch.long)
     return [rows + [empty] * (longest - len(rows)) for rows in pieces]
