@@ -1,11 +1,16 @@
 """Shared fixtures: one real smoke-profile project (corpora + vocab from the Bible DB), built
 once per test session in a temp dir; a fresh project per test; a real ``mlflow server`` and
-two smoke models trained against it (used by the resume and tracking-server tests)."""
+two smoke models trained against it (used by the resume and tracking-server tests).
+
+Under pytest-xdist (``-n``, pyproject's addopts) each worker is a process sharing the cores:
+it takes its share of torch threads, the built project is built once for all workers, and a
+module's tests run on one worker (xdist_scheduling.py), so module fixtures are built once."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -15,12 +20,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
+from filelock import FileLock
 from mlflow.tracking import MlflowClient
 
 from multilab import tracking
 from multilab.cli import main
 from multilab.config import Config
 from multilab.evaluation.evaluate import evaluate_and_record
+from multilab.threads import OMP_THREADS, usable_cores
 from tests.helpers import (
     BIN,
     build_project_data,
@@ -37,15 +45,34 @@ from tests.helpers import (
 )
 
 SERVER_TIMEOUT = 180  # `mlflow server` start-up on a loaded 2-core machine
+BUILT = ".built"  # written last into the shared built project: the build is complete
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker shares the cores with the other workers: its torch (in-process tests)
+    and what it starts take its share of threads, as MULTILAB_WORKERS would give them."""
+    if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
+        share = max(1, usable_cores() // workers)
+        os.environ[OMP_THREADS] = str(share)
+        torch.set_num_threads(share)
 
 
 @pytest.fixture(scope="session")
 def built_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Exported editions, corpora and vocabulary, built for real once."""
+    """Exported editions, corpora and vocabulary, built for real once (under xdist, once for
+    all workers: the first builds it in their common temp dir while the others wait)."""
     os.environ.pop("MLFLOW_TRACKING_URI", None)
-    tmp = tmp_path_factory.mktemp("project")
-    build_project_data(smoke_config(tmp))
-    return tmp
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        tmp = tmp_path_factory.mktemp("project")
+        build_project_data(smoke_config(tmp))
+        return tmp
+    shared = tmp_path_factory.getbasetemp().parent / "built_project"
+    with FileLock(f"{shared}.lock"):
+        if not (shared / BUILT).exists():
+            shutil.rmtree(shared, ignore_errors=True)  # a worker that died half-way
+            build_project_data(smoke_config(shared))
+            (shared / BUILT).touch()
+    return shared
 
 
 @pytest.fixture
@@ -173,3 +200,13 @@ def repository_results_untouched() -> Iterator[None]:
     before = listing()
     yield
     assert listing() == before, "a test wrote into the repository's results/"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadscope`` (pyproject's addopts): by module, the longest first."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.xdist_scheduling import ModuleScheduling
+
+    return ModuleScheduling(config, log)
