@@ -182,6 +182,7 @@ def test_bad_word_order_parameters_are_one_line(override, fragment, tmp_path: Pa
 # --------------------------------------------------------------------------- command + report
 
 
+@pytest.mark.slow  # IBM-1 over the editions and an MLflow run
 def test_word_order_command_writes_taus_and_one_finished_run(built_project: Path,
                                                             tmp_path: Path, capsys) -> None:
     root = link_project(built_project, tmp_path / "project")

@@ -89,6 +89,7 @@ def test_missing_corpus_is_a_clear_error(tmp_path: Path) -> None:
         corpus.read_lines(tmp_path / "empty.txt")
 
 
+@pytest.mark.slow  # every Bible edition exported again, then `dvc add`
 def test_regenerated_data_matches_data_dvc(tmp_path: Path) -> None:
     """The set-up command regenerates data/ with the md5 recorded in data.dvc."""
     shutil.copy(ROOT / "data.dvc", tmp_path / "data.dvc")

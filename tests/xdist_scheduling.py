@@ -10,8 +10,9 @@ from xdist.scheduler import LoadScopeScheduling
 
 #: modules that share a session fixture too costly to build twice → the scope they join
 SHARED_SCOPES = {
-    # `served`: an `mlflow server` and two smoke models trained against it
+    # `served` (conftest.py): an `mlflow server` and two smoke models trained against it
     "tests/test_tracking_server.py": "tests/test_resume.py",
+    "tests/test_mlflow_ui.py": "tests/test_resume.py",
 }
 
 #: the modules that take longest (docs/PERFORMANCE.md, "The test suite and CI"), longest first;
