@@ -18,31 +18,18 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-import torch
 from filelock import FileLock
-from mlflow.tracking import MlflowClient
 
-from multilab import tracking
-from multilab.cli import main
-from multilab.config import Config
-from multilab.evaluation.evaluate import evaluate_and_record
 from multilab.threads import OMP_THREADS, usable_cores
-from tests.helpers import (
-    BIN,
-    build_project_data,
-    cli_args,
-    cli_settings,
-    config_of,
-    finish,
-    free_port,
-    launch,
-    link_project,
-    one_torch_thread,
-    smoke_config,
-    subprocess_env,
-)
+
+if TYPE_CHECKING:
+    from multilab.config import Config
+
+# torch, MLflow and the package's heavy modules are imported inside the fixtures: the xdist
+# controller loads this file too (for its hooks) and runs no test, so it starts in a second
 
 SERVER_TIMEOUT = 180  # `mlflow server` start-up on a loaded 2-core machine
 BUILT = ".built"  # written last into the shared built project: the build is complete
@@ -52,6 +39,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """An xdist worker shares the cores with the other workers: its torch (in-process tests)
     and what it starts take its share of threads, as MULTILAB_WORKERS would give them."""
     if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
+        import torch
+
         share = max(1, usable_cores() // workers)
         os.environ[OMP_THREADS] = str(share)
         torch.set_num_threads(share)
@@ -61,6 +50,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def built_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Exported editions, corpora and vocabulary, built for real once (under xdist, once for
     all workers: the first builds it in their common temp dir while the others wait)."""
+    from tests.helpers import build_project_data, smoke_config
+
     os.environ.pop("MLFLOW_TRACKING_URI", None)
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         tmp = tmp_path_factory.mktemp("project")
@@ -78,6 +69,8 @@ def built_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def one_thread() -> Iterator[None]:
     """The test trains and evaluates in-process on one thread (helpers.one_torch_thread)."""
+    from tests.helpers import one_torch_thread
+
     with one_torch_thread():
         yield
 
@@ -85,6 +78,8 @@ def one_thread() -> Iterator[None]:
 @pytest.fixture
 def project(built_project: Path, tmp_path: Path) -> Config:
     """A fresh smoke project per test, sharing the session's corpora and vocabulary."""
+    from tests.helpers import link_project, smoke_config
+
     return smoke_config(link_project(built_project, tmp_path))
 
 
@@ -141,6 +136,8 @@ def start_server():
 def mlflow_server(root: Path, port: int | None = None) -> Iterator[str]:
     """``mlflow server`` with its store in ``root``, stopped on exit; started again on the
     same ``root`` and port it serves the same runs (a server that died and came back)."""
+    from tests.helpers import BIN, free_port, subprocess_env
+
     uri = f"http://127.0.0.1:{port or free_port()}"
     log = root / "server.log"
     with log.open("a") as handle:
@@ -164,6 +161,22 @@ def served(tracking_server: str, built_project: Path, tmp_path_factory: pytest.T
            ) -> dict:
     """Seeds 0 and 1 trained at once against the server, then evaluated and reported (the
     uninterrupted reference of the resume tests, too)."""
+    from mlflow.tracking import MlflowClient
+
+    from multilab import tracking
+    from multilab.cli import main
+    from multilab.evaluation.evaluate import evaluate_and_record
+    from tests.helpers import (
+        cli_args,
+        cli_settings,
+        config_of,
+        finish,
+        launch,
+        link_project,
+        one_torch_thread,
+        subprocess_env,
+    )
+
     root = link_project(built_project, tmp_path_factory.mktemp("served"))
     settings = cli_settings(root)
     cfg = config_of(settings)
