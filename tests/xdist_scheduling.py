@@ -15,9 +15,21 @@ SHARED_SCOPES = {
     "tests/test_mlflow_ui.py": "tests/test_resume.py",
 }
 
-#: the modules that take longest (docs/PERFORMANCE.md, "The test suite and CI"), longest first;
-#: the others follow in collection order
-LONGEST_FIRST: tuple[str, ...] = ()
+#: the modules that take longest (docs/PERFORMANCE.md, "The test suite and CI"), roughly longest
+#: first; the others follow in collection order. The second needs no built project, so the
+#: second worker starts at once while the first builds it.
+LONGEST_FIRST: tuple[str, ...] = (
+    "tests/test_pipeline.py",  # `dvc repro` of a smoke study, then `dvc exp run`s
+    "tests/test_user_corpora.py",
+    "tests/test_resume.py",  # with the modules of SHARED_SCOPES: the served models
+    "tests/test_distributed.py",
+    "tests/test_downstream.py",
+    "tests/test_train_safety.py",
+    "tests/test_real_languages_smoke.py",
+    "tests/test_corpus.py",
+    "tests/test_bad_input.py",
+    "tests/test_architecture.py",
+)
 
 
 class ModuleScheduling(LoadScopeScheduling):
