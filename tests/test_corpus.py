@@ -38,6 +38,7 @@ def test_clean_verse() -> None:
     assert corpus.clean_verse('He said, “Go (now)”  [to] "them".') == "He said, Go now to them ."
 
 
+@pytest.mark.slow  # punkt over the New Testament, three times
 def test_punkt_only_split_matches_the_measured_count(built_project: Path) -> None:
     verses = bible.load_export(built_project / "data", "3", (40, 66))
     plain = corpus.build_sentences(verses, split_colons=False)

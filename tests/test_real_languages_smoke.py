@@ -411,6 +411,7 @@ def test_other_domain_trains_on_held_out_free_old_testament_verses(tmp_path: Pat
         config_of(_settings(tmp_path, "[3,ot:s]", **{"spaces.seed_dictionary": "silver"}))
 
 
+@pytest.mark.slow  # corpora and a vocabulary built for three languages
 def test_seed_002_table_1_needs_a_joint_vocabulary(tmp_path: Path, capsys) -> None:
     """Seed 002 Table 1 compares en-X with enfake-X: on one joint WordPiece, English shares
     pieces with German and enfake shares none. (On separate vocabularies neither pair shares
