@@ -1,12 +1,17 @@
 """Shared fixtures: one real smoke-profile project (corpora + vocab from the Bible DB), built
 once per test session in a temp dir; a fresh project per test; a real ``mlflow server`` and
 two smoke models trained against it (used by the resume and tracking-server tests), and a
-variant beside them (the MLflow UI's Chart and Compare views)."""
+variant beside them (the MLflow UI's Chart and Compare views).
+
+Under pytest-xdist (``-n``, pyproject's addopts) each worker is a process sharing the cores:
+it takes its share of torch threads, the built project is built once for all workers, and a
+module's tests run on one worker (xdist_scheduling.py), so module fixtures are built once."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -14,45 +19,59 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from mlflow.tracking import MlflowClient
+from filelock import FileLock
 
-from multilab import tracking
-from multilab.cli import main
-from multilab.config import Config
-from multilab.evaluation.evaluate import evaluate_and_record
-from multilab.evaluation.variant import run_variant
-from tests.helpers import (
-    BIN,
-    build_project_data,
-    cli_args,
-    cli_settings,
-    config_of,
-    finish,
-    free_port,
-    launch,
-    link_project,
-    one_torch_thread,
-    smoke_config,
-    subprocess_env,
-)
+from multilab.threads import OMP_THREADS, usable_cores
+
+if TYPE_CHECKING:
+    from multilab.config import Config
+
+# torch, MLflow and the package's heavy modules are imported inside the fixtures: the xdist
+# controller loads this file too (for its hooks) and runs no test, so it starts in a second
 
 SERVER_TIMEOUT = 180  # `mlflow server` start-up on a loaded 2-core machine
+BUILT = ".built"  # written last into the shared built project: the build is complete
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker shares the cores with the other workers: its torch (in-process tests)
+    and what it starts take its share of threads, as MULTILAB_WORKERS would give them."""
+    if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
+        import torch
+
+        share = max(1, usable_cores() // workers)
+        os.environ[OMP_THREADS] = str(share)
+        torch.set_num_threads(share)
 
 
 @pytest.fixture(scope="session")
 def built_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Exported editions, corpora and vocabulary, built for real once."""
+    """Exported editions, corpora and vocabulary, built for real once (under xdist, once for
+    all workers: the first builds it in their common temp dir while the others wait)."""
+    from tests.helpers import build_project_data, smoke_config
+
     os.environ.pop("MLFLOW_TRACKING_URI", None)
-    tmp = tmp_path_factory.mktemp("project")
-    build_project_data(smoke_config(tmp))
-    return tmp
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        tmp = tmp_path_factory.mktemp("project")
+        build_project_data(smoke_config(tmp))
+        return tmp
+    shared = tmp_path_factory.getbasetemp().parent / "built_project"
+    with FileLock(f"{shared}.lock"):
+        if not (shared / BUILT).exists():
+            shutil.rmtree(shared, ignore_errors=True)  # a worker that died half-way
+            build_project_data(smoke_config(shared))
+            (shared / BUILT).touch()
+    return shared
 
 
 @pytest.fixture
 def one_thread() -> Iterator[None]:
     """The test trains and evaluates in-process on one thread (helpers.one_torch_thread)."""
+    from tests.helpers import one_torch_thread
+
     with one_torch_thread():
         yield
 
@@ -60,6 +79,8 @@ def one_thread() -> Iterator[None]:
 @pytest.fixture
 def project(built_project: Path, tmp_path: Path) -> Config:
     """A fresh smoke project per test, sharing the session's corpora and vocabulary."""
+    from tests.helpers import link_project, smoke_config
+
     return smoke_config(link_project(built_project, tmp_path))
 
 
@@ -116,6 +137,8 @@ def start_server():
 def mlflow_server(root: Path, port: int | None = None) -> Iterator[str]:
     """``mlflow server`` with its store in ``root``, stopped on exit; started again on the
     same ``root`` and port it serves the same runs (a server that died and came back)."""
+    from tests.helpers import BIN, free_port, subprocess_env
+
     uri = f"http://127.0.0.1:{port or free_port()}"
     log = root / "server.log"
     with log.open("a") as handle:
@@ -139,6 +162,22 @@ def served(tracking_server: str, built_project: Path, tmp_path_factory: pytest.T
            ) -> dict:
     """Seeds 0 and 1 trained at once against the server, then evaluated and reported (the
     uninterrupted reference of the resume tests, too)."""
+    from mlflow.tracking import MlflowClient
+
+    from multilab import tracking
+    from multilab.cli import main
+    from multilab.evaluation.evaluate import evaluate_and_record
+    from tests.helpers import (
+        cli_args,
+        cli_settings,
+        config_of,
+        finish,
+        launch,
+        link_project,
+        one_torch_thread,
+        subprocess_env,
+    )
+
     root = link_project(built_project, tmp_path_factory.mktemp("served"))
     settings = cli_settings(root)
     cfg = config_of(settings)
@@ -168,6 +207,10 @@ def served_variant(served: dict) -> dict:
     """:func:`served` and then a variant beside its study, as ``dvc exp run -S
     modification=lang-pos`` makes one (``multilab variant``, seed 0, against the same server):
     two rows, the baseline and a variant, each a parent run over its seeds."""
+    from multilab import tracking
+    from multilab.evaluation.variant import run_variant
+    from tests.helpers import cli_settings, config_of, one_torch_thread
+
     root = served["cfg"].paths.mlruns.parent
     cfg = config_of(cli_settings(root, modification="lang-pos", seeds="[0]"))
     with pytest.MonkeyPatch.context() as patch, one_torch_thread():
@@ -192,3 +235,13 @@ def repository_results_untouched() -> Iterator[None]:
     before = listing()
     yield
     assert listing() == before, "a test wrote into the repository's results/"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadscope`` (pyproject's addopts): by module, the longest first."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.xdist_scheduling import ModuleScheduling
+
+    return ModuleScheduling(config, log)

@@ -244,7 +244,9 @@ BAD_INPUTS: dict[str, tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]] =
 AS_PROCESS = {"unknown modification", "unknown profile", "unknown Bible edition"}
 
 
-@pytest.mark.parametrize("case", list(BAD_INPUTS))
+@pytest.mark.parametrize("case", [
+    pytest.param(case, marks=pytest.mark.slow) if case in AS_PROCESS else case  # a process
+    for case in BAD_INPUTS])
 def test_bad_input_is_one_clear_line(case: str, built_project: Path, untrained_model: Path,
                                      tmp_path: Path, capsys, monkeypatch) -> None:
     extra, command, fragments = BAD_INPUTS[case]
@@ -366,6 +368,7 @@ def test_full_or_read_only_output_is_one_line(code: int, advice: str, built_proj
     assert not any(metrics.rglob("*.json")) if metrics.exists() else True
 
 
+@pytest.mark.slow  # trains a smoke model
 def test_disk_full_during_training_is_one_line_and_keeps_the_checkpoint(
         built_project: Path, tmp_path: Path, capsys, monkeypatch) -> None:
     """torch reports ENOSPC as an OSError over its own RuntimeError: one line, the run ends
@@ -411,6 +414,7 @@ def test_storage_problem_is_found_under_other_exception_types() -> None:
     assert storage_problem(OSError(errno.ENOENT, "No such file or directory")) is None
 
 
+@pytest.mark.slow  # trains a smoke model
 def test_incomplete_state_pt_is_one_line(built_project: Path, tmp_path: Path, capsys) -> None:
     """A state.pt that loads but lacks what a resume reads: one line naming what is missing."""
     root = link_project(built_project, tmp_path / "project")
@@ -435,6 +439,7 @@ def test_incomplete_state_pt_is_one_line(built_project: Path, tmp_path: Path, ca
     assert _snapshot(root) == before
 
 
+@pytest.mark.slow  # trains a smoke model
 def test_train_retrains_a_model_whose_done_file_is_damaged(
         built_project: Path, untrained_model: Path, tmp_path: Path) -> None:
     """A truncated multilab.json does not block `train` (it used to crash until the file was

@@ -134,6 +134,7 @@ def test_the_scored_verses_are_shared_seeded_and_in_order(english) -> None:
     assert len(scored_verse_ids(both, BOOKS, 10**6, seed=0)) < len(english)
 
 
+@pytest.mark.slow  # IBM-1 for three editions, serially and in 2 processes
 def test_two_processes_give_the_same_numbers_in_the_same_order(english) -> None:
     verses = {"3": english, **{code: in_books(read_edition(code), BOOKS) for code in "sci"}}
     kwargs = {"books": BOOKS, "verses": 60, "sample_seed": 0}
@@ -182,6 +183,7 @@ def test_bad_word_order_parameters_are_one_line(override, fragment, tmp_path: Pa
 # --------------------------------------------------------------------------- command + report
 
 
+@pytest.mark.slow  # IBM-1 over the editions and an MLflow run
 def test_word_order_command_writes_taus_and_one_finished_run(built_project: Path,
                                                             tmp_path: Path, capsys) -> None:
     root = link_project(built_project, tmp_path / "project")

@@ -38,6 +38,7 @@ def test_clean_verse() -> None:
     assert corpus.clean_verse('He said, “Go (now)”  [to] "them".') == "He said, Go now to them ."
 
 
+@pytest.mark.slow  # punkt over the New Testament, three times
 def test_punkt_only_split_matches_the_measured_count(built_project: Path) -> None:
     verses = bible.load_export(built_project / "data", "3", (40, 66))
     plain = corpus.build_sentences(verses, split_colons=False)
@@ -89,6 +90,7 @@ def test_missing_corpus_is_a_clear_error(tmp_path: Path) -> None:
         corpus.read_lines(tmp_path / "empty.txt")
 
 
+@pytest.mark.slow  # every Bible edition exported again, then `dvc add`
 def test_regenerated_data_matches_data_dvc(tmp_path: Path) -> None:
     """The set-up command regenerates data/ with the md5 recorded in data.dvc."""
     shutil.copy(ROOT / "data.dvc", tmp_path / "data.dvc")

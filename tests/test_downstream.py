@@ -151,6 +151,7 @@ def _learnable(n: int, vocab: int, seed: int) -> Encoded:
     return Encoded(encoded, labels, [0] * n, 0)
 
 
+@pytest.mark.slow  # the module's trained smoke model, fine-tuned
 def test_fine_tune_learns_a_learnable_task_and_keeps_the_best_epoch(
     trained: Config, one_thread: None
 ) -> None:
@@ -176,6 +177,7 @@ def test_fine_tune_learns_a_learnable_task_and_keeps_the_best_epoch(
     assert again.train_loss[0] != tuned.train_loss[0]
 
 
+@pytest.mark.slow  # the module's trained smoke model, fine-tuned
 def test_same_seed_same_scores_in_every_language(trained: Config, one_thread: None,
                                                  tmp_path: Path) -> None:
     first = downstream_and_record(trained, _model(trained), out=tmp_path / "a.json",
@@ -193,6 +195,7 @@ def test_same_seed_same_scores_in_every_language(trained: Config, one_thread: No
     assert first["settings"]["seed"] == 0 and len(first["epochs"]["dev_accuracy"]) == 2
 
 
+@pytest.mark.slow  # the module's trained smoke model, fine-tuned
 def test_mds_freezes_the_lower_half_and_reports_the_shift_beside_no_shift(
         trained: Config, one_thread: None, tmp_path: Path, monkeypatch) -> None:
     """Seed 004 §4.3: the embeddings and layers 1 … L/2 unchanged by fine-tuning (checked on
@@ -241,6 +244,7 @@ def test_mds_settings_are_strict(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- command line
 
 
+@pytest.mark.slow  # the module's trained smoke model, fine-tuned
 def test_cli_logs_to_the_model_run_which_stays_finished(trained: Config, one_thread: None,
                                                         capsys) -> None:
     assert tracked_model_cli(trained, "downstream", str(_model(trained))) == 0
@@ -276,6 +280,7 @@ def test_cli_logs_to_the_model_run_which_stays_finished(trained: Config, one_thr
         "downstream/acc.en"])  # the plain task's scores stay
 
 
+@pytest.mark.slow  # the module's trained smoke model, fine-tuned
 @pytest.mark.parametrize("case", ["not a model", "unknown language", "no block", "twice"])
 def test_cli_bad_inputs_are_one_line_exit_2_nothing_written(trained: Config, tmp_path: Path,
                                                             capsys, case: str) -> None:
@@ -299,6 +304,7 @@ def _xnli_settings(root: Path) -> list[str]:
     return ["downstream.task=xnli", f"downstream.task_path={root}"]
 
 
+@pytest.mark.slow  # the module's trained smoke model, fine-tuned
 @pytest.mark.parametrize("case", ["unknown task", "no task_path", "no folder", "missing file",
                                   "malformed row", "no rows"])
 def test_cli_bad_xnli_inputs_are_one_line_exit_2_nothing_written(
@@ -343,6 +349,7 @@ def test_cli_bad_xnli_inputs_are_one_line_exit_2_nothing_written(
     assert (after.metrics, after.tags) == (before.metrics, before.tags)
 
 
+@pytest.mark.slow  # the module's trained smoke model, fine-tuned
 def test_cli_xnli_fine_tunes_on_sentence_pairs_and_tags_the_task(
         trained: Config, one_thread: None, tmp_path: Path, capsys, monkeypatch) -> None:
     """``downstream.task=xnli`` on the smoke model: 3 outputs, premise and hypothesis encoded

@@ -141,6 +141,7 @@ def test_bad_layers_are_one_clear_error(value) -> None:
         parse_layers(value)
 
 
+@pytest.mark.slow  # trains and evaluates a smoke model
 def test_evaluate_records_json_and_mlflow(project: Config) -> None:
     experiment = tracking.connect(project.paths, project.experiment)
     model_dir = train_model(resolve_run(project, "original", 0), experiment_id=experiment,

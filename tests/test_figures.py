@@ -34,6 +34,8 @@ from multilab.training.model_dir import read_done
 from multilab.training.train import curve_steps, train_model
 from tests.helpers import link_project, smoke_config
 
+pytestmark = pytest.mark.slow  # every test reads a smoke model trained for the module
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 KINDS = ("positions", "pca", "curves")
 

@@ -207,6 +207,7 @@ def test_the_queue_script_covers_tables_1_and_2() -> None:
     assert set(line.removeprefix("IDS=").split(",")) == set(PAPER_VALUES)
 
 
+@pytest.mark.slow  # a clone and a DVC queue
 def test_the_queue_script_queues_one_experiment_per_id(tmp_path: Path) -> None:
     """Queue only (no worker starts): DVC 3's sweep syntax gives one experiment per ID."""
     from tests.helpers import BIN, DVC, ROOT

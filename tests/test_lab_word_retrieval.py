@@ -16,6 +16,8 @@ from multilab.evaluation.lab_word_retrieval import exact_pairs, lab_word_retriev
 from multilab.resolve import resolve_run
 from tests.helpers import run_statuses, tracked_model_cli, tracked_smoke_model
 
+pytestmark = pytest.mark.slow  # every test reads a smoke model trained for the module
+
 
 @pytest.fixture(scope="module")
 def trained(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Config:

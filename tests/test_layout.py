@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.helpers import ROOT
@@ -28,6 +29,7 @@ def test_every_room_says_what_it_does() -> None:
         assert source.startswith('"""') and len(source.split('"""')[1].split()) > 20, init
 
 
+@pytest.mark.slow  # a fresh process importing the package
 def test_readers_of_models_do_not_import_the_training_loop() -> None:
     """Evaluation, figures and the report read model directories through
     training.model_dir (and a study's inputs through training.training_data): importing them

@@ -25,10 +25,10 @@ from multilab.tracking.rows import rounded
 from tests.browser import Page, browser, chromium
 from tests.helpers import ROOT
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(  # slow: `served` (conftest.py)
     chromium() is None,
     reason="no Chromium on PATH: the MLflow UI browser test needs Debian's `chromium` package "
-           "(`apt-get install chromium`; .ci/run installs it)")
+           "(`apt-get install chromium`; .ci/run installs it)")]
 
 #: The columns a researcher compares runs by: μ, ρ and τ at layers 0 and 8, and the tags.
 COLUMNS = ("mu", "retrieval_p1.l0", "retrieval_p1.l8", "translation_p1.l0",

@@ -27,6 +27,8 @@ from multilab.training.model_dir import read_done
 from multilab.training.train import curve_steps, train_model
 from tests.helpers import PARAMS, link_project, one_torch_thread, smoke_config
 
+pytestmark = pytest.mark.slow  # a smoke model trained and evaluated three times
+
 
 @dataclasses.dataclass(frozen=True)
 class Evaluated:

@@ -119,6 +119,7 @@ def _settings(tmp_path: Path) -> list[str]:
             f"paths.mlruns={tmp_path / 'mlruns'}", f"paths.results={tmp_path / 'results'}"]
 
 
+@pytest.mark.slow  # models trained for the module
 def test_command_writes_figures_json_and_an_mlflow_run(models: dict[str, Path], tmp_path: Path,
                                                        capsys) -> None:
     args = ["similarity", str(models["english"]), str(models["german"]), "--languages", "k,s",

@@ -41,6 +41,7 @@ def tiny_model(verses, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow  # a tiny model trained for the module
 def test_probe_tells_a_twin_edition_from_another_language(tiny_model: Path, verses) -> None:
     result = probe_model(tiny_model, verses, ["k", "2", "s"], layer=0, count=120)
     assert result["verses"] == 120 and result["layer"] == 0
@@ -54,6 +55,7 @@ def test_probe_tells_a_twin_edition_from_another_language(tiny_model: Path, vers
     assert 0 <= german["tau"] <= 1 and 0 <= german["ibm1_tau"] <= 1
 
 
+@pytest.mark.slow  # a tiny model trained for the module
 def test_probe_command_writes_json(tiny_model: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "probe.json"
     args = ["--params", str(PARAMS), "--set", f"paths.results={tmp_path / 'results'}",

@@ -209,6 +209,7 @@ def test_bad_languages_are_one_line_exit_2_nothing_written(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # corpora and a vocabulary built for three languages
 def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path: Path,
                                                    capsys) -> None:
     """``vocab.mode: joint`` (mBERT-style, seeds 002/003): one WordPiece over every language,
@@ -257,6 +258,7 @@ def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path
     assert "vocab.mode = 'joint' needs real languages" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # corpora and a vocabulary built for three languages
 def test_union_vocabulary_cuts_each_language_by_its_own_wordpiece(
         built_project: Path, tmp_path: Path, capsys) -> None:
     """``vocab.mode: union`` (seed 003's default-anchors): English's and German's own
@@ -409,6 +411,7 @@ def test_other_domain_trains_on_held_out_free_old_testament_verses(tmp_path: Pat
         config_of(_settings(tmp_path, "[3,ot:s]", **{"spaces.seed_dictionary": "silver"}))
 
 
+@pytest.mark.slow  # corpora and a vocabulary built for three languages
 def test_seed_002_table_1_needs_a_joint_vocabulary(tmp_path: Path, capsys) -> None:
     """Seed 002 Table 1 compares en-X with enfake-X: on one joint WordPiece, English shares
     pieces with German and enfake shares none. (On separate vocabularies neither pair shares

@@ -78,6 +78,7 @@ def trained(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Co
     return tracked_smoke_model(built_project, tmp_path_factory.mktemp("records"))
 
 
+@pytest.mark.slow  # a smoke model trained, then `multilab train` and `evaluate`
 def test_train_and_evaluate_leave_records(trained: Config, one_thread: None, capsys) -> None:
     model_dir = trained.paths.model_dir("original", 0)
     done = json.loads((model_dir / "multilab.json").read_text())

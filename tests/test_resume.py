@@ -61,7 +61,8 @@ from tests.helpers import (
 
 KILL_SEED = 8  # issue 8: the kill points are random but reproducible
 slow = pytest.mark.slow
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"),
+              pytest.mark.slow]  # every test trains (in-process or in a subprocess)
 
 
 def _written_steps(area: Path) -> list[int]:

@@ -8,11 +8,14 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import BIN, ROOT, subprocess_env
 
 SCRIPT = ROOT / "scripts" / "seed003_similarity.sh"
 
 
+@pytest.mark.slow  # a clone, monolingual models trained by `multilab` processes
 def test_the_script_trains_monolingual_models_and_compares_them(tmp_path: Path) -> None:
     project = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(project)], check=True)

@@ -14,6 +14,8 @@ import pytest
 from multilab.cli import main
 from tests.helpers import cli_args, cli_settings, config_of, link_project, one_torch_thread
 
+pytestmark = pytest.mark.slow  # `multilab train` and `evaluate` of a smoke model
+
 
 @pytest.fixture(scope="module")
 def printed(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:

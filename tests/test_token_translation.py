@@ -15,6 +15,8 @@ from multilab.errors import UserError
 from multilab.evaluation.token_translation import pair_numbers, token_translation
 from tests.helpers import run_statuses, tracked_model_cli, tracked_smoke_model
 
+pytestmark = pytest.mark.slow  # every test reads a smoke model trained for the module
+
 
 @pytest.fixture(scope="module")
 def trained(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Config:

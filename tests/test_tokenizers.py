@@ -88,6 +88,7 @@ def test_impossible_word_vocabulary_size_fails_in_one_line(size: int) -> None:
     assert f"size {size}" in one_line_error(excinfo)
 
 
+@pytest.mark.slow  # two fresh processes
 def test_tokenizer_files_are_byte_identical_across_fresh_processes(tmp_path: Path) -> None:
     """No hash-map order leaks into the files: two processes with different hash seeds."""
     corpus = tmp_path / "corpus.txt"

@@ -154,6 +154,7 @@ def _short_project(built_project: Path, root: Path) -> Config:
                                "checkpoint_every": 1})
 
 
+@pytest.mark.slow  # trains a smoke model
 def test_a_model_whose_run_the_store_lost_gets_it_back(built_project: Path, tmp_path: Path,
                                                        capsys) -> None:
     """mlruns/ lost after training (here: a fresh store) with the evaluation JSON: train
@@ -192,6 +193,7 @@ def test_a_model_whose_run_the_store_lost_gets_it_back(built_project: Path, tmp_
     assert "original" in (cfg.paths.reports / "table1.csv").read_text()
 
 
+@pytest.mark.slow  # trains a smoke model
 def test_a_resume_whose_run_the_store_lost_continues_in_a_new_run(built_project: Path,
                                                                    tmp_path: Path) -> None:
     cfg = _short_project(built_project, tmp_path / "project")

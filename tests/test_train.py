@@ -58,6 +58,7 @@ def test_nsp_adds_the_batch_mean_of_the_next_sentence_loss(project: Config) -> N
     assert torch.allclose(both / selected, mlm / selected + nsp_mean, atol=1e-5)
 
 
+@pytest.mark.slow  # trains a smoke model
 def test_smoke_training_learns_and_is_tracked(project: Config) -> None:
     cfg = project.__class__(**{**project.__dict__})
     run = resolve_run(cfg, "lang-pos;shift-special", 0)
@@ -87,6 +88,7 @@ def test_smoke_training_learns_and_is_tracked(project: Config) -> None:
     assert again == model_dir and len(tracking.search_runs(cfg.paths, cfg.experiment)) == 1
 
 
+@pytest.mark.slow  # trains a smoke model
 @pytest.mark.parametrize("stop_at", [1, 5, 11])
 def test_resume_gives_identical_weights(project: Config, tmp_path, stop_at: int) -> None:
     # MLflow gets rows in batches of 3 steps: a stop between batches must lose none
@@ -116,6 +118,7 @@ def test_resume_gives_identical_weights(project: Config, tmp_path, stop_at: int)
     assert not list(area.glob("checkpoint-*")) and not list(interrupted.glob("checkpoint-*"))
 
 
+@pytest.mark.slow  # trains a smoke model
 def test_different_seeds_give_different_models(project: Config, tmp_path) -> None:
     a = train_model(resolve_run(project, "original", 1), model_dir=tmp_path / "a", progress=False)
     b = train_model(resolve_run(project, "original", 2), model_dir=tmp_path / "b", progress=False)
@@ -165,6 +168,7 @@ def _by_language(data) -> dict[int, list[list[int]]]:
     return out
 
 
+@pytest.mark.slow  # trains a smoke model
 def test_seed_002_rewrites_touch_the_pretraining_corpus_only(project: Config) -> None:
     """permute-1 swaps word-pieces inside each sentence of both languages; unigram-target
     redraws the second language only; the dev set (evaluate's perplexity) never changes."""
@@ -189,6 +193,7 @@ def test_seed_002_rewrites_touch_the_pretraining_corpus_only(project: Config) ->
     assert read_done(model_dir)["modification"] == "permute-1;unigram-target;lang-id"
 
 
+@pytest.mark.slow  # trains a smoke model
 def test_attend_padding_changes_only_padded_rows_and_trains(project: Config) -> None:
     """The model sees padding under attend-padding: a padded row's hidden states change, a row
     without padding does not; a smoke model trains with whole batches."""
@@ -207,6 +212,7 @@ def test_attend_padding_changes_only_padded_rows_and_trains(project: Config) -> 
     assert read_done(model_dir)["modification"] == "attend-padding"
 
 
+@pytest.mark.slow  # trains a smoke model
 def test_an_nsp_model_trains_saves_its_head_and_loads_as_a_masked_lm(project: Config) -> None:
     """nsp trains ``BertForPreTraining`` (pooler + NSP head); its folder loads with
     ``AutoModelForMaskedLM`` (the head left out), so evaluation reads it as any other model,

@@ -61,7 +61,8 @@ from tests.helpers import (
 )
 
 slow = pytest.mark.slow
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"),
+              pytest.mark.slow]  # every test trains (in-process or in a subprocess)
 SHORT = {"train.max_train_sentences": 64}  # 4 steps, a checkpoint after each but the last
 
 

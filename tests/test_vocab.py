@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from transformers import AutoTokenizer
 
@@ -44,6 +45,7 @@ def test_shift_round_trip_and_specials(built_project: Path) -> None:
     assert [t[2:] for t in tokens] == eng.convert_ids_to_tokens(ids[1:-1].tolist())
 
 
+@pytest.mark.slow  # two fresh processes
 def test_vocabulary_is_byte_identical_across_fresh_processes(
     built_project: Path, tmp_path: Path
 ) -> None:
