@@ -106,5 +106,7 @@ def save_figure(figure: Any, path: Path, dpi: int = SCREEN_DPI) -> Path:
     with atomic_open(path, "wb") as handle:
         figure.savefig(handle, format="png", dpi=dpi)
     with atomic_open(path.with_suffix(".pdf"), "wb") as handle:
-        figure.savefig(handle, format="pdf", dpi=PRINT_DPI)
+        # no creation date: the same figure gives the same bytes (a report run twice, or
+        # stopped half-way, leaves the earlier files as they were)
+        figure.savefig(handle, format="pdf", dpi=PRINT_DPI, metadata={"CreationDate": None})
     return path

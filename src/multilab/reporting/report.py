@@ -528,6 +528,8 @@ def build_report(cfg: Config) -> list[Path]:
         written += write_plot_data(cfg, mine, {variant_column(cfg): cfg.modification},
                                    cfg.paths.reports / VARIANT_PLOTS)
     record_groups(cfg, rows)
+    written += [png.with_suffix(".pdf") for png in written  # each figure's print copy
+                if png.suffix == ".png" and png.with_suffix(".pdf").is_file()]
     clear_own_outputs(cfg.paths.reports, set(written))  # only now: the new files exist
     return written
 
