@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -358,3 +359,17 @@ def write_xnli_fixture(root: Path, languages: Sequence[str] = ("en", "de", "hi")
         (train_dir / f"multinli.train.{language}.tsv").write_text("\n".join(lines) + "\n",
                                                                   encoding="utf-8")
     return root
+
+
+def clone_working_tree(project: Path) -> Path:
+    """A git clone of this repository at ``project`` whose dvc.yaml, params.yaml and src/ are
+    the working tree's (what is under test, committed or not)."""
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(project)], check=True, cwd=ROOT)
+    for tracked in ("dvc.yaml", "params.yaml", "src"):
+        source, target = ROOT / tracked, project / tracked
+        if source.is_dir():
+            shutil.rmtree(target)
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, target)
+    return project

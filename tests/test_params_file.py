@@ -16,7 +16,7 @@ from dvc.utils.hydra import apply_overrides
 
 from multilab.cli import main
 from multilab.params_guard import ACCEPTED_NAME, EXP_BASELINE_ENV, MARKER_TEXT
-from tests.helpers import BIN, DVC, ROOT
+from tests.helpers import BIN, DVC, ROOT, clone_working_tree
 
 PARAMS = ROOT / "params.yaml"
 
@@ -126,14 +126,7 @@ def test_dvc_exp_run_with_a_refused_value_changes_nothing(tmp_path: Path) -> Non
         assert not check or done.returncode == 0, done.stdout + done.stderr
         return done
 
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(project)], check=True)
-    for tracked in ("dvc.yaml", "params.yaml", "src"):  # the working tree under test
-        source, target = ROOT / tracked, project / tracked
-        if source.is_dir():
-            shutil.rmtree(target)
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(source, target)
+    clone_working_tree(project)  # the working tree under test
     (project / "metrics").mkdir(exist_ok=True)
     (project / "metrics/variant.json").write_text('{"mu": 0.5}\n')  # a variant run before
     run("git", "rm", "-q", "--cached", "data.dvc")  # no data needed: nothing may run

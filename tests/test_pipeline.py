@@ -16,7 +16,7 @@ import yaml
 
 from multilab import tracking
 from multilab.resolve import load_config
-from tests.helpers import BIN, DVC, ROOT
+from tests.helpers import BIN, DVC, clone_working_tree
 
 pytestmark = pytest.mark.slow
 
@@ -43,14 +43,7 @@ def _run(args: list[str], cwd: Path, check: bool = True, columns: int | None = N
 def pipeline(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh git + DVC project (the tracked files of this repo) with a smoke study."""
     project = tmp_path_factory.mktemp("clone") / "multilab"
-    _run(["git", "clone", "-q", str(ROOT), str(project)], ROOT)
-    for tracked in ("dvc.yaml", "params.yaml", "src"):  # the working tree under test
-        source, target = ROOT / tracked, project / tracked
-        if source.is_dir():
-            shutil.rmtree(target)
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(source, target)
+    clone_working_tree(project)  # the working tree under test
     params = yaml.safe_load((project / "params.yaml").read_text())
     params |= {"profile": "smoke", "seeds": [0], "study": ["original", "untrained"]}
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
