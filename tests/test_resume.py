@@ -342,7 +342,7 @@ def test_truncated_sentences_are_counted_logged_and_kill_after_save_is_healed(
     assert done["truncated_sentences"] > 0
     assert f"{done['truncated_sentences']} of 64 sentences longer than" in caplog.text
     run = tracking.search_runs(cfg.paths, cfg.experiment).iloc[0]
-    assert run["metrics.truncated_sentences"] == done["truncated_sentences"]
+    assert int(run["params.truncated_sentences"]) == done["truncated_sentences"]
 
     client = MlflowClient(tracking.tracking_uri(cfg.paths))  # forge the kill's aftermath
     client.update_run(done["run_id"], status="RUNNING")
