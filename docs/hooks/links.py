@@ -31,7 +31,8 @@ def folder_page(folder: Path) -> str:
     if rel == "results":
         out[0] = "# All results folders"
         out += ["One folder per measured run, as committed: its report or raw JSON. "
-                "The [reproduction log](../notes/reproduction-log.md) says which run each one is.", ""]
+                "The [reproduction log](../notes/reproduction-log.md) says which run each one is.",
+                ""]
     for path in sorted(folder.iterdir()):
         if path.is_dir():
             out.append(f"- [{path.name}/]({path.name}/index.md)")
