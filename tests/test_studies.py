@@ -260,12 +260,24 @@ def test_the_papers_rounding_is_the_margin_of_an_equality(tmp_path: Path) -> Non
 
 
 def test_downstream_metrics_name_editions_and_records_key_iso_codes() -> None:
+    from multilab.studies.records import Record
     from multilab.studies.tables import metric_source
 
-    assert metric_source("downstream.zero_shot.s") == ("downstream", "test.de.accuracy")
-    assert metric_source("downstream.zero_shot.v") == ("downstream", "test.es.accuracy")
-    assert metric_source("downstream.zero_shot.de") == ("downstream", "test.de.accuracy")
-    assert metric_source("mu") == ("evaluate", "metrics.mu")
+    def read(metric: str, kind: str, result: dict) -> tuple[str, str, float | None]:
+        source = metric_source(metric)
+        return source.kind, source.variant, source.read(Record(Path("x"), {
+            "kind": kind, "result": result}))
+
+    test = {"test": {"de": {"accuracy": 0.4}, "es": {"accuracy": 0.3}}}
+    assert read("downstream.zero_shot.s", "downstream", test) == ("downstream", "", 0.4)
+    assert read("downstream.zero_shot.v", "downstream", test) == ("downstream", "", 0.3)
+    assert read("downstream.zero_shot.de", "downstream", test) == ("downstream", "", 0.4)
+    assert read("mu", "evaluate", {"metrics": {"mu": 0.2}}) == ("evaluate", "", 0.2)
+    mds = {"mds": {"languages": {"de": {"test_shifted": 0.36, "test_unshifted": 0.32}}}}
+    assert read("downstream.mds.s", "downstream", mds) == ("downstream", "mds", 0.36)
+    assert read("downstream.mds_unshifted.s", "downstream", mds)[2] == 0.32
+    with pytest.raises(ValueError):
+        metric_source("downstream.delta.r")
 
 
 def _downstream_record(root: Path, languages: str, accuracy: float, mode: str = "joint"

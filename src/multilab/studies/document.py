@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from multilab.errors import UserError
 from multilab.studies.claims import PAPERS, Claim
 from multilab.studies.records import Record
+from multilab.studies.spec import bind_claim
 from multilab.studies.tables import SUMMARY_COLUMNS, StudyResult, comparison_text, escape
 from multilab.studies.verdict import Verdict
 
@@ -111,7 +112,8 @@ def findings_block(results: Sequence[StudyResult], claims: Mapping[str, Claim],
         rows = []
         for result in results:
             for claim_id, outcome in result.outcomes.items():
-                claim = claims[claim_id]
+                entry = next(e for e in result.study.claims if e.id == claim_id)
+                claim = bind_claim(claims[claim_id], entry)
                 if claim.paper != key or claim_id in shown or outcome.verdict not in (
                         *(v for v in Verdict if v.counts), Verdict.INDICATIVE):
                     continue

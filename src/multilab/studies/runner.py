@@ -46,8 +46,9 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
     if unknown:
         raise UserError(f"--rows {unknown[0]!r}: rows of {study.name} are "
                         f"{', '.join(row.label for row in study.rows)}")
-    return [Step(row, seed) for row in study.rows if not rows or row.label in rows
-            for seed in wanted_seeds if (row.label, seed, "evaluate") not in chosen]
+    return [Step(row, seed) for row in study.rows if (not rows or row.label in rows)
+            and not row.static  # static embeddings are `multilab static`'s, not trained here
+            for seed in wanted_seeds if (row.label, seed, "evaluate", "") not in chosen]
 
 
 #: settings that change what a row's corpora or vocabulary are: a row overriding one gets

@@ -33,13 +33,27 @@ Example (abridged)::
 ``records_from`` (optional): read only records imported from under this path, e.g. one GPU
 call (``benchmarks/results/gpu-h200-2026-11-27/``): GPU reruns of one configuration are not
 bit-identical, so a study of one call must not take a rerun's record of the same model.
+
+``fine_tune`` (study or row, optional): the edition a downstream record's classifier was
+fine-tuned on (``multilab downstream --languages``: the first one). A model fine-tuned in both
+directions has two downstream records; without ``fine_tune`` a row takes the newest of them.
+A record of ``downstream --mds`` is read only by the ``downstream.mds.*`` metrics.
+
+``static: true`` (row): the row is the static embeddings of the study's corpus (``multilab
+static``, seeded by the row's seed), not a lab model; it reads ``static.*`` metrics only and
+needs no modification. A similarity record (two models) belongs to the row of its first
+model.
+
+A claim entry may bind the paper's comparison to the study (``compare``: the claim's compare
+fields in the study's terms, e.g. ``{a: window-20, b: original, metric: mrr.3-fake.best}``);
+the claim list keeps the paper's wording, the study says which rows and metric test it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,16 +61,17 @@ import yaml
 
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
-from multilab.studies.claims import PAPERS, Claim
+from multilab.studies.claims import COMPARE_FIELDS, OPTIONAL_COMPARE, PAPERS, Claim
 from multilab.studies.verdict import PaperValue
 
 SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds", "settings",
                "paper_seeds", "paper_decimals", "paper_comparable", "metrics", "rows", "claims",
-               "about", "records_from")
+               "about", "records_from", "fine_tune")
 _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds", "metrics",
              "rows")
-ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable")
-CLAIM_ENTRY_FIELDS = ("id", "pending", "not_testable")
+ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable",
+              "fine_tune", "static")
+CLAIM_ENTRY_FIELDS = ("id", "pending", "not_testable", "compare")
 PROFILES = ("smoke", "quick", "paper", "real")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
 
@@ -73,6 +88,8 @@ class Row:
     paper_comparable: bool = False
     # other names the claim list uses for this row (a paper's own label: ``en-es``)
     aliases: tuple[str, ...] = ()
+    fine_tune: str | None = None  # the downstream records' fine-tuning edition (None: any)
+    static: bool = False  # the static embeddings of the corpus (multilab static), no model
 
 
 @dataclass(frozen=True)
@@ -80,6 +97,8 @@ class ClaimEntry:
     id: str
     pending: str | None = None  # the comparison is not expressed by the runner yet: why
     not_testable: str | None = None  # the study's own reason (e.g. the NSP head never learned)
+    # the claim's compare fields bound to this study (rows, metric), over the claim list's
+    compare: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -101,6 +120,7 @@ class Study:
     about: str | None
     source: Path
     records_from: str | None = None  # only records imported from under this path
+    fine_tune: str | None = None  # the downstream records' fine-tuning edition (None: any)
 
     def row(self, label: str) -> Row | None:
         """The row of this label or alias."""
@@ -134,14 +154,17 @@ def _row(raw: Any, index: int, metrics: tuple[str, ...], paper_seeds: int | None
     if not isinstance(raw, dict):
         raise _fail(source, f"row {index + 1}: a mapping of {', '.join(ROW_FIELDS)}")
     _reject_unknown(raw, ROW_FIELDS, source, f"row {index + 1}: ")
-    modification = raw.get("modification")
+    static = raw.get("static", False)
+    if not isinstance(static, bool):
+        raise _fail(source, f"row {index + 1}: static {static!r}: true or false")
+    modification = raw.get("modification", "original" if static else None)
     if not isinstance(modification, str):
         raise _fail(source, f"row {index + 1}: modification (a name of `multilab ids`) needed")
     try:
         mods.resolve_recipe(modification)
     except (UserError, KeyError, ValueError) as err:
         raise _fail(source, f"row {index + 1}: {str(err).splitlines()[0]}") from None
-    label = str(raw.get("label") or modification)
+    label = str(raw.get("label") or ("static" if static else modification))
     paper = raw.get("paper") or {}
     if not isinstance(paper, dict):
         raise _fail(source, f"row {label}: paper must map metrics to values")
@@ -155,8 +178,11 @@ def _row(raw: Any, index: int, metrics: tuple[str, ...], paper_seeds: int | None
     aliases = raw.get("aliases") or []
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise _fail(source, f"row {label}: aliases must be a list of names")
+    fine_tune = raw.get("fine_tune")
+    if fine_tune is not None and not isinstance(fine_tune, str):
+        raise _fail(source, f"row {label}: fine_tune {fine_tune!r}: an edition code")
     return Row(label=label, modification=modification, aliases=tuple(aliases),
-               paper_comparable=comparable,
+               paper_comparable=comparable, fine_tune=fine_tune, static=static,
                paper_id=None if raw.get("id") is None else str(raw["id"]),
                paper={key: _paper_value(value, paper_seeds, source, f"row {label}: {key}")
                       for key, value in paper.items()},
@@ -170,7 +196,11 @@ def _claim_entry(raw: Any, source: Path) -> ClaimEntry:
         raise _fail(source, f"claims: {raw!r}; an entry is a claim id or {{id: …, pending: "
                     "why}}")
     _reject_unknown(raw, CLAIM_ENTRY_FIELDS, source, f"claim {raw['id']}: ")
-    return ClaimEntry(str(raw["id"]), raw.get("pending"), raw.get("not_testable"))
+    compare = raw.get("compare") or {}
+    if not isinstance(compare, dict):
+        raise _fail(source, f"claim {raw['id']}: compare must map the claim's compare fields "
+                    "to the study's rows and metric")
+    return ClaimEntry(str(raw["id"]), raw.get("pending"), raw.get("not_testable"), compare)
 
 
 def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
@@ -234,15 +264,30 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     if records_from is not None and (not isinstance(records_from, str) or not records_from):
         raise _fail(source, f"records_from {records_from!r}: a path the records were imported "
                     "from (provenance.imported_from), or null")
+    fine_tune = raw.get("fine_tune")
+    if fine_tune is not None and not isinstance(fine_tune, str):
+        raise _fail(source, f"fine_tune {fine_tune!r}: an edition code, or null")
     study = Study(name=name, paper=raw["paper"], table=str(raw["table"]), title=str(raw["title"]),
                   languages=tuple(str(code) for code in languages), profile=raw["profile"],
                   seeds=tuple(seeds), settings=settings, paper_seeds=paper_seeds,
                   paper_decimals=decimals,
                   paper_comparable=not_comparable, metrics=metrics, rows=rows, claims=entries,
-                  about=raw.get("about"), source=source, records_from=records_from)
+                  about=raw.get("about"), source=source, records_from=records_from,
+                  fine_tune=fine_tune)
     for entry in entries:
         _check_claim(study, entry, claims)
     return study
+
+
+def bind_claim(claim: Claim, entry: ClaimEntry) -> Claim:
+    """The claim as this study tests it: its compare fields with the study's bindings."""
+    if not entry.compare:
+        return claim
+    return replace(claim, compare={**claim.compare, **entry.compare})
+
+
+#: the claim kinds a study computes
+COMPUTED_KINDS = ("rows", "paper", "curve", "similarity")
 
 
 def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -> None:
@@ -252,11 +297,14 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
     claim = claims[entry.id]
     if claim.paper != study.paper:
         raise _fail(source, f"claim {entry.id!r} is {claim.paper}'s, the study is {study.paper}'s")
+    valid = (*COMPARE_FIELDS[claim.kind], *OPTIONAL_COMPARE)
+    _reject_unknown(entry.compare, valid, source, f"claim {entry.id}: compare: ")
     if entry.pending or entry.not_testable or not claim.testable:
         return
+    claim = bind_claim(claim, entry)
     labels = ", ".join(row.label for row in study.rows)
     compare = claim.compare
-    named = {"rows": ("a", "b"), "paper": ("row",)}.get(claim.kind, ())
+    named = {"rows": ("a", "b"), "paper": ("row",), "similarity": ("a",)}.get(claim.kind, ())
     for key in named:
         try:
             group_rows(study, str(compare[key]))
@@ -273,14 +321,15 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
         if metric not in study.metrics:
             raise _fail(source, f"claim {entry.id}: metric {metric!r} is not among the "
                         f"study's metrics: {', '.join(study.metrics)}")
-    if claim.kind not in ("rows", "paper", "curve"):
+    if claim.kind not in COMPUTED_KINDS:
         raise _fail(source, f"claim {entry.id}: a {claim.kind} claim is not run by studies yet;"
                     " mark it pending: why")
 
 
 #: how a claim names several rows at once: ``mean of A, B, C`` (one arm: each seed's mean
-#: over the rows) and ``each of IDs 1–8`` (every row of those paper IDs, one test each)
-MEAN_OF, EACH_OF = "mean of ", "each of "
+#: over the rows), ``difference of A, B`` (one arm: each seed's A minus B, the Δ between two
+#: conditions) and ``each of IDs 1–8`` (every row of those paper IDs, one test each)
+MEAN_OF, EACH_OF, DIFFERENCE_OF = "mean of ", "each of ", "difference of "
 #: a downstream claim's baseline arm (``majority baseline``, ``majority class``): the majority
 #: class accuracy of the other arm's own downstream records, seed by seed
 MAJORITY = "majority"
@@ -288,14 +337,16 @@ MAJORITY = "majority"
 
 def group_rows(study: Study, name: str) -> tuple[str, list[Row]]:
     """A claim's arm as ``(kind, rows)``: ``("row", [row])`` for one row (label or alias),
-    ``("mean", rows)`` for ``mean of A, B``, ``("each", rows)`` for ``each of IDs 1–8`` or
-    ``each of A, B``, ``("majority", [])`` for the majority-class baseline. KeyError names a
-    row (or ID) the study lacks."""
+    ``("mean", rows)`` for ``mean of A, B``, ``("difference", [A, B])`` for ``difference of
+    A, B``, ``("each", rows)`` for ``each of IDs 1–8`` or ``each of A, B``, ``("majority",
+    [])`` for the majority-class baseline. KeyError names a row (or ID) the study lacks."""
     kind, text = "row", name
     if name.startswith(MAJORITY):
         return "majority", []
     if name.startswith(MEAN_OF):
         kind, text = "mean", name[len(MEAN_OF):]
+    elif name.startswith(DIFFERENCE_OF):
+        kind, text = "difference", name[len(DIFFERENCE_OF):]
     elif name.startswith(EACH_OF):
         kind, text = "each", name[len(EACH_OF):]
     if kind == "row":
@@ -316,6 +367,8 @@ def group_rows(study: Study, name: str) -> tuple[str, list[Row]]:
         if row is None:
             raise KeyError(label)
         rows.append(row)
+    if kind == "difference" and len(rows) != 2:
+        raise KeyError(f"{name} (a difference needs two rows)")
     return kind, rows
 
 
@@ -338,6 +391,10 @@ def claim_metrics(claim: Claim, study: Study) -> list[str]:
     if claim.kind == "curve" and compare["over"] == "layers":
         layers = [m for m in study.metrics if m.startswith(f"{compare['metric']}.l")]
         return layers or [f"{compare['metric']}.l0"]
+    if claim.kind == "curve":
+        return [resolve_metric(str(compare["metric"]), study)]
+    if claim.kind == "similarity":
+        return [str(compare["measure"])]
     return []
 
 

@@ -11,8 +11,9 @@ claim no study tests yet is *not measured*, never dropped.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,15 @@ from multilab.lab import modifications as mods
 from multilab.lab.cells import number
 from multilab.lab.metric_table import METRICS
 from multilab.studies.claims import PAPERS, Claim
-from multilab.studies.records import Record
-from multilab.studies.spec import Row, Study, claim_metrics, group_rows, resolve_metric
+from multilab.studies.records import Record, flatten
+from multilab.studies.spec import (
+    Row,
+    Study,
+    bind_claim,
+    claim_metrics,
+    group_rows,
+    resolve_metric,
+)
 from multilab.studies.verdict import (
     Arm,
     Outcome,
@@ -34,14 +42,215 @@ from multilab.studies.verdict import (
     compare_with_paper,
 )
 
+#: record kinds measured on no single lab model: a static row's embeddings (``multilab
+#: static``), a similarity of two models (the row of its first model)
+MODEL_LESS = ("static", "similarity")
+#: ``A minus B``: a Δ metric, per seed, of two metrics of the same row
+MINUS = " minus "
 
-def metric_source(metric: str) -> tuple[str, str]:
-    """Which record kind holds a study metric, under which dotted path. Claims name a
-    downstream language by its edition code (``downstream.zero_shot.s``), a downstream
-    record keys its test sets by ISO code (``test.de``): the edition's code is translated."""
-    if metric.startswith("downstream.zero_shot."):
-        return "downstream", f"test.{_test_key(metric.split('.', 2)[2])}.accuracy"
-    return "evaluate", f"metrics.{metric}"
+
+@dataclass(frozen=True)
+class Source:
+    """Where a study metric's value is in the records: the record ``kind``, which of a
+    model's records of that kind (``variant``: a language pair of ``mrr`` / ``translate``,
+    ``mds`` for a ``downstream --mds`` record, else empty) and how the number is read."""
+
+    kind: str
+    variant: str
+    read: Callable[[Record], float | None]
+
+
+def record_variant(record: Record) -> str:
+    """The variant of a record (see :class:`Source`): a model's records of one kind that
+    measure different things (two directions of word retrieval, a shifted fine-tune)."""
+    result = record.data["result"]
+    if record.kind in ("mrr", "translate"):
+        return f"{result.get('source')}-{result.get('target')}"
+    if record.kind == "downstream" and "mds" in result:
+        return "mds"
+    return ""
+
+
+def _at(path: str) -> Callable[[Record], float | None]:
+    return lambda record: record.metrics.get(path)
+
+
+def _layer(text: str) -> int:
+    if not text.startswith("l") or not text[1:].isdigit():
+        raise ValueError(text)
+    return int(text[1:])
+
+
+def _by_layer(entries: Any, layer: int, key: str) -> float | None:
+    found = [e.get(key) for e in entries or () if isinstance(e, Mapping)
+             and e.get("layer") == layer]
+    return float(found[0]) if found and found[0] is not None else None
+
+
+def _best(entries: Any, key: str, what: str) -> float | None:
+    """The largest ``key`` over layers (``what`` = value) or its layer (``what`` = layer)."""
+    rows = [e for e in entries or () if isinstance(e, Mapping) and e.get(key) is not None]
+    if not rows:
+        return None
+    top = max(rows, key=lambda e: e[key])
+    return float(top[key] if what == "value" else top["layer"])
+
+
+def _mrr_reader(rest: list[str]) -> Callable[[Record], float | None]:
+    """``l<k>`` (MRR at layer k), ``best``, ``best_layer``, ``p1.l<k>``, ``untrained.l<k>``,
+    ``untrained.best``."""
+    side = "trained"
+    if rest[:1] == ["untrained"]:
+        side, rest = "untrained", rest[1:]
+    key = "mrr"
+    if rest[:1] == ["p1"]:
+        key, rest = "p1", rest[1:]
+    if rest == ["best"]:
+        return lambda r: _best(r.data["result"].get(side), key, "value")
+    if rest == ["best_layer"]:
+        return lambda r: _best(r.data["result"].get(side), key, "layer")
+    (layer,) = rest
+    k = _layer(layer)
+    return lambda r: _by_layer(r.data["result"].get(side), k, key)
+
+
+def _grid_cell(result: Mapping[str, Any], measure: str, layer: int, alpha: float
+               ) -> float | None:
+    alphas = [float(a) for a in result.get("alphas", ())]
+    layers = list(result.get("layers", ()))
+    if alpha not in alphas or layer not in layers:
+        return None
+    return float(result[measure][alphas.index(alpha)][layers.index(layer)])
+
+
+def _grid_best(result: Mapping[str, Any], measure: str, what: str) -> float | None:
+    """The largest cell of an α × layer grid, or its α or layer (the first of ties)."""
+    cells = [(value, float(alpha), layer)
+             for alpha, row in zip(result.get("alphas", ()), result.get(measure, ()),
+                                   strict=False)
+             for layer, value in zip(result.get("layers", ()), row, strict=False)]
+    if not cells:
+        return None
+    value, alpha, layer = max(cells, key=lambda cell: cell[0])
+    return float({"value": value, "alpha": alpha, "layer": layer}[what])
+
+
+def _translate_reader(rest: list[str]) -> Callable[[Record], float | None]:
+    """``<convert_rate|bleu1>.l<k>.a<alpha>``, ``<measure>.best``, ``<measure>.best_layer``,
+    ``<measure>.best_alpha``, ``unshifted.<measure>``."""
+    if rest[0] == "unshifted":
+        return _at(".".join(["unshifted", *rest[1:]]))
+    measure, *where = rest
+    if measure not in ("convert_rate", "bleu1"):
+        raise ValueError(measure)
+    if where in (["best"], ["best_layer"], ["best_alpha"]):
+        what = {"best": "value", "best_layer": "layer", "best_alpha": "alpha"}[where[0]]
+        return lambda r: _grid_best(r.data["result"], measure, what)
+    layer, alpha = where
+    if not alpha.startswith("a"):
+        raise ValueError(alpha)
+    k, a = _layer(layer), float(alpha[1:])
+    return lambda r: _grid_cell(r.data["result"], measure, k, a)
+
+
+def _similarity_reader(rest: list[str]) -> Callable[[Record], float | None]:
+    """``<measure>.l<k>``, ``<measure>.untrained.l<k>``, ``<measure>.best``,
+    ``<measure>.floor_gap`` (the smallest gap over layers between the trained models and
+    the untrained pair of the same shapes: above zero at every layer = above the floor)."""
+    measure, *where = rest
+
+    def curve(record: Record, side: str) -> list[float]:
+        return [float(v) for v in record.data["result"].get(side, {}).get(measure, ())]
+
+    if where == ["floor_gap"]:
+        def gap(record: Record) -> float | None:
+            pairs = list(zip(curve(record, "trained"), curve(record, "untrained"),
+                             strict=False))
+            return min(t - u for t, u in pairs) if pairs else None
+        return gap
+    side = "trained"
+    if where[:1] == ["untrained"]:
+        side, where = "untrained", where[1:]
+    if where == ["best"]:
+        return lambda r: max(curve(r, side), default=None)
+    (layer,) = where
+    k = _layer(layer)
+
+    def at_layer(record: Record) -> float | None:
+        layers = list(record.data["result"].get("layers", ()))
+        values = curve(record, side)
+        return values[layers.index(k)] if k in layers and layers.index(k) < len(values) \
+            else None
+    return at_layer
+
+
+def _static_reader(rest: list[str]) -> Callable[[Record], float | None]:
+    """``<model>.w<window>.r<rows|all>.<mrr|p1>`` or ``….zero_shot.<test label>``: one
+    static model (skipgram, cbow) of a window and a number of train rows (``all``)."""
+    model, window, rows, *path = rest
+    if not window.startswith("w") or not rows.startswith("r") or not path:
+        raise ValueError(rest)
+    w = int(window[1:])
+
+    def read(record: Record) -> float | None:
+        result = record.data["result"]
+        n = result.get("train_rows") if rows == "rall" else int(rows[1:])
+        for entry in result.get("results", ()):
+            if entry.get("model") == model and entry.get("window") == w and \
+                    entry.get("rows") == n:
+                key = (f"zero_shot.test.{path[1]}.accuracy" if path[0] == "zero_shot"
+                       else ".".join(path))
+                return flatten(entry).get(key)
+        return None
+    return read
+
+
+def metric_source(metric: str) -> Source:
+    """Which record holds a study metric and how its number is read.
+
+    - ``mu``, ``retrieval_p1.l8`` …: an ``evaluate`` record's ``metrics``.
+    - ``downstream.zero_shot.<edition>``: a ``downstream`` record's test accuracy (claims
+      name the edition, ``s``; records key test sets by ISO code, ``de``);
+      ``downstream.mds.<edition>`` / ``downstream.mds_unshifted.<edition>``: a
+      ``downstream --mds`` record's accuracy with and without the shift.
+    - ``mrr.<source>-<target>.<l<k>|best|best_layer|p1.l<k>|untrained.l<k>>``: word retrieval.
+    - ``translate.<source>-<target>.<convert_rate|bleu1>.<l<k>.a<α>|best|best_layer|
+      best_alpha>``, ``translate.<pair>.unshifted.<measure>``: token translation.
+    - ``similarity.<measure>.<l<k>|untrained.l<k>|best|floor_gap>``: two models compared.
+    - ``static.<model>.w<window>.r<rows|all>.<mrr|p1|zero_shot.<label>>``: static embeddings.
+
+    ValueError: a metric of a known kind whose form is not one of these."""
+    parts = metric.split(".")
+    head = parts[0]
+    if metric.startswith("downstream."):
+        if len(parts) < 3:
+            raise ValueError(metric)
+        what, language = parts[1], ".".join(parts[2:])
+        key = _test_key(language)
+        if what == "zero_shot":
+            return Source("downstream", "", _at(f"test.{key}.accuracy"))
+        if what in ("mds", "mds_unshifted"):
+            which = "test_shifted" if what == "mds" else "test_unshifted"
+            return Source("downstream", "mds", _at(f"mds.languages.{key}.{which}"))
+        raise ValueError(metric)
+    try:
+        if head in ("mrr", "translate") and len(parts) >= 3:
+            reader = (_mrr_reader if head == "mrr" else _translate_reader)(parts[2:])
+            return Source(head, parts[1], reader)
+        if head == "similarity" and len(parts) >= 3:
+            return Source("similarity", "", _similarity_reader(parts[1:]))
+        if head == "static" and len(parts) >= 5:
+            return Source("static", "", _static_reader(parts[1:]))
+    except (ValueError, TypeError) as err:
+        raise ValueError(metric) from err
+    if head in ("mrr", "translate", "similarity", "static"):
+        raise ValueError(metric)
+    return Source("evaluate", "", _at(f"metrics.{metric}"))
+
+
+def metric_sources(metric: str) -> list[Source]:
+    """The sources a metric reads: two for a Δ (``A minus B``), else one."""
+    return [metric_source(part) for part in metric.split(MINUS)]
 
 
 def _test_key(language: str) -> str:
@@ -75,21 +284,54 @@ def _languages_text(value: Any) -> str:
 
 
 def _matches(record: Record, study: Study, row: Row, seed: int) -> bool:
+    if study.records_from is not None and not str(
+            record.data["provenance"].get("imported_from") or "").startswith(study.records_from):
+        return False
+    if record.kind in MODEL_LESS or row.static:
+        return _matches_model_less(record, study, row, seed)
     model = record.model
     if model is None or model.get("seed") != seed:
         return False
     if not mods.same_modification(str(model["modification"]), row.modification):
         return False
-    if study.records_from is not None and not str(
-            record.data["provenance"].get("imported_from") or "").startswith(study.records_from):
-        return False
     config = record.data["config"]
     if _languages_text(config.get("languages", "")) != row_languages(study, row):
         return False
+    fine_tune = row.fine_tune or study.fine_tune
+    if record.kind == "downstream" and fine_tune is not None:
+        tuned = (record.data["result"].get("languages") or [None])[0]
+        if tuned is not None and str(tuned) != fine_tune:
+            return False
     expected: dict[str, Any] = {"profile": study.profile}
     expected |= {key: value for key, value in {**study.settings, **row.settings}.items()
                  if key != "languages"}
     return all(_same(_config_value(config, key), value) for key, value in expected.items())
+
+
+def _matches_model_less(record: Record, study: Study, row: Row, seed: int) -> bool:
+    """A static record belongs to a static row of its languages, profile and seed; a
+    similarity record to the row of its first model (modification and seed), its two
+    editions being the row's languages. Settings are compared where the record has them."""
+    config, result = record.data["config"], record.data["result"]
+    if config.get("profile") != study.profile:
+        return False
+    if record.kind == "static":
+        if not row.static or result.get("seed") != seed:
+            return False
+        languages = config.get("languages", "")
+    elif record.kind == "similarity" and not row.static:
+        first = config.get("model_a")
+        if not isinstance(first, Mapping) or first.get("seed") != seed or not \
+                mods.same_modification(str(first.get("modification")), row.modification):
+            return False
+        languages = ",".join(map(str, result.get("editions", ())))
+    else:
+        return False
+    if _languages_text(languages) != row_languages(study, row):
+        return False
+    expected = {key: value for key, value in {**study.settings, **row.settings}.items()
+                if key != "languages" and key in config}
+    return all(_same(config[key], value) for key, value in expected.items())
 
 
 def _config_value(config: Mapping[str, Any], key: str) -> Any:
@@ -148,15 +390,18 @@ class StudyResult:
     sources: tuple[Path, ...]  # the records read
 
 
-def collect(study: Study, records: Iterable[Record]) -> dict[tuple[str, int, str], Record]:
-    """(row label, seed, kind) → the newest matching record."""
-    chosen: dict[tuple[str, int, str], Record] = {}
+Chosen = dict[tuple[str, int, str, str], Record]
+
+
+def collect(study: Study, records: Iterable[Record]) -> Chosen:
+    """(row label, seed, kind, variant) → the newest matching record."""
+    chosen: Chosen = {}
     for record in records:
         for row in study.rows:
             for seed in study.seeds:
                 if not _matches(record, study, row, seed):
                     continue
-                key = (row.label, seed, record.kind)
+                key = (row.label, seed, record.kind, record_variant(record))
                 older = chosen.get(key)
                 if older is None or record.data["provenance"].get("date", "") >= \
                         older.data["provenance"].get("date", ""):
@@ -164,10 +409,43 @@ def collect(study: Study, records: Iterable[Record]) -> dict[tuple[str, int, str
     return chosen
 
 
+def row_sources(study: Study, row: Row) -> list[tuple[str, str]]:
+    """The (kind, variant) records a (row, seed) needs to count as recorded: those of the
+    study's metrics a row of its sort reads (a static row: static metrics only)."""
+    found = []
+    for metric in study.metrics:
+        for source in metric_sources(metric):
+            if (source.kind == "static") == row.static:
+                found.append((source.kind, source.variant))
+    return list(dict.fromkeys(found))
+
+
 def study_kinds(study: Study) -> tuple[str, ...]:
-    """The record kinds a (row, seed) needs to count as recorded: those of its metrics
-    (``evaluate``; ``downstream`` for a table of zero-shot accuracies)."""
-    return tuple(dict.fromkeys(metric_source(metric)[0] for metric in study.metrics))
+    """The record kinds of a study's metrics (``evaluate``; ``downstream`` for a table of
+    zero-shot accuracies; ``mrr`` …)."""
+    return tuple(dict.fromkeys(source.kind for metric in study.metrics
+                               for source in metric_sources(metric)))
+
+
+def _cell(study: Study, chosen: Chosen, row: Row, metric: str) -> Cell:
+    """One row's values of one metric over the seeds (a Δ: per seed, where both exist)."""
+    values, devices, seeds = [], [], []
+    for seed in study.seeds:
+        numbers, kinds = [], set()
+        for source in metric_sources(metric):
+            if (source.kind == "static") != row.static:
+                break
+            record = chosen.get((row.label, seed, source.kind, source.variant))
+            number = source.read(record) if record is not None else None
+            if number is None:
+                break
+            numbers.append(number)
+            kinds.add(record.device)
+        else:
+            values.append(numbers[0] - sum(numbers[1:]) if len(numbers) > 1 else numbers[0])
+            devices.append(kinds.pop() if len(kinds) == 1 else "mixed")
+            seeds.append(seed)
+    return Cell(tuple(values), tuple(devices), tuple(seeds))
 
 
 def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, Claim]
@@ -176,36 +454,32 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
     cells: dict[tuple[str, str], Cell] = {}
     for row in study.rows:
         for metric in study.metrics:
-            kind, path = metric_source(metric)
-            values, devices, seeds = [], [], []
-            for seed in study.seeds:
-                record = chosen.get((row.label, seed, kind))
-                if record is not None and path in record.metrics:
-                    values.append(record.metrics[path])
-                    devices.append(record.device)
-                    seeds.append(seed)
-            cells[(row.label, metric)] = Cell(tuple(values), tuple(devices), tuple(seeds))
+            cells[(row.label, metric)] = _cell(study, chosen, row, metric)
     if "downstream" in study_kinds(study):  # the baseline a downstream claim may compare with
+        majority = Source("downstream", "", lambda r: r.metrics.get("majority.accuracy"))
         for row in study.rows:
             values, devices, seeds = [], [], []
             for seed in study.seeds:
-                record = chosen.get((row.label, seed, "downstream"))
-                if record is not None and "majority.accuracy" in record.metrics:
-                    values.append(record.metrics["majority.accuracy"])
+                record = chosen.get((row.label, seed, "downstream", ""))
+                if record is not None and (value := majority.read(record)) is not None:
+                    values.append(value)
                     devices.append(record.device)
                     seeds.append(seed)
             cells[(row.label, MAJORITY_CELL)] = Cell(tuple(values), tuple(devices), tuple(seeds))
-    kinds = study_kinds(study)
+    needed = {row.label: row_sources(study, row) for row in study.rows}
     seeds_found = {row.label: tuple(seed for seed in study.seeds
-                                    if all((row.label, seed, kind) in chosen for kind in kinds))
+                                    if needed[row.label] and all(
+                                        (row.label, seed, *key) in chosen
+                                        for key in needed[row.label]))
                    for row in study.rows}
-    outcomes = {entry.id: claim_outcome(study, claims[entry.id], cells, entry.pending,
-                                        entry.not_testable)
+    outcomes = {entry.id: claim_outcome(study, bind_claim(claims[entry.id], entry), cells,
+                                        entry.pending, entry.not_testable)
                 for entry in study.claims}
     # the records the table reads: a row's model may also have records of other kinds
     # (mrr, translate, …) that no metric of the study reads
-    sources = tuple(sorted({record.path for (_, _, kind), record in chosen.items()
-                            if kind in kinds}))
+    wanted = {key for keys in needed.values() for key in keys}
+    sources = tuple(sorted({record.path for (_, _, kind, variant), record in chosen.items()
+                            if (kind, variant) in wanted}))
     return StudyResult(study, cells, seeds_found, outcomes, sources)
 
 
@@ -252,7 +526,67 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         direction = "greater" if shape.startswith("increasing") else "less"
         return compare_rows(cells[(row, last)].arm, cells[(row, first)].arm, direction,
                             margin=margin)
+    if claim.kind == "curve":
+        return _curve_over_rows(study, cells, claim, margin)
+    if claim.kind == "similarity":
+        return _above_floor(study, cells, claim)
     return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} claim is not computed yet")
+
+
+def _curve_over_rows(study: Study, cells: Mapping[tuple[str, str], Cell], claim: Claim,
+                     margin: Any) -> Outcome:
+    """A curve over rows in order (data sizes, windows, depths): each step from one row to
+    the next must go the claimed way (``increasing`` / ``decreasing``); the worst step is
+    the verdict, as for ``each of``."""
+    compare = claim.compare
+    shape = str(compare["shape"])
+    if not shape.startswith(("increasing", "decreasing")):
+        return Outcome(Verdict.NOT_MEASURED, f"a curve of shape {shape!r} is not computed "
+                       "(increasing or decreasing only)")
+    direction = "greater" if shape.startswith("increasing") else "less"
+    metric = resolve_metric(str(compare["metric"]), study)
+    labels = [study.row(str(name)).label for name in compare["rows"]]  # type: ignore[union-attr]
+    steps = {f"{before} → {after}": compare_rows(cells[(after, metric)].arm,
+                                                 cells[(before, metric)].arm, direction,
+                                                 margin=margin)
+             for before, after in itertools.pairwise(labels)}
+    return _worst(steps, "steps")
+
+
+def _above_floor(study: Study, cells: Mapping[tuple[str, str], Cell], claim: Claim
+                 ) -> Outcome:
+    """``shape: above-untrained-floor``: the row's metric (a ``floor_gap``: the trained
+    models' similarity minus that of two untrained models, at the worst layer) is above
+    zero, tested over seeds against a zero arm of the same size."""
+    compare = claim.compare
+    shape = str(compare["shape"])
+    if shape != "above-untrained-floor":
+        return Outcome(Verdict.NOT_MEASURED, f"a similarity of shape {shape!r} is not "
+                       "computed (above-untrained-floor only)")
+    row = study.row(str(compare["a"]))
+    assert row is not None
+    ours = cells[(row.label, str(compare["measure"]))].arm
+    floor = Arm.of([0.0] * ours.n, ours.devices)
+    return compare_rows(ours, floor, "greater")
+
+
+def _worst(each: Mapping[str, Outcome], what: str) -> Outcome:
+    """Several tests as one verdict: *held* only when all hold; the worst one otherwise,
+    named (its p: the largest of all when held, the smallest when one failed)."""
+    order = (Verdict.NOT_HELD, Verdict.NOT_MEASURED, Verdict.INDICATIVE,
+             Verdict.NOT_SEPARABLE, Verdict.HELD)
+    worst = min((o.verdict for o in each.values()), key=order.index)
+    named = [label for label, o in each.items() if o.verdict is worst]
+    p_values = [o.p for o in each.values() if o.p is not None]
+    reason = (f"{worst} for {', '.join(named)} of the {len(each)} {what}"
+              + ("" if worst is Verdict.HELD else f" ({each[named[0]].reason})"))
+    if what == "steps" and worst is Verdict.INDICATIVE and len(each) > 1:
+        reason += "; " + "; ".join(f"{name}: {o.difference:+.3g}" for name, o in each.items()
+                                   if o.difference is not None)
+    return Outcome(worst, reason, p=max(p_values) if worst is Verdict.HELD and p_values
+                   else (min(p_values) if worst is Verdict.NOT_HELD and p_values else None),
+                   n=tuple(o.n[0] for o in each.values() if o.n),
+                   mixed_devices=any(o.mixed_devices for o in each.values()))
 
 
 #: the cell of a row's majority-class accuracy (from its downstream records)
@@ -265,16 +599,29 @@ def _group_arm(study: Study, cells: Mapping[tuple[str, str], Cell], rows: list[R
     row has it), so the seed stays the unit of replication."""
     if len(rows) == 1:
         return cells[(rows[0].label, metric)].arm
-    group = [cells[(row.label, metric)] for row in rows]
+    return _per_seed(study, [cells[(row.label, metric)] for row in rows], statistics.fmean)
+
+
+def _per_seed(study: Study, group: list[Cell],
+              combine: Callable[[list[float]], float]) -> Arm:
+    """Several rows' cells as one arm: per seed, ``combine`` of the rows' values (a seed
+    counts where every row has it), so the seed stays the unit of replication."""
     per_row = [dict(zip(cell.seeds, zip(cell.values, cell.devices, strict=True), strict=True))
                for cell in group]
     values, devices = [], []
     for seed in study.seeds:
         if all(seed in found for found in per_row):
-            values.append(statistics.fmean(found[seed][0] for found in per_row))
+            values.append(combine([found[seed][0] for found in per_row]))
             kinds = {found[seed][1] for found in per_row}
             devices.append(kinds.pop() if len(kinds) == 1 else "mixed")
     return Arm.of(values, devices)
+
+
+def _difference_arm(study: Study, cells: Mapping[tuple[str, str], Cell], rows: list[Row],
+                    metric: str) -> Arm:
+    """``difference of A, B``: per seed, A's value minus B's (a Δ between two conditions)."""
+    first, second = (cells[(row.label, metric)] for row in rows)
+    return _per_seed(study, [first, second], lambda pair: pair[0] - pair[1])
 
 
 def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric: str,
@@ -288,24 +635,17 @@ def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric:
             return Outcome(Verdict.NOT_TESTABLE, f"a majority baseline needs a downstream "
                            f"metric, not {metric}")
         arm_b = _group_arm(study, cells, rows_a, MAJORITY_CELL)
+    elif kind_b == "difference":
+        arm_b = _difference_arm(study, cells, rows_b, metric)
     else:
         arm_b = _group_arm(study, cells, rows_b, metric)
     if kind_a != "each":
-        return compare_rows(_group_arm(study, cells, rows_a, metric), arm_b, direction,
-                            margin=margin)
+        arm_a = (_difference_arm(study, cells, rows_a, metric) if kind_a == "difference"
+                 else _group_arm(study, cells, rows_a, metric))
+        return compare_rows(arm_a, arm_b, direction, margin=margin)
     each = {row.label: compare_rows(cells[(row.label, metric)].arm, arm_b, direction,
                                     margin=margin) for row in rows_a}
-    order = (Verdict.NOT_HELD, Verdict.NOT_MEASURED, Verdict.INDICATIVE,
-             Verdict.NOT_SEPARABLE, Verdict.HELD)
-    worst = min((o.verdict for o in each.values()), key=order.index)
-    named = [label for label, o in each.items() if o.verdict is worst]
-    p_values = [o.p for o in each.values() if o.p is not None]
-    reason = (f"{worst} for {', '.join(named)} of the {len(each)} rows"
-              + ("" if worst is Verdict.HELD else
-                 f" ({each[named[0]].reason})"))
-    return Outcome(worst, reason, p=max(p_values) if worst is Verdict.HELD and p_values
-                   else (min(p_values) if worst is Verdict.NOT_HELD and p_values else None),
-                   n=tuple(o.n[0] for o in each.values() if o.n))
+    return _worst(each, "rows")
 
 
 # ------------------------------------------------------------------------------- rendering
@@ -357,7 +697,7 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim]) -> str:
     lines += ["", "## Claims", "", "| claim | where | comparison | verdict | p | why |",
               "|---|---|---|---|---|---|"]
     for entry in study.claims:
-        claim, outcome = claims[entry.id], result.outcomes[entry.id]
+        claim, outcome = bind_claim(claims[entry.id], entry), result.outcomes[entry.id]
         p = "" if outcome.p is None else f"{outcome.p:.3g}"
         flag = " (mixed devices)" if outcome.mixed_devices else ""
         lines.append(f"| `{claim.id}` | {claim.where} | {comparison_text(claim)} | "
@@ -377,8 +717,13 @@ def comparison_text(claim: Claim) -> str:
         return f"{compare['a']} {sign} {compare['b']} on {compare['metric']}"
     if claim.kind == "paper":
         return f"{compare['row']} {compare['metric']} = paper's"
+    if claim.kind == "curve" and compare["over"] != "layers":
+        path = " → ".join(map(str, compare["rows"]))
+        return f"{compare['metric']} over {compare['over']} ({path}): {compare['shape']}"
     if claim.kind == "curve":
         return f"{compare['metric']} over {compare['over']}: {compare['shape']}"
+    if claim.kind == "similarity":
+        return f"{compare['a']}: {compare['measure']} {compare['shape']}"
     return claim.kind
 
 
