@@ -202,13 +202,16 @@ def import_dufter2020_table3(results: Path) -> list[Path]:
 #: K et al. 2020 Tables 2-4 and 8-10, one seed (42), quick (docs/notes/reproduction-log.md,
 #: "Seed 002 Table N" sections): folder → (its commit where the section names one, the
 #: pretraining languages, the settings every run of it had, {file: its own settings}). Files
-#: fine-tuned on Spanish and tested on Fake-English (`*-es-enfake.json`) are not imported: a
-#: study cannot yet tell a model's two fine-tuning directions apart.
+#: fine-tuned on Spanish and tested on Fake-English (`*-es-enfake.json`) are records of the
+#: same models fine-tuned the other way: a study tells them apart by ``fine_tune`` (the
+#: record's first language).
 LR_5E4 = {"models": {"small": {"lr": 5.0e-4}}}
 K2020_SEED002 = {
     "seed002-tables2-3-es-joint-s42": (None, ["v", "enfake:3"], {"vocab": {"mode": "joint"}},
                                        {"permute-1-enfake-es.json": {},
-                                        "unigram-target-enfake-es.json": {}}),
+                                        "unigram-target-enfake-es.json": {},
+                                        "original-es-enfake.json": {},
+                                        "unigram-target-es-enfake.json": {}}),
     "seed002-table4-ru-joint-s42": ("003827a", ["r", "enfake:3"],
                                     {"vocab": {"mode": "joint"}, "evaluate": {"layers": "all"}},
                                     {"depth-1.json": {}, "depth-4.json": {},
@@ -261,9 +264,9 @@ def import_k2020_seed002(results: Path) -> list[Path]:
 #: sections "§3.1.1: word retrieval MRR", "static embeddings against BERT", "§4: unsupervised
 #: token translation", "Conneau et al. §5 (Figure 2)"): file → (kind, qualifier, the model's
 #: pretraining languages, params overrides of the model; None: no lab model, the languages of
-#: the comparison). The sections name no commit. Not imported yet: the MDS and the static
-#: section's BERT downstream JSONs (a study of the same model would take a differently
-#: fine-tuned result for its downstream row).
+#: the comparison). The sections name no commit. A similarity record names its two models
+#: (``model_a``, ``model_b``: modification, seed and the languages each was trained on), as
+#: ``multilab similarity`` does.
 ROW8_LANGUAGES = ["3", "s", "i"]
 ANALYSES: dict[str, tuple[str, str, list[str], dict[str, Any] | None]] = {
     "mrr-s42/original-3fake.json": ("mrr", "3-fake", ["3", "fake"], {}),
@@ -284,6 +287,13 @@ ANALYSES: dict[str, tuple[str, str, list[str], dict[str, Any] | None]] = {
     "seed003-similarity-3-3-s42-s43/similarity.json": ("similarity", "3-3-s42-s43", ["3"],
                                                        None),
 }
+#: the two models of each similarity JSON: (modification, seed, the languages it trained on)
+SIMILARITY_MODELS = {
+    "seed003-similarity-3-l-s42/similarity.json": (("original", 42, "3"),
+                                                   ("original", 42, "l")),
+    "seed003-similarity-3-3-s42-s43/similarity.json": (("original", 42, "3"),
+                                                       ("original", 43, "3")),
+}
 
 
 def import_analyses(results: Path) -> list[Path]:
@@ -296,6 +306,11 @@ def import_analyses(results: Path) -> list[Path]:
         if overrides is None:  # two models or none of the lab's: no single model
             model = None
             config = {"profile": "quick", "languages": ",".join(languages)}
+            for side, (modification, seed, trained_on) in zip(
+                    ("model_a", "model_b"), SIMILARITY_MODELS.get(name, ()), strict=False):
+                config[side] = {"modification": modification, "seed": seed,
+                                "profile": "quick", "fingerprint": None,
+                                "languages": trained_on}
         else:
             modification = run["modification"].replace(";", "+")
             model = {"modification": modification, "seed": run["seed"], "profile": "quick",
@@ -307,6 +322,39 @@ def import_analyses(results: Path) -> list[Path]:
                 source, None, "cpu", f"the `multilab {kind}` JSON of "
                 f"docs/notes/reproduction-log.md's section on it (quick, seed 42); the run's "
                 "commit is not named; no fingerprint was recorded")))
+    return written
+
+
+#: downstream JSONs beside the analyses (seed 42, quick, no commit named): file → (the
+#: record's qualifier, the model's pretraining languages, params overrides). ``--mds`` runs
+#: (Liu et al. 2020b §4.3: lower half frozen, shifted at layer 6) are qualified ``mds-…`` and
+#: read only by the ``downstream.mds.*`` metrics; the static section's BERTs are the same
+#: fine-tune as every downstream record.
+ANALYSIS_DOWNSTREAM: dict[str, tuple[str, list[str], dict[str, Any]]] = {
+    "mds-original-3fake-s42/seed42-mds.json": ("mds-3-fake", ["3", "fake"], {}),
+    "mds-row8-s42/seed42-mds.json": ("mds-3-s-i", ROW8_LANGUAGES, {}),
+    "static-3fake-s42/bert-2000-rows-downstream.json": (
+        "3-fake", ["3", "fake"], {"train": {"max_train_sentences": 2000}}),
+    "static-3fake-s42/bert-all-rows-downstream.json": ("3-fake", ["3", "fake"], {}),
+    "static-3fake-s42/bert-window20-downstream.json": ("3-fake", ["3", "fake"], {}),
+}
+
+
+def import_analysis_downstream(results: Path) -> list[Path]:
+    """The MDS and the static section's BERT downstream JSONs as downstream records."""
+    written = []
+    for name, (qualifier, languages, overrides) in ANALYSIS_DOWNSTREAM.items():
+        source = Path("docs/results") / name
+        run = json.loads(source.read_text())
+        run["modification"] = run["modification"].replace(";", "+")
+        written.append(write_record(
+            results, "multilab-quick", "downstream", run, model=_downstream_model(run),
+            config=_downstream_config(run, {"languages": languages, **overrides}),
+            qualifier=qualifier, origin=origin(
+                source, None, "cpu", "a `multilab downstream"
+                + (" --mds" if "mds" in run else "") + "` JSON of docs/notes/"
+                "reproduction-log.md's section on it (quick, seed 42); the run's commit is "
+                "not named")))
     return written
 
 
@@ -396,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
                    + import_k2020_table1(results) + import_conneau2020_table1(results)
                    + import_dufter2020_table3(results)
                    + import_gpu_call(results, "e4") + import_gpu_call(results, "e3")
-                   + import_k2020_seed002(results) + import_analyses(results))
+                   + import_k2020_seed002(results) + import_analyses(results)
+                   + import_analysis_downstream(results))
     for path in written:
         print(f"wrote {path}")
     return 0
