@@ -39,8 +39,9 @@ COMPARE_FIELDS: dict[str, tuple[str, ...]] = {
     "similarity": ("measure", "a", "b", "over", "shape"),
     "qualitative": (),
 }
-#: Optional ``compare`` fields: an equivalence margin for ``equal`` claims.
-OPTIONAL_COMPARE = ("margin",)
+#: Optional ``compare`` fields: an equivalence margin for ``equal`` claims; ``metric_b``, the
+#: metric of arm ``b`` where it is not arm ``a``'s (the same model shifted and unshifted).
+OPTIONAL_COMPARE = ("margin", "metric_b")
 CORRELATION_DIRECTIONS = ("positive", "negative")
 SCALES = ("bert-small", "bert-base", "mbert", "xlm", "other")
 CLAIM_FIELDS = ("id", "where", "wording", "kind", "compare", "setup", "scale", "testable",

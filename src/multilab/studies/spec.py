@@ -39,6 +39,10 @@ fine-tuned on (``multilab downstream --languages``: the first one). A model fine
 directions has two downstream records; without ``fine_tune`` a row takes the newest of them.
 A record of ``downstream --mds`` is read only by the ``downstream.mds.*`` metrics.
 
+``pair`` (row): the language pair (``3-s``: source, target) that ``<pair>`` stands for in
+the study's ``mrr.<pair>.…`` and ``translate.<pair>.…`` metrics, so rows of different pairs
+share columns.
+
 ``static: true`` (row): the row is the static embeddings of the study's corpus (``multilab
 static``, seeded by the row's seed), not a lab model; it reads ``static.*`` metrics only and
 needs no modification. A similarity record (two models) belongs to the row of its first
@@ -70,7 +74,7 @@ SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds
 _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds", "metrics",
              "rows")
 ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable",
-              "fine_tune", "static")
+              "fine_tune", "static", "pair")
 CLAIM_ENTRY_FIELDS = ("id", "pending", "not_testable", "compare")
 PROFILES = ("smoke", "quick", "paper", "real")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
@@ -90,6 +94,7 @@ class Row:
     aliases: tuple[str, ...] = ()
     fine_tune: str | None = None  # the downstream records' fine-tuning edition (None: any)
     static: bool = False  # the static embeddings of the corpus (multilab static), no model
+    pair: str | None = None  # ``<pair>`` in the study's metrics: ``3-s`` (source-target)
 
 
 @dataclass(frozen=True)
@@ -181,8 +186,11 @@ def _row(raw: Any, index: int, metrics: tuple[str, ...], paper_seeds: int | None
     fine_tune = raw.get("fine_tune")
     if fine_tune is not None and not isinstance(fine_tune, str):
         raise _fail(source, f"row {label}: fine_tune {fine_tune!r}: an edition code")
+    pair = raw.get("pair")
+    if pair is not None and (not isinstance(pair, str) or "-" not in pair):
+        raise _fail(source, f"row {label}: pair {pair!r}: <source>-<target>, e.g. 3-s")
     return Row(label=label, modification=modification, aliases=tuple(aliases),
-               paper_comparable=comparable, fine_tune=fine_tune, static=static,
+               paper_comparable=comparable, fine_tune=fine_tune, static=static, pair=pair,
                paper_id=None if raw.get("id") is None else str(raw["id"]),
                paper={key: _paper_value(value, paper_seeds, source, f"row {label}: {key}")
                       for key, value in paper.items()},
@@ -386,11 +394,15 @@ def resolve_metric(metric: str, study: Study) -> str:
 def claim_metrics(claim: Claim, study: Study) -> list[str]:
     """The study metrics a claim reads (a layer curve reads its first and last layer)."""
     compare = claim.compare
+    if claim.kind == "rows" and "metric_b" in compare:
+        return [resolve_metric(str(compare[key]), study) for key in ("metric", "metric_b")]
     if claim.kind in ("rows", "paper"):
         return [resolve_metric(str(compare["metric"]), study)]
     if claim.kind == "curve" and compare["over"] == "layers":
         layers = [m for m in study.metrics if m.startswith(f"{compare['metric']}.l")]
         return layers or [f"{compare['metric']}.l0"]
+    if claim.kind == "curve" and isinstance(compare["metric"], list):  # one row, metric by metric
+        return [resolve_metric(str(metric), study) for metric in compare["metric"]]
     if claim.kind == "curve":
         return [resolve_metric(str(compare["metric"]), study)]
     if claim.kind == "similarity":

@@ -71,6 +71,20 @@ def record_variant(record: Record) -> str:
     return ""
 
 
+def _avg_wo_first(record: Record, what: str) -> float | None:
+    """The mean zero-shot accuracy over every test language but the fine-tuning one (the
+    first of the record's languages), or of the shifted / unshifted MDS accuracies."""
+    result = record.data["result"]
+    if what != "zero_shot":
+        field = "test_shifted" if what == "mds" else "test_unshifted"
+        values = [v[field] for v in result.get("mds", {}).get("languages", {}).values()]
+    else:
+        languages = result.get("languages") or []
+        first = _test_key(str(languages[0])) if languages else None
+        values = [v["accuracy"] for key, v in result.get("test", {}).items() if key != first]
+    return statistics.fmean(values) if values else None
+
+
 def _at(path: str) -> Callable[[Record], float | None]:
     return lambda record: record.metrics.get(path)
 
@@ -226,6 +240,9 @@ def metric_source(metric: str) -> Source:
         if len(parts) < 3:
             raise ValueError(metric)
         what, language = parts[1], ".".join(parts[2:])
+        if language == "avg_wo_first" and what in ("zero_shot", "mds", "mds_unshifted"):
+            return Source("downstream", "" if what == "zero_shot" else "mds",
+                          lambda record: _avg_wo_first(record, what))
         key = _test_key(language)
         if what == "zero_shot":
             return Source("downstream", "", _at(f"test.{key}.accuracy"))
@@ -246,6 +263,15 @@ def metric_source(metric: str) -> Source:
     if head in ("mrr", "translate", "similarity", "static"):
         raise ValueError(metric)
     return Source("evaluate", "", _at(f"metrics.{metric}"))
+
+
+#: in a study's metric, the row's language pair (a row's ``pair``: ``3-s``)
+PAIR = "<pair>"
+
+
+def row_metric(row: Row, metric: str) -> str:
+    """A study metric as one row reads it: ``<pair>`` is the row's language pair."""
+    return metric.replace(PAIR, row.pair) if row.pair and PAIR in metric else metric
 
 
 def metric_sources(metric: str) -> list[Source]:
@@ -414,7 +440,7 @@ def row_sources(study: Study, row: Row) -> list[tuple[str, str]]:
     study's metrics a row of its sort reads (a static row: static metrics only)."""
     found = []
     for metric in study.metrics:
-        for source in metric_sources(metric):
+        for source in metric_sources(row_metric(row, metric)):
             if (source.kind == "static") == row.static:
                 found.append((source.kind, source.variant))
     return list(dict.fromkeys(found))
@@ -432,7 +458,7 @@ def _cell(study: Study, chosen: Chosen, row: Row, metric: str) -> Cell:
     values, devices, seeds = [], [], []
     for seed in study.seeds:
         numbers, kinds = [], set()
-        for source in metric_sources(metric):
+        for source in metric_sources(row_metric(row, metric)):
             if (source.kind == "static") != row.static:
                 break
             record = chosen.get((row.label, seed, source.kind, source.variant))
@@ -501,8 +527,9 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
 
     if claim.kind == "rows":
         metric = resolve_metric(str(compare["metric"]), study)
+        metric_b = resolve_metric(str(compare.get("metric_b", metric)), study)
         return _compare_groups(study, cells, metric, str(compare["a"]), str(compare["b"]),
-                               str(compare["direction"]), margin)
+                               str(compare["direction"]), margin, metric_b)
     if claim.kind == "paper":
         row = study.row(str(compare["row"]))
         metric = resolve_metric(str(compare["metric"]), study)
@@ -544,6 +571,15 @@ def _curve_over_rows(study: Study, cells: Mapping[tuple[str, str], Cell], claim:
         return Outcome(Verdict.NOT_MEASURED, f"a curve of shape {shape!r} is not computed "
                        "(increasing or decreasing only)")
     direction = "greater" if shape.startswith("increasing") else "less"
+    if isinstance(compare["metric"], list):  # one row, metric by metric (α = 1, 2, 3)
+        row = study.row(str(compare["rows"][0]))
+        assert row is not None
+        metrics = [resolve_metric(str(m), study) for m in compare["metric"]]
+        steps = {f"{before} → {after}": compare_rows(cells[(row.label, after)].arm,
+                                                     cells[(row.label, before)].arm,
+                                                     direction, margin=margin)
+                 for before, after in itertools.pairwise(metrics)}
+        return _worst(steps, "steps")
     metric = resolve_metric(str(compare["metric"]), study)
     labels = [study.row(str(name)).label for name in compare["rows"]]  # type: ignore[union-attr]
     steps = {f"{before} → {after}": compare_rows(cells[(after, metric)].arm,
@@ -625,7 +661,8 @@ def _difference_arm(study: Study, cells: Mapping[tuple[str, str], Cell], rows: l
 
 
 def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric: str,
-                    a: str, b: str, direction: str, margin: Any) -> Outcome:
+                    a: str, b: str, direction: str, margin: Any,
+                    metric_b: str | None = None) -> Outcome:
     """Row against row, a group mean against a group mean, or each of several rows against
     one (all must hold for *held*; one significant failure is *did not hold*)."""
     kind_a, rows_a = group_rows(study, a)
@@ -636,9 +673,9 @@ def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric:
                            f"metric, not {metric}")
         arm_b = _group_arm(study, cells, rows_a, MAJORITY_CELL)
     elif kind_b == "difference":
-        arm_b = _difference_arm(study, cells, rows_b, metric)
+        arm_b = _difference_arm(study, cells, rows_b, metric_b or metric)
     else:
-        arm_b = _group_arm(study, cells, rows_b, metric)
+        arm_b = _group_arm(study, cells, rows_b, metric_b or metric)
     if kind_a != "each":
         arm_a = (_difference_arm(study, cells, rows_a, metric) if kind_a == "difference"
                  else _group_arm(study, cells, rows_a, metric))
@@ -714,9 +751,15 @@ def comparison_text(claim: Claim) -> str:
     compare = claim.compare
     if claim.kind == "rows":
         sign = {"less": "<", "greater": ">", "equal": "="}[str(compare["direction"])]
+        if "metric_b" in compare:
+            return (f"{compare['a']} on {compare['metric']} {sign} {compare['b']} on "
+                    f"{compare['metric_b']}")
         return f"{compare['a']} {sign} {compare['b']} on {compare['metric']}"
     if claim.kind == "paper":
         return f"{compare['row']} {compare['metric']} = paper's"
+    if claim.kind == "curve" and isinstance(compare["metric"], list):
+        return (f"{compare['rows'][0]}: {' → '.join(map(str, compare['metric']))}: "
+                f"{compare['shape']}")
     if claim.kind == "curve" and compare["over"] != "layers":
         path = " → ".join(map(str, compare["rows"]))
         return f"{compare['metric']} over {compare['over']} ({path}): {compare['shape']}"
