@@ -437,3 +437,116 @@ def test_a_model_setting_matches_the_records_resolved_model(tmp_path: Path) -> N
     assert cells[("original", "mu")].values == (0.24,) * 3
     assert cells[("slow", "mu")].values == (0.30,) * 3
     assert cells[("base", "mu")].values == ()
+
+
+def _analysis_records(root: Path) -> None:
+    """Three seeds of word retrieval, token translation, a downstream run fine-tuned both
+    ways with its MDS run, static embeddings and a similarity of two models."""
+    for seed in (42, 43, 44):
+        for modification, best in (("original", 0.90), ("window-20", 0.80)):
+            model = {"modification": modification, "seed": seed, "fingerprint": f"f{seed}"}
+            config = {"profile": "quick", "languages": "3,fake"}
+            trained = [{"layer": k, "mrr": best - 0.1 * abs(5 - k) + seed / 1000, "p1": 0.5}
+                       for k in range(13)]
+            write_record(root, "x", "mrr", {"source": "3", "target": "fake",
+                                            "trained": trained, "untrained": trained[:1]},
+                         model=model, config=config, qualifier="3-fake")
+            write_record(root, "x", "translate", {
+                "source": "3", "target": "fake", "alphas": [1.0, 2.0, 3.0], "layers": [1, 2],
+                "convert_rate": [[0.1, 0.2], [0.5, 0.6], [0.9, 0.95]],
+                "bleu1": [[0.3, 0.1], [0.2, 0.2], [0.1, 0.4]],
+                "unshifted": {"convert_rate": 0.0}}, model=model, config=config,
+                qualifier="3-fake")
+            for first, accuracy in (("3", 0.44 + seed / 1000), ("fake", 0.99)):
+                write_record(root, "x", "downstream", {
+                    "languages": [first, "3" if first == "fake" else "fake"],
+                    "test": {"en-fake": {"accuracy": accuracy}}}, model=model,
+                    config=config, qualifier=f"{first}-first")
+            write_record(root, "x", "downstream", {
+                "languages": ["3", "fake"], "test": {"en-fake": {"accuracy": 0.40}},
+                "mds": {"languages": {"en-fake": {"test_shifted": 0.47 + seed / 1000,
+                                                  "test_unshifted": 0.41}}}},
+                model=model, config=config, qualifier="mds")
+        write_record(root, "x", "static", {"seed": seed, "train_rows": 100, "results": [
+            {"model": "skipgram", "window": 5, "rows": 100, "mrr": 0.003}]},
+            model=None, config={"profile": "quick", "languages": "3,fake"},
+            qualifier=f"s{seed}")
+        write_record(root, "x", "similarity", {
+            "editions": ["3", "fake"], "layers": [0, 1],
+            "trained": {"cka": [0.7, 0.6]}, "untrained": {"cka": [0.4, 0.5]}}, model=None,
+            config={"profile": "quick", "languages": "3,fake",
+                    "model_a": {"modification": "original", "seed": seed}},
+            qualifier=f"s{seed}")
+
+
+def test_analysis_records_feed_study_metrics_and_bound_claims(tmp_path: Path) -> None:
+    """mrr / translate / similarity / static records are study metrics chosen by language
+    pair, layer, α or model; downstream records are told apart by their fine-tuning side and
+    MDS; a claim entry binds rows and metrics (``metric_b``, ``difference of``, curves)."""
+    results = tmp_path / "results"
+    _analysis_records(results)
+    spec = {"name": "liu2020b-toy", "paper": "liu2020b", "table": "Table 2", "title": "toy",
+            "languages": ["3", "fake"], "profile": "quick", "seeds": [42, 43, 44],
+            "paper_seeds": None, "fine_tune": "3",
+            "metrics": ["mrr.3-fake.best", "mrr.3-fake.best_layer",
+                        "translate.<pair>.convert_rate.l2.a1",
+                        "translate.<pair>.convert_rate.l2.a3", "translate.<pair>.bleu1.best",
+                        "translate.<pair>.bleu1.best_alpha", "downstream.zero_shot.en-fake",
+                        "downstream.mds.en-fake", "downstream.mds.en-fake minus "
+                        "downstream.mds_unshifted.en-fake", "similarity.cka.floor_gap",
+                        "static.skipgram.w5.rall.mrr"],
+            "rows": [{"label": "original", "aliases": ["bert-all"], "modification": "original",
+                      "pair": "3-fake"},
+                     {"label": "window-20", "aliases": ["w20-all"],
+                      "modification": "window-20", "pair": "3-fake"},
+                     {"label": "static", "static": True}],
+            "claims": [
+                {"id": "liu2020b-s3-2-3-short-window-hurts-big-data",
+                 "compare": {"a": "window-20", "b": "original", "metric": "mrr.3-fake.best"}},
+                {"id": "liu2020b-s4-3-mds-beats-no-shift",
+                 "compare": {"a": "original", "b": "original",
+                             "metric": "downstream.mds.en-fake",
+                             "metric_b": "downstream.zero_shot.en-fake"}},
+                {"id": "liu2020b-s4-2-convert-rate-rises-with-alpha",
+                 "compare": {"rows": ["original"],
+                             "metric": ["translate.<pair>.convert_rate.l2.a1",
+                                        "translate.<pair>.convert_rate.l2.a3"]}},
+                {"id": "liu2020b-abs-data-size-necessary",
+                 "compare": {"rows": ["window-20", "original"],
+                             "metric": "mrr.3-fake.best"}},
+                {"id": "liu2020b-s3-2-3-window-drop-larger-big-data",
+                 "compare": {"a": "original", "b": "difference of bert-all, w20-all",
+                             "metric": "downstream.zero_shot.en-fake"}}]}
+    study = load_study(_spec(tmp_path, **spec), CLAIMS)
+    result = study_result(study, iter_records(results), CLAIMS)
+    cells = result.cells
+    assert cells[("original", "mrr.3-fake.best")].values == pytest.approx((0.942, 0.943, 0.944))
+    assert cells[("original", "mrr.3-fake.best_layer")].values == (5.0,) * 3
+    assert cells[("original", "translate.<pair>.convert_rate.l2.a3")].values == (0.95,) * 3
+    assert cells[("original", "translate.<pair>.bleu1.best")].values == (0.4,) * 3
+    assert cells[("original", "translate.<pair>.bleu1.best_alpha")].values == (3.0,) * 3
+    # fine_tune "3": not the record fine-tuned on Fake-English (0.99), not the MDS run's 0.40
+    assert cells[("original", "downstream.zero_shot.en-fake")].values == pytest.approx(
+        (0.482, 0.483, 0.484))
+    assert cells[("original", "downstream.mds.en-fake minus downstream.mds_unshifted."
+                               "en-fake")].values == pytest.approx((0.102, 0.103, 0.104))
+    assert cells[("original", "similarity.cka.floor_gap")].values == pytest.approx((0.1,) * 3)
+    assert cells[("window-20", "similarity.cka.floor_gap")].values == ()  # the first model's
+    assert cells[("static", "static.skipgram.w5.rall.mrr")].values == (0.003,) * 3
+    assert cells[("original", "static.skipgram.w5.rall.mrr")].values == ()
+    assert result.seeds_found["static"] == (42, 43, 44)
+    outcomes = result.outcomes
+    assert outcomes["liu2020b-s3-2-3-short-window-hurts-big-data"].verdict is Verdict.HELD
+    assert outcomes["liu2020b-s4-3-mds-beats-no-shift"].verdict is Verdict.HELD
+    assert outcomes["liu2020b-s4-2-convert-rate-rises-with-alpha"].verdict is Verdict.HELD
+    assert outcomes["liu2020b-abs-data-size-necessary"].verdict is Verdict.HELD
+    drop = outcomes["liu2020b-s3-2-3-window-drop-larger-big-data"]  # .48 against 0: not less
+    assert drop.verdict is Verdict.NOT_HELD and drop.difference == pytest.approx(0.483)
+    with pytest.raises(ValueError):
+        from multilab.studies.tables import metric_source
+
+        metric_source("translate.3-fake.bleu2.l1.a1")
+    spec["claims"] = [{"id": "liu2020b-s3-2-3-short-window-hurts-big-data",
+                       "compare": {"direction": "greater"}}]
+    with pytest.raises(UserError, match="direction is the paper's"):
+        load_study(_spec(tmp_path, **spec), CLAIMS)

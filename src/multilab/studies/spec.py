@@ -294,6 +294,8 @@ def bind_claim(claim: Claim, entry: ClaimEntry) -> Claim:
     return replace(claim, compare={**claim.compare, **entry.compare})
 
 
+#: compare fields a study may not rebind: what the paper claims (its direction, shape, value)
+PAPERS_OWN = ("direction", "shape", "paper", "over")
 #: the claim kinds a study computes
 COMPUTED_KINDS = ("rows", "paper", "curve", "similarity")
 
@@ -307,6 +309,10 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
         raise _fail(source, f"claim {entry.id!r} is {claim.paper}'s, the study is {study.paper}'s")
     valid = (*COMPARE_FIELDS[claim.kind], *OPTIONAL_COMPARE)
     _reject_unknown(entry.compare, valid, source, f"claim {entry.id}: compare: ")
+    fixed = sorted(set(entry.compare) & set(PAPERS_OWN))
+    if fixed:
+        raise _fail(source, f"claim {entry.id}: compare: {fixed[0]!r}: the claim's "
+                    f"{fixed[0]} is the paper's; a study binds rows and metrics only")
     if entry.pending or entry.not_testable or not claim.testable:
         return
     claim = bind_claim(claim, entry)
