@@ -40,8 +40,9 @@ COMPARE_FIELDS: dict[str, tuple[str, ...]] = {
     "qualitative": (),
 }
 #: Optional ``compare`` fields: an equivalence margin for ``equal`` claims; ``metric_b``, the
-#: metric of arm ``b`` where it is not arm ``a``'s (the same model shifted and unshifted).
-OPTIONAL_COMPARE = ("margin", "metric_b")
+#: metric of arm ``b`` where it is not arm ``a``'s (the same model shifted and unshifted);
+#: ``rows``, the rows a correlation runs over (all of the study's by default).
+OPTIONAL_COMPARE = ("margin", "metric_b", "rows")
 CORRELATION_DIRECTIONS = ("positive", "negative")
 SCALES = ("bert-small", "bert-base", "mbert", "xlm", "other")
 CLAIM_FIELDS = ("id", "where", "wording", "kind", "compare", "setup", "scale", "testable",

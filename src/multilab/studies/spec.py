@@ -297,7 +297,7 @@ def bind_claim(claim: Claim, entry: ClaimEntry) -> Claim:
 #: compare fields a study may not rebind: what the paper claims (its direction, shape, value)
 PAPERS_OWN = ("direction", "shape", "paper", "over")
 #: the claim kinds a study computes
-COMPUTED_KINDS = ("rows", "paper", "curve", "similarity")
+COMPUTED_KINDS = ("rows", "paper", "curve", "similarity", "correlation")
 
 
 def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -> None:
@@ -325,8 +325,8 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
         except KeyError as missing:
             raise _fail(source, f"claim {entry.id}: row {missing.args[0]!r} is not a row of the "
                         f"study; rows: {labels} (or mark the claim pending: why)") from None
-    if claim.kind == "curve":
-        for label in compare["rows"]:
+    if claim.kind in ("curve", "correlation"):
+        for label in compare.get("rows", ()):
             if study.row(str(label)) is None:
                 raise _fail(source, f"claim {entry.id}: row {label!r} is not a row of the "
                             f"study; rows: {labels}")
@@ -413,6 +413,8 @@ def claim_metrics(claim: Claim, study: Study) -> list[str]:
         return [resolve_metric(str(compare["metric"]), study)]
     if claim.kind == "similarity":
         return [str(compare["measure"])]
+    if claim.kind == "correlation":
+        return [resolve_metric(str(compare[key]), study) for key in ("x", "y")]
     return []
 
 

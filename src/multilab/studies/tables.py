@@ -557,7 +557,51 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         return _curve_over_rows(study, cells, claim, margin)
     if claim.kind == "similarity":
         return _above_floor(study, cells, claim)
+    if claim.kind == "correlation":
+        return _correlation(study, cells, claim)
     return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} claim is not computed yet")
+
+
+#: rows a correlation needs in a seed before its r is read
+MIN_ROWS = 3
+
+
+def _correlation(study: Study, cells: Mapping[tuple[str, str], Cell], claim: Claim
+                 ) -> Outcome:
+    """A correlation over rows (depths, languages): per seed, Pearson's r of x and y over
+    the rows measured in that seed (at least :data:`MIN_ROWS`); the seeds' r are one arm,
+    tested against zero in the claimed direction by the one rule (so ≥ 3 seeds for a
+    verdict, the seed being the unit of replication)."""
+    compare = claim.compare
+    x, y = (resolve_metric(str(compare[key]), study) for key in ("x", "y"))
+    labels = [study.row(str(name)).label for name in compare.get("rows", ())] or \
+        [row.label for row in study.rows]  # type: ignore[union-attr]
+    values, devices, too_few = [], [], []
+    for seed in study.seeds:
+        points, kinds = [], set()
+        for label in labels:
+            cx, cy = cells[(label, x)], cells[(label, y)]
+            if seed in cx.seeds and seed in cy.seeds:
+                points.append((cx.values[cx.seeds.index(seed)], cy.values[cy.seeds.index(seed)]))
+                kinds.add(cx.devices[cx.seeds.index(seed)])
+        if len(points) < MIN_ROWS:
+            too_few.append(seed)
+            continue
+        xs, ys = zip(*points, strict=True)
+        if len(set(xs)) < 2 or len(set(ys)) < 2:
+            too_few.append(seed)
+            continue
+        values.append(statistics.correlation(xs, ys))
+        devices.append(kinds.pop() if len(kinds) == 1 else "mixed")
+    if not values:
+        return Outcome(Verdict.NOT_MEASURED, f"fewer than {MIN_ROWS} rows with both {x} and "
+                       f"{y} in every seed (of {', '.join(labels)})")
+    direction = "greater" if compare["direction"] == "positive" else "less"
+    outcome = compare_rows(Arm.of(values, devices), Arm.of([0.0] * len(values), devices),
+                           direction)
+    r = ", ".join(f"{v:+.2f}" for v in values)
+    return replace(outcome, reason=f"Pearson's r over {len(labels)} rows per seed: {r}; "
+                   + outcome.reason)
 
 
 def _curve_over_rows(study: Study, cells: Mapping[tuple[str, str], Cell], claim: Claim,
@@ -616,9 +660,10 @@ def _worst(each: Mapping[str, Outcome], what: str) -> Outcome:
     p_values = [o.p for o in each.values() if o.p is not None]
     reason = (f"{worst} for {', '.join(named)} of the {len(each)} {what}"
               + ("" if worst is Verdict.HELD else f" ({each[named[0]].reason})"))
-    if what == "steps" and worst is Verdict.INDICATIVE and len(each) > 1:
-        reason += "; " + "; ".join(f"{name}: {o.difference:+.3g}" for name, o in each.items()
-                                   if o.difference is not None)
+    if what == "steps" and worst is Verdict.INDICATIVE:
+        reason = ("fewer than 3 seeds in a step; each step: "
+                  + "; ".join(f"{name} {o.reason.split(' (seeds')[0]}"
+                              for name, o in each.items()))
     return Outcome(worst, reason, p=max(p_values) if worst is Verdict.HELD and p_values
                    else (min(p_values) if worst is Verdict.NOT_HELD and p_values else None),
                    n=tuple(o.n[0] for o in each.values() if o.n),
@@ -767,6 +812,10 @@ def comparison_text(claim: Claim) -> str:
         return f"{compare['metric']} over {compare['over']}: {compare['shape']}"
     if claim.kind == "similarity":
         return f"{compare['a']}: {compare['measure']} {compare['shape']}"
+    if claim.kind == "correlation":
+        over = " over " + ", ".join(map(str, compare["rows"])) if compare.get("rows") else (
+            f" over {compare['over']}")
+        return f"r({compare['x']}, {compare['y']}){over}: {compare['direction']}"
     return claim.kind
 
 
