@@ -550,3 +550,29 @@ def test_analysis_records_feed_study_metrics_and_bound_claims(tmp_path: Path) ->
                        "compare": {"direction": "greater"}}]
     with pytest.raises(UserError, match="direction is the paper's"):
         load_study(_spec(tmp_path, **spec), CLAIMS)
+
+
+def test_a_correlation_over_rows_is_tested_over_seeds(tmp_path: Path) -> None:
+    """Per seed, Pearson's r of x and y over the rows; the seeds' r against zero (three seeds
+    of r near +1: held for a positive claim); fewer than 3 rows: not measured."""
+    results = tmp_path / "results"
+    rows = ("original", "lang-pos", "inv-order")
+    for i, modification in enumerate(rows):
+        for seed in range(3):
+            write_record(results, "multilab-smoke", "evaluate",
+                         {"metrics": {"mu": 0.2 * i + seed / 100,
+                                      "ppl_dev": 100 + 10 * i + seed * (i % 2)}},
+                         model={"modification": modification, "seed": seed,
+                                "fingerprint": f"{modification}{seed}"},
+                         config={"profile": "smoke", "languages": "3,fake"})
+    claim = {"id": "dufter2020-s3-4-generalization-tradeoff",
+             "compare": {"x": "ppl_dev", "y": "mu"}}
+    study = load_study(_spec(tmp_path, metrics=["mu", "ppl_dev"], claims=[claim],
+                             rows=[{"modification": m} for m in rows]), CLAIMS)
+    outcome = study_result(study, iter_records(results), CLAIMS).outcomes[claim["id"]]
+    assert outcome.verdict is Verdict.HELD and "Pearson's r over 3 rows" in outcome.reason
+    two = load_study(_spec(tmp_path, metrics=["mu", "ppl_dev"], claims=[
+        {**claim, "compare": {**claim["compare"], "rows": ["original", "lang-pos"]}}],
+        rows=[{"modification": m} for m in rows]), CLAIMS)
+    assert study_result(two, iter_records(results), CLAIMS).outcomes[
+        claim["id"]].verdict is Verdict.NOT_MEASURED
