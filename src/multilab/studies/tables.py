@@ -660,8 +660,9 @@ def _worst(each: Mapping[str, Outcome], what: str) -> Outcome:
     p_values = [o.p for o in each.values() if o.p is not None]
     reason = (f"{worst} for {', '.join(named)} of the {len(each)} {what}"
               + ("" if worst is Verdict.HELD else f" ({each[named[0]].reason})"))
-    if what == "steps" and worst is Verdict.INDICATIVE:
-        reason = ("fewer than 3 seeds in a step; each step: "
+    if worst is Verdict.INDICATIVE and len(each) > 1:
+        one = what[:-1] if what.endswith("s") else what
+        reason = (f"fewer than 3 seeds in an arm; each {one}: "
                   + "; ".join(f"{name} {o.reason.split(' (seeds')[0]}"
                               for name, o in each.items()))
     return Outcome(worst, reason, p=max(p_values) if worst is Verdict.HELD and p_values
@@ -721,6 +722,14 @@ def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric:
         arm_b = _difference_arm(study, cells, rows_b, metric_b or metric)
     else:
         arm_b = _group_arm(study, cells, rows_b, metric_b or metric)
+    if kind_a == "each" and kind_b == "each":
+        return Outcome(Verdict.NOT_MEASURED, "'each of' on both arms is not computed")
+    if kind_b == "each":  # one arm against each of several rows ("both are better")
+        arm_a = (_difference_arm(study, cells, rows_a, metric) if kind_a == "difference"
+                 else _group_arm(study, cells, rows_a, metric))
+        return _worst({row.label: compare_rows(arm_a, cells[(row.label, metric_b or metric)]
+                                               .arm, direction, margin=margin)
+                       for row in rows_b}, "rows")
     if kind_a != "each":
         arm_a = (_difference_arm(study, cells, rows_a, metric) if kind_a == "difference"
                  else _group_arm(study, cells, rows_a, metric))
