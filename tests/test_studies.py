@@ -576,3 +576,43 @@ def test_a_correlation_over_rows_is_tested_over_seeds(tmp_path: Path) -> None:
         rows=[{"modification": m} for m in rows]), CLAIMS)
     assert study_result(two, iter_records(results), CLAIMS).outcomes[
         claim["id"]].verdict is Verdict.NOT_MEASURED
+
+
+def test_study_run_plans_and_runs_the_measuring_commands_a_row_lacks(tmp_path: Path) -> None:
+    """A (row, seed) lacks the records its metrics read: the plan names them and the
+    runner runs `downstream` (fine-tuned on `fine_tune`, `--mds` for the shifted variant),
+    `mrr` and `translate` per pair; static rows and similarity records are not run."""
+    from multilab.studies.runner import missing_runs, run_study
+
+    results = tmp_path / "results"
+    _analysis_records(results)
+    spec = {"name": "liu2020b-plan", "paper": "liu2020b", "table": "Table 2", "title": "toy",
+            "languages": ["3", "fake"], "profile": "quick", "seeds": [42, 45],
+            "paper_seeds": None, "fine_tune": "fake", "claims": [],
+            "metrics": ["mrr.3-fake.best", "translate.fake-3.bleu1.best",
+                        "downstream.zero_shot.en-fake", "downstream.mds.en-fake",
+                        "similarity.cka.best", "static.skipgram.w5.rall.mrr"],
+            "rows": [{"modification": "original"}, {"label": "static", "static": True}]}
+    study = load_study(_spec(tmp_path, **spec), CLAIMS)
+    steps = missing_runs(study, iter_records(results))
+    assert [(s.row.label, s.seed, s.needs) for s in steps] == [
+        ("original", 42, (("translate", "fake-3"), ("downstream", "mds"))),  # MDS on 3 only
+        ("original", 45, (("mrr", "3-fake"), ("translate", "fake-3"), ("downstream", ""),
+                          ("downstream", "mds")))]
+    calls: list[list[str]] = []
+
+    def command(argv: list[str]) -> int:
+        calls.append([a for a in argv if not a.startswith("--set")])
+        return 0
+
+    folder = tmp_path / "artifacts" / "studies" / study.name
+    (folder / "corpora").mkdir(parents=True)
+    (folder / "corpora" / "train.txt").touch()
+    (folder / "vocab").mkdir()
+    run_study(study, steps[1:], command, tmp_path, lambda _: None)
+    model = str(folder / "models" / "original" / "seed45")
+    assert calls == [["train", "--modification", "original", "--seed", "45"],
+                     ["mrr", model, "--source", "3", "--target", "fake"],
+                     ["translate", model, "--source", "fake", "--target", "3"],
+                     ["downstream", model, "--languages", "fake,3"],
+                     ["downstream", model, "--languages", "fake,3", "--mds"]]

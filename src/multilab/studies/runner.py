@@ -1,8 +1,10 @@
-"""``multilab study run``: train and evaluate what a study still lacks, nothing else.
+"""``multilab study run``: train and measure what a study still lacks, nothing else.
 
-The plan is computed from the records: a (row, seed) with a matching ``evaluate`` record is
-done. Each missing one runs the ordinary commands — ``corpus build`` and ``vocab`` once per
-study, ``spaces`` when a row needs the knn table, then ``train`` and ``evaluate`` — so
+The plan is computed from the records: a (row, seed) with every record its metrics read
+(``evaluate``; ``downstream``, ``downstream --mds``, ``mrr``, ``translate`` of a language
+pair) is done. Each missing one runs the ordinary commands — ``corpus build`` and ``vocab``
+once per study, ``spaces`` when a row needs the knn table, then ``train`` and the measuring
+commands whose records are missing — so
 fingerprints, checkpoints, resume after a kill, MLflow runs and records work exactly as they
 do for ``dvc repro``: a model whose fingerprint exists is not trained again, a killed run
 resumes from its last checkpoint when the same command is given again. A study's corpora,
@@ -26,7 +28,7 @@ from multilab.lab import modifications as mods
 from multilab.studies import ledger
 from multilab.studies.records import Record, safe_name
 from multilab.studies.spec import Row, Study
-from multilab.studies.tables import collect
+from multilab.studies.tables import MODEL_LESS, collect, row_languages, row_sources
 
 Command = Callable[[list[str]], int]
 
@@ -35,20 +37,51 @@ Command = Callable[[list[str]], int]
 class Step:
     row: Row
     seed: int
+    # the (kind, variant) records this (row, seed) lacks; empty: the evaluate record
+    needs: tuple[tuple[str, str], ...] = ()
 
 
 def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] | None = None,
                  rows: Sequence[str] | None = None) -> list[Step]:
-    """The (row, seed) pairs without an evaluate record, in the spec's order."""
+    """The (row, seed) pairs lacking a record their metrics read, in the spec's order.
+    Static rows (``multilab static``) and similarity records (two models) are not run
+    here."""
     chosen = collect(study, list(records))
     wanted_seeds = tuple(seeds) if seeds else study.seeds
     unknown = [label for label in rows or () if study.row(label) is None]
     if unknown:
         raise UserError(f"--rows {unknown[0]!r}: rows of {study.name} are "
                         f"{', '.join(row.label for row in study.rows)}")
-    return [Step(row, seed) for row in study.rows if (not rows or row.label in rows)
-            and not row.static  # static embeddings are `multilab static`'s, not trained here
-            for seed in wanted_seeds if (row.label, seed, "evaluate", "") not in chosen]
+    steps = []
+    for row in study.rows:
+        if (rows and row.label not in rows) or row.static:
+            continue
+        sources = [key for key in row_sources(study, row) if key[0] not in MODEL_LESS]
+        for seed in wanted_seeds:
+            needs = tuple(key for key in sources if (row.label, seed, *key) not in chosen)
+            if needs:
+                steps.append(Step(row, seed, needs))
+    return steps
+
+
+def measure_commands(study: Study, step: Step, model_dir: Path) -> list[list[str]]:
+    """The commands that write the records ``step`` lacks, in order: ``evaluate``, then
+    ``downstream`` (fine-tuned on the row's ``fine_tune`` edition, the row's languages
+    after it; ``--mds`` for the shifted variant), ``mrr`` and ``translate`` per pair."""
+    languages = [part for part in row_languages(study, step.row).split(",") if part]
+    first = step.row.fine_tune or study.fine_tune or languages[0]
+    order = ",".join([first, *(code for code in languages if code != first)])
+    commands = []
+    for kind, variant in step.needs or (("evaluate", ""),):
+        if kind == "evaluate":
+            commands.append(["evaluate", str(model_dir)])
+        elif kind == "downstream":
+            commands.append(["downstream", str(model_dir), "--languages", order,
+                             *(["--mds"] if variant == "mds" else [])])
+        elif kind in ("mrr", "translate"):
+            source, _, target = variant.partition("-")
+            commands.append([kind, str(model_dir), "--source", source, "--target", target])
+    return commands
 
 
 #: settings that change what a row's corpora or vocabulary are: a row overriding one gets
@@ -129,7 +162,8 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
                 str(step.seed))
             model_dir = artifacts / "models" / mods.slug(step.row.modification) / \
                 f"seed{step.seed}"
-            run(settings, "evaluate", str(model_dir))
+            for argv in measure_commands(study, step, model_dir):
+                run(settings, *argv)
         finally:
             if results is not None:
                 ledger.release(results, study.name, step.row.label, step.seed)
