@@ -99,6 +99,7 @@ def _spec(tmp_path: Path, **change: object) -> Path:
     ({"rows": [{"modification": "lang-poss"}]}, "row 1: "),
     ({"rows": [{"modification": "original", "paper": {"rho": 1}}]},
      "row original: paper: unknown key 'rho'; valid: mu"),
+    ({"metrics": ["mu", "mrr.3-fake.bogus"]}, "metric 'mrr.3-fake.bogus': not a form"),
     ({"claims": ["dufter2020-t1-r3-inv-order"]},
      "row 'inv-order' is not a row of the study; rows: original, lang-pos"),
     ({"claims": ["dufter2020-t1-r3-inv-order-perplexity"]}, "row 'inv-order'"),
@@ -260,8 +261,8 @@ def test_the_papers_rounding_is_the_margin_of_an_equality(tmp_path: Path) -> Non
 
 
 def test_downstream_metrics_name_editions_and_records_key_iso_codes() -> None:
+    from multilab.studies.metrics import metric_source
     from multilab.studies.records import Record
-    from multilab.studies.tables import metric_source
 
     def read(metric: str, kind: str, result: dict) -> tuple[str, str, float | None]:
         source = metric_source(metric)
@@ -543,7 +544,7 @@ def test_analysis_records_feed_study_metrics_and_bound_claims(tmp_path: Path) ->
     drop = outcomes["liu2020b-s3-2-3-window-drop-larger-big-data"]  # .48 against 0: not less
     assert drop.verdict is Verdict.NOT_HELD and drop.difference == pytest.approx(0.483)
     with pytest.raises(ValueError):
-        from multilab.studies.tables import metric_source
+        from multilab.studies.metrics import metric_source
 
         metric_source("translate.3-fake.bleu2.l1.a1")
     spec["claims"] = [{"id": "liu2020b-s3-2-3-short-window-hurts-big-data",

@@ -66,6 +66,7 @@ import yaml
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
 from multilab.studies.claims import COMPARE_FIELDS, OPTIONAL_COMPARE, PAPERS, Claim
+from multilab.studies.metrics import metric_sources
 from multilab.studies.verdict import PaperValue
 
 SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds", "settings",
@@ -244,6 +245,14 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
                                                                 for m in metrics):
         raise _fail(source, f"metrics {metrics!r}: a list of metric keys")
     metrics = tuple(metrics)
+    for metric in metrics:
+        try:
+            metric_sources(metric.replace("<pair>", "a-b"))
+        except ValueError:
+            raise _fail(source, f"metric {metric!r}: not a form of its kind (see `multilab."
+                        "studies.metrics.metric_source`: e.g. mrr.3-fake.best, translate."
+                        "<pair>.bleu1.l11.a3, similarity.cka.floor_gap, static.skipgram.w5."
+                        "rall.mrr, downstream.zero_shot.s)") from None
     paper_seeds = raw.get("paper_seeds")
     if paper_seeds is not None and (not isinstance(paper_seeds, int) or paper_seeds < 1):
         raise _fail(source, f"paper_seeds {paper_seeds!r}: the paper's seed count or null")
