@@ -21,7 +21,12 @@ from multilab.config import Config
 from multilab.errors import StoppedEarly
 from multilab.resolve import resolve_run
 from multilab.studies.records import iter_records
-from multilab.training.model_dir import checkpoint_steps, read_done, run_checkpoint_area
+from multilab.training.model_dir import (
+    checkpoint_steps,
+    model_fingerprint,
+    read_done,
+    run_checkpoint_area,
+)
 from multilab.training.train_stacked import train_stack
 from tests.helpers import PARAMS, link_project, one_torch_thread, saved_weights, smoke_config
 
@@ -53,6 +58,7 @@ def _settings(cfg: Config, stack: int) -> list[str]:
     return ["--params", str(PARAMS), *(f"--set={k}={v}" for k, v in values.items())]
 
 
+@pytest.mark.slow  # trains two small models (with MLflow) two or three times
 def test_each_member_is_a_model_of_its_own(built_project: Path, tmp_path: Path,
                                            capsys) -> None:
     """``multilab train -m original -m no-random --seed 0`` with train.stack 2: two model
@@ -91,6 +97,7 @@ def test_each_member_is_a_model_of_its_own(built_project: Path, tmp_path: Path,
     assert "model in" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # trains two small models (with MLflow) two or three times
 def test_a_stopped_stack_resumes_to_the_same_members(built_project: Path,
                                                      tmp_path: Path) -> None:
     """Stopped after step 2 (checkpointed, runs KILLED) and run again, the stack ends with
@@ -102,10 +109,12 @@ def test_a_stopped_stack_resumes_to_the_same_members(built_project: Path,
     with pytest.raises(StoppedEarly):
         _stack(cfg, members, stop_after_step=2)
     runs = [resolve_run(cfg, mod, seed) for mod, seed in members]
-    assert [checkpoint_steps(run_checkpoint_area(run)) for run in runs] == [[2], [2]]
-    assert {r.info.status for r in MlflowClient().search_runs(
-        [tracking.connect(cfg.paths, cfg.experiment)], "tags.modification = 'original'")} \
-        == {"KILLED"}
+    assert [list(checkpoint_steps(run_checkpoint_area(run))) for run in runs] == [[2], [2]]
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    for run in runs:
+        found = MlflowClient().search_runs(
+            [experiment], f"tags.fingerprint = '{model_fingerprint(run)}'")
+        assert [r.info.status for r in found] == ["KILLED"]
     resumed = _stack(cfg, members)
     for mine, theirs in zip(resumed, whole, strict=True):
         expected = saved_weights(theirs)
@@ -119,6 +128,7 @@ def test_a_stopped_stack_resumes_to_the_same_members(built_project: Path,
         assert sorted(steps) == list(range(1, STEPS + 1))
 
 
+@pytest.mark.slow  # trains two small models (with MLflow) two or three times
 def test_members_at_different_steps_regroup(built_project: Path, tmp_path: Path) -> None:
     """A member ahead of the other (checkpoints of different steps, as a kill between two
     members' writes leaves) waits until the other catches up; a member does not depend on
