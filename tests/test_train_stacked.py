@@ -164,3 +164,48 @@ def test_bad_stacks_are_one_line(built_project: Path, tmp_path: Path, capsys, st
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
     assert not cfg.paths.models.exists() and not cfg.paths.mlruns.exists()
+
+
+@pytest.mark.slow  # trains and evaluates four small models
+def test_study_run_trains_a_stack_and_books_each_member(built_project: Path, tmp_path: Path,
+                                                        monkeypatch, capsys) -> None:
+    """``multilab study run --stack 4``: two rows x two seeds in one ``train`` command, each
+    member evaluated and recorded, the ledger empty afterwards; a second run trains nothing."""
+    import shutil
+
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").symlink_to(built_project / "data")
+    artifacts = tmp_path / "artifacts" / "studies" / "toy-stack"  # the smoke corpora: shared
+    artifacts.mkdir(parents=True)
+    for name in ("corpora", "vocab"):
+        (artifacts / name).symlink_to(built_project / "artifacts" / name)
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(Path(__file__).resolve().parents[1] / "studies" / "claims",
+                    folder / "claims")
+    spec = {"name": "toy-stack", "paper": "dufter2020", "table": "Table 1", "title": "toy",
+            "languages": ["3", "fake"], "profile": "smoke", "seeds": [0, 1], "paper_seeds": 5,
+            "metrics": ["mu"], "claims": [],
+            "rows": [{"id": "0", "modification": "original"},
+                     {"id": "x", "modification": "no-random"}],
+            "settings": {"train.max_train_sentences": 64, "train.eval_points": "[]",
+                         "models.small.num_hidden_layers": 2, "evaluate.layers": "[0, 2]",
+                         "evaluate.dev_sentences": 100, "evaluate.curve_sentences": 100}}
+    (folder / "toy-stack.yaml").write_text(yaml.safe_dump(spec))
+    args = ["--params", str(PARAMS), "study", "run", "toy-stack", "--studies", str(folder),
+            "--stack", "4"]
+    with one_torch_thread():
+        assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "original, no-random seeds 0, 1: 4 model(s) in stacks of up to 4" in out, out
+    records = list(iter_records(tmp_path / "results"))
+    trained = sorted((r.model["modification"], r.model["seed"]) for r in records
+                     if r.kind == "train" and r.data["result"].get("trainer") == "stacked")
+    assert trained == [("no-random", 0), ("no-random", 1), ("original", 0), ("original", 1)]
+    assert len([r for r in records if r.kind == "evaluate"]) == 4
+    assert not (tmp_path / "results" / "ledger.csv").exists()
+    with one_torch_thread():
+        assert main(args) == 0
+    assert "model(s) in stacks" not in capsys.readouterr().out

@@ -601,12 +601,14 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
     """``study run``: each study's missing (row, seed) pairs, through this command line."""
     from multilab.resolve import check_seed
     from multilab.studies.ledger import read_ledger
-    from multilab.studies.runner import missing_runs, run_study
+    from multilab.studies.runner import check_stack_size, missing_runs, run_study
 
     seeds = [check_seed(_as_int(s.strip()), "--seeds") for s in args.seeds.split(",")
              if s.strip()] if args.seeds else None
     rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
     base = ["--params", args.params, *(f"--set={value}" for value in args.set or [])]
+    for study in studies:  # every study's --stack checked before anything runs
+        check_stack_size(study, args.stack, seeds, rows)
     for study in studies:
         steps = missing_runs(study, records, seeds, rows)
         if args.plan or not steps:
@@ -619,7 +621,7 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
             print(f"study {study.name}: {len(steps)} run(s) missing" + "".join(lines))
             continue
         run_study(study, steps, lambda argv: main(base + argv), Path.cwd(),
-                  results=cfg.paths.results)
+                  results=cfg.paths.results, stack=args.stack)
 
 
 def cmd_ids(args: argparse.Namespace) -> None:
@@ -940,6 +942,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", help="run: only these seeds, e.g. 42,43")
     p.add_argument("--rows", help="run: only these rows (labels), e.g. original,lang-pos")
     p.add_argument("--plan", action="store_true", help="run: say what is missing, run nothing")
+    p.add_argument("--stack", type=int, default=1, metavar="K",
+                   help="run: train the rows that may share a stack (one architecture, one "
+                        "data folder) in stacks of up to K models (default 1: one at a time)")
     p.add_argument("names", nargs="*", help="study names (studies/<name>.yaml)")
     p.add_argument("--all", action="store_true", help="every study, and the claims summary")
     p.add_argument("--studies", default="studies", help="the folder of study specs")
