@@ -209,3 +209,16 @@ def test_study_run_trains_a_stack_and_books_each_member(built_project: Path, tmp
     with one_torch_thread():
         assert main(args) == 0
     assert "model(s) in stacks" not in capsys.readouterr().out
+
+
+def test_the_fingerprint_says_stacked_not_how_many(tmp_path: Path) -> None:
+    """Any k > 1 gives a member one fingerprint (who shared its stack does not enter); k = 1
+    is the single-model path's, unchanged (tests/test_fingerprint.py pins it)."""
+    from multilab.errors import UserError
+
+    prints = {k: resolve_run(smoke_config(tmp_path, train={"stack": k}), "lang-pos", 3)
+              .fingerprint("data") for k in (1, 2, 16)}
+    assert prints[2] == prints[16] != prints[1]
+    assert prints[1] == resolve_run(smoke_config(tmp_path), "lang-pos", 3).fingerprint("data")
+    with pytest.raises(UserError, match=r"train\.compile = true with train\.stack = 2"):
+        smoke_config(tmp_path, train={"stack": 2, "compile": True})
