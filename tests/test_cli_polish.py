@@ -44,7 +44,7 @@ def test_set_is_accepted_after_the_command_too(tmp_path: Path, monkeypatch, caps
     said = capsys.readouterr().out
     assert "profile=paper" in said and "seeds=[7]" in said
     args = build_parser().parse_args(["train", "--seed", "42", "--set", "profile=smoke"])
-    assert args.seed == 42 and args.set_after == ["profile=smoke"]
+    assert args.seed == [42] and args.set_after == ["profile=smoke"]  # --seed repeats
 
 
 @pytest.mark.parametrize(("argv", "suggestion"), [

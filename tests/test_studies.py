@@ -617,3 +617,43 @@ def test_study_run_plans_and_runs_the_measuring_commands_a_row_lacks(tmp_path: P
                      ["translate", model, "--source", "fake", "--target", "3"],
                      ["downstream", model, "--languages", "fake,3"],
                      ["downstream", model, "--languages", "fake,3", "--mds"]]
+
+
+def test_study_run_stacks_what_the_registry_allows(tmp_path: Path, capsys) -> None:
+    """``--stack k``: rows of one architecture and one data folder share a stack, cut into
+    cross products of rows and seeds (one ``train`` command each); an architecture of its
+    own stacks apart, a row the stacked trainer cannot train runs alone; a stack larger than
+    the study's rows x seeds (or 0) is one line, nothing run."""
+    from multilab.studies.runner import Step, missing_runs, products, stacks
+
+    rows = [{"id": "0", "modification": "original"}, {"id": "1", "modification": "lang-pos"},
+            {"id": "4", "modification": "overparam"}, {"id": "9", "modification": "nsp"},
+            {"id": "2", "modification": "no-random",
+             "settings": {"languages": "[3, s]"}}]
+    study = load_study(_spec(tmp_path, rows=rows, claims=[]), CLAIMS)
+    steps = missing_runs(study, [])
+    groups = stacks(study, steps, tmp_path)
+    labels = [sorted({step.row.label for step in group}) for group in groups]
+    assert labels == [["lang-pos", "original"], ["overparam"], ["no-random"], ["nsp"],
+                      ["nsp"], ["nsp"]]
+    first = products(groups[0])
+    assert [([r.label for r in rows], seeds) for rows, seeds in first] == [
+        (["original", "lang-pos"], [0, 1, 2])]
+    row_0, row_1 = study.rows[:2]
+    ragged = products([Step(row_0, 0), Step(row_0, 1), Step(row_1, 1)])
+    assert [([r.label for r in rows], seeds) for rows, seeds in ragged] == [
+        (["original"], [0, 1]), (["lang-pos"], [1])]
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    where = ["--set", f"paths.results={tmp_path / 'results'}"]
+    run = [*where, "study", "run", "toy-study", "--studies", str(folder)]
+    for stack, offered in (("7", "6 run(s) (2 row(s) x 3 seed(s))"), ("0", "6 run(s)")):
+        assert main([*run, "--stack", stack]) == 2
+        err = capsys.readouterr().err
+        assert f"--stack {stack}: study toy-study offers {offered}" in err and "valid: 1 to 6" \
+            in err and err.count("\n") == 1, err
+    assert main([*run, "--stack", "3", "--seeds", "0", "--plan"]) == 2
+    assert "offers 2 run(s)" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()

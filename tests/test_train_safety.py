@@ -353,14 +353,14 @@ def test_a_model_finished_by_a_concurrent_train_is_not_trained_again(
     cfg = config_of(settings)
     files = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in model_dir.iterdir()}
     runs = tracking.search_runs(cfg.paths, cfg.experiment)["run_id"].tolist()
-    real = train._already_trained
+    real = train.already_trained
     asked: list[tuple] = []
 
     def not_yet_at_first(*args: object) -> bool:  # the other training still ran then
         asked.append(args)
         return False if len(asked) == 1 else real(*args)
 
-    monkeypatch.setattr(train, "_already_trained", not_yet_at_first)
+    monkeypatch.setattr(train, "already_trained", not_yet_at_first)
     assert main(cli_args(settings, "train", "--seed", "0")) == 0
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in model_dir.iterdir()} == files
     after = tracking.search_runs(cfg.paths, cfg.experiment)

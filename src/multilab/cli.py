@@ -390,19 +390,59 @@ def cmd_model_order(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    from multilab.resolve import resolve_run
+    from multilab.resolve import check_seed, resolve_run
 
     cfg = _config(args)
     # a bad value fails before seconds of imports
-    run = resolve_run(cfg, args.modification, args.seed)
+    modifications = args.modification or ["original"]
+    seeds = [check_seed(seed, "--seed") for seed in args.seed]
+    runs = [resolve_run(cfg, modification, seed) for modification in modifications
+            for seed in seeds]
+    stacks = _stacks(runs, cfg.train.stack, modifications, seeds)
     from multilab import tracking
     from multilab.evaluation.evaluate import curve_hook
-    from multilab.training.train import train_model
 
     experiment_id = tracking.connect(cfg.paths, cfg.experiment)
-    model_dir = train_model(run, experiment_id=experiment_id, curve_hook=curve_hook(run))
-    _record(cfg, "train", _train_result(model_dir), model_dir, once=True)
-    print(f"model in {model_dir}")
+    if stacks is None:
+        from multilab.training.train import train_model
+
+        model_dirs = [train_model(run, experiment_id=experiment_id, curve_hook=curve_hook(run))
+                      for run in runs]
+    else:
+        from multilab.training.train_stacked import train_stack
+
+        model_dirs = [path for stack in stacks for path in train_stack(
+            stack, experiment_id=experiment_id, curve_hooks=[curve_hook(r) for r in stack])]
+    for model_dir in model_dirs:
+        _record(cfg, "train", _train_result(model_dir), model_dir, once=True)
+        print(f"model in {model_dir}")
+
+
+def _stacks(runs: list, stack: int, modifications: list[str], seeds: list[int]
+            ) -> list[list] | None:
+    """``train.stack``'s stacks of ``runs`` (None: one model at a time), or one line naming
+    what cannot be: a stack larger than the models on offer, models of two architectures."""
+    from multilab.lab.modifications import check_stack
+
+    if len({run.model_dir for run in runs}) < len(runs):
+        raise UserError("train: a model is named twice (-m and --seed repeat one); valid: each "
+                        "modification and seed once")
+    if stack == 1:
+        return None
+    if stack > len(runs):
+        raise UserError(
+            f"train.stack = {stack}: only {len(runs)} model(s) on offer "
+            f"({', '.join(modifications)} x seeds {', '.join(map(str, seeds))}); valid: 1 to "
+            f"{len(runs)}, or more -m/--seed")
+    check_stack([run.modification for run in runs])
+    from multilab.lab.modifications import trains_stacked
+
+    alone = next((run.modification for run in runs if not trains_stacked(run.modification)),
+                 None)
+    if alone is not None:
+        raise UserError(f"train.stack = {stack} with {alone!r}: its models train one at a "
+                        "time (valid: stack 1, or modifications without nsp and sep-L1-<n>)")
+    return [runs[start:start + stack] for start in range(0, len(runs), stack)]
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -561,12 +601,14 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
     """``study run``: each study's missing (row, seed) pairs, through this command line."""
     from multilab.resolve import check_seed
     from multilab.studies.ledger import read_ledger
-    from multilab.studies.runner import missing_runs, run_study
+    from multilab.studies.runner import check_stack_size, missing_runs, run_study
 
     seeds = [check_seed(_as_int(s.strip()), "--seeds") for s in args.seeds.split(",")
              if s.strip()] if args.seeds else None
     rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
     base = ["--params", args.params, *(f"--set={value}" for value in args.set or [])]
+    for study in studies:  # every study's --stack checked before anything runs
+        check_stack_size(study, args.stack, seeds, rows)
     for study in studies:
         steps = missing_runs(study, records, seeds, rows)
         if args.plan or not steps:
@@ -579,7 +621,7 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
             print(f"study {study.name}: {len(steps)} run(s) missing" + "".join(lines))
             continue
         run_study(study, steps, lambda argv: main(base + argv), Path.cwd(),
-                  results=cfg.paths.results)
+                  results=cfg.paths.results, stack=args.stack)
 
 
 def cmd_ids(args: argparse.Namespace) -> None:
@@ -715,7 +757,9 @@ class Parser(argparse.ArgumentParser):
 DESCRIPTIONS = {
     "train": "Train (or resume) one model of the study: the modification (a name, a `+` combo "
              "or a paper ID) at one seed. A model whose fingerprint is unchanged is never "
-             "trained twice; a killed run resumes from its last checkpoint.",
+             "trained twice; a killed run resumes from its last checkpoint. Repeated -m and "
+             "--seed train every pair, one at a time or, with train.stack = k, in stacks of "
+             "up to k models as one batched computation.",
     "evaluate": "Measure a model directory's multilinguality (word alignment, sentence "
                 "retrieval, word translation at evaluate.layers) and its MLM perplexity; "
                 "logged to the model's MLflow run and written as JSON.",
@@ -784,8 +828,9 @@ def build_parser() -> argparse.ArgumentParser:
         ).set_defaults(func=cmd_word_order)
 
     p = add("train", help="train (or resume) one model")
-    p.add_argument("--modification", "-m", default="original", help="name, combo or paper ID")
-    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--modification", "-m", action="append",
+                   help="name, combo or paper ID (default original; repeatable)")
+    p.add_argument("--seed", type=int, action="append", required=True, help="repeatable")
     p.set_defaults(func=cmd_train)
 
     p = add("evaluate", help="multilinguality + perplexity of a model directory")
@@ -897,6 +942,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", help="run: only these seeds, e.g. 42,43")
     p.add_argument("--rows", help="run: only these rows (labels), e.g. original,lang-pos")
     p.add_argument("--plan", action="store_true", help="run: say what is missing, run nothing")
+    p.add_argument("--stack", type=int, default=1, metavar="K",
+                   help="run: train the rows that may share a stack (one architecture, one "
+                        "data folder) in stacks of up to K models (default 1: one at a time)")
     p.add_argument("names", nargs="*", help="study names (studies/<name>.yaml)")
     p.add_argument("--all", action="store_true", help="every study, and the claims summary")
     p.add_argument("--studies", default="studies", help="the folder of study specs")

@@ -170,6 +170,9 @@ class TrainConfig:
     compile: bool = False
     bucket_chunk: int = 50  # batches per length-sorted chunk (1 = random batches)
     length_pieces: int = 1  # >1: sort each batch by length, run it in this many pieces
+    #: >1: ``multilab train`` trains its models in stacks of up to this many, each stack one
+    #: batched computation (training/train_stacked.py); 1: one model at a time
+    stack: int = 1
 
 
 @dataclass(frozen=True)
@@ -374,6 +377,10 @@ class RunConfig:
         for later, default in mods.LATER_FIELDS.items():  # likewise for later recipe fields
             if relevant[f"recipe.{later}"] == default:
                 del relevant[f"recipe.{later}"]
+        # how many share a stack is an execution detail; that a model was trained stacked is
+        # not (its dropout is counter-based, training/stacked.py): one key for every k > 1
+        if relevant.pop("train.stack") > 1:
+            relevant["trainer"] = STACKED_TRAINER
         relevant["data"] = data_hash
         blob = json.dumps(relevant, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -394,6 +401,8 @@ SEED_DICTIONARIES = ("none", "silver")
 ALL_EDITIONS = "all"
 #: ``evaluate.layers``: the embeddings and every layer of each model
 ALL_LAYERS = "all"
+#: What a stacked model's fingerprint says of its trainer (any ``train.stack`` > 1).
+STACKED_TRAINER = "stacked"
 #: Parameters added after models were trained, with their defaults: a fingerprint leaves one
 #: out while it has its default, so those models keep their fingerprints.
 LATER_PARAMS: dict[str, Any] = {"corpus.split_clauses": False}
@@ -462,6 +471,10 @@ RULES: dict[tuple[type, str], tuple[Callable[[Any], bool], str]] = {
         "each strictly between 0 and 1 (fractions of the training), e.g. [0.5]"),
     (TrainConfig, "bucket_chunk"): _at_least(1),
     (TrainConfig, "length_pieces"): _at_least(1),
+    (TrainConfig, "stack"): (
+        (lambda k: k >= 1),
+        ">= 1 (1: one model at a time; k: up to k models of one architecture as one stacked "
+        "computation)"),
     **{(ModelConfig, key): _at_least(1) for key in (
         "hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers",
         "max_position_embeddings", "batch_size", "grad_accum")},

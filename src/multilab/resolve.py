@@ -511,6 +511,10 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
             raise UserError(f"models.{needed} missing; valid sizes: {', '.join(MODEL_SIZES)}")
 
     train = _build(TrainConfig, merged.get("train"), "train")
+    if train.stack > 1 and train.compile:
+        raise UserError(f"train.compile = true with train.stack = {train.stack}: a stack runs "
+                        "under torch.func.vmap, not torch.compile; valid: compile false, or "
+                        "stack 1")
     if train.replacement_override is not None:
         _check_replacement(train.replacement_override, "train.replacement_override")
     for name, mod in mods.REGISTRY.items():

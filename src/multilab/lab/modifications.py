@@ -400,6 +400,14 @@ def stack_group(text: str) -> tuple[str, ...]:
     return tuple(sorted(p for p in split_modification(text) if not lookup(p).stacks))
 
 
+def trains_stacked(text: str) -> bool:
+    """Whether the stacked trainer can train this modification's models: a plain
+    ``BertForMaskedLM`` that trains (not ``untrained``, ``nsp``'s second head or
+    ``sep-L1-<n>``'s per-language layers); such models train one at a time."""
+    recipe = resolve_recipe(text)
+    return recipe.trained and not recipe.next_sentence and not recipe.separate_layers
+
+
 def check_stack(modifications: list[str]) -> None:
     """Refuse, in one line, models that cannot share a stack: ``untrained`` (nothing to
     train) or modifications of different architectures."""

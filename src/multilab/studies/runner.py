@@ -115,55 +115,162 @@ def study_settings(study: Study, root: Path, row: Row | None = None) -> list[str
 
 
 def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
-              say: Callable[[str], None] = print, results: Path | None = None) -> None:
+              say: Callable[[str], None] = print, results: Path | None = None,
+              stack: int = 1) -> None:
     """Run ``steps`` through ``command`` (``multilab``'s main); stop at the first failure.
     Corpora and vocabulary are built once per artifacts folder (the study's, or a row's own
     where its settings change the languages, corpus or vocabulary), under a lock, so that
     two runners of one study can share its work. With ``results``, each run is booked in
     the run ledger there first (:mod:`multilab.studies.ledger`) and skipped when another
-    live runner holds it."""
-
-    def run(settings: list[str], *argv: str) -> None:
-        args = [f"--set={value}" for value in settings] + list(argv)
-        if command(args) != 0:
-            raise UserError(f"study {study.name}: `multilab {' '.join(argv)}` failed (its "
-                            "message is above); fix it and run `multilab study run "
-                            f"{study.name}` again: finished runs are kept")
-
-    prepared: set[Path] = set()
+    live runner holds it. ``stack`` > 1: the steps that may share a stack (:func:`stacks`)
+    train by one ``train`` command each, in stacks of up to ``stack`` models."""
+    runner = _Runner(study, command, root, say, results)
+    if stack > 1:
+        runner.stacked(steps, stack)
+        return
     for number, step in enumerate(steps, 1):
-        if results is not None:
-            held = ledger.book(results, study.name, step.row.label, step.seed)
-            if held is not None:
-                say(f"study {study.name}: {step.row.label} seed {step.seed} skipped: under "
-                    f"way by {held.by} since {held.since} (results/{ledger.LEDGER})")
-                continue
+        if not runner.book([step]):
+            continue
         try:
-            settings = study_settings(study, root, step.row)
-            artifacts = study_artifacts(study, root, step.row)
-            if artifacts not in prepared:
-                artifacts.mkdir(parents=True, exist_ok=True)
-                with FileLock(artifacts / ".prepare.lock"):  # a second runner waits here
-                    if not (artifacts / "corpora" / "train.txt").is_file():
-                        say(f"study {study.name}: building its corpora"
-                            + (f" (row {step.row.label})" if _own_data(step.row) else ""))
-                        run(settings, "corpus", "build")
-                    if not (artifacts / "vocab").is_dir():
-                        run(settings, "vocab")
-                prepared.add(artifacts)
-            needs_knn = mods.resolve_recipe(step.row.modification).needs_knn
-            if needs_knn:
-                with FileLock(artifacts / ".prepare.lock"):
-                    if not (artifacts / "spaces" / "knn.pt").is_file():
-                        run(settings, "spaces")
+            runner.prepare(step.row)
             say(f"study {study.name}: {step.row.label} seed {step.seed} "
                 f"({number}/{len(steps)})")
-            run(settings, "train", "--modification", step.row.modification, "--seed",
-                str(step.seed))
-            model_dir = artifacts / "models" / mods.slug(step.row.modification) / \
-                f"seed{step.seed}"
-            for argv in measure_commands(study, step, model_dir):
-                run(settings, *argv)
+            settings = study_settings(study, root, step.row)
+            runner.run(settings, "train", "--modification", step.row.modification, "--seed",
+                       str(step.seed))
+            for argv in measure_commands(study, step, runner.model_dir(step)):
+                runner.run(settings, *argv)
         finally:
-            if results is not None:
-                ledger.release(results, study.name, step.row.label, step.seed)
+            runner.release([step])
+
+
+def check_stack_size(study: Study, stack: int, seeds: Sequence[int] | None,
+                     rows: Sequence[str] | None) -> None:
+    """``--stack k``: at least 1, and no more than the study's rows x seeds on offer."""
+    offered = len(rows or study.rows) * len(seeds or study.seeds)
+    if not 1 <= stack <= offered:
+        raise UserError(f"--stack {stack}: study {study.name} offers {offered} run(s) "
+                        f"({len(rows or study.rows)} row(s) x {len(seeds or study.seeds)} "
+                        f"seed(s)); valid: 1 to {offered}")
+
+
+def stacks(study: Study, steps: Sequence[Step], root: Path) -> list[list[Step]]:
+    """The steps that may train in one stack: one artifacts folder and one set of settings
+    (the rows' own), one architecture (the registry's ``stack_group``), each trainable by
+    the stacked trainer (``trains_stacked``; the others train alone, as single steps)."""
+    groups: dict[tuple, list[Step]] = {}
+    alone: list[list[Step]] = []
+    for step in steps:
+        if not mods.trains_stacked(step.row.modification):
+            alone.append([step])
+            continue
+        key = (tuple(study_settings(study, root, step.row)),
+               mods.stack_group(step.row.modification))
+        groups.setdefault(key, []).append(step)
+    return [*groups.values(), *alone]
+
+
+def products(steps: Sequence[Step]) -> list[tuple[list[Row], list[int]]]:
+    """``steps`` as (rows, seeds) cross products, what one ``train -m … --seed …`` command
+    trains: rows missing the same seeds share one, each modification once in it."""
+    seeds_of: dict[str, list[int]] = {}
+    rows: dict[str, Row] = {}
+    for step in steps:
+        seeds_of.setdefault(step.row.label, []).append(step.seed)
+        rows[step.row.label] = step.row
+    out: list[tuple[list[Row], list[int]]] = []
+    for label, seeds in seeds_of.items():
+        home = next((p for p in out if p[1] == seeds and all(
+            r.modification != rows[label].modification for r in p[0])), None)
+        if home is None:
+            out.append(([rows[label]], seeds))
+        else:
+            home[0].append(rows[label])
+    return out
+
+
+class _Runner:
+    """One study's commands: preparing its artifacts once, booking runs in the ledger."""
+
+    def __init__(self, study: Study, command: Command, root: Path,
+                 say: Callable[[str], None], results: Path | None) -> None:
+        self.study, self.command, self.root, self.say = study, command, root, say
+        self.results = results
+        self.prepared: set[Path] = set()
+
+    def run(self, settings: list[str], *argv: str) -> None:
+        args = [f"--set={value}" for value in settings] + list(argv)
+        if self.command(args) != 0:
+            raise UserError(f"study {self.study.name}: `multilab {' '.join(argv)}` failed (its "
+                            "message is above); fix it and run `multilab study run "
+                            f"{self.study.name}` again: finished runs are kept")
+
+    def book(self, steps: Sequence[Step]) -> list[Step]:
+        """The steps this runner now holds (all, without a ledger); the others are said."""
+        if self.results is None:
+            return list(steps)
+        mine = []
+        for step in steps:
+            held = ledger.book(self.results, self.study.name, step.row.label, step.seed)
+            if held is None:
+                mine.append(step)
+                continue
+            self.say(f"study {self.study.name}: {step.row.label} seed {step.seed} skipped: "
+                     f"under way by {held.by} since {held.since} (results/{ledger.LEDGER})")
+        return mine
+
+    def release(self, steps: Sequence[Step]) -> None:
+        if self.results is not None:
+            for step in steps:
+                ledger.release(self.results, self.study.name, step.row.label, step.seed)
+
+    def model_dir(self, step: Step) -> Path:
+        return study_artifacts(self.study, self.root, step.row) / "models" / \
+            mods.slug(step.row.modification) / f"seed{step.seed}"
+
+    def prepare(self, row: Row) -> None:
+        """The row's corpora and vocabulary (once per artifacts folder), its knn table."""
+        settings = study_settings(self.study, self.root, row)
+        artifacts = study_artifacts(self.study, self.root, row)
+        if artifacts not in self.prepared:
+            artifacts.mkdir(parents=True, exist_ok=True)
+            with FileLock(artifacts / ".prepare.lock"):  # a second runner waits here
+                if not (artifacts / "corpora" / "train.txt").is_file():
+                    self.say(f"study {self.study.name}: building its corpora"
+                             + (f" (row {row.label})" if _own_data(row) else ""))
+                    self.run(settings, "corpus", "build")
+                if not (artifacts / "vocab").is_dir():
+                    self.run(settings, "vocab")
+            self.prepared.add(artifacts)
+        if mods.resolve_recipe(row.modification).needs_knn:
+            with FileLock(artifacts / ".prepare.lock"):
+                if not (artifacts / "spaces" / "knn.pt").is_file():
+                    self.run(settings, "spaces")
+
+    def stacked(self, steps: Sequence[Step], stack: int) -> None:
+        """Each group of steps that may share a stack (:func:`stacks`), booked whole, as
+        cross products: one ``train`` command each (``train.stack`` up to ``stack``: the
+        command cuts it into stacks), then every member's evaluation. A product of one
+        model trains alone, on the single-model path."""
+        groups = stacks(self.study, steps, self.root)
+        for number, group in enumerate(groups, 1):
+            mine = self.book(group)
+            try:
+                for rows, seeds in products(mine):
+                    for row in rows:
+                        self.prepare(row)
+                    size = len(rows) * len(seeds)
+                    settings = [*study_settings(self.study, self.root, rows[0]),
+                                f"train.stack={min(stack, size)}"]
+                    self.say(f"study {self.study.name}: {', '.join(r.label for r in rows)} "
+                             f"seeds {', '.join(map(str, seeds))}: {size} model(s) in stacks "
+                             f"of up to {min(stack, size)} ({number}/{len(groups)})")
+                    self.run(settings, "train",
+                             *(a for r in rows for a in ("--modification", r.modification)),
+                             *(a for seed in seeds for a in ("--seed", str(seed))))
+                    for step in mine:
+                        if step.row in rows and step.seed in seeds:
+                            for argv in measure_commands(self.study, step, self.model_dir(step)):
+                                self.run(settings, *argv)
+            finally:
+                self.release(mine)

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +62,15 @@ def run(
     run_id: str | None = None,
     name: str | None = None,
     tags: dict[str, Any] | None = None,
+    suspend: bool = False,
 ) -> Iterator[str]:
-    """Start (or resume) a run; end it FINISHED, FAILED or KILLED, never RUNNING."""
+    """Start (or resume) a run; end it FINISHED, FAILED or KILLED, never RUNNING.
+
+    ``suspend``: a visit to one of several runs that one process trains together (a stack):
+    a normal exit leaves it RUNNING, with this process's tags, to be visited again and
+    ended by :func:`held_runs` if the process stops first (MLflow's fluent API holds one
+    active run per thread).
+    """
     previous = signal.getsignal(signal.SIGTERM)
 
     def on_term(signum: int, frame: Any) -> None:
@@ -88,7 +95,7 @@ def run(
         raise
     try:
         yield active.info.run_id
-        status = FINISHED
+        status = RUNNING if suspend else FINISHED
     except (KeyboardInterrupt, Terminated, StoppedEarly):
         status = KILLED
         raise
@@ -99,6 +106,35 @@ def run(
         raise lost from err
     finally:
         _end_run(active.info.run_id, status)
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def held_runs(run_ids: Callable[[], Iterable[str]]) -> Iterator[None]:
+    """While one process trains several runs between visits (``run(..., suspend=True)``):
+    SIGTERM raises :class:`Terminated`, and leaving by an exception ends every run
+    ``run_ids()`` still names KILLED (a stop, a kill) or FAILED, never RUNNING."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise Terminated(f"signal {signum}")
+
+    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+        signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    except BaseException as err:
+        status = KILLED if isinstance(err, KeyboardInterrupt | Terminated | StoppedEarly) \
+            else FAILED
+        for run_id in run_ids():
+            try:
+                MlflowClient().set_terminated(run_id, status)
+            except Exception as failed:  # the store is gone: the first error wins
+                log.warning("could not mark run %s %s (%s); the next train of it will",
+                            run_id, status, " ".join(str(failed).split())[:200])
+        raise
+    finally:
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGTERM, previous)
 

@@ -46,9 +46,10 @@ def run_tags(run: RunConfig, data_hash: str, fingerprint: str) -> dict[str, Any]
 
 @contextlib.contextmanager
 def tracked_run(tracked: bool, experiment_id: str | None, run_id: str | None,
-                tags: dict[str, Any], run: RunConfig) -> Iterator[str | None]:
+                tags: dict[str, Any], run: RunConfig, suspend: bool = False
+                ) -> Iterator[str | None]:
     """The MLflow run's id on the main process (resumed when ``run_id`` is given); None on
-    other processes or without tracking."""
+    other processes or without tracking. ``suspend``: a visit (``tracking.run``'s)."""
     if not tracked:
         yield None
         return
@@ -57,7 +58,7 @@ def tracked_run(tracked: bool, experiment_id: str | None, run_id: str | None,
                                     {"paper_id": run.paper_id or "", "profile": run.study.profile})
         tags = {**tags, **tracking.parent_tags(parent)}
     with tracking.run(experiment_id, run_id=run_id, tags=tags,
-                      name=f"{run.modification} s{run.seed}") as opened:
+                      name=f"{run.modification} s{run.seed}", suspend=suspend) as opened:
         yield opened  # the resumed run, or a new one
 
 

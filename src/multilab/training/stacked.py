@@ -56,6 +56,8 @@ from multilab.errors import UserError
 from multilab.lab import modifications as mods
 from multilab.training.model import build_model
 
+#: The stack's parameter names are :class:`MaskedLMLoss`'s: the model's behind this prefix.
+_PREFIX = "model."
 #: Labels of padded selected positions: not counted by the loss.
 IGNORE = -100
 #: Key of the dropout words' stream (with the seed, the step and the piece).
@@ -390,7 +392,7 @@ def check_members(runs: Sequence[RunConfig]) -> None:
                     f"stack of {first.modification!r} s{first.seed} and {run.modification!r} "
                     f"s{run.seed}: their {what} differ (valid: runs of one architecture and "
                     "one training setup)")
-    if first.recipe.next_sentence or first.recipe.separate_layers:
+    if not mods.trains_stacked(first.modification):
         raise UserError(f"modification {first.modification!r}: stacking trains plain "
                         "BertForMaskedLM members (valid: modifications without nsp and "
                         "sep-L1-<n>)")
@@ -476,7 +478,12 @@ class StackedTrainer:
 
     def __init__(self, members: Sequence[Member], settings: Settings,
                  device: torch.device | str = "cpu",
-                 models: Sequence[BertForMaskedLM] | None = None) -> None:
+                 models: Sequence[BertForMaskedLM] | None = None,
+                 moments: Sequence[dict[str, dict[str, torch.Tensor]]] | None = None,
+                 steps_done: int = 0) -> None:
+        """``models``: the members' current weights (default: their initial ones);
+        ``moments``: their AdamW moments (:meth:`member_moments`) after ``steps_done``
+        optimizer steps, to continue a run (a resume, or members regrouped)."""
         self.members, self.settings = list(members), settings
         self.device = torch.device(device)
         models = list(models) if models is not None else [
@@ -493,6 +500,15 @@ class StackedTrainer:
         self.skeleton = copy.deepcopy(losses[0]).train()
         self.optimizer = StackedAdamW(self.params, settings.train.weight_decay,
                                       settings.train.adam_eps)
+        if moments is not None:
+            for key in ("exp_avg", "exp_avg_sq"):
+                into = getattr(self.optimizer, key)
+                for name in into:
+                    into[name] = torch.stack([m[key][name[len(_PREFIX):]] for m in moments]
+                                             ).to(self.device)
+            self.optimizer.steps = steps_done
+        #: each member's real tokens in the last :meth:`batch`
+        self.tokens: list[int] = [0] * len(self.members)
         self._batched = torch.func.vmap(self._one, randomness="error")
 
     def _one(self, params, buffers, *args):
@@ -507,6 +523,7 @@ class StackedTrainer:
         piece by piece (on the device), with the dropout words; and the members' counts
         of selected positions."""
         per_member = [member_pieces(m, self.settings, step) for m in self.members]
+        self.tokens = [tokens for _, _, tokens in per_member]
         totals = torch.tensor([float(total) for _, total, _ in per_member],
                               device=self.device)
         prepared = []
@@ -543,19 +560,32 @@ class StackedTrainer:
 
     def member_state(self, index: int) -> dict[str, torch.Tensor]:
         """Member ``index``'s parameters, named as ``BertForMaskedLM``'s (tied ones once)."""
-        prefix = "model."
-        return {n[len(prefix):]: p[index].detach().cpu() for n, p in self.params.items()}
+        return {n[len(_PREFIX):]: p[index].detach().cpu() for n, p in self.params.items()}
+
+    def member_moments(self, index: int) -> dict[str, dict[str, torch.Tensor]]:
+        """Member ``index``'s AdamW moments (``exp_avg``, ``exp_avg_sq``), named as its
+        parameters: with :attr:`StackedAdamW.steps`, its whole optimizer state."""
+        return {key: {n[len(_PREFIX):]: t[index].detach().cpu()
+                      for n, t in getattr(self.optimizer, key).items()}
+                for key in ("exp_avg", "exp_avg_sq")}
 
     def unstack(self, index: int) -> BertForMaskedLM:
         """Member ``index`` as a plain ``BertForMaskedLM`` (``nn.Dropout``, default
         attention): what ``save_pretrained`` writes and evaluation loads."""
-        model = fresh_model(self.settings, self.members[index].seed)
-        missing, unexpected = model.load_state_dict(self.member_state(index), strict=False)
-        tied = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}
-        if unexpected or set(missing) - tied:
-            raise RuntimeError(f"unstacking: missing {missing}, unexpected {unexpected}")
-        model.tie_weights()
-        return model
+        return member_model(self.settings, self.members[index].seed, self.member_state(index))
+
+
+def member_model(settings: Settings, seed: int, weights: dict[str, torch.Tensor]
+                 ) -> BertForMaskedLM:
+    """A plain ``BertForMaskedLM`` with a member's weights (a state dict, tied weights
+    once or twice), its decoder tied to its word embeddings again."""
+    model = fresh_model(settings, seed)
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    tied = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"}
+    if unexpected or set(missing) - tied:
+        raise RuntimeError(f"unstacking: missing {missing}, unexpected {unexpected}")
+    model.tie_weights()
+    return model
 
 
 class SoloTrainer:

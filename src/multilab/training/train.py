@@ -101,7 +101,7 @@ def train_model(
     data_hash = data_fingerprint(run)
     fingerprint = run.fingerprint(data_hash)
     area = checkpoint_area(run.study.paths, model_dir, fingerprint)
-    if _already_trained(model_dir, area, fingerprint, experiment_id if tracked else None):
+    if already_trained(model_dir, area, fingerprint, experiment_id if tracked else None):
         return model_dir
 
     # every input read before anything is written: a damaged one is one line, not a traceback
@@ -118,7 +118,7 @@ def train_model(
     with training_lock(area.parent, model_dir) if main else contextlib.nullcontext():
         # asked again under the lock: a concurrent `train` of this model may have finished
         # while this one prepared its data, and must not be trained again from step 0
-        if _finished_meanwhile(accelerator, main and _already_trained(
+        if _finished_meanwhile(accelerator, main and already_trained(
                 model_dir, area, fingerprint, experiment_id if tracked else None)):
             return model_dir
         try:
@@ -158,7 +158,7 @@ def train_model(
             steps.close()
             if main:
                 save_final_model(run, model, model_dir, area, state,
-                                 _done_record(run, state, plan, data, accelerator.num_processes))
+                                 done_record(run, state, plan, data, accelerator.num_processes))
                 if state.run_id:
                     tracking.log_artifact(model_dir / TRAIN_LOG)
             accelerator.wait_for_everyone()
@@ -341,7 +341,7 @@ def _labels_of(masked: MaskedBatch, rows: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- skip, resume, finish
 
 
-def _already_trained(model_dir: Path, area: Path, fingerprint: str,
+def already_trained(model_dir: Path, area: Path, fingerprint: str,
                      experiment_id: str | None) -> bool:
     """A finished model of this fingerprint is there: tidy up after a late kill, skip.
 
@@ -404,7 +404,7 @@ def _resume(area: Path, model_dir: Path, fingerprint: str, model, optimizer, sch
     return state
 
 
-def _done_record(run: RunConfig, state: TrainingState, plan: Plan, data: TrainingData,
+def done_record(run: RunConfig, state: TrainingState, plan: Plan, data: TrainingData,
                  world_size: int) -> dict[str, Any]:
     """What ``multilab.json`` says of the finished model (the weights' hash is added when
     they are written)."""
