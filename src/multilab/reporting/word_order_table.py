@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from multilab.data.layout import metric_name
 from multilab.evaluation.wordorder import Correlation, correlate
+from multilab.lab.cells import cell, number
 from multilab.lab.languages import Language
 from multilab.reporting.figures import save_png
 
@@ -87,10 +88,10 @@ def word_order_markdown(data: Mapping) -> str:
         "|---|---|--:|--:|--:|--:|",
     ]
     for _, row in frame.iterrows():
-        paper = "–" if pd.isna(row["paper_tau"]) else f"{row['paper_tau']:.2f}"
-        linked = "–" if pd.isna(row["tau_linked"]) else f"{row['tau_linked']:.3f}"
-        lines.append(f"| {row['edition']} | {row['name']} | {row['tau']:.3f} ± "
-                     f"{row['tau_std']:.3f} | {linked} | {row['aligned_share']:.0%} | {paper} |")
+        # the one precision rule (lab/cells.py), the paper's values too
+        lines.append(f"| {row['edition']} | {row['name']} | {cell(row['tau'], row['tau_std'])} "
+                     f"| {number(row['tau_linked'])} | {row['aligned_share']:.0%} | "
+                     f"{number(row['paper_tau'])} |")
     return "\n".join(lines)
 
 
@@ -173,8 +174,8 @@ def correlation_markdown(points: Mapping[str, tuple[float, float]], english: str
         "| correlation | r | p | languages | paper (Pearson) |", "|---|--:|--:|--:|--:|"]
     for name, corr in found.items():
         paper = PAPER_PEARSON.get(name.split(" ", 1)[1]) if name.startswith("pearson") else None
-        lines.append(f"| {name} | {corr.r:.2f} | {corr.p:.2f} | {corr.n} | "
-                     f"{'–' if paper is None else f'{paper:.2f}'} |")
+        lines.append(f"| {name} | {number(corr.r)} | {number(corr.p)} | {corr.n} | "
+                     f"{number(paper)} |")
     return "\n".join(lines), found
 
 
