@@ -24,6 +24,7 @@ from multilab.evaluation.wordorder import Correlation, correlate
 from multilab.lab.cells import cell, number
 from multilab.lab.languages import Language
 from multilab.reporting.figures import save_png
+from multilab.reporting.labels import label_points
 
 WORD_ORDER_JSON = "word_order.json"
 WORD_ORDER_CHART = "word-order.png"
@@ -207,15 +208,14 @@ def plot_correlation(points: Mapping[str, tuple[float, float]], path: Path,
                      measure: str = "accuracy") -> Path:
     """Scatter of tau against ``measure`` (zero-shot accuracy or verse retrieval), one
     labelled point per language."""
-    figure = Figure(figsize=(4.5, 3.6))
+    figure = Figure(figsize=(4.5, 3.6), layout="constrained")
     axes = figure.add_subplot()
-    for label, (tau, accuracy) in points.items():
+    for tau, accuracy in points.values():
         axes.scatter(tau, accuracy, color="tab:blue")
-        axes.annotate(label, (tau, accuracy), textcoords="offset points", xytext=(3, 3),
-                      fontsize=8)
+    axes.margins(x=0.12, y=0.08)  # room for the outermost labels inside the frame
     axes.set_xlabel("Kendall's tau vs English")
     axes.set_ylabel(MEASURES[measure][2])
-    figure.tight_layout()
+    label_points(axes, list(points.values()), list(points), ["black"] * len(points))
     path.parent.mkdir(parents=True, exist_ok=True)
     return save_png(figure, path)
 
