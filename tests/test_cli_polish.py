@@ -87,6 +87,16 @@ def test_one_precision_rule_for_table_cells() -> None:
     assert cell(0.5) == "0.500" and cell(float("nan"), 0.1) == "–"
 
 
+def test_the_papers_cells_follow_the_same_rule() -> None:
+    """The paper's values beside ours read like ours (``0.750 ± 0.000``, not ``.75 ± .00``)."""
+    from multilab.reporting.downstream_table import paper_xnli_markdown
+
+    rows = {line.split(" | ")[0]: line for line in paper_xnli_markdown().splitlines()
+            if line.startswith("| ")}
+    assert rows["| 0"] == "| 0 | original | 0.750 ± 0.000 | 0.570 ± 0.020 | 0.450 ± 0.010 |"
+    assert rows["| mBERT"].endswith("| 0.810 | 0.700 | 0.590 |")  # printed without a spread
+
+
 def test_every_figure_has_a_pdf_for_print_beside_its_png(tmp_path: Path) -> None:
     figure = Figure(figsize=(3, 2))
     figure.subplots().plot([0, 1], [0, 1], label="lang-pos")

@@ -60,9 +60,15 @@ def test_readme_is_a_short_guide_that_names_the_five_papers() -> None:
 
 def test_readme_links_point_at_files_that_exist() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    for target in re.findall(r"\]\(([^)#\s]+)", text):
+    inline = re.findall(r"\]\(([^)#\s]+)", text)
+    defined = re.findall(r"^\[[^\]]+\]:\s*([^#\s]+)", text, re.MULTILINE)  # [name]: target
+    assert defined, "the README's reference-style links were not found"
+    for target in inline + defined:
         if not re.match(r"[a-z]+:", target):
             assert (ROOT / target).exists(), target
+    # the site's index is the README with both kinds of links made relative to docs/
+    index = hook("reference").index_page()
+    assert "](docs/" not in index and not re.search(r"^\[[^\]]+\]:\s*docs/", index, re.M)
 
 
 def test_pyproject_counts_five_papers() -> None:

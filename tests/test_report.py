@@ -72,7 +72,7 @@ def test_table_is_compact_with_the_paper_in_its_own_table(reported) -> None:
     metric_cells = original.split("|")[3 : 3 + len(METRICS)]
     assert max(map(len, metric_cells)) <= len(" 0.500 ± 0.361 ")
     paper_row = next(line for line in paper.splitlines() if line.startswith("| 0 | original |"))
-    assert paper_row.split("|")[3].strip() == "0.70" and "| 217 |" in paper_row
+    assert paper_row.split("|")[3].strip() == "0.700" and "| 217 |" in paper_row
     assert "| 3 | inv-order |" in paper  # every row with a paper ID, in the study's order
 
 
@@ -148,7 +148,7 @@ def test_table_2_is_written_when_non_parallel_runs_exist(tmp_path) -> None:
     assert "| 21 | no-parallel |" in table2 and "| 0 | original |" in table2
     # one seed: the value alone, no "± 0.000"; μ of ID 21 in the paper's Table 2 below it
     assert "| 21 | no-parallel | 0.200 |" in table2
-    assert "| 21 | no-parallel | 0.25 |" in table2.split("Table 2 of the paper")[1]
+    assert "| 21 | no-parallel | 0.250 |" in table2.split("Table 2 of the paper")[1]
     frame = pd.read_csv(cfg.paths.reports / "table2.csv")
     assert list(frame["modification"]) == ["original", "no-parallel"]
     assert (cfg.paths.reports / "table2.tex").exists()

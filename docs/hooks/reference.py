@@ -1,6 +1,7 @@
 """MkDocs hook: the pages generated from the code and the README, so nothing is written twice.
 
-* ``index.md``: the repository's ``README.md``, its ``docs/…`` links made relative to the site;
+* ``index.md``: the repository's ``README.md``, its ``docs/…`` links (inline and reference
+  definitions) made relative to the site;
 * ``cli.md``: every ``multilab`` command and option, from ``multilab.cli.build_parser()``;
 * ``params.md``: every key of ``params.yaml`` with its value, each profile's override and the
   comment beside it (ruamel.yaml gives each key's line), and its type, schema default and valid
@@ -54,7 +55,8 @@ def code(text: Any) -> str:
 
 def index_page() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    return re.sub(r"\]\(docs/", "](", text)
+    # inline links ](docs/x) and reference definitions [name]: docs/x
+    return re.sub(r"(\]\(|^\[[^\]\n]+\]:[ \t]*)docs/", r"\1", text, flags=re.MULTILINE)
 
 
 # --- cli.md: the argparse parser -----------------------------------------------------------

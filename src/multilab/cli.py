@@ -563,13 +563,19 @@ def cmd_study(args: argparse.Namespace) -> None:
         records = list(iter_records(cfg.paths.results))
     results = [study_result(studies[name], records, claims) for name in names]
     if args.action in ("list", "run"):
+        lines = []
         for result in results:
             study = result.study
             recorded = sum(len(seeds) for seeds in result.seeds_found.values())
             counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
-            print(f"{study.name:28s} {PAPERS[study.paper]:22s} {study.table:10s} runs "
-                  f"{recorded}/{len(study.rows) * len(study.seeds)}  claims {counted}/"
-                  f"{len(result.outcomes)} with a verdict   multilab study report {study.name}")
+            lines.append((study.name, PAPERS[study.paper], study.table,
+                          f"runs {recorded}/{len(study.rows) * len(study.seeds)}",
+                          f"claims {counted}/{len(result.outcomes)} with a verdict",
+                          f"multilab study report {study.name}"))
+        widths = [max(len(line[i]) for line in lines) for i in range(5)]  # columns line up
+        for line in lines:
+            cells = [f"{text:{width}s}" for text, width in zip(line[:5], widths, strict=True)]
+            print("  ".join([*cells, line[5]]))
         return
     out = Path(args.out)
     texts = {out / f"{r.study.name}.md": render_study(r, claims) for r in results}

@@ -106,7 +106,8 @@ REGISTRY: dict[str, Modification] = {
         ),
         Modification(
             "no-random",
-            "masked tokens never replaced by random tokens: (0.8, 0.2, 0.0)",
+            "masked tokens never replaced by random tokens: (mask, keep, random, knn) = "
+            "(0.8, 0.2, 0.0, 0.0), BERT's (0.8, 0.1, 0.1, 0.0)",
             {"replacement": (0.8, 0.2, 0.0, 0.0)},
         ),
         Modification(

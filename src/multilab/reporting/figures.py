@@ -46,6 +46,7 @@ from multilab.lab.modifications import (
     paper_id,
     resolve_recipe,
 )
+from multilab.reporting.labels import label_points
 from multilab.training.model import load_model
 from multilab.training.model_dir import DONE_FILE, looks_like_model_dir, read_done
 
@@ -197,15 +198,19 @@ def plot_token_pca(
                        label="English")
         sample.scatter(fake[:, 0], fake[:, 1], color=FAKE_COLOUR, s=22, zorder=2,
                        label="Fake-English")
-        for word, (ex, ey), (fx, fy) in zip(words, english, fake, strict=True):
-            sample.annotate(tokens[word], (ex, ey), xytext=(3, 3), textcoords="offset points",
-                            fontsize=8, color=ENGLISH_COLOUR)
-            sample.annotate(FAKE_PREFIX + tokens[word], (fx, fy), xytext=(3, -9),
-                            textcoords="offset points", fontsize=8, color=FAKE_COLOUR)
         _label_pca_axes(sample, zoom)
+        sample.margins(x=0.16, y=0.06)  # room for the outermost labels inside the frame
         sample.set_title(f"{len(words)} frequent words and their Fake twins (own PCA)")
-        sample.legend(loc="best", fontsize=9)
+        # below the panel: inside, "best" still covers labels (it sees points, not text)
+        sample.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=2, fontsize=9,
+                      frameon=False)
     figure.suptitle(title, fontsize=12)
+    if words:  # last: placing the labels fixes the layout
+        names = [tokens[w] for w in words]
+        label_points(sample, [*map(tuple, english), *map(tuple, fake)],
+                     [*names, *(FAKE_PREFIX + name for name in names)],
+                     [ENGLISH_COLOUR] * len(words) + [FAKE_COLOUR] * len(words),
+                     partners=[*range(len(words), 2 * len(words)), *range(len(words))])
     return save_png(figure, path)
 
 

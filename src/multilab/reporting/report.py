@@ -174,8 +174,8 @@ def markdown_table(rows: list[Row], title: str) -> str:
 
 
 def paper_table(rows: list[Row], title: str) -> str:
-    """The paper's means of the same rows, in the same columns (its own decimals); empty when
-    none of the rows is a paper model."""
+    """The paper's means of the same rows, in the same columns, by the one precision rule
+    (lab/cells.py) like ours; empty when none of the rows is a paper model."""
     known = [(row, PAPER_VALUES[row.paper_id]) for row in rows
              if row.paper_id in PAPER_VALUES]
     if not known:
@@ -185,16 +185,9 @@ def paper_table(rows: list[Row], title: str) -> str:
              "|---|---|" + "--:|" * len(METRICS)]
     for row, paper in known:
         cells = [row.paper_id or "–", row.modification]
-        cells += [_paper_value(paper, key) for key in METRICS]
+        cells += [number(paper.get(key)) for key in METRICS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def _paper_value(paper: dict[str, float | int], key: str) -> str:
-    value = paper.get(key)
-    if value is None:
-        return "–"
-    return f"{value:,}" if isinstance(value, int) else f"{value:.2f}"
 
 
 def rows_frame(rows: list[Row]) -> pd.DataFrame:

@@ -21,8 +21,10 @@ from matplotlib.figure import Figure
 
 from multilab.data.layout import metric_name
 from multilab.evaluation.wordorder import Correlation, correlate
+from multilab.lab.cells import cell, number
 from multilab.lab.languages import Language
 from multilab.reporting.figures import save_png
+from multilab.reporting.labels import label_points
 
 WORD_ORDER_JSON = "word_order.json"
 WORD_ORDER_CHART = "word-order.png"
@@ -87,10 +89,10 @@ def word_order_markdown(data: Mapping) -> str:
         "|---|---|--:|--:|--:|--:|",
     ]
     for _, row in frame.iterrows():
-        paper = "–" if pd.isna(row["paper_tau"]) else f"{row['paper_tau']:.2f}"
-        linked = "–" if pd.isna(row["tau_linked"]) else f"{row['tau_linked']:.3f}"
-        lines.append(f"| {row['edition']} | {row['name']} | {row['tau']:.3f} ± "
-                     f"{row['tau_std']:.3f} | {linked} | {row['aligned_share']:.0%} | {paper} |")
+        # the one precision rule (lab/cells.py), the paper's values too
+        lines.append(f"| {row['edition']} | {row['name']} | {cell(row['tau'], row['tau_std'])} "
+                     f"| {number(row['tau_linked'])} | {row['aligned_share']:.0%} | "
+                     f"{number(row['paper_tau'])} |")
     return "\n".join(lines)
 
 
@@ -173,8 +175,8 @@ def correlation_markdown(points: Mapping[str, tuple[float, float]], english: str
         "| correlation | r | p | languages | paper (Pearson) |", "|---|--:|--:|--:|--:|"]
     for name, corr in found.items():
         paper = PAPER_PEARSON.get(name.split(" ", 1)[1]) if name.startswith("pearson") else None
-        lines.append(f"| {name} | {corr.r:.2f} | {corr.p:.2f} | {corr.n} | "
-                     f"{'–' if paper is None else f'{paper:.2f}'} |")
+        lines.append(f"| {name} | {number(corr.r)} | {number(corr.p)} | {corr.n} | "
+                     f"{number(paper)} |")
     return "\n".join(lines), found
 
 
@@ -206,15 +208,14 @@ def plot_correlation(points: Mapping[str, tuple[float, float]], path: Path,
                      measure: str = "accuracy") -> Path:
     """Scatter of tau against ``measure`` (zero-shot accuracy or verse retrieval), one
     labelled point per language."""
-    figure = Figure(figsize=(4.5, 3.6))
+    figure = Figure(figsize=(4.5, 3.6), layout="constrained")
     axes = figure.add_subplot()
-    for label, (tau, accuracy) in points.items():
+    for tau, accuracy in points.values():
         axes.scatter(tau, accuracy, color="tab:blue")
-        axes.annotate(label, (tau, accuracy), textcoords="offset points", xytext=(3, 3),
-                      fontsize=8)
+    axes.margins(x=0.12, y=0.08)  # room for the outermost labels inside the frame
     axes.set_xlabel("Kendall's tau vs English")
     axes.set_ylabel(MEASURES[measure][2])
-    figure.tight_layout()
+    label_points(axes, list(points.values()), list(points), ["black"] * len(points))
     path.parent.mkdir(parents=True, exist_ok=True)
     return save_png(figure, path)
 
