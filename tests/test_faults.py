@@ -272,6 +272,10 @@ COMMANDS: dict[str, Command] = {
         ("downstream", "{model}"), model=True,
         damaged=("model.safetensors cut short", _truncate, f"{MODEL}/model.safetensors",
                  ("model.safetensors is damaged", "weights_sha256"))),
+    "variant": Command(
+        ("variant",), model=True, settings={"modification": "untrained", "seeds": "[0]"},
+        damaged=("model.safetensors cut short", _truncate, f"{MODEL}/model.safetensors",
+                 ("model.safetensors is damaged",))),
     "report": Command(
         ("report",), model=True,
         damaged=("MLflow store cut short", _truncate, f"{STORE}/mlflow.db",
@@ -369,7 +373,7 @@ SERVER_DOWN = ("MLFLOW_TRACKING_URI=http://127.0.0.1:", "does not answer")
 DISK_FULL = ("No space left on device; free some space",)
 #: commands whose work before the first write costs more than a few seconds (stop, disk full)
 COSTLY = {"corpus build", "word-order", "spaces", "probe", "similarity", "translate", "static",
-          "downstream", "figures", "evaluate", "study run"}
+          "downstream", "figures", "evaluate", "variant"}
 
 
 def _cells() -> list[Cell]:
