@@ -55,7 +55,7 @@ from tests.helpers import (
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 #: a name a writer may open inside the project: a temporary renamed into place, or a lock
-TEMPORARY = re.compile(r"^\..+\.tmp$|^\..+\.staging$|^\.tmp-|\.lock$|\.lock\.owner$")
+TEMPORARY = re.compile(r"^\..+\.(tmp|staging)$|^\.(.+\.)?tmp-|\.lock$|\.lock\.owner$")
 #: what the test leaves out of "the project": MLflow's own store
 STORE = "mlruns"
 
