@@ -275,7 +275,7 @@ COMMANDS: dict[str, Command] = {
     "variant": Command(
         ("variant",), model=True, settings={"modification": "untrained", "seeds": "[0]"},
         damaged=("model.safetensors cut short", _truncate, f"{MODEL}/model.safetensors",
-                 ("model.safetensors is damaged",))),
+                 ("seed0 holds a corrupted checkpoint",))),
     "report": Command(
         ("report",), model=True,
         damaged=("MLflow store cut short", _truncate, f"{STORE}/mlflow.db",
