@@ -106,11 +106,14 @@ def _audit(event: str, args: tuple) -> None:
         injector.opened(path)
 
 
-sys.addaudithook(_audit)  # for the life of the process; it does nothing while none is active
+_HOOKED: list[bool] = []
 
 
 @contextlib.contextmanager
 def injected(injector: Injector) -> Iterator[Injector]:
+    if not _HOOKED:  # for the rest of the process (a hook cannot be removed); idle between
+        sys.addaudithook(_audit)  # cells, and only in the worker that runs this module
+        _HOOKED.append(True)
     _ACTIVE.append(injector)
     try:
         yield injector
