@@ -45,11 +45,14 @@ from multilab.errors import Terminated
 from tests.helpers import (
     LAUNCH_TIMEOUT,
     ROOT,
+    TEXT_CORPORA,
     cli_args,
     cli_settings,
     free_port,
     link_project,
     subprocess_env,
+    write_text_corpora,
+    write_xnli_fixture,
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -180,6 +183,24 @@ def _not_utf8(path: Path) -> None:
     path.write_bytes(b"In the beginning .\nAnd \xff God\n" + path.read_bytes())
 
 
+def _xnli_project(root: Path) -> None:
+    """User corpora and a tiny XNLI release in the project's own data folder."""
+    write_text_corpora(root / "data")
+    write_xnli_fixture(root / "data" / "xnli", pairs=6)
+
+
+def _xnli_settings() -> dict[str, str]:
+    """The settings of :func:`_xnli_project`: its corpora, each dev file made from XNLI."""
+    values = {"languages": "[wiki-en,wiki-de,wiki-hi]", "downstream.task": "xnli",
+              "downstream.task_path": "{root}/data/xnli", "corpus.dev_sentences": 10,
+              "evaluate.dev_sentences": 10, "evaluate.curve_sentences": 5}
+    for name, (iso, _code) in TEXT_CORPORA.items():
+        values |= {f"corpora.{name}.iso": iso, f"corpora.{name}.dev":
+                   f"corpora/xnli-dev.{iso}.txt", f"corpora.{name}.train":
+                   f"corpora/{name}" if name == "wiki-en" else f"corpora/{name}/wiki.txt"}
+    return values
+
+
 # --------------------------------------------------------------------------- the commands
 
 #: cheap settings every cell adds: tiny evaluations, two short editions for the word order
@@ -206,6 +227,7 @@ class Command:
     settings: dict = field(default_factory=dict)
     writes: bool = True
     again: bool = True
+    prepare: Callable[[Path], None] | None = None
     damaged: tuple[str, Callable[[Path], None], str, tuple[str, ...]] | None = None
 
 
@@ -216,6 +238,11 @@ COMMANDS: dict[str, Command] = {
         ("corpus", "build"), own=("data", "artifacts/corpora"), tracking=False,
         damaged=("garbled Bible export", _garble_tsv, "data/bible/3.tsv",
                  ("3.tsv line 6", "is not `BB.CCC.VVV<TAB>text`", "corpus export --edition 3"))),
+    "corpus xnli-dev": Command(
+        ("corpus", "xnli-dev"), own=("data",), tracking=False, prepare=_xnli_project,
+        settings=_xnli_settings(),
+        damaged=("XNLI dev file cut short", lambda p: _truncate(p, 300),
+                 "data/xnli/XNLI-1.0/xnli.dev.tsv", ("xnli.dev.tsv",))),
     "corpus stats": Command(
         ("corpus", "stats"), own=("artifacts/corpora",), tracking=False,
         damaged=("train.txt not UTF-8", _not_utf8, "artifacts/corpora/train.txt",
@@ -330,11 +357,14 @@ def _project(command: Command, built_project: Path, model_project: Path, tmp_pat
             _own(root, relative)
         elif not (root / relative).exists():
             shutil.copytree(ROOT / relative, root / relative)
+    if command.prepare is not None:
+        command.prepare(root)
     return root
 
 
-def _argv(command: Command, root: Path, settings: dict | None = None) -> list[str]:
-    values = cli_settings(root, **FAST, **command.settings, **(settings or {}))
+def _argv(command: Command, root: Path) -> list[str]:
+    settings = {key: str(value).format(root=root) for key, value in command.settings.items()}
+    values = cli_settings(root, **(FAST | settings))
     return cli_args(values, *(part.format(root=root, model=root / MODEL)
                               for part in command.argv))
 
