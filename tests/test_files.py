@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,23 @@ def test_replace_dir_swaps_a_whole_folder(tmp_path: Path) -> None:
     fresh.mkdir()
     replace_dir(fresh, tmp_path / "created")  # no target yet: a plain rename
     assert (tmp_path / "created").is_dir() and not fresh.exists()
+
+
+def test_a_killed_writer_s_temporary_is_removed_by_the_next_write(tmp_path: Path) -> None:
+    """SIGKILL runs no cleanup: its ``.<name>.<pid>.tmp`` stays until the same file is
+    written again; a live writer's temporary (another process) is left alone."""
+    import subprocess
+
+    from multilab.files import copy_file
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    path = tmp_path / "metrics.json"
+    stale = tmp_path / f".metrics.json.{ended.pid}.tmp"
+    live = tmp_path / f".metrics.json.{os.getppid()}.tmp"
+    other = tmp_path / f".other.json.{ended.pid}.tmp"  # another file's: not this write's
+    for leftover in (stale, live, other):
+        leftover.write_text("half")
+    write_json(path, {"a": 1})
+    assert not stale.exists() and live.exists() and other.exists()
+    assert copy_file(path, tmp_path / "copy.json").read_text() == path.read_text()

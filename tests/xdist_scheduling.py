@@ -27,6 +27,7 @@ LONGEST_FIRST: tuple[str, ...] = (
     "tests/test_train_safety.py",
     "tests/test_real_languages_smoke.py",
     "tests/test_corpus.py",
+    "tests/test_faults.py",  # every writing command x four faults, one module fixture
     "tests/test_bad_input.py",
     "tests/test_architecture.py",
 )

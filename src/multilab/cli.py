@@ -19,7 +19,7 @@ from pathlib import Path
 from multilab.config import Config, SpacesConfig
 from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
-from multilab.files import write_json, write_text
+from multilab.files import atomic_open, write_json, write_text
 from multilab.lab.modifications import PAPER_IDS, describe
 from multilab.lifeline import end_with_dvc
 from multilab.threads import choose_threads, configure_threads, usable_cores
@@ -136,8 +136,8 @@ def _skip_spaces(cfg: Config) -> None:
     reason = (f"no fastText spaces for vocab.mode {cfg.vocab.mode!r} (languages "
               f"[{', '.join(cfg.languages)}] share ids, so a neighbour's language cannot be "
               "told by its id; knn-replace is refused with it)")
-    cfg.paths.spaces.mkdir(parents=True, exist_ok=True)
-    torch.save(torch.empty(0, 0, dtype=torch.long), cfg.paths.spaces / KNN_TABLE)
+    with atomic_open(cfg.paths.spaces / KNN_TABLE, "wb") as handle:
+        torch.save(torch.empty(0, 0, dtype=torch.long), handle)
     write_json(cfg.paths.metrics / "spaces.json", {"skipped": reason})
     print(f"spaces: skipped ({reason})")
 
@@ -270,6 +270,10 @@ def cmd_similarity(args: argparse.Namespace) -> None:
     if args.verses < 4:
         raise UserError(f"--verses {args.verses}: must be >= 4 (half learn the map, half test)")
     editions, verses = _editions_and_verses(cfg, args.languages, pair=True)
+    # a damaged done file or a dead server: one line before minutes of work (issue 53)
+    identities = {"model_a": _identity_of(Path(args.model_a)),
+                  "model_b": _identity_of(Path(args.model_b))}
+    experiment_id = tracking.connect(cfg.paths, tracking.similarity_experiment(cfg.profile))
     ids = probe_verses(verses, list(dict.fromkeys(editions)), args.verses)
     texts = [[dict(verses[code])[vid] for vid in ids] for code in editions]
     record = compare_models(Path(args.model_a), Path(args.model_b), texts[0], texts[1],
@@ -282,7 +286,6 @@ def cmd_similarity(args: argparse.Namespace) -> None:
     shared = cfg.paths.reports / "similarity"
     records = [other for other in read_records(cfg.paths.reports)
                if other["editions"] != editions] + [record]
-    experiment_id = tracking.connect(cfg.paths, tracking.similarity_experiment(cfg.profile))
     with tracking.run(experiment_id, name=f"{editions[0]}-vs-{editions[1]}",
                       tags={"model_a": args.model_a, "model_b": args.model_b,
                             **tracking.source_tags()}):
@@ -298,8 +301,6 @@ def cmd_similarity(args: argparse.Namespace) -> None:
             tracking.log_artifact(pairs_figure(records, measure,
                                                shared / f"figure2-{measure}.png"), "figures")
     write_json(folder / "similarity.json", record)
-    identities = {"model_a": _identity_of(Path(args.model_a)),
-                  "model_b": _identity_of(Path(args.model_b))}
     fingerprints = "-".join(str((identity or {}).get("fingerprint") or "x")[:8]
                             for identity in identities.values())
     _record(cfg, "similarity", record, qualifier=f"{editions[0]}-{editions[1]}-{fingerprints}",

@@ -10,6 +10,7 @@ POSIX makes atomic. Folders are swapped in the same way by :func:`replace_dir`.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import shutil
@@ -25,15 +26,37 @@ def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporaries of ``path`` left by writers that were killed (SIGKILL, power
+    loss: no cleanup ran), known by their pid being gone; a live writer's is left alone."""
+    prefix = f".{path.name}."
+    for stale in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
+        pid = stale.name[len(prefix):-len(".tmp")]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Open ``path`` for writing (text as UTF-8, or ``"wb"``); it appears only on success.
 
     The parent folder is created. On any exception, Ctrl-C included, the temporary file is
-    removed and the previous ``path`` (if any) stays untouched.
+    removed and the previous ``path`` (if any) stays untouched; a temporary of ``path`` that
+    a killed writer left is removed.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
     tmp = _temporary(path)
     try:
         with tmp.open(mode, encoding=None if "b" in mode else "utf-8") as handle:
@@ -51,6 +74,13 @@ def write_text(path: Path, text: str) -> Path:
     with atomic_open(path) as handle:
         handle.write(text)
     return Path(path)
+
+
+def copy_file(source: Path, target: Path) -> Path:
+    """Copy ``source`` to ``target`` atomically (``shutil.copyfile`` writes in place)."""
+    with atomic_open(target, "wb") as handle, Path(source).open("rb") as original:
+        shutil.copyfileobj(original, handle)
+    return Path(target)
 
 
 def write_json(path: Path, data: Any) -> Path:

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from multilab.data.bible import export_path, read_verses, squeeze_spaces
 from multilab.errors import UserError
+from multilab.files import read_utf8
 from multilab.lab.languages import Language, editions_of
 
 #: ``(verse id "BB.CCC.VVV", text)``: the id sorts in canonical order as a string.
@@ -67,13 +68,21 @@ def book_of(verse_id: str) -> int:
     return int(verse_id.split(".", 1)[0])
 
 
+#: a verse id of an export: book, chapter, verse (``40.001.001``)
+VERSE_ID = re.compile(r"\d+\.\d+\.\d+")
+
+
 def read_edition(code: str, data_dir: Path | None = None) -> list[Verse]:
     """An edition's verses: the versioned export ``data/bible/<code>.tsv`` where it exists,
     else the DB with the export's whitespace squeezing, so both give the same text."""
-    if data_dir is not None and export_path(data_dir, code).exists():
+    if data_dir is not None and (path := export_path(data_dir, code)).exists():
+        fix = f"export it again with `multilab corpus export --edition {code}`"
         verses = []
-        for line in export_path(data_dir, code).read_text(encoding="utf-8").splitlines():
-            vid, _, text = line.partition("\t")
+        for number, line in enumerate(read_utf8(path, fix).splitlines(), 1):
+            vid, tab, text = line.partition("\t")
+            if not tab or not VERSE_ID.fullmatch(vid):  # a damaged file: one line, not a
+                raise UserError(f"{path} line {number}: {line[:40]!r} is not "  # traceback
+                                f"`BB.CCC.VVV<TAB>text`; {fix}")
             verses.append((vid, text))
         return verses
     return [(vid, squeeze_spaces(text)) for vid, text in read_verses(code)]

@@ -7,6 +7,7 @@ tokenizer folders, so ``AutoTokenizer.from_pretrained`` loads them.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import torch
@@ -23,7 +24,7 @@ from multilab.data.tokenizers import (
     word_counts,
 )
 from multilab.errors import UserError
-from multilab.files import write_text
+from multilab.files import replace_dir
 
 FAKE_PREFIX = "::"
 ENGLISH_DIR = "english"
@@ -113,16 +114,24 @@ def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:
         pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        pad_token="[PAD]",
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-    ).save_pretrained(str(out_dir))
-    write_text(out_dir / "vocab.txt", "".join(t + "\n" for t in tokens))
+    # written beside the folder and swapped in whole: a stop mid-save never leaves a
+    # tokenizer.json of one vocabulary beside the vocab.txt of another, or cut short
+    staging = out_dir.with_name(f".{out_dir.name}.staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        PreTrainedTokenizerFast(
+            tokenizer_object=tokenizer,
+            pad_token="[PAD]",
+            unk_token="[UNK]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+        ).save_pretrained(str(staging))
+        (staging / "vocab.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+        replace_dir(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def build_vocab(sentences: list[str], size: int, out_dir: Path, unit: str = "wordpiece"

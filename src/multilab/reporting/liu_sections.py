@@ -19,7 +19,6 @@ the figures, not guessed.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from matplotlib.figure import Figure
 
 from multilab import tracking
 from multilab.config import Config
-from multilab.files import write_text
+from multilab.files import copy_file, write_text
 from multilab.reporting.figures import save_png
 
 MRR_BY_ROWS = "mrr-by-train-rows"
@@ -186,9 +185,8 @@ def liu_sections(cfg: Config) -> tuple[str, list[Path]]:
                 source = reports / "translation" / name / f"{measure}.png"
                 if source.exists():
                     target = figures / f"{TRANSLATION_PREFIX}{name}-{measure}.png"
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(source, target)
+                    copy_file(source, target)
                     if source.with_suffix(".pdf").exists():  # the print copy beside it
-                        shutil.copyfile(source.with_suffix(".pdf"), target.with_suffix(".pdf"))
+                        copy_file(source.with_suffix(".pdf"), target.with_suffix(".pdf"))
                     files.append(target)
     return "\n\n".join(sections), files

@@ -137,6 +137,38 @@ def connect(paths: Paths, experiment: str) -> str:
     if uri.startswith("http"):
         _check_server(uri)
     point_at(uri)
+    try:
+        return _experiment_id(paths, uri, experiment)
+    except Exception as err:
+        problem = damaged_store(err)
+        if problem is None:
+            raise
+        raise UserError(
+            f"the MLflow store {uri} is damaged ({problem}); restore its mlflow.db from a "
+            f"copy, or move {paths.mlruns} aside and run `multilab report`: it re-creates the "
+            "study's runs from the model directories and their evaluations") from err
+
+
+#: what SQLite says of a file that is no database, or no longer a whole one
+_DAMAGED_DATABASE = ("database disk image is malformed", "file is not a database")
+
+
+def damaged_store(err: BaseException) -> str | None:
+    """SQLite's words when the store's database file is damaged (cut short, overwritten),
+    wherever in the exception's chain (SQLAlchemy and MLflow wrap it); None otherwise (a
+    full disk or a locked database is no damage)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for text in _DAMAGED_DATABASE:
+            if text in str(current):
+                return text
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _experiment_id(paths: Paths, uri: str, experiment: str) -> str:
     client = MlflowClient(uri)
     found = client.get_experiment_by_name(experiment)
     if found is not None:

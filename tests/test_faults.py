@@ -1,0 +1,521 @@
+"""Fault injection (issue 53): every command that writes × a stop signal mid-write, a dead
+tracking server, a full disk and a damaged input, as one table (``MATRIX``) with the outcome
+each cell must have. docs/RELIABILITY.md ("Fault injection") prints the table.
+
+Every cell runs the command in-process (``multilab.cli.main``) on a smoke project and checks
+the rules of docs/RELIABILITY.md, whatever the fault:
+
+* the outcome: exit 2 and one ``multilab: error:`` line naming the cause (refused), exit 143
+  and one line (stopped), or exit 0 (the fault does not concern the command);
+* every file the command opened for writing inside the project was a temporary name
+  (``.<name>.<pid>.tmp``, a ``.staging`` or ``.tmp-`` folder) renamed into place: a reader
+  never sees half a file;
+* no temporary is left behind, no file that was there before is gone or changed (refused:
+  byte for byte), no MLflow run is left RUNNING.
+
+How the faults are made, cheaply: one audit hook (``sys.addaudithook``) sees every file the
+command opens; at the chosen write it raises what the fault raises there: ``Terminated`` (the
+exception ``lifeline`` turns SIGTERM into) or ``OSError(ENOSPC)``. A dead server is an
+``MLFLOW_TRACKING_URI`` on a closed port; a damaged input is a file cut short or garbled.
+SIGKILL, which no handler sees, runs in a subprocess whose audit hook kills it at a write
+(``test_sigkill_mid_write_keeps_every_output_whole``, slow).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from multilab import tracking
+from multilab.cli import main
+from multilab.errors import Terminated
+from tests.helpers import (
+    LAUNCH_TIMEOUT,
+    ROOT,
+    TEXT_CORPORA,
+    cli_args,
+    cli_settings,
+    free_port,
+    link_project,
+    subprocess_env,
+    write_text_corpora,
+    write_xnli_fixture,
+)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+#: a name a writer may open inside the project: a temporary renamed into place, or a lock
+TEMPORARY = re.compile(r"^\..+\.(tmp|staging)$|^\.(.+\.)?tmp-|\.lock$|\.lock\.owner$")
+#: what the test leaves out of "the project": MLflow's own store
+STORE = "mlruns"
+
+
+# --------------------------------------------------------------------------- the injector
+
+@dataclass
+class Injector:
+    """Watches the files opened for writing under ``root``; raises ``fault`` at write
+    number ``at`` (1-based; 0: never)."""
+
+    root: Path
+    fault: Callable[[str], BaseException] | None = None
+    at: int = 0
+    writes: list[str] = field(default_factory=list)
+    fired: bool = False
+
+    def opened(self, path: str) -> None:
+        relative = Path(os.path.abspath(path)).relative_to(self.root)
+        if relative.parts[0] == STORE:
+            return
+        self.writes.append(str(relative))
+        if self.fault is not None and len(self.writes) == self.at:
+            self.fired = True
+            raise self.fault(path)
+
+    def direct_writes(self) -> list[str]:
+        """Files opened for writing under their final name (not atomic)."""
+        return [path for path in self.writes
+                if not any(TEMPORARY.search(part) for part in Path(path).parts)]
+
+
+_ACTIVE: list[Injector] = []
+_WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event != "open" or not _ACTIVE:
+        return
+    path, mode, flags = args
+    if not isinstance(path, str | bytes | os.PathLike):
+        return  # a file descriptor
+    path = os.fsdecode(path)
+    writing = any(c in mode for c in "wax+") if isinstance(mode, str) else bool(
+        (flags or 0) & _WRITING)
+    injector = _ACTIVE[-1]
+    if writing and os.path.abspath(path).startswith(f"{injector.root}{os.sep}"):
+        injector.opened(path)
+
+
+_HOOKED: list[bool] = []
+
+
+@contextlib.contextmanager
+def injected(injector: Injector) -> Iterator[Injector]:
+    if not _HOOKED:  # for the rest of the process (a hook cannot be removed); idle between
+        sys.addaudithook(_audit)  # cells, and only in the worker that runs this module
+        _HOOKED.append(True)
+    _ACTIVE.append(injector)
+    try:
+        yield injector
+    finally:
+        _ACTIVE.remove(injector)
+
+
+def _stop(path: str) -> BaseException:
+    return Terminated("signal 15")
+
+
+def _full(path: str) -> BaseException:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+
+# --------------------------------------------------------------------------- the project
+
+def _files(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (links followed, the store left out) → its SHA-256."""
+    found = {}
+    for folder, _dirs, names in os.walk(root, followlinks=True):
+        relative = Path(folder).relative_to(root)
+        if relative.parts[:1] == (STORE,):
+            continue
+        for name in names:
+            path = Path(folder) / name
+            found[str(relative / name)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def _running_runs(root: Path) -> list[str]:
+    database = root / STORE / "mlflow.db"
+    if not database.exists():
+        return []
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        try:
+            return [row[0] for row in connection.execute(
+                "SELECT run_uuid FROM runs WHERE status = 'RUNNING'")]
+        except sqlite3.DatabaseError:  # the cell that damages the store: it has no runs
+            return []
+
+
+def _own(root: Path, relative: str) -> None:
+    """Replace a folder linked to the session's built project by a copy of its own (the
+    command writes there)."""
+    link = root / relative
+    source = link.resolve()
+    link.unlink()
+    shutil.copytree(source, link)
+
+
+def _truncate(path: Path, keep: int = 40) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+def _garble_tsv(path: Path) -> None:
+    """A line that is not ``BB.CCC.VVV<TAB>text`` in the middle of a Bible export."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[:5]) + "garbled line without its verse id\n"
+                    + "".join(lines[5:]), encoding="utf-8")
+
+
+def _not_utf8(path: Path) -> None:
+    path.write_bytes(b"In the beginning .\nAnd \xff God\n" + path.read_bytes())
+
+
+def _xnli_project(root: Path) -> None:
+    """User corpora and a tiny XNLI release in the project's own data folder."""
+    write_text_corpora(root / "data")
+    write_xnli_fixture(root / "data" / "xnli", pairs=6)
+
+
+def _xnli_settings() -> dict[str, str]:
+    """The settings of :func:`_xnli_project`: its corpora, each dev file made from XNLI."""
+    values = {"languages": "[wiki-en,wiki-de,wiki-hi]", "downstream.task": "xnli",
+              "downstream.task_path": "{root}/data/xnli", "corpus.dev_sentences": 10,
+              "evaluate.dev_sentences": 10, "evaluate.curve_sentences": 5}
+    for name, (iso, _code) in TEXT_CORPORA.items():
+        values |= {f"corpora.{name}.iso": iso, f"corpora.{name}.dev":
+                   f"corpora/xnli-dev.{iso}.txt", f"corpora.{name}.train":
+                   f"corpora/{name}" if name == "wiki-en" else f"corpora/{name}/wiki.txt"}
+    return values
+
+
+# --------------------------------------------------------------------------- the commands
+
+#: cheap settings every cell adds: tiny evaluations, two short editions for the word order
+FAST = {"evaluate.dev_sentences": 20, "evaluate.curve_sentences": 10,
+        "evaluate.layers": "[0, 1]", "word_order.editions": "[s]", "word_order.verses": 20,
+        "downstream.epochs": 1, "downstream.max_train_verses": 16,
+        "downstream.max_test_verses": 16}
+MODEL = "artifacts/models/untrained/seed0"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A writing command as a cell runs it: ``argv`` (``{root}``, ``{model}`` filled in),
+    the folders it writes that must be the project's own (not linked to the session's build),
+    whether it needs the tracked model project, whether it writes at all (``study run
+    --plan`` only reads) and writes again when run twice (a trained model is skipped), and its
+    damaged input: (what, how, the file
+    as a pattern relative to the project, fragments of the one line)."""
+
+    argv: tuple[str, ...]
+    own: tuple[str, ...] = ()
+    model: bool = False
+    tracking: bool = True
+    settings: dict = field(default_factory=dict)
+    writes: bool = True
+    again: bool = True
+    prepare: Callable[[Path], None] | None = None
+    damaged: tuple[str, Callable[[Path], None], str, tuple[str, ...]] | None = None
+
+
+COMMANDS: dict[str, Command] = {
+    "corpus export": Command(("corpus", "export", "--edition", "s"), own=("data",),
+                             tracking=False),
+    "corpus build": Command(
+        ("corpus", "build"), own=("data", "artifacts/corpora"), tracking=False,
+        damaged=("garbled Bible export", _garble_tsv, "data/bible/3.tsv",
+                 ("3.tsv line 6", "is not `BB.CCC.VVV<TAB>text`", "corpus export --edition 3"))),
+    "corpus xnli-dev": Command(
+        ("corpus", "xnli-dev"), own=("data",), tracking=False, prepare=_xnli_project,
+        settings=_xnli_settings(),
+        damaged=("XNLI dev file cut short", lambda p: _truncate(p, 300),
+                 "data/xnli/XNLI-1.0/xnli.dev.tsv", ("xnli.dev.tsv",))),
+    "corpus stats": Command(
+        ("corpus", "stats"), own=("artifacts/corpora",), tracking=False,
+        damaged=("train.txt not UTF-8", _not_utf8, "artifacts/corpora/train.txt",
+                 ("train.txt is not valid UTF-8 (line 2", "dvc repro corpus"))),
+    "vocab": Command(
+        ("vocab",), own=("artifacts/corpora", "artifacts/vocab"), tracking=False,
+        damaged=("train.txt not UTF-8", _not_utf8, "artifacts/corpora/train.txt",
+                 ("train.txt is not valid UTF-8 (line 2", "dvc repro corpus"))),
+    "spaces": Command(
+        ("spaces",), own=("artifacts/vocab",),
+        damaged=("tokenizer.json cut short", _truncate, "artifacts/vocab/english/tokenizer.json",
+                 ("the tokenizer in", "is damaged", "dvc repro vocab"))),
+    "word-order": Command(
+        ("word-order",), own=("data",),
+        damaged=("garbled Bible export", _garble_tsv, "data/bible/3.tsv",
+                 ("3.tsv line 6", "is not `BB.CCC.VVV<TAB>text`", "corpus export --edition 3"))),
+    "train": Command(
+        ("train", "--seed", "1", "-m", "untrained"), own=("artifacts/vocab",), again=False,
+        damaged=("tokenizer.json cut short", _truncate,
+                 "artifacts/vocab/bilingual/tokenizer.json",
+                 ("the tokenizer in", "bilingual is damaged", "dvc repro vocab"))),
+    "evaluate": Command(
+        ("evaluate", "{model}"), model=True,
+        damaged=("model.safetensors cut short", _truncate, f"{MODEL}/model.safetensors",
+                 ("holds a corrupted checkpoint",))),
+    "probe": Command(
+        ("probe", "{model}", "--languages", "3,s", "--verses", "4", "--layer", "1",
+         "--out", "{root}/reports/probe.json"), model=True, tracking=False,
+        damaged=("tokenizer.json cut short", _truncate, f"{MODEL}/tokenizer.json",
+                 ("tokenizer",))),
+    "similarity": Command(
+        ("similarity", "{model}", "{model}", "--languages", "3,3", "--verses", "4"),
+        model=True,
+        damaged=("multilab.json cut short", _truncate, f"{MODEL}/multilab.json",
+                 ("multilab.json is not valid JSON",))),
+    "translate": Command(
+        ("translate", "{model}", "--source", "3", "--target", "fake", "--sentences", "8",
+         "--alphas", "1"), model=True,
+        damaged=("multilab.json cut short", _truncate, f"{MODEL}/multilab.json",
+                 ("multilab.json is not valid JSON",))),
+    "mrr": Command(
+        ("mrr", "{model}", "--source", "3", "--target", "fake", "--sentences", "8"),
+        model=True,
+        damaged=("multilab.json cut short", _truncate, f"{MODEL}/multilab.json",
+                 ("multilab.json is not valid JSON",))),
+    "model-order": Command(
+        ("model-order", "{model}", "--source", "3", "--target", "fake", "--sentences", "8",
+         "--layer", "1"), model=True,
+        damaged=("multilab.json cut short", _truncate, f"{MODEL}/multilab.json",
+                 ("multilab.json is not valid JSON",))),
+    "static": Command(
+        ("static", "--source", "3", "--target", "fake", "--models", "skipgram", "--rows", "32",
+         "--sentences", "8", "--dim", "8", "--epochs", "1"),
+        damaged=("train.txt not UTF-8", _not_utf8, "artifacts/corpora/train.txt",
+                 ("train.txt is not valid UTF-8",)), own=("artifacts/corpora",)),
+    "downstream": Command(
+        ("downstream", "{model}"), model=True,
+        damaged=("model.safetensors cut short", _truncate, f"{MODEL}/model.safetensors",
+                 ("model.safetensors is damaged", "weights_sha256"))),
+    "variant": Command(
+        ("variant",), model=True, settings={"modification": "untrained", "seeds": "[0]"},
+        damaged=("model.safetensors cut short", _truncate, f"{MODEL}/model.safetensors",
+                 ("seed0 holds a corrupted checkpoint",))),
+    "report": Command(
+        ("report",), model=True,
+        damaged=("MLflow store cut short", _truncate, f"{STORE}/mlflow.db",
+                 ("the MLflow store sqlite:///", "is damaged", "run `multilab report`"))),
+    "figures": Command(
+        ("figures", "{model}"), model=True,
+        damaged=("model.safetensors cut short", _truncate, f"{MODEL}/model.safetensors",
+                 ("holds a corrupted checkpoint",))),
+    "plots-page": Command(("plots-page", "{root}/reports/dvc-plots.html"), tracking=False,
+                          again=False),
+    "study report": Command(
+        ("study", "report", "--all", "--studies", "{root}/studies", "--out",
+         "{root}/docs/studies"), tracking=False, own=("studies",),
+        damaged=("study spec not YAML", lambda p: p.write_text("rows: [a, b\n"),
+                 "studies/dufter2020-table1.yaml", ("dufter2020-table1.yaml", "YAML"))),
+    "study run": Command(
+        ("study", "run", "dufter2020-table1", "--studies", "{root}/studies", "--seeds", "0",
+         "--plan"), model=True, own=("studies",), writes=False, tracking=False,
+        damaged=("record JSON cut short", _truncate, "results/*/untrained/*/evaluate.json",
+                 ("evaluate.json",))),
+    "check --stage": Command(("check", "--stage", "{root}/artifacts/accepted"),
+                             tracking=False),
+}
+
+
+# --------------------------------------------------------------------------- the cells
+
+@pytest.fixture(scope="module")
+def model_project(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project with a finished, tracked and evaluated model that costs no training (the
+    ``untrained`` modification): what the commands reading a model need."""
+    root = link_project(built_project, tmp_path_factory.mktemp("faults-model"))
+    settings = cli_settings(root, **FAST)
+    for command in (("train", "--seed", "0", "-m", "untrained"), ("evaluate", MODEL)):
+        assert main(cli_args(settings, *command[:-1], str(root / command[-1]))
+                    if command[0] == "evaluate" else cli_args(settings, *command)) == 0
+    return root
+
+
+def _project(command: Command, built_project: Path, model_project: Path, tmp_path: Path
+             ) -> Path:
+    root = tmp_path / "project"
+    if command.model:
+        shutil.copytree(model_project, root, symlinks=True)
+    else:
+        link_project(built_project, root)
+    for relative in command.own:
+        if (root / relative).is_symlink():
+            _own(root, relative)
+        elif not (root / relative).exists():
+            shutil.copytree(ROOT / relative, root / relative)
+    if command.prepare is not None:
+        command.prepare(root)
+    return root
+
+
+def _argv(command: Command, root: Path) -> list[str]:
+    settings = {key: str(value).format(root=root) for key, value in command.settings.items()}
+    values = cli_settings(root, **(FAST | settings))
+    return cli_args(values, *(part.format(root=root, model=root / MODEL)
+                              for part in command.argv))
+
+
+def _run(argv: list[str], root: Path, capsys, injector: Injector | None = None
+         ) -> tuple[int, str, Injector]:
+    injector = injector or Injector(root)
+    with injected(injector):
+        code = main(argv)
+    return code, capsys.readouterr().err, injector
+
+
+def _leftovers(root: Path) -> list[str]:
+    """Temporaries (files or folders) anywhere in the project but the store."""
+    left = []
+    for folder, dirs, names in os.walk(root):
+        relative = Path(folder).relative_to(root)
+        if relative.parts[:1] == (STORE,):
+            continue
+        left += [str(relative / name) for name in dirs + names
+                 if TEMPORARY.search(name) and not name.endswith((".lock", ".owner"))]
+    return left
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (command, fault) pair and its outcome: ``refused`` (exit 2, one line with
+    ``fragments``), ``stopped`` (exit 143, one line) or ``unaffected`` (exit 0)."""
+
+    command: str
+    fault: str
+    outcome: str
+    fragments: tuple[str, ...] = ()
+    at: int = 1
+    slow: bool = False
+
+
+SERVER_DOWN = ("MLFLOW_TRACKING_URI=http://127.0.0.1:", "does not answer")
+DISK_FULL = ("No space left on device; free some space",)
+#: commands whose work before the first write costs more than a few seconds (stop, disk full)
+COSTLY = {"corpus build", "word-order", "spaces", "probe", "similarity", "translate", "static",
+          "downstream", "figures", "evaluate", "variant"}
+
+
+def _cells() -> list[Cell]:
+    cells = []
+    for name, command in COMMANDS.items():
+        if command.writes:
+            cells.append(Cell(name, "stop", "stopped", slow=name in COSTLY))
+            cells.append(Cell(name, "disk full", "refused", DISK_FULL, slow=name in COSTLY))
+        cells.append(Cell(name, "server down", "refused", SERVER_DOWN) if command.tracking
+                     else Cell(name, "server down", "unaffected", slow=name in COSTLY))
+        if command.damaged is not None:
+            cells.append(Cell(name, f"damaged: {command.damaged[0]}", "refused",
+                              command.damaged[3]))
+    return cells
+
+
+MATRIX = _cells()
+
+
+@pytest.mark.parametrize("cell", [
+    pytest.param(cell, id=f"{cell.command}|{cell.fault}",
+                 marks=[pytest.mark.slow] if cell.slow else [])
+    for cell in MATRIX])
+def test_fault(cell: Cell, built_project: Path, model_project: Path, tmp_path: Path,
+               capsys, monkeypatch) -> None:
+    command = COMMANDS[cell.command]
+    root = _project(command, built_project, model_project, tmp_path)
+    monkeypatch.delenv(tracking.URI_VARIABLE, raising=False)
+    argv = _argv(command, root)
+    if cell.fault == "stop" and command.again:  # first a run to the end: the outputs the
+        # stopped run must keep (a command whose second run writes nothing starts afresh)
+        code, err, normal = _run(argv, root, capsys)
+        assert code == 0, err
+        assert normal.direct_writes() == [], "written in place, not renamed into place"
+        assert not _leftovers(root) and not _running_runs(root)
+    elif cell.fault == "server down":
+        monkeypatch.setenv(tracking.URI_VARIABLE, f"http://127.0.0.1:{free_port()}")
+    elif cell.fault.startswith("damaged"):
+        _, damage, pattern, _ = command.damaged
+        damage(next(root.glob(pattern)))
+    before = _files(root)
+    fault = {"stop": _stop, "disk full": _full}.get(cell.fault)
+    code, err, injector = _run(argv, root, capsys, Injector(root, fault, cell.at))
+
+    lines = [line for line in err.splitlines() if line.startswith("multilab:")]
+    assert "Traceback" not in err, err
+    if cell.outcome == "unaffected":
+        assert code == 0, err
+    else:
+        assert code == (143 if cell.outcome == "stopped" else 2), err
+        assert len(lines) == 1, err
+        for fragment in cell.fragments:
+            assert fragment in lines[0], lines[0]
+    if fault is not None:
+        assert injector.fired, f"the command wrote nothing: {injector.writes}"
+    assert injector.direct_writes() == [], "written in place, not renamed into place"
+    assert not _leftovers(root)
+    assert not _running_runs(root)
+    after = _files(root)
+    if cell.outcome == "unaffected":
+        assert set(before) <= set(after)
+    else:  # the fault came at the first write (or before): every file as it was
+        assert after == before
+
+
+# --------------------------------------------------------------------------- SIGKILL
+
+#: ``python -c KILLER <root> <n> <multilab arguments>``: multilab, SIGKILLed at the rename
+#: that would put the n-th file it wrote into place (its temporary is complete, the target
+#: still the previous one): no handler runs, nothing is cleaned up
+KILLER = """
+import os, signal, sys
+root, at, writes = sys.argv[1] + os.sep, int(sys.argv[2]), []
+def kill_at_the_rename(event, args):
+    if event == "open" and isinstance(args[0], str) and isinstance(args[1], str):
+        if args[0].startswith(root) and "w" in args[1] and "/mlruns/" not in args[0]:
+            writes.append(args[0])
+    elif event == "os.rename" and len(writes) >= at:
+        os.kill(os.getpid(), signal.SIGKILL)
+sys.addaudithook(kill_at_the_rename)
+from multilab.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+@pytest.mark.slow  # a fresh process each (imports: seconds on a loaded machine)
+@pytest.mark.parametrize(("name", "at"), [("corpus stats", 1), ("study report", 3)])
+def test_sigkill_mid_write_keeps_every_output_whole(name: str, at: int, built_project: Path,
+                                                    tmp_path: Path, capsys) -> None:
+    """SIGKILL between a complete temporary and its rename: every output is the previous
+    one, whole; the same command again finishes and removes the killed writer's
+    temporary (its pid is gone)."""
+    command = COMMANDS[name]
+    root = _project(command, built_project, built_project, tmp_path)
+    argv = _argv(command, root)
+    code, err, _ = _run(argv, root, capsys)  # the outputs the killed run must not damage
+    assert code == 0, err
+    before = _files(root)
+
+    killed = subprocess.run([sys.executable, "-c", KILLER, str(root), str(at), *argv],
+                            env=subprocess_env(), capture_output=True, text=True,
+                            timeout=LAUNCH_TIMEOUT, check=False, cwd=root)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    stale = _leftovers(root)
+    assert len(stale) == 1 and stale[0].endswith(".tmp"), stale
+    assert {path: digest for path, digest in _files(root).items() if path not in stale} == \
+        before  # the outputs renamed before the kill were the same bytes again
+
+    code, err, again = _run(argv, root, capsys)
+    assert code == 0, err
+    assert again.direct_writes() == []
+    assert not _leftovers(root) and _files(root) == before
