@@ -424,6 +424,7 @@ def test_config_defaults_are_seed_000_and_smoke_shrinks(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- report
 
 
+@pytest.mark.slow  # a report of three MLflow runs with its figures (≈ 10 CPU s)
 def test_report_has_a_downstream_table_when_results_exist(tmp_path: Path) -> None:
     cfg = smoke_config(tmp_path, seeds=[0, 1], study=["original", "inv-order"])
     experiment = tracking.connect(cfg.paths, cfg.experiment)

@@ -64,6 +64,7 @@ def test_table_and_markers() -> None:
         replace_table("no markers", table)
 
 
+@pytest.mark.slow  # statistics of whole Bible editions (6–10 CPU s)
 def test_command_writes_between_markers(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "CORPORA.md"
     out.write_text(f"intro\n{BEGIN}\n{END}\n")
@@ -85,6 +86,7 @@ def test_bad_edition_and_markerless_file_are_one_line_exit_2(tmp_path: Path) -> 
     assert bad.read_text() == "no markers\n"
 
 
+@pytest.mark.slow  # statistics of whole Bible editions (6–10 CPU s)
 def test_multilab_corpus_editions(capsys: pytest.CaptureFixture) -> None:
     from multilab.cli import main as multilab
 

@@ -180,6 +180,7 @@ def test_code_switching_rates_and_cap() -> None:
     assert code_switch([["a", "b"]], [dictionary], torch.Generator()) == [["a", "b"]]
 
 
+@pytest.mark.slow  # code-switching two whole gospels (≈ 10 CPU s)
 def test_extra_anchors_switch_english_and_german_with_a_silver_dictionary() -> None:
     from multilab.data import bible
     from multilab.data.batches import code_switched_lines

@@ -214,8 +214,9 @@ def test_a_toy_study_runs_end_to_end_and_resumes(built_project: Path, tmp_path: 
     spec = SPEC | {"rows": [{"id": "0", "modification": "original"},
                             {"id": "18", "modification": "untrained"}],
                    "metrics": ["mu", "align_f1.l0"],
-                   "settings": {"train.max_train_sentences": 128, "train.eval_points": "[]",
-                                "evaluate.dev_sentences": 100},
+                   # 4 steps a model, 50 sentences evaluated: the runs only have to finish
+                   "settings": {"train.max_train_sentences": 64, "train.eval_points": "[]",
+                                "evaluate.dev_sentences": 50},
                    "claims": ["dufter2020-t1-r0-original-multilingual",
                               "dufter2020-t1-r18-paper"]}
     (folder / "toy-study.yaml").write_text(yaml.safe_dump(spec))

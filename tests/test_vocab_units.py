@@ -70,6 +70,7 @@ def test_a_study_trains_and_evaluates_on_word_or_char_units(
     assert metrics["eval_sentences"] == 100
 
 
+@pytest.mark.slow  # corpora and a joint word vocabulary of two languages (≈ 6 CPU s)
 def test_a_joint_word_vocabulary_scales_from_every_language(
         built_project: Path, tmp_path: Path, one_thread: None, capsys) -> None:
     """Joint word-pieces get `vocab.size` ids per language; joint words must stand to them as

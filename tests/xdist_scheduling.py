@@ -15,28 +15,47 @@ SHARED_SCOPES = {
     "tests/test_mlflow_ui.py": "tests/test_resume.py",
 }
 
-#: the modules that take longest (docs/PERFORMANCE.md, "The test suite and CI"), roughly longest
-#: first; the others follow in collection order. The second needs no built project, so the
-#: second worker starts at once while the first builds it.
+#: long tests that share no module fixture with their module: a scope of their own, so that
+#: they need not wait on the worker that runs their module's other tests
+OWN_SCOPES = frozenset({
+    # its own server and training, beside the `served` ones of its module
+    "tests/test_tracking_server.py::"
+    "test_a_server_dying_mid_training_fails_fast_and_the_run_resumes",
+})
+
+#: the scopes that take longest (docs/PERFORMANCE.md, "The test suite and CI"), roughly longest
+#: first; the others, each a minute or less, follow in collection order, so that no long scope
+#: is left for the end. The second needs no built project, so the second worker starts at once
+#: while the first builds it.
 LONGEST_FIRST: tuple[str, ...] = (
     "tests/test_pipeline.py",  # `dvc repro` of a smoke study, then `dvc exp run`s
-    "tests/test_user_corpora.py",
+    "tests/test_seed003_script.py",  # a clone and eleven `multilab` processes
     "tests/test_resume.py",  # with the modules of SHARED_SCOPES: the served models
+    *sorted(OWN_SCOPES),
+    "tests/test_user_corpora.py",
+    "tests/test_real_languages_smoke.py",
+    "tests/test_studies.py",
     "tests/test_distributed.py",
     "tests/test_downstream.py",
     "tests/test_train_safety.py",
-    "tests/test_real_languages_smoke.py",
+    "tests/test_tracking_failures.py",
+    "tests/test_vocab_units.py",
     "tests/test_corpus.py",
     "tests/test_faults.py",  # every writing command x four faults, one module fixture
     "tests/test_bad_input.py",
+    "tests/test_probe.py",
     "tests/test_architecture.py",
 )
 
 
 class ModuleScheduling(LoadScopeScheduling):
-    """``loadscope`` by module (:data:`SHARED_SCOPES` joined), :data:`LONGEST_FIRST` first."""
+    """``loadscope`` by module (:data:`SHARED_SCOPES` joined, :data:`OWN_SCOPES` apart),
+    :data:`LONGEST_FIRST` first."""
 
     def _split_scope(self, nodeid: str) -> str:
+        test = nodeid.split("[", 1)[0]  # every parameter of a test in one scope
+        if test in OWN_SCOPES:
+            return test
         module = nodeid.split("::", 1)[0]
         return SHARED_SCOPES.get(module, module)
 

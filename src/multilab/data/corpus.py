@@ -6,16 +6,22 @@ Deterministic from the exports to the last byte: DVC's hashes of ``train.txt`` a
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
 import statistics
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from multilab.config import Config, CorpusConfig
 from multilab.data.bible import load_export, squeeze_spaces
 from multilab.errors import UserError
 from multilab.files import read_utf8, write_text
+
+if TYPE_CHECKING:
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
 
 #: The paper's corpus statistics (seed 000 §2.1) for comparison.
 PAPER_STATS = {
@@ -46,9 +52,8 @@ class SentenceSplitter:
                  split_clauses: bool = False) -> None:
         # imported here: NLTK costs every `multilab train`/`evaluate` process a second of CPU
         from nltk.tokenize import NLTKWordTokenizer
-        from nltk.tokenize.punkt import PunktSentenceTokenizer
 
-        self.punkt = PunktSentenceTokenizer("\n".join(verses))
+        self.punkt = _trained_punkt("\n".join(verses))
         self.words = NLTKWordTokenizer()
         self.breaks = [rule for rule, on in ((_CLAUSE_BREAK, split_colons),
                                              (_CLAUSE_START, split_clauses)) if on]
@@ -61,13 +66,24 @@ class SentenceSplitter:
             yield from (part.strip() for part in parts if part.strip())
 
 
-def build_sentences(verses: list[str], split_colons: bool, split_clauses: bool = False
-                    ) -> list[str]:
-    """Cleaned verses → tokenized sentences (space-separated words, punctuation split)."""
+@functools.lru_cache(maxsize=2)
+def _trained_punkt(text: str) -> PunktSentenceTokenizer:
+    """Punkt trained on ``text``: seconds of CPU, so the same verses split several ways (with
+    and without ``split_colons``) train it once per process. Tokenizing does not change it."""
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+    return PunktSentenceTokenizer(text)
+
+
+def build_sentences(verses: list[str], split_colons: bool, split_clauses: bool = False,
+                    limit: int | None = None) -> list[str]:
+    """Cleaned verses → tokenized sentences (space-separated words, punctuation split); the
+    first ``limit`` of them (Punkt still learns from every verse, so they are the same)."""
     cleaned = [clean_verse(v) for v in verses]
     cleaned = [v for v in cleaned if v]
     splitter = SentenceSplitter(cleaned, split_colons, split_clauses)
-    return [s for verse in cleaned for s in splitter(verse)]
+    sentences = (s for verse in cleaned for s in splitter(verse))
+    return list(itertools.islice(sentences, limit))
 
 
 @dataclass(frozen=True)
@@ -100,7 +116,7 @@ def build_corpora(cfg: CorpusConfig, data_dir: Path, out_dir: Path) -> dict[str,
     dev_verses = load_export(data_dir, cfg.dev_edition, cfg.dev_books)
     train = build_sentences(train_verses, cfg.split_colons, cfg.split_clauses)
     # dev is the paper's procedure exactly (same KJV, NLTK only): the splits are train options
-    dev = build_sentences(dev_verses, split_colons=False)[: cfg.dev_sentences]
+    dev = build_sentences(dev_verses, split_colons=False, limit=cfg.dev_sentences)
     if len(dev) < cfg.dev_sentences:
         raise UserError(
             f"dev corpus has {len(dev)} sentences, fewer than corpus.dev_sentences="
