@@ -501,7 +501,7 @@ def cmd_figures(args: argparse.Namespace) -> None:
 
 def cmd_study(args: argparse.Namespace) -> None:
     """``study list`` / ``study report NAME|--all``: the studies, their records and verdicts."""
-    from multilab.studies.claims import PAPERS, load_claims
+    from multilab.studies.claims import load_claims, paper_name
     from multilab.studies.document import fill as fill_document
     from multilab.studies.document import new_document, render_index, reproduction_blocks
     from multilab.studies.records import iter_records
@@ -527,7 +527,7 @@ def cmd_study(args: argparse.Namespace) -> None:
             study = result.study
             recorded = sum(len(seeds) for seeds in result.seeds_found.values())
             counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
-            print(f"{study.name:28s} {PAPERS[study.paper]:22s} {study.table:10s} runs "
+            print(f"{study.name:28s} {paper_name(study.paper):22s} {study.table:10s} runs "
                   f"{recorded}/{len(study.rows) * len(study.seeds)}  claims {counted}/"
                   f"{len(result.outcomes)} with a verdict   multilab study report {study.name}")
         return

@@ -208,7 +208,7 @@ class DownstreamConfig:
     recipe (3 epochs, batch 32, lr 2e-5, after Devlin et al.: 10 % warm-up, decay .01), on
     the task ``task`` of ``data/tasks.py`` (book groups by default, or XNLI)."""
 
-    task: str = "bible-books"  # data/tasks.py's registry: bible-books, xnli
+    task: str = "bible-books"  # data/tasks.py's registry: bible-books, bible-passages, xnli
     # the task's data folder (xnli: holding XNLI-1.0/ and XNLI-MT-1.0/); null: bible-books
     task_path: Path | None = None
     epochs: int = 3

@@ -47,7 +47,7 @@ import yaml
 
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
-from multilab.studies.claims import PAPERS, Claim
+from multilab.studies.claims import LAB, PAPERS, Claim
 from multilab.studies.verdict import PaperValue
 
 SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds", "settings",
@@ -57,7 +57,7 @@ _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds",
              "rows")
 ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable")
 CLAIM_ENTRY_FIELDS = ("id", "pending", "not_testable")
-PROFILES = ("smoke", "quick", "paper", "real")
+PROFILES = ("smoke", "quick", "paper", "real", "real-quick")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
 
 
@@ -190,8 +190,11 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     name = raw["name"]
     if not isinstance(name, str) or not _NAME.match(name) or source.stem != name:
         raise _fail(source, f"name {name!r}: lowercase words joined by '-', the file's name")
-    if raw["paper"] not in PAPERS:
-        raise _fail(source, f"paper {raw['paper']!r}; valid: {', '.join(PAPERS)}")
+    if raw["paper"] not in PAPERS and raw["paper"] != LAB:
+        raise _fail(source, f"paper {raw['paper']!r}; valid: {', '.join([*PAPERS, LAB])}")
+    if raw["paper"] == LAB and raw.get("claims"):
+        raise _fail(source, f"paper {LAB!r} (the lab's own study) tests no paper's claims; "
+                    "name the paper whose claims the rows test")
     if raw["profile"] not in PROFILES:
         raise _fail(source, f"profile {raw['profile']!r}; valid: {', '.join(PROFILES)}")
     seeds = raw["seeds"]

@@ -23,7 +23,7 @@ from multilab.lab import cells
 from multilab.lab import modifications as mods
 from multilab.lab.cells import number
 from multilab.lab.metric_table import METRICS
-from multilab.studies.claims import PAPERS, Claim
+from multilab.studies.claims import Claim, paper_name
 from multilab.studies.records import Record
 from multilab.studies.spec import Row, Study, claim_metrics, group_rows, resolve_metric
 from multilab.studies.verdict import (
@@ -34,14 +34,46 @@ from multilab.studies.verdict import (
     compare_with_paper,
 )
 
+#: Study metrics computed from a record rather than read from one number of it (issue 55's
+#: sweep): the zero-shot accuracy over the fine-tuning language's own, a model's training
+#: minutes, and word retrieval MRR at one layer (``mrr.l8``).
+RATIO, MINUTES, MRR = "downstream.ratio.", "train.minutes", "mrr.l"
+
 
 def metric_source(metric: str) -> tuple[str, str]:
     """Which record kind holds a study metric, under which dotted path. Claims name a
     downstream language by its edition code (``downstream.zero_shot.s``), a downstream
-    record keys its test sets by ISO code (``test.de``): the edition's code is translated."""
+    record keys its test sets by ISO code (``test.de``): the edition's code is translated.
+    The derived metrics (:data:`RATIO`, :data:`MINUTES`, :data:`MRR`) name their record
+    kind and the metric itself (:func:`metric_value` computes them)."""
     if metric.startswith("downstream.zero_shot."):
         return "downstream", f"test.{_test_key(metric.split('.', 2)[2])}.accuracy"
+    if metric.startswith(RATIO):
+        return "downstream", metric
+    if metric == MINUTES:
+        return "train", metric
+    if metric.startswith(MRR) and metric[len(MRR):].isdigit():
+        return "mrr", metric
     return "evaluate", f"metrics.{metric}"
+
+
+def metric_value(record: Record, metric: str) -> float | None:
+    """A study metric's value in its record (:func:`metric_source`), None where absent."""
+    kind, path = metric_source(metric)
+    result = record.data.get("result", {})
+    if metric.startswith(RATIO):  # zero-shot / in-language accuracy (labels[0] fine-tuned)
+        tests, labels = result.get("test", {}), result.get("labels") or [None]
+        own = tests.get(labels[0], {}).get("accuracy")
+        other = tests.get(_test_key(metric[len(RATIO):]), {}).get("accuracy")
+        return other / own if own and other is not None else None
+    if metric == MINUTES:
+        seconds = result.get("step_seconds")
+        return seconds / 60 if isinstance(seconds, int | float) else None
+    if kind == "mrr":
+        layer = int(metric[len(MRR):])
+        return next((row["mrr"] for row in result.get("trained", [])
+                     if row.get("layer") == layer), None)
+    return record.metrics.get(path)
 
 
 def _test_key(language: str) -> str:
@@ -176,12 +208,13 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
     cells: dict[tuple[str, str], Cell] = {}
     for row in study.rows:
         for metric in study.metrics:
-            kind, path = metric_source(metric)
+            kind, _ = metric_source(metric)
             values, devices, seeds = [], [], []
             for seed in study.seeds:
                 record = chosen.get((row.label, seed, kind))
-                if record is not None and path in record.metrics:
-                    values.append(record.metrics[path])
+                value = None if record is None else metric_value(record, metric)
+                if value is not None:
+                    values.append(value)
                     devices.append(record.device)
                     seeds.append(seed)
             cells[(row.label, metric)] = Cell(tuple(values), tuple(devices), tuple(seeds))
@@ -330,7 +363,7 @@ def _paper_text(row: Row, metric: str) -> str:
 
 def render_study(result: StudyResult, claims: Mapping[str, Claim]) -> str:
     study = result.study
-    lines = [f"# {study.name}: {PAPERS[study.paper]}, {study.table}", "",
+    lines = [f"# {study.name}: {paper_name(study.paper)}, {study.table}", "",
              f"{study.title}. Languages [{', '.join(study.languages)}], profile `{study.profile}`"
              f", seeds {', '.join(map(str, study.seeds))}"
              + (f", settings {dict(study.settings)}" if study.settings else "") + ".", ""]
