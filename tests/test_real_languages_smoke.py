@@ -459,7 +459,7 @@ def test_real_quick_profile_trains_a_couple_of_steps(built_project: Path, tmp_pa
     (tmp_path / "data").symlink_to(built_project / "data")
     settings = _settings(tmp_path, "[3,s]", profile="real-quick",
                          **{"train.max_train_sentences": 64, "models.small.batch_size": 32,
-                            "train.epochs": 1})
+                            "train.epochs": 1, "evaluate.curve_sentences": 100})
     for command in (["corpus", "build"], ["vocab"],
                     ["train", "--modification", "original", "--seed", "0"]):
         assert main(cli_args(settings, *command)) == 0, (command, capsys.readouterr().err)
