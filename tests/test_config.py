@@ -56,7 +56,8 @@ def test_command_line_overrides_win_over_the_profile() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"profile": "huge"}, "unknown profile 'huge'; valid: paper, real, quick, real-quick, smoke"),
+        ({"profile": "huge"},
+         "unknown profile 'huge'; valid: paper, real, quick, real-quick, smoke"),
         ({"seeds": []}, "seeds = []"),
         ({"modification": "bogus"}, "unknown modification 'bogus'"),
         ({"train": {"replacement_override": [0.5, 0.1, 0.1]}}, "sums to 0.7, not 1"),
