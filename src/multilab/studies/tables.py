@@ -23,7 +23,7 @@ from multilab.lab import cells
 from multilab.lab import modifications as mods
 from multilab.lab.cells import number
 from multilab.lab.metric_table import METRICS
-from multilab.studies.claims import Claim, paper_name
+from multilab.studies.claims import LAB, Claim, paper_name
 from multilab.studies.records import Record
 from multilab.studies.spec import Row, Study, claim_metrics, group_rows, resolve_metric
 from multilab.studies.verdict import (
@@ -382,8 +382,9 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim]) -> str:
               "seeds"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in study.rows:
-        cells = [f"{_cell_text(result.cells[(row.label, m)], m)}<br>paper "
-                 f"{_paper_text(row, m)}" for m in study.metrics]
+        cells = [_cell_text(result.cells[(row.label, m)], m)
+                 + ("" if study.paper == LAB else f"<br>paper {_paper_text(row, m)}")
+                 for m in study.metrics]
         found = result.seeds_found[row.label]
         lines.append(f"| {row.paper_id or ''} | {row.label} | " + " | ".join(cells)
                      + f" | {len(found)}/{len(study.seeds)} |")
