@@ -451,7 +451,8 @@ def test_real_quick_profile_resolves_for_real_languages_only(tmp_path: Path) -> 
         config_of(["profile=real-quick", "languages=[3,fake]", "vocab.mode=separate"])
 
 
-@pytest.mark.slow  # the whole-Bible corpora and a joint vocabulary of two editions (≈ 20 s)
+@pytest.mark.slow  # the whole-Bible corpora and a joint vocabulary of two editions (276 s under
+# a load average of 10; the commands are start-up, corpus, vocabulary and 4 steps)
 def test_real_quick_profile_trains_a_couple_of_steps(built_project: Path, tmp_path: Path,
                                                      one_thread: None, capsys) -> None:
     """The profile as the lab runs it, at smoke size: corpus (both testaments, the held-out
@@ -465,7 +466,7 @@ def test_real_quick_profile_trains_a_couple_of_steps(built_project: Path, tmp_pa
         assert main(cli_args(settings, *command)) == 0, (command, capsys.readouterr().err)
     cfg = config_of(settings)
     ids, texts = read_verse_table(cfg.paths.corpora / "train.txt")
-    assert list(texts) == ["3", "s"] and ids[0] == "01.001.201"  # after the 200 dev verses
+    assert list(texts) == ["3", "s"] and ids[0] == "01.008.017"  # after the 200 dev verses
     assert ids[-1] == "66.022.021" and len(ids) > 2 * 7900  # both testaments
     done = json.loads((cfg.paths.model_dir("original", 0) / "multilab.json").read_text())
     assert done["steps"] == 4
