@@ -451,8 +451,8 @@ def test_real_quick_profile_resolves_for_real_languages_only(tmp_path: Path) -> 
         config_of(["profile=real-quick", "languages=[3,fake]", "vocab.mode=separate"])
 
 
-@pytest.mark.slow  # the whole-Bible corpora and a joint vocabulary of two editions (276 s under
-# a load average of 10; the commands are start-up, corpus, vocabulary and 4 steps)
+@pytest.mark.slow  # the whole-Bible corpora and a joint vocabulary of two editions (94-276 s under
+# a load average of 6-10; the commands are start-up, corpus, vocabulary and 4 steps)
 def test_real_quick_profile_trains_a_couple_of_steps(built_project: Path, tmp_path: Path,
                                                      one_thread: None, capsys) -> None:
     """The profile as the lab runs it, at smoke size: corpus (both testaments, the held-out
