@@ -159,7 +159,7 @@ BAD_INPUTS: dict[str, tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]] =
         ("unknown modification 'no-such-thing'", "valid:", "inv-order", "paper ID")),
     "unknown profile": (
         {"profile": "huge"}, ("train", "--seed", "0"),
-        ("unknown profile 'huge'", "valid: paper, real, quick, smoke")),
+        ("unknown profile 'huge'", "valid: paper, real, quick, real-quick, smoke")),
     "replacement not summing to 1": (
         {"train.replacement_override": "[0.5, 0.3, 0.3]"}, ("train", "--seed", "0"),
         ("train.replacement_override = [0.5, 0.3, 0.3] sums to 1.1, not 1",)),

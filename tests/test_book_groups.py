@@ -19,6 +19,7 @@ from multilab.data.book_groups import (
     label_of,
     majority_baseline,
     ot_chapters,
+    passage_examples,
     split_chapters,
     task_examples,
 )
@@ -64,6 +65,32 @@ def test_no_chapter_crosses_splits_and_every_language_has_the_same_verses() -> N
             assert chapters.setdefault(chapter_of(vid), split) == split
             assert label == 4
     assert examples["test"][langs[1]][0].text != examples["test"][langs[0]][0].text
+
+
+def test_passages_are_runs_of_one_chapter_with_its_label_and_split() -> None:
+    """bible-passages: consecutive verses of one chapter, the verse task's split and labels,
+    the same passages (by first verse id) in every language."""
+    verses = {code: bible.read_verses(code, (28, 39)) for code in ("3", "s")}
+    langs = parse_languages(["3", "s"])
+    single = task_examples(langs, verses, seed=0)
+    passages = passage_examples(langs, verses, seed=0, size=3)
+    for split in SPLITS:
+        ids = [[e.id for e in passages[split][lang]] for lang in langs]
+        assert ids[0] and ids[0] == ids[1]
+        by_id = {e.id: e for e in single[split][langs[0]]}
+        members: list[str] = []
+        for passage in passages[split][langs[0]]:
+            start = [e.id for e in single[split][langs[0]]].index(passage.id)
+            run = [e for e in single[split][langs[0]][start:start + 3]
+                   if chapter_of(e.id) == chapter_of(passage.id)]
+            assert passage.text == " ".join(e.text for e in run)
+            assert passage.label == by_id[passage.id].label
+            members += [e.id for e in run]
+        assert members == [e.id for e in single[split][langs[0]]]  # every verse, once
+    hosea_1 = [e for e in passages["train"][langs[0]] + passages["dev"][langs[0]]
+               + passages["test"][langs[0]] if chapter_of(e.id) == (28, 1)]
+    assert [e.id for e in hosea_1][:2] == ["28.001.001", "28.001.004"]
+    assert passage_examples(langs, verses, seed=0, size=1) == single
 
 
 def test_split_is_the_same_in_a_fresh_process() -> None:

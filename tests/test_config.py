@@ -56,7 +56,8 @@ def test_command_line_overrides_win_over_the_profile() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"profile": "huge"}, "unknown profile 'huge'; valid: paper, real, quick, smoke"),
+        ({"profile": "huge"},
+         "unknown profile 'huge'; valid: paper, real, quick, real-quick, smoke"),
         ({"seeds": []}, "seeds = []"),
         ({"modification": "bogus"}, "unknown modification 'bogus'"),
         ({"train": {"replacement_override": [0.5, 0.1, 0.1]}}, "sums to 0.7, not 1"),
@@ -113,6 +114,10 @@ STRICT = [
     ({"train": {"compile": "yes"}}, "train.compile = 'yes': must be true or false"),
     ({"train": {"eval_points": [0.5, 1.0]}}, "each strictly between 0 and 1"),
     ({"corpus": {"train_books": [66, 40]}}, "corpus.train_books = [66, 40]: must be a list of 2"),
+    ({"corpus": {"train_scope": "ot"}}, "corpus.train_scope = 'ot'; valid: nt, bible"),
+    ({"corpus": {"train_scope": "bible"}}, "corpus.train_scope = 'bible' needs real languages"),
+    ({"corpus": {"train_scope": "bible"}, "languages": ["3", "ot"]},
+     "needs Bible editions of the Bible's own domain"),
     ({"seeds": [2**70]}, f"seeds: entry {2**70}: must be an integer from 0 to 4294967295"),
     ({"seeds": [0, 0]}, "seed 0 twice"),
     ({"seeds": ["7"]}, "seeds: entry '7': must be an integer"),

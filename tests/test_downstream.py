@@ -334,7 +334,8 @@ def test_cli_bad_xnli_inputs_are_one_line_exit_2_nothing_written(
     err = capsys.readouterr().err.strip()
     assert err.startswith("multilab: error: ") and "\n" not in err
     expected = {
-        "unknown task": "downstream.task = 'nli': unknown task; valid: bible-books, xnli",
+        "unknown task": "downstream.task = 'nli': unknown task; valid: bible-books, "
+                        "bible-passages, xnli",
         "no task_path": "downstream.task = 'xnli' needs downstream.task_path",
         "no folder": f"downstream.task_path = {root} is not a folder",
         "missing file": f"{root / 'XNLI-1.0/xnli.test.tsv'} is missing",

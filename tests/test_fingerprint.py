@@ -83,3 +83,16 @@ def test_fingerprints_are_pinned(modification: str, tmp_path: Path) -> None:
     assert data_fingerprint(run) == data_hash
     assert run.fingerprint(data_hash) == with_data
     assert run.fingerprint("0123456789abcdef") == with_fixed_hash
+
+
+def test_train_scope_changes_the_fingerprint_only_when_used(tmp_path: Path) -> None:
+    """``corpus.train_scope`` came later: at its default (the New Testament) a model keeps the
+    fingerprint it had before the option existed; the whole Bible is another model."""
+    def fingerprint(corpus: dict) -> str:
+        params = {**PINNED_PARAMS, "languages": ["3", "s"],
+                  "corpus": {**PINNED_PARAMS["corpus"], **corpus}}
+        return resolve_run(config_from_dict(params), "original", 42).fingerprint("0" * 16)
+
+    before = fingerprint({})
+    assert fingerprint({"train_scope": "nt"}) == before
+    assert fingerprint({"train_scope": "bible"}) != before

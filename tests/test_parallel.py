@@ -56,6 +56,19 @@ def test_parallel_train_has_the_same_ids_in_every_language() -> None:
     assert train[langs[4]][0][1] != "Buch" and "B" not in train[langs[4]][0][1]
 
 
+def test_whole_bible_trains_on_both_testaments_less_the_held_out_verses() -> None:
+    langs = parse_languages(["3", "i", "fake"])
+    nt = train_corpora(langs, TOY)
+    whole = train_corpora(langs, TOY, scope="bible", held_out={"40.001.002"})
+    assert [vid for vid, _ in nt[langs[0]]] == ["40.001.001", "40.001.002", "41.001.001"]
+    # "01.001.002" is a placeholder in Hindi; "40.001.002" is held out
+    ids = ["01.001.001", "40.001.001", "41.001.001"]
+    assert [[vid for vid, _ in verses] for verses in whole.values()] == [ids] * 3
+    assert whole == train_corpora(langs, TOY, scope="bible", held_out={"40.001.002"})
+    with pytest.raises(UserError, match="another domain"):
+        train_corpora(parse_languages(["3", "ot"]), TOY, scope="bible")
+
+
 def test_a_transform_that_cannot_apply_is_a_one_line_error() -> None:
     verses = {"3": TOY["3"], "c": [("40.001.001", "神爱世人"), ("41.001.001", "起初")]}
     with pytest.raises(UserError, match=r"enfake of Chinese.*cannot be made of verse 40\.001\.001"):

@@ -26,6 +26,7 @@ from multilab.data.multilingual_vocab import build_blocks, to_block, vocabulary
 from multilab.data.parallel import dev_corpora, train_corpora
 from multilab.data.tokenizers import bert_pipeline
 from multilab.data.vocab import load_tokenizer
+from multilab.errors import UserError
 from multilab.evaluation.verse_retrieval import retrieval_matrix
 from multilab.lab.languages import parse_languages
 from multilab.lab.modifications import ModificationError
@@ -428,3 +429,46 @@ def test_seed_002_table_1_needs_a_joint_vocabulary(tmp_path: Path, capsys) -> No
         shared[languages] = (set(torch.cat(german).tolist())
                              & set(torch.cat(other).tolist())) - set(range(5))
     assert len(shared["[s,3]"]) > 100 and shared["[s,enfake:3]"] == set()
+
+
+# --------------------------------------------------------------------------- real-quick
+
+
+def test_real_quick_profile_resolves_for_real_languages_only(tmp_path: Path) -> None:
+    """``-S profile=real-quick`` (issue 55): the whole Bible, a joint vocabulary, the passage
+    task, every layer evaluated; with [3, fake] it is refused in one line."""
+    cfg = config_of(_settings(tmp_path, "[3,s]", profile="real-quick",
+                              **{"corpus.dev_sentences": 2000, "evaluate.dev_sentences": 2000}))
+    assert (cfg.profile, cfg.corpus.train_scope, cfg.vocab.mode) == ("real-quick", "bible",
+                                                                    "joint")
+    assert cfg.downstream.task == "bible-passages" and cfg.evaluate.layers == "all"
+    assert cfg.experiment == "multilab-real-quick-3-s"
+    default = config_of(["languages=[3,s]", "profile=real-quick"])
+    assert default.corpus.dev_sentences == default.evaluate.dev_sentences == 2000
+    small = default.models["small"]
+    assert small.hidden_size % small.num_attention_heads == 0 and small.hidden_size > 64
+    with pytest.raises(UserError, match="train_scope = 'bible' needs real languages"):
+        config_of(["profile=real-quick", "languages=[3,fake]", "vocab.mode=separate"])
+
+
+@pytest.mark.slow  # the whole-Bible corpora and a joint vocabulary of two editions (94-276 s under
+# a load average of 6-10; the commands are start-up, corpus, vocabulary and 4 steps)
+def test_real_quick_profile_trains_a_couple_of_steps(built_project: Path, tmp_path: Path,
+                                                     one_thread: None, capsys) -> None:
+    """The profile as the lab runs it, at smoke size: corpus (both testaments, the held-out
+    chapters out), vocabulary, four training steps of its model shape."""
+    (tmp_path / "data").symlink_to(built_project / "data")
+    settings = _settings(tmp_path, "[3,s]", profile="real-quick",
+                         **{"train.max_train_sentences": 64, "models.small.batch_size": 32,
+                            "train.epochs": 1, "evaluate.curve_sentences": 100})
+    for command in (["corpus", "build"], ["vocab"],
+                    ["train", "--modification", "original", "--seed", "0"]):
+        assert main(cli_args(settings, *command)) == 0, (command, capsys.readouterr().err)
+    cfg = config_of(settings)
+    ids, texts = read_verse_table(cfg.paths.corpora / "train.txt")
+    assert list(texts) == ["3", "s"] and ids[0] == "01.008.017"  # after the 200 dev verses
+    assert ids[-1] == "66.022.021" and len(ids) > 2 * 7900  # both testaments
+    done = json.loads((cfg.paths.model_dir("original", 0) / "multilab.json").read_text())
+    assert done["steps"] == 4
+    assert json.loads((cfg.paths.model_dir("original", 0) / "config.json").read_text())[
+        "num_hidden_layers"] == cfg.models["small"].num_hidden_layers

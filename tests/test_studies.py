@@ -658,3 +658,36 @@ def test_study_run_stacks_what_the_registry_allows(tmp_path: Path, capsys) -> No
     assert main([*run, "--stack", "3", "--seeds", "0", "--plan"]) == 2
     assert "offers 2 run(s)" in capsys.readouterr().err
     assert not (tmp_path / "results").exists()
+
+
+def test_a_lab_study_reads_ratio_minutes_and_mrr_from_their_records(tmp_path: Path) -> None:
+    """Issue 55's sweep: ``paper: lab`` (no claims), and the metrics computed from a record:
+    zero-shot over in-language accuracy, training minutes, MRR at one layer."""
+    spec = {"name": "lab-toy", "paper": "lab", "table": "sweep", "title": "toy",
+            "languages": ["3", "s"], "profile": "quick", "seeds": [0],
+            "metrics": ["retrieval_p1.l8", "downstream.ratio.s", "train.minutes", "mrr.3-s.l2"],
+            "rows": [{"label": "h128", "modification": "original",
+                      "settings": {"models.small.hidden_size": 128}}]}
+    path = tmp_path / "lab-toy.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study = load_study(path, CLAIMS)
+    results = tmp_path / "results"
+    model = {"modification": "original", "seed": 0, "fingerprint": "f"}
+    config = {"profile": "quick", "languages": "3,s", "model.hidden_size": 128,
+              "recipe.model_size": "small"}
+    for kind, result in (("evaluate", {"metrics": {"retrieval_p1.l8": 0.3}}),
+                         ("downstream", {"labels": ["en", "de"], "test": {
+                             "en": {"accuracy": 0.8}, "de": {"accuracy": 0.6}}}),
+                         ("train", {"step_seconds": 1800.0}),
+                         ("mrr", {"source": "3", "target": "s",
+                                  "trained": [{"layer": 0, "mrr": 0.1},
+                                              {"layer": 2, "mrr": 0.25}]})):
+        write_record(results, "x", kind, result, model=model, config=config)
+    cells = study_result(study, iter_records(results), CLAIMS).cells
+    assert cells[("h128", "downstream.ratio.s")].values == pytest.approx((0.75,))
+    assert cells[("h128", "train.minutes")].values == (30.0,)
+    assert cells[("h128", "mrr.3-s.l2")].values == (0.25,)
+    assert cells[("h128", "retrieval_p1.l8")].values == (0.3,)
+    path.write_text(yaml.safe_dump(spec | {"claims": ["dufter2020-t1-r1-lang-pos"]}))
+    with pytest.raises(UserError, match="tests no paper's claims"):
+        load_study(path, CLAIMS)

@@ -37,14 +37,16 @@ def _one_line(err: pytest.ExceptionInfo) -> str:
 
 
 def test_registry_names_each_task_its_labels_and_input_kind() -> None:
-    assert list(TASKS) == ["bible-books", "xnli"] and DEFAULT_TASK == "bible-books"
+    assert list(TASKS) == ["bible-books", "bible-passages", "xnli"]
+    assert DEFAULT_TASK == "bible-books"
+    assert get_task("bible-passages").labels == get_task("bible-books").labels
     books, nli = get_task("bible-books"), get_task("xnli")
     assert len(books.labels) == 5 and books.labels[1] == "history" and not books.pairs
     assert nli.labels == ("entailment", "neutral", "contradiction") and nli.pairs
     assert nli.needs_path and not books.needs_path
     with pytest.raises(UserError) as err:
         get_task("nli")
-    assert "valid: bible-books, xnli" in _one_line(err)
+    assert "valid: bible-books, bible-passages, xnli" in _one_line(err)
 
 
 def test_scores_and_baseline_count_every_label_of_the_task() -> None:
@@ -258,7 +260,8 @@ def test_config_task_keys(tmp_path: Path) -> None:
     assert cfg.downstream.task == "xnli" and cfg.downstream.task_path == tmp_path
     with pytest.raises(UserError) as err:
         smoke_config(tmp_path, downstream={"task": "mnli"})
-    assert "downstream.task = 'mnli': unknown task; valid: bible-books, xnli" in _one_line(err)
+    assert ("downstream.task = 'mnli': unknown task; valid: bible-books, bible-passages, xnli"
+            in _one_line(err))
     with pytest.raises(UserError) as err:
         smoke_config(tmp_path, downstream={"task": "xnli"})
     assert "downstream.task = 'xnli' needs downstream.task_path" in _one_line(err)

@@ -542,7 +542,7 @@ def cmd_figures(args: argparse.Namespace) -> None:
 
 def cmd_study(args: argparse.Namespace) -> None:
     """``study list`` / ``study report NAME|--all``: the studies, their records and verdicts."""
-    from multilab.studies.claims import PAPERS, load_claims
+    from multilab.studies.claims import load_claims, paper_name
     from multilab.studies.document import fill as fill_document
     from multilab.studies.document import new_document, render_index, reproduction_blocks
     from multilab.studies.records import iter_records
@@ -569,7 +569,7 @@ def cmd_study(args: argparse.Namespace) -> None:
             study = result.study
             recorded = sum(len(seeds) for seeds in result.seeds_found.values())
             counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
-            lines.append((study.name, PAPERS[study.paper], study.table,
+            lines.append((study.name, paper_name(study.paper), study.table,
                           f"runs {recorded}/{len(study.rows) * len(study.seeds)}",
                           f"claims {counted}/{len(result.outcomes)} with a verdict",
                           f"multilab study report {study.name}"))

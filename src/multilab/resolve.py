@@ -40,6 +40,7 @@ from multilab.config import (
     SEED_DICTIONARIES,
     SEED_MAX,
     SEED_RULE,
+    TRAIN_SCOPES,
     VOCAB_JOINT,
     VOCAB_MODES,
     VOCAB_UNITS,
@@ -452,6 +453,28 @@ def _check_corpus_paths(corpora: dict[str, UserCorpusConfig]) -> None:
                                 "text must be a file apart from every train text")
 
 
+def _check_train_scope(corpus: CorpusConfig, languages: tuple[str, ...],
+                       corpora: dict[str, str]) -> None:
+    """``corpus.train_scope``: a known scope; ``bible`` only where the languages are Bible
+    editions read verse by verse (the sentence setup reads ``corpus.train_books``; user
+    corpora are their own text; an ``ot`` language is the Old Testament as another domain)."""
+    scope = corpus.train_scope
+    if scope not in TRAIN_SCOPES:
+        raise UserError(f"corpus.train_scope = {scope!r}; valid: {', '.join(TRAIN_SCOPES)}")
+    if scope == TRAIN_SCOPES[0]:
+        return
+    if languages == (corpus.train_edition, "fake"):
+        raise UserError(f"corpus.train_scope = {scope!r} needs real languages (verse tables, "
+                        f"e.g. languages [3, s]); [{', '.join(languages)}] trains on "
+                        f"corpus.train_books (valid with it: {TRAIN_SCOPES[0]})")
+    parsed = langs.parse_languages(languages, corpora=corpora)
+    odd = next((lang for lang in parsed if lang.from_user_corpus or lang.other_domain), None)
+    if odd is not None:
+        raise UserError(f"corpus.train_scope = {scope!r} needs Bible editions of the Bible's "
+                        f"own domain; {odd.name!r} is not one (valid with it: "
+                        f"{TRAIN_SCOPES[0]})")
+
+
 def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = None) -> Config:
     """Merge base values, the chosen profile, then explicit overrides (which win).
 
@@ -523,6 +546,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         _check_model(size, model, train)
 
     corpus = _build(CorpusConfig, merged.get("corpus"), "corpus")
+    _check_train_scope(corpus, languages, {name: c.iso for name, c in corpora.items()})
     evaluate = _build(EvalConfig, merged.get("evaluate"), "evaluate")
     evaluate = replace(evaluate, layers=parse_layers(evaluate.layers))
     for key in ("dev_sentences", "curve_sentences"):

@@ -157,7 +157,8 @@ def build_verse_corpora(cfg: Config) -> dict[str, dict[str, float]]:
                   for code in dict.fromkeys(lang.edition for lang in languages)}
         dev = parallel.dev_corpora(list(columns), verses, cfg.corpus.dev_sentences)
         train = parallel.train_corpora(list(columns), verses,
-                                       held_out=held_out_verses(cfg, dev, verses))
+                                       held_out=held_out_verses(cfg, dev, verses),
+                                       scope=cfg.corpus.train_scope)
     stats: dict[str, dict[str, float]] = {}
     for split, rows in (("train", train), ("dev", dev)):
         named = {columns[lang]: texts for lang, texts in rows.items()}
@@ -170,9 +171,9 @@ def build_verse_corpora(cfg: Config) -> dict[str, dict[str, float]]:
 
 def held_out_verses(cfg: Config, dev: dict[Language, list[tuple[str, str]]],
                     verses: dict[str, list[tuple[str, str]]]) -> set[str]:
-    """What an ``ot`` language (seed 003's other domain) must not train on: the dev corpus's
-    verses and those of the downstream task's dev and test chapters (every edition holds the
-    same verse ids)."""
+    """What an ``ot`` language (seed 003's other domain) or a whole-Bible corpus
+    (``corpus.train_scope: bible``) must not train on: the dev corpus's verses and those of
+    the downstream task's dev and test chapters (every edition holds the same verse ids)."""
     from multilab.data.book_groups import chapter_of, split_chapters
 
     split = split_chapters(cfg.downstream.split_seed)

@@ -8,7 +8,9 @@ paper's NLTK sentences, where the alignment is the identity anyway.
 
 - train: the NT verse ids (books 40–66) present with text (:func:`has_text`) in *every*
   chosen edition, in canonical order; with ``disjoint`` (the no-parallel modification) each
-  language instead gets its own seeded share of those ids, no id in two shares;
+  language instead gets its own seeded share of those ids, no id in two shares; with
+  ``corpus.train_scope: bible`` (:data:`WHOLE_BIBLE`) the ids of both testaments instead,
+  less the held-out ones (the dev corpus and the downstream task's dev and test chapters);
 - dev: the first :data:`DEV_VERSES` OT verse ids (books 1–39) present with text in every
   chosen edition, the same ids in every language.
 
@@ -36,6 +38,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
+from multilab.config import NEW_TESTAMENT_SCOPE, TRAIN_SCOPES, WHOLE_BIBLE
 from multilab.data.bible import export_path, read_verses, squeeze_spaces
 from multilab.errors import UserError
 from multilab.files import read_utf8
@@ -46,6 +49,7 @@ Verse = tuple[str, str]
 
 OLD_TESTAMENT = (1, 39)
 NEW_TESTAMENT = (40, 66)
+BIBLE = (1, 66)
 #: Seed 000's dev set: the first 10,000 sentences of the KJV Old Testament; here verses.
 DEV_VERSES = 10_000
 
@@ -173,20 +177,33 @@ def train_corpora(
     disjoint: bool = False,
     seed: int = 0,
     held_out: Collection[str] = (),
+    scope: str = NEW_TESTAMENT_SCOPE,
 ) -> dict[Language, list[Verse]]:
     """The NT verses of every language, aligned by id; ``disjoint``: a seeded share each.
     A language of another domain (``ot``) gets as many OT verses instead
-    (:func:`other_domain_ids`, never one of ``held_out``), its rows unrelated to the others'."""
+    (:func:`other_domain_ids`, never one of ``held_out``), its rows unrelated to the others'.
+    ``scope`` :data:`WHOLE_BIBLE`: the verses of both testaments outside ``held_out``
+    (canonical order: the Old Testament's first), for languages of the Bible's own domain."""
+    if scope not in TRAIN_SCOPES:
+        raise ValueError(f"scope {scope!r}; valid: {', '.join(TRAIN_SCOPES)}")
     _check_editions(languages, verses_by_edition)
     order = list(languages)
     other = [lang for lang in languages if lang.other_domain]
+    if other and scope == WHOLE_BIBLE:
+        raise UserError(f"language {other[0].name!r} trains on Old Testament verses as another "
+                        f"domain; corpus.train_scope = {scope!r} gives every language the Old "
+                        f"Testament already (valid: {NEW_TESTAMENT_SCOPE!r})")
     languages = [lang for lang in languages if not lang.other_domain]
     needed = {code: verses_by_edition[code] for code in editions_of(languages)}
-    ids = aligned_ids(needed, NEW_TESTAMENT)
+    if scope == WHOLE_BIBLE:
+        kept_out = set(held_out)
+        ids = [vid for vid in aligned_ids(needed, BIBLE) if vid not in kept_out]
+    else:
+        ids = aligned_ids(needed, NEW_TESTAMENT)
     if not ids:
         raise UserError(
-            f"no New Testament verse is present in every edition of "
-            f"{', '.join(needed)}; choose other editions"
+            f"no {'Bible' if scope == WHOLE_BIBLE else 'New Testament'} verse is present in "
+            f"every edition of {', '.join(needed)}; choose other editions"
         )
     domains = {lang: _texts(lang, other_domain_ids(verses_by_edition[lang.edition], len(ids),
                                                    set(held_out)), verses_by_edition)

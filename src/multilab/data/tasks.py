@@ -12,6 +12,10 @@ Registered (``downstream.task`` in params.yaml):
 
 - ``bible-books`` (the default): which group of Old Testament books a verse comes from, in
   every Bible edition (:mod:`multilab.data.book_groups`): the lab's XNLI stand-in.
+- ``bible-passages``: the same book groups and chapter split, an example being a passage of
+  consecutive verses (:func:`multilab.data.book_groups.passage_examples`): a task with
+  headroom above one verse's ceiling (issue 55); ``bible-books`` stays the default, so every
+  study measured on it keeps its meaning;
 - ``xnli``: XNLI itself, read from the official release in ``downstream.task_path``
   (:mod:`multilab.data.xnli`); premise and hypothesis encoded as a pair.
 
@@ -54,14 +58,24 @@ class Task:
         return self.load(cfg, languages)
 
 
-def _bible_books(cfg: Config, languages: Sequence[Language]) -> Splits:
+def _bible_verses(cfg: Config, languages: Sequence[Language]) -> dict[str, list]:
+    """Every edition's verses, or one line if a language is not a Bible edition."""
     own = [lang for lang in languages if lang.edition not in EDITIONS]
     if own:
-        raise UserError(f"downstream.task = 'bible-books' needs Bible editions; "
+        raise UserError(f"downstream.task = {cfg.downstream.task!r} needs Bible editions; "
                         f"{own[0].edition!r} is not one (valid: downstream.task = 'xnli' "
                         "with downstream.task_path)")
-    verses = {code: read_edition(code, cfg.paths.data) for code in editions_of(languages)}
-    return book_groups.task_examples(languages, verses, seed=cfg.downstream.split_seed)
+    return {code: read_edition(code, cfg.paths.data) for code in editions_of(languages)}
+
+
+def _bible_books(cfg: Config, languages: Sequence[Language]) -> Splits:
+    return book_groups.task_examples(languages, _bible_verses(cfg, languages),
+                                     seed=cfg.downstream.split_seed)
+
+
+def _bible_passages(cfg: Config, languages: Sequence[Language]) -> Splits:
+    return book_groups.passage_examples(languages, _bible_verses(cfg, languages),
+                                        seed=cfg.downstream.split_seed)
 
 
 def _xnli(cfg: Config, languages: Sequence[Language]) -> Splits:
@@ -74,6 +88,9 @@ TASKS: dict[str, Task] = {
     for task in [
         Task(DEFAULT_TASK, book_groups.LABELS, False,
              "book-group classification (the XNLI analogue)", False, _bible_books),
+        Task("bible-passages", book_groups.LABELS, False,
+             f"book-group classification of {book_groups.PASSAGE_VERSES}-verse passages",
+             False, _bible_passages),
         Task("xnli", xnli.LABELS, True, "XNLI (natural language inference)", True, _xnli),
     ]
 }

@@ -30,6 +30,15 @@ PAPERS = {
     "conneau2020": "Conneau et al. 2020",
     "liu2020b": "Liu et al. 2020b",
 }
+#: A study of the lab's own (a sweep, not a paper's table): no claims, no paper values.
+LAB = "lab"
+
+
+def paper_name(key: str) -> str:
+    """A study's ``paper`` as users read it: the paper's authors and year, or the lab."""
+    return PAPERS.get(key, "multilab (no paper)")
+
+
 #: What a claim compares, and the fields its ``compare`` has.
 COMPARE_FIELDS: dict[str, tuple[str, ...]] = {
     "rows": ("metric", "a", "b", "direction"),

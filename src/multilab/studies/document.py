@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from multilab.errors import UserError
-from multilab.studies.claims import PAPERS, Claim
+from multilab.studies.claims import PAPERS, Claim, paper_name
 from multilab.studies.records import Record
 from multilab.studies.spec import bind_claim
 from multilab.studies.tables import SUMMARY_COLUMNS, StudyResult, comparison_text, escape
@@ -90,7 +90,7 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
         need = str(needed) if not needed or cost is None else \
             f"{needed} (≈ {needed * cost / 3600:.1f} CPU-h of training)"
         counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
-        lines.append(f"| [{study.name}]({link}{study.name}.md) | {PAPERS[study.paper]} | "
+        lines.append(f"| [{study.name}]({link}{study.name}.md) | {paper_name(study.paper)} | "
                      f"{study.table} | `{study.profile}` | {recorded}/{recorded + needed} | "
                      f"{need} | {counted}/{len(result.outcomes)} | "
                      f"`multilab study run {study.name}` |")

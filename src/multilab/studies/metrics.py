@@ -20,6 +20,8 @@ from multilab.studies.records import Record, flatten
 #: record kinds measured on no single lab model: a static row's embeddings (``multilab
 #: static``), a similarity of two models (the row of its first model)
 MODEL_LESS = ("static", "similarity")
+#: a model's training minutes, from its ``train`` record
+MINUTES = "train.minutes"
 #: ``A minus B``: a Δ metric, per seed, of two metrics of the same row
 MINUS = " minus "
 
@@ -58,6 +60,23 @@ def _avg_wo_first(record: Record, what: str) -> float | None:
         first = _test_key(str(languages[0])) if languages else None
         values = [v["accuracy"] for key, v in result.get("test", {}).items() if key != first]
     return statistics.fmean(values) if values else None
+
+
+def _ratio(record: Record, key: str) -> float | None:
+    """Zero-shot accuracy on ``key`` over the in-language accuracy of the fine-tuning
+    language (the record's first label): how much of what was learnt transfers."""
+    result = record.data["result"]
+    tests, labels = result.get("test", {}), result.get("labels") or [None]
+    own = tests.get(labels[0], {}).get("accuracy")
+    other = tests.get(key, {}).get("accuracy")
+    return other / own if own and other is not None else None
+
+
+def _minutes(record: Record) -> float | None:
+    """A train record's training time in minutes (its ``step_seconds``: the wall time of the
+    training steps, longer on a loaded machine)."""
+    seconds = record.data["result"].get("step_seconds")
+    return seconds / 60 if isinstance(seconds, int | float) else None
 
 
 def _at(path: str) -> Callable[[Record], float | None]:
@@ -200,6 +219,7 @@ def metric_source(metric: str) -> Source:
     - ``mu``, ``retrieval_p1.l8`` …: an ``evaluate`` record's ``metrics``.
     - ``downstream.zero_shot.<edition>``: a ``downstream`` record's test accuracy (claims
       name the edition, ``s``; records key test sets by ISO code, ``de``);
+      ``downstream.ratio.<edition>``: that accuracy over the fine-tuning language's own;
       ``downstream.mds.<edition>`` / ``downstream.mds_unshifted.<edition>``: a
       ``downstream --mds`` record's accuracy with and without the shift.
     - ``mrr.<source>-<target>.<l<k>|best|best_layer|p1.l<k>|untrained.l<k>>``: word retrieval.
@@ -207,6 +227,7 @@ def metric_source(metric: str) -> Source:
       best_alpha>``, ``translate.<pair>.unshifted.<measure>``: token translation.
     - ``similarity.<measure>.<l<k>|untrained.l<k>|best|floor_gap>``: two models compared.
     - ``static.<model>.w<window>.r<rows|all>.<mrr|p1|zero_shot.<label>>``: static embeddings.
+    - ``train.minutes``: a ``train`` record's training time.
 
     ValueError: a metric of a known kind whose form is not one of these."""
     parts = metric.split(".")
@@ -219,12 +240,16 @@ def metric_source(metric: str) -> Source:
             return Source("downstream", "" if what == "zero_shot" else "mds",
                           lambda record: _avg_wo_first(record, what))
         key = _test_key(language)
+        if what == "ratio":
+            return Source("downstream", "", lambda record: _ratio(record, key))
         if what == "zero_shot":
             return Source("downstream", "", _at(f"test.{key}.accuracy"))
         if what in ("mds", "mds_unshifted"):
             which = "test_shifted" if what == "mds" else "test_unshifted"
             return Source("downstream", "mds", _at(f"mds.languages.{key}.{which}"))
         raise ValueError(metric)
+    if metric == MINUTES:
+        return Source("train", "", _minutes)
     try:
         if head in ("mrr", "translate") and len(parts) >= 3:
             reader = (_mrr_reader if head == "mrr" else _translate_reader)(parts[2:])

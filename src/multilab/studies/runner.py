@@ -84,20 +84,18 @@ def measure_commands(study: Study, step: Step, model_dir: Path) -> list[list[str
     return commands
 
 
-#: settings that change what a row's corpora or vocabulary are: a row overriding one gets
-#: its own artifacts folder (its own corpora, vocabulary and models)
-_DATA_KEYS = ("languages",)
-_DATA_PREFIXES = ("corpus.", "vocab.", "corpora")
-
-
 def _own_data(row: Row | None) -> bool:
-    return row is not None and any(key in _DATA_KEYS or key.startswith(_DATA_PREFIXES)
-                                   for key in row.settings)
+    """A row with settings of its own gets its own artifacts folder: they may change its
+    corpora or vocabulary (``languages``, ``corpus.*``, ``vocab.*``), and even when they only
+    change the model (``models.small.hidden_size``, ``train.epochs``: issue 55's sweep), two
+    rows of one modification and seed would otherwise share one model folder, each run
+    retraining over the other's model (and two runners clashing in it)."""
+    return row is not None and bool(row.settings)
 
 
 def study_artifacts(study: Study, root: Path, row: Row | None = None) -> Path:
     """Where a study's corpora, vocabulary and models live: ``artifacts/studies/<name>/``,
-    and a subfolder per row whose settings change the languages, corpus or vocabulary."""
+    and a subfolder per row that has settings of its own."""
     base = root / "artifacts" / "studies" / study.name
     return base / f"row-{safe_name(row.label)}" if row is not None and _own_data(row) else base
 

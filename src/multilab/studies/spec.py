@@ -65,7 +65,7 @@ import yaml
 
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
-from multilab.studies.claims import COMPARE_FIELDS, OPTIONAL_COMPARE, PAPERS, Claim
+from multilab.studies.claims import COMPARE_FIELDS, LAB, OPTIONAL_COMPARE, PAPERS, Claim
 from multilab.studies.metrics import metric_sources
 from multilab.studies.verdict import PaperValue
 
@@ -77,7 +77,7 @@ _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds",
 ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable",
               "fine_tune", "static", "pair")
 CLAIM_ENTRY_FIELDS = ("id", "pending", "not_testable", "compare")
-PROFILES = ("smoke", "quick", "paper", "real")
+PROFILES = ("smoke", "quick", "paper", "real", "real-quick")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
 
 
@@ -229,8 +229,11 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     name = raw["name"]
     if not isinstance(name, str) or not _NAME.match(name) or source.stem != name:
         raise _fail(source, f"name {name!r}: lowercase words joined by '-', the file's name")
-    if raw["paper"] not in PAPERS:
-        raise _fail(source, f"paper {raw['paper']!r}; valid: {', '.join(PAPERS)}")
+    if raw["paper"] not in PAPERS and raw["paper"] != LAB:
+        raise _fail(source, f"paper {raw['paper']!r}; valid: {', '.join([*PAPERS, LAB])}")
+    if raw["paper"] == LAB and raw.get("claims"):
+        raise _fail(source, f"paper {LAB!r} (the lab's own study) tests no paper's claims; "
+                    "name the paper whose claims the rows test")
     if raw["profile"] not in PROFILES:
         raise _fail(source, f"profile {raw['profile']!r}; valid: {', '.join(PROFILES)}")
     seeds = raw["seeds"]

@@ -24,7 +24,7 @@ from multilab.lab import cells
 from multilab.lab import modifications as mods
 from multilab.lab.cells import number
 from multilab.lab.metric_table import METRICS
-from multilab.studies.claims import PAPERS, Claim
+from multilab.studies.claims import LAB, Claim, paper_name
 from multilab.studies.metrics import (
     MODEL_LESS,
     Source,
@@ -527,7 +527,7 @@ def _paper_text(row: Row, metric: str) -> str:
 
 def render_study(result: StudyResult, claims: Mapping[str, Claim]) -> str:
     study = result.study
-    lines = [f"# {study.name}: {PAPERS[study.paper]}, {study.table}", "",
+    lines = [f"# {study.name}: {paper_name(study.paper)}, {study.table}", "",
              f"{study.title}. Languages [{', '.join(study.languages)}], profile `{study.profile}`"
              f", seeds {', '.join(map(str, study.seeds))}"
              + (f", settings {dict(study.settings)}" if study.settings else "") + ".", ""]
@@ -546,8 +546,9 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim]) -> str:
               "seeds"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in study.rows:
-        cells = [f"{_cell_text(result.cells[(row.label, m)], m)}<br>paper "
-                 f"{_paper_text(row, m)}" for m in study.metrics]
+        cells = [_cell_text(result.cells[(row.label, m)], m)
+                 + ("" if study.paper == LAB else f"<br>paper {_paper_text(row, m)}")
+                 for m in study.metrics]
         found = result.seeds_found[row.label]
         lines.append(f"| {row.paper_id or ''} | {row.label} | " + " | ".join(cells)
                      + f" | {len(found)}/{len(study.seeds)} |")
