@@ -205,7 +205,7 @@ def test_seed_000_table_3_from_text_files_on_the_smoke_profile(tmp_path: Path, c
         assert 0.0 <= metrics["retrieval_p1.l8"] <= 1.0 and metrics["eval_sentences"] == 100
     report = (cfg.paths.reports / "table1.md").read_text()
     assert "### Downstream: XNLI" in report and "| 0 | original |" in report
-    assert "| 30 | knn-replace | 0.74 ± 0.01 | 0.61 ± 0.01 | 0.54 ± 0.00 |" in report
+    assert "| 30 | knn-replace | 0.740 ± 0.010 | 0.610 ± 0.010 | 0.540 ± 0.000 |" in report
 
 
 def test_real_profile_holds_seed_000_section_5_settings() -> None:
