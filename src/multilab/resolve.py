@@ -580,7 +580,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         raise UserError(
             f"spaces.seed_dictionary = {spaces.seed_dictionary!r} needs verse-aligned train "
             "text; user corpora and an ot language's verses are not parallel (valid: none, "
-            "VecMap unsupervised as seed 000 §5)"
+            "VecMap unsupervised as Dufter & Schütze 2020 §5)"
         )
     vocab = _build(VocabConfig, merged.get("vocab"), "vocab")
     if vocab.mode not in VOCAB_MODES:

@@ -101,21 +101,21 @@ TRANSFORMS: dict[str, Transform] = {
     for t in [
         Transform(
             "fake",
-            "seed 000's Fake-English: the same text, every token id shifted by the vocabulary "
-            "size (a disjoint copy of the vocabulary)",
+            "Dufter & Schütze 2020's Fake-English: the same text, every token id shifted by "
+            "the vocabulary size (a disjoint copy of the vocabulary)",
             "ids",
         ),
         Transform(
             "ot",
-            "seed 003's other domain: the edition trained on Old Testament verses (as many as "
-            "the New Testament's, none of the dev corpus or the downstream task's dev and test "
-            "chapters) while the other languages train on the New Testament",
+            "Conneau et al. 2020's other domain: the edition trained on Old Testament verses "
+            "(as many as the New Testament's, none of the dev corpus or the downstream task's "
+            "dev and test chapters) while the other languages train on the New Testament",
             "verses",
         ),
         Transform(
             "enfake",
-            "seed 002's unicode Fake-English: every character moved into the Tangut block "
-            "(enfake.unicode_fake), so no character is shared with any edition",
+            "K et al. 2020's unicode Fake-English: every character moved into the Tangut "
+            "block (enfake.unicode_fake), so no character is shared with any edition",
             "text",
             unicode_fake,
         ),

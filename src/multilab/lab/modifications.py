@@ -2,8 +2,8 @@
 
 A modification is a small declarative object: a name, a one-line description and the
 fields of a :class:`Recipe` it overrides. A :class:`Family` is the same with a number in
-its name (``permute-0.5``: seed 002's word-order permutation with p = 0.5). Combinations such as
-``lang-pos;shift-special;no-random`` are the left-to-right merge of their parts; two
+its name (``permute-0.5``: K et al. 2020's word-order permutation with p = 0.5). Combinations
+such as ``lang-pos;shift-special;no-random`` are the left-to-right merge of their parts; two
 parts that set the same field to different values are a conflict, never a silent
 override. To add an ablation, add one entry to ``REGISTRY`` (and, if the paper has one,
 its ID to ``PAPER_IDS``) and one test.
@@ -37,28 +37,31 @@ class Recipe:
     # corpus
     invert_fake: bool = False  # Fake-English word order reversed (training and evaluation)
     parallel: bool = True  # False: English from the first half, Fake-English from the second
-    # pretraining corpus only (never evaluation or fine-tuning): seed 002
+    # pretraining corpus only (never evaluation or fine-tuning): K et al. 2020
     permute: float = 0.0  # share p of each sentence's word-piece pairs swapped (§3.2.2)
     unigram_target: bool = False  # every language but the first: unigram word draws (§3.2.3)
-    code_switch: bool = False  # seed 003 extra anchors: dictionary words switched (30 %, <= 15 %)
+    # Conneau et al. 2020's extra anchors: dictionary words switched (30 %, <= 15 %)
+    code_switch: bool = False
     # vocab / inputs
     shift_special: bool = False  # Fake-English gets its own [CLS], [SEP], [MASK], ...
-    language_sep: bool = False  # each language its own [SEP] (seed 002's [SEP-A], [SEP-B])
+    language_sep: bool = False  # each language its own [SEP] (K et al. 2020's [SEP-A], [SEP-B])
     language_positions: bool = False  # Fake-English: positions + max_length, segment id 1
     attend_padding: bool = False  # the authors' code: padding attended (no attention mask)
-    # model shape at a fixed parameter count (seed 002 §3.3): 0 = the model size's own
+    # model shape at a fixed parameter count (K et al. 2020 §3.3): 0 = the model size's own
     layers: int = 0  # Transformer layers; the hidden size is solved (resolve.resolve_run)
     heads: int = 0  # attention heads; likewise
     size_factor: float = 0.0  # parameter count x this at the depth and heads (0 = x 1)
     # objective
-    next_sentence: bool = False  # seed 002 §3.4.1: sentence pairs, BERT's NSP head and loss
-    window: int = 0  # seed 004 §3.2.3: inputs sliced into w word-pieces (0 = whole sentences)
+    next_sentence: bool = False  # K et al. 2020 §3.4.1: sentence pairs, BERT's NSP head and loss
+    # Liu et al. 2020b §3.2.3: inputs sliced into w word-pieces (0 = whole sentences)
+    window: int = 0
     # masking
     replacement: Replacement = BERT_REPLACEMENT
-    random_in_language: bool = False  # seed 003 sep-emb: random replacements from the row's
-    # own language's block only (BERT's: the whole vocabulary)
-    # parameter sharing (seed 003 §4 group 3): the bottom n Transformer layers one copy per
-    # language (training/language_layers.py); 0 = every layer shared
+    # Conneau et al. 2020's sep-emb: random replacements from the row's own language's block
+    # only (BERT's: the whole vocabulary)
+    random_in_language: bool = False
+    # parameter sharing (Conneau et al. 2020 §4 group 3): the bottom n Transformer layers one
+    # copy per language (training/language_layers.py); 0 = every layer shared
     separate_layers: int = 0
     # model
     model_size: str = "small"
@@ -112,35 +115,35 @@ REGISTRY: dict[str, Modification] = {
         ),
         Modification(
             "lang-id",
-            "seed 002's language-identity marker: each language ends its sentences with its "
+            "K et al. 2020's language-identity marker: each language ends its sentences with its "
             "own [SEP] ([SEP-A], [SEP-B], ...); every other special stays shared",
             {"language_sep": True},
         ),
         Modification(
             "unigram-target",
-            "seed 002's unigram-frequency corpus: every language but the first pretrains on "
+            "K et al. 2020's unigram-frequency corpus: every language but the first pretrains on "
             "words drawn from its own unigram distribution, sentence lengths kept",
             {"unigram_target": True},
         ),
         Modification(
             "nsp",
-            "seed 002's next-sentence prediction: each pretraining input a pair of sentences "
+            "K et al. 2020's next-sentence prediction: each pretraining input a pair of sentences "
             "of one language (the true next one half of the time, a random one otherwise) "
             "with BERT's NSP head and loss beside MLM",
             {"next_sentence": True}, stacks=False,
         ),
         Modification(
             "extra-anchors",
-            "seed 003's extra anchors: pretraining words switched to their translation in a "
-            "silver dictionary (IBM-1 over the aligned train verses) 30 % of the time, at most "
-            "15 % of a sentence's words; joint vocabularies",
+            "Conneau et al. 2020's extra anchors: pretraining words switched to their "
+            "translation in a silver dictionary (IBM-1 over the aligned train verses) 30 % of "
+            "the time, at most 15 % of a sentence's words; joint vocabularies",
             {"code_switch": True},
         ),
         Modification(
             "sep-emb",
-            "seed 003's language-specific embeddings: each language its own word-piece block "
-            "(as every separate vocabulary), its own positions and specials (lang-pos + "
-            "shift-special), random replacements only within the language",
+            "Conneau et al. 2020's language-specific embeddings: each language its own "
+            "word-piece block (as every separate vocabulary), its own positions and specials "
+            "(lang-pos + shift-special), random replacements only within the language",
             {"language_positions": True, "shift_special": True, "random_in_language": True},
         ),
         Modification(
@@ -237,38 +240,40 @@ FAMILIES: dict[str, Family] = {
     for f in [
         Family(
             "permute",
-            "seed 002's word-order permutation: p·L/2 random word-piece pairs of each "
+            "K et al. 2020's word-order permutation: p·L/2 random word-piece pairs of each "
             "pretraining sentence swapped, in every language, p = {value:g}",
             "permute", 0.0, 1.0, "permute-0.5",
         ),
         Family(
             "depth",
-            "seed 002 Table 4: {value:g} Transformer layers, the hidden size solved so that "
+            "K et al. 2020 Table 4: {value:g} Transformer layers, the hidden size solved so that "
             "the parameter count stays the model size's (intermediate = 4 x hidden)",
             "layers", 1, 48, "depth-4", integer=True, stacks=False,
         ),
         Family(
             "heads",
-            "seed 002 Table 5: {value:g} attention heads, the hidden size solved so that the "
+            "K et al. 2020 Table 5: {value:g} attention heads, the hidden size solved so that the "
             "parameter count stays the model size's (a multiple of the heads)",
             "heads", 1, 64, "heads-2", integer=True, stacks=False,
         ),
         Family(
             "window",
-            "seed 004's context window: every pretraining sentence sliced into segments of at "
-            "most {value:g} word-pieces, each its own input (the same tokens, shorter context)",
+            "Liu et al. 2020b's context window: every pretraining sentence sliced into segments "
+            "of at most {value:g} word-pieces, each its own input (the same tokens, shorter "
+            "context)",
             "window", 1, 512, "window-20", integer=True,
         ),
         Family(
             "sep-L1",
-            "seed 003's language-specific bottom layers: Transformer layers 1-{value:g} one "
-            "copy per language, the rest shared (sep-L1-3, sep-L1-6 of 12 as the paper's)",
+            "Conneau et al. 2020's language-specific bottom layers: Transformer layers "
+            "1-{value:g} one copy per language, the rest shared (sep-L1-3, sep-L1-6 of 12 as the "
+            "paper's)",
             "separate_layers", 1, 48, "sep-L1-3", integer=True, stacks=False,
         ),
         Family(
             "params",
-            "seed 002 Tables 6-7: {value:g} x the model size's parameter count at its depth and "
-            "heads (or those of depth-<n> / heads-<n>), the hidden size solved "
+            "K et al. 2020 Tables 6-7: {value:g} x the model size's parameter count at its depth "
+            "and heads (or those of depth-<n> / heads-<n>), the hidden size solved "
             "(intermediate = 4 x hidden)",
             "size_factor", 0.05, 20.0, "params-0.5", stacks=False,
         ),
@@ -297,7 +302,7 @@ def lookup(part: str) -> Modification:
     return found
 
 
-#: Paper (seed 000) model IDs of Tables 1 and 2 and the modification strings they denote.
+#: Dufter & Schütze 2020's model IDs of Tables 1 and 2 and the modification strings they denote.
 PAPER_IDS: dict[str, str] = {
     "0": "original",
     "1": "lang-pos",
