@@ -32,7 +32,12 @@ if TYPE_CHECKING:
 # torch, MLflow and the package's heavy modules are imported inside the fixtures: the xdist
 # controller loads this file too (for its hooks) and runs no test, so it starts in a second
 
+pytest_plugins = ["tests.cpu_accounting"]  # MULTILAB_TEST_CPU_LOG: CPU seconds per test phase
+
 SERVER_TIMEOUT = 180  # `mlflow server` start-up on a loaded 2-core machine
+#: MLflow 3's server also starts three job consumers (huey, 20 worker threads) for GenAI jobs
+#: the tests never submit: 10 processes instead of 2, and a slower start (docs/tracking.md).
+SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 BUILT = ".built"  # written last into the shared built project: the build is complete
 
 
@@ -147,7 +152,7 @@ def mlflow_server(root: Path, port: int | None = None) -> Iterator[str]:
              "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
              "--artifacts-destination", str(root / "artifacts"),
              "--host", "127.0.0.1", "--port", uri.rsplit(":", 1)[1], "--workers", "1"],
-            stdout=handle, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=root,
+            stdout=handle, stderr=subprocess.STDOUT, env=subprocess_env() | SERVER_ENV, cwd=root,
             start_new_session=True,  # its own process group: stopped as a whole
         )
     try:
