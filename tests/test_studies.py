@@ -652,7 +652,7 @@ def test_study_run_stacks_what_the_registry_allows(tmp_path: Path, capsys) -> No
     cross products of rows and seeds (one ``train`` command each); an architecture of its
     own stacks apart, a row the stacked trainer cannot train runs alone; a stack larger than
     the study's rows x seeds (or 0) is one line, nothing run."""
-    from multilab.studies.runner import Step, missing_runs, products, stacks
+    from multilab.studies.runner import Step, missing_runs, products, run_study, stacks
 
     rows = [{"id": "0", "modification": "original"}, {"id": "1", "modification": "lang-pos"},
             {"id": "4", "modification": "overparam"}, {"id": "9", "modification": "nsp"},
@@ -667,6 +667,13 @@ def test_study_run_stacks_what_the_registry_allows(tmp_path: Path, capsys) -> No
     first = products(groups[0])
     assert [([r.label for r in rows], seeds) for rows, seeds in first] == [
         (["original", "lang-pos"], [0, 1, 2])]
+    calls: list[list[str]] = []
+    run_study(study, groups[0], lambda argv: calls.append(argv) or 0, tmp_path,
+              lambda _: None, stack=6)
+    trains = [argv for argv in calls if "train" in argv]
+    assert len(trains) == 1  # one stack; each member under its own row's MLflow parent
+    assert "--set=rows={original: original, lang-pos: lang-pos}" in trains[0]
+    assert "--set=experiment=toy-study" in trains[0]
     row_0, row_1 = study.rows[:2]
     ragged = products([Step(row_0, 0), Step(row_0, 1), Step(row_1, 1)])
     assert [([r.label for r in rows], seeds) for rows, seeds in ragged] == [
@@ -728,9 +735,10 @@ def test_study_run_queue_refuses_what_dvc_yaml_cannot_run(tmp_path: Path, monkey
     folder.mkdir()
     shutil.copytree(STUDIES / "claims", folder / "claims")
     _spec(folder, metrics=["mu", "mrr.3-fake.best"], claims=[])
+    shutil.copy(PARAMS, tmp_path / "params.yaml")
     monkeypatch.chdir(tmp_path)
-    run = ["--params", str(PARAMS), "--set", f"paths.results={tmp_path / 'results'}",
-           "study", "run", "toy-study", "--studies", str(folder), "--queue"]
+    run = ["--set", f"paths.results={tmp_path / 'results'}", "study", "run", "toy-study",
+           "--studies", str(folder), "--queue"]
     assert main(run) == 2
     assert "--queue needs the DVC project's root" in capsys.readouterr().err
     (tmp_path / ".dvc").mkdir()
@@ -797,3 +805,7 @@ def test_study_run_queue_enqueues_dvc_experiments(tmp_path: Path, monkeypatch,
     assert lang_pos["paths"]["results"] == str(project / "results")
     assert params["toy-study-original-s0"]["paths"]["artifacts"] == \
         "artifacts/studies/toy-study"
+    queued = project / "queued.yaml"  # what `multilab check`, the first stage, will read
+    queued.write_text(yaml.safe_dump(lang_pos))
+    cfg = load_config(queued)
+    assert cfg.rows == {"lang-pos": "lang-pos"} and cfg.row_of("lang-pos") == "lang-pos"

@@ -646,6 +646,9 @@ def _queue_studies(args: argparse.Namespace, cfg: Config, plans: list) -> None:
     if not (Path(".dvc").is_dir() and Path("dvc.yaml").is_file()):
         raise UserError(f"--queue needs the DVC project's root (.dvc/ and dvc.yaml); "
                         f"{Path.cwd()} is not one")
+    if Path(args.params).resolve() != Path("params.yaml").resolve():
+        raise UserError(f"--params {args.params} with --queue: DVC's experiments read the "
+                        "project's params.yaml (valid: --params params.yaml)")
     for study, steps in plans:  # a refusal anywhere queues nothing
         check_queueable(study, steps, lambda settings: load_config(
             args.params, parse_overrides([*(args.set or []), *settings])))
@@ -655,7 +658,7 @@ def _queue_studies(args: argparse.Namespace, cfg: Config, plans: list) -> None:
     for study, steps in plans:
         if not steps:
             print(f"study {study.name}: 0 run(s) missing")
-        queued += queue_study(study, steps, results)
+        queued += queue_study(study, steps, results, args.set or [])
     if queued:
         print(f"{len(queued)} experiment(s) queued; run them N at a time with `dvc queue start "
               "-j N` (`dvc queue status` shows them), then `multilab study report "

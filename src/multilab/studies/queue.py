@@ -58,11 +58,13 @@ def experiment_name(study: Study, step: Step) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", f"{study.name}-{step.row.label}-s{step.seed}")
 
 
-def overrides(study: Study, step: Step, results: Path) -> list[str]:
+def overrides(study: Study, step: Step, results: Path, extra: Sequence[str] = ()
+              ) -> list[str]:
     """The ``-S`` values of ``step``'s experiment (``++``: set, or add a key params.yaml
-    leaves out, such as ``vocab.mode``)."""
+    leaves out, such as ``vocab.mode``): ``extra`` (the user's ``--set`` values), then the
+    study's, as the loop gives them."""
     values = dict(text.split("=", 1) for text in (
-        *study_settings(study, Path(), step.row), row_setting([step.row])))
+        *extra, *study_settings(study, Path(), step.row), row_setting([step.row])))
     values |= {"study": f"[{mods.slug(step.row.modification)}]", "seeds": f"[{step.seed}]",
                "paths.results": str(results)}
     return [f"++{key}={hydra_value(yaml.safe_load(text))}" for key, text in values.items()]
@@ -99,11 +101,12 @@ def check_queueable(study: Study, steps: Sequence[Step],
                f"seeds=[{step.seed}]"])
 
 
-def queue_study(study: Study, steps: Sequence[Step], results: Path,
+def queue_study(study: Study, steps: Sequence[Step], results: Path, extra: Sequence[str] = (),
                 say: Callable[[str], None] = print,
                 dvc: Callable[[list[str]], str] | None = None) -> list[str]:
-    """Queue ``steps`` (checked by :func:`check_queueable`) as DVC experiments; returns the
-    names queued. A step already waiting in the queue (by its name) is not queued twice."""
+    """Queue ``steps`` (checked by :func:`check_queueable`) as DVC experiments, with the
+    user's ``--set`` values ``extra``; returns the names queued. A step already waiting in
+    the queue (by its name) is not queued twice."""
     dvc = dvc or run_dvc
     waiting = _waiting(dvc(["queue", "status"])) if steps else set()
     queued = []
@@ -115,7 +118,7 @@ def queue_study(study: Study, steps: Sequence[Step], results: Path,
             continue
         targets = list(dict.fromkeys(STAGES[need] for need in step.needs or (("evaluate", ""),)))
         dvc(["exp", "run", "--queue", "--name", name,
-             *(a for value in overrides(study, step, results) for a in ("-S", value)),
+             *(a for value in overrides(study, step, results, extra) for a in ("-S", value)),
              *targets])
         say(f"queued {name}: {step.row.label} seed {step.seed} ({', '.join(targets)})")
         queued.append(name)

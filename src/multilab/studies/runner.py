@@ -126,7 +126,8 @@ def row_setting(rows: Iterable[Row]) -> str:
     """The ``--set`` value that nests the models of ``rows`` under their rows' parent runs
     (``rows={original: '0', lang-pos: '1'}``): one command may train several (a stack)."""
     return "rows=" + yaml.safe_dump({mods.slug(row.modification): row.label for row in rows},
-                                    default_flow_style=True, width=10**6).strip()
+                                    default_flow_style=True, sort_keys=False,
+                                    width=10**6).strip()
 
 
 def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
