@@ -771,7 +771,8 @@ def test_study_run_queue_enqueues_dvc_experiments(tmp_path: Path, monkeypatch,
     folder = project / "studies"
     folder.mkdir()
     shutil.copytree(STUDIES / "claims", folder / "claims")
-    _spec(folder, rows=[SPEC["rows"][0], {**SPEC["rows"][1], "settings": {"vocab.size": 512}}])
+    _spec(folder, rows=[SPEC["rows"][0], {**SPEC["rows"][1], "settings": {"vocab.size": 512}}],
+          settings={"train.max_train_sentences": 64, "train.eval_points": "[]"})
 
     def shell(*argv: str) -> str:
         return subprocess.run(argv, cwd=project, check=True, capture_output=True,
@@ -809,3 +810,6 @@ def test_study_run_queue_enqueues_dvc_experiments(tmp_path: Path, monkeypatch,
     queued.write_text(yaml.safe_dump(lang_pos))
     cfg = load_config(queued)
     assert cfg.rows == {"lang-pos": "lang-pos"} and cfg.row_of("lang-pos") == "lang-pos"
+    # the smoke profile's own max_train_sentences (256) does not win over the study's
+    assert cfg.train.max_train_sentences == 64 and cfg.train.eval_points == ()
+    assert cfg.vocab.size == 512

@@ -6,7 +6,9 @@ overrides are the ``--set`` values the loop runs the row with (:func:`~multilab.
 study_settings`: profile, languages, vocabulary, the study's and the row's settings, the
 study's MLflow experiment, its artifacts folder), the row's modification as the pipeline's one
 ``study`` entry, the seed as its one seed, and ``rows`` naming the row (its MLflow parent).
-Its targets are the stages that write the records the (row, seed) lacks: ``evaluate``, and
+A section's setting is written at the top of params.yaml and in the profile's part, which
+wins over the top (as ``--set`` wins over the profile in the loop). Its targets are the stages
+that write the records the (row, seed) lacks: ``evaluate``, and
 ``downstream`` (fine-tuned on the row's first language). What dvc.yaml has no stage for
 (``mrr``, ``translate``, ``downstream --mds``, fine-tuning on another language) is refused
 before anything is queued: the loop (``study run`` without ``--queue``) runs those.
@@ -37,6 +39,10 @@ from multilab.studies.tables import row_languages
 STAGES = {("evaluate", ""): "evaluate", ("downstream", ""): "downstream"}
 #: ``dvc queue status`` states of an experiment that will still run
 WAITING = ("Queued", "Running")
+#: the sections whose profile part (``profiles.<profile>.<section>``) dvc.yaml's stages track
+PROFILE_TRACKED = ("train", "models", "evaluate", "spaces", "downstream", "word_order")
+#: dotted keys that are no section's: read from the top of params.yaml only
+TOP_LEVEL_SECTIONS = ("paths", "corpora", "rows")
 
 
 def unqueueable(study: Study, step: Step) -> str | None:
@@ -62,12 +68,34 @@ def overrides(study: Study, step: Step, results: Path, extra: Sequence[str] = ()
               ) -> list[str]:
     """The ``-S`` values of ``step``'s experiment (``++``: set, or add a key params.yaml
     leaves out, such as ``vocab.mode``): ``extra`` (the user's ``--set`` values), then the
-    study's, as the loop gives them."""
+    study's, as the loop gives them, each where :func:`_placed` puts it."""
     values = dict(text.split("=", 1) for text in (
         *extra, *study_settings(study, Path(), step.row), row_setting([step.row])))
     values |= {"study": f"[{mods.slug(step.row.modification)}]", "seeds": f"[{step.seed}]",
                "paths.results": str(results)}
-    return [f"++{key}={hydra_value(yaml.safe_load(text))}" for key, text in values.items()]
+    parsed = {key: yaml.safe_load(text) for key, text in values.items()}
+    return [f"++{place}={hydra_value(value)}" for key, value in parsed.items()
+            for place in _placed(key, value, parsed["profile"])]
+
+
+def _placed(key: str, value: Any, profile: str) -> list[str]:
+    """Where ``-S`` writes a setting. A top-level key (``profile``, ``languages``,
+    ``paths.*``) at the top. A section's key (``train.epochs``) at the top, which its stage
+    tracks (``corpus`` and ``vocab`` track nothing else), and in the profile's part
+    (``profiles.<profile>.train.epochs``), which wins over the top as ``--set`` wins over the
+    profile in the loop: written at the top alone, a value the profile sets too would be
+    lost. An empty list only in the profile's part: DVC's YAML writer corrupts params.yaml
+    when it writes one over a block list with a comment beside its key (``eval_points:
+    # …``); a stage that does not track the profile's part of its section is refused."""
+    if "." not in key or key.split(".")[0] in TOP_LEVEL_SECTIONS:
+        return [key]
+    if value != []:
+        return [key, f"profiles.{profile}.{key}"]
+    if key.split(".")[0] not in PROFILE_TRACKED:
+        raise UserError(f"--queue: setting {key} = []: `dvc exp run -S` cannot write an empty "
+                        "list there (DVC's YAML writer corrupts params.yaml); run the study "
+                        "without --queue")
+    return [f"profiles.{profile}.{key}"]
 
 
 def hydra_value(value: Any) -> str:
@@ -99,6 +127,7 @@ def check_queueable(study: Study, steps: Sequence[Step],
                             f"{step.seed}): {reason}; run it without --queue")
         check([*study_settings(study, Path(), step.row), row_setting([step.row]),
                f"seeds=[{step.seed}]"])
+        overrides(study, step, Path())  # a value `-S` cannot write: one line
 
 
 def queue_study(study: Study, steps: Sequence[Step], results: Path, extra: Sequence[str] = (),
