@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from multilab.cli import main
+from multilab.config import Config
 from multilab.errors import UserError
+from multilab.resolve import load_config
 from multilab.studies.claims import load_claims
 from multilab.studies.records import iter_records, write_record
 from multilab.studies.spec import load_studies, load_study
@@ -235,8 +237,33 @@ def test_a_toy_study_runs_end_to_end_and_resumes(built_project: Path, tmp_path: 
     table = (tmp_path / "docs" / "toy-study.md").read_text()
     assert "| 0 | original |" in table and "(3)" in table
     assert "dufter2020-t1-r0-original-multilingual" in table
+    _assert_one_parent_per_row(load_config(PARAMS), records)
     assert main(args) == 0  # everything recorded: nothing runs again
     assert "(1/" not in capsys.readouterr().out
+
+
+def _assert_one_parent_per_row(cfg: Config, records: list) -> None:
+    """The study's runs are in its own experiment, one parent run per row with the row's
+    three seeds nested and their mean ± std (the records' numbers, rounded as parents are)."""
+    from multilab import tracking
+    from multilab.lab.metric_table import mean_std
+    from multilab.tracking.rows import rounded
+
+    runs = tracking.search_runs(cfg.paths, "toy-study", groups=True)
+    parents = runs[runs[f"tags.{tracking.ROLE_TAG}"] == tracking.GROUP]
+    assert sorted(parents[f"tags.{tracking.ROW_TAG}"]) == ["original", "untrained"]
+    seeds = runs[runs[f"tags.{tracking.ROLE_TAG}"] != tracking.GROUP]
+    for _, parent in parents.iterrows():
+        row = parent[f"tags.{tracking.ROW_TAG}"]
+        mine = seeds[seeds[f"tags.{tracking.PARENT_TAG}"] == parent["run_id"]]
+        assert sorted(mine["tags.seed"].astype(int)) == [0, 1, 2], row
+        assert set(mine[f"tags.{tracking.ROW_TAG}"]) == {row}
+        mus = [r.data["result"]["metrics"]["mu"] for r in records
+               if r.kind == "evaluate" and r.model["modification"] == row]
+        mean, std = mean_std(mus)
+        assert parent["tags.n_seeds"] == "3" and std > 0
+        assert parent["metrics.mu"] == pytest.approx(rounded(mean))
+        assert parent["metrics.mu_std"] == pytest.approx(rounded(std))
 
 
 def test_the_papers_rounding_is_the_margin_of_an_equality(tmp_path: Path) -> None:
@@ -625,7 +652,7 @@ def test_study_run_stacks_what_the_registry_allows(tmp_path: Path, capsys) -> No
     cross products of rows and seeds (one ``train`` command each); an architecture of its
     own stacks apart, a row the stacked trainer cannot train runs alone; a stack larger than
     the study's rows x seeds (or 0) is one line, nothing run."""
-    from multilab.studies.runner import Step, missing_runs, products, stacks
+    from multilab.studies.runner import Step, missing_runs, products, run_study, stacks
 
     rows = [{"id": "0", "modification": "original"}, {"id": "1", "modification": "lang-pos"},
             {"id": "4", "modification": "overparam"}, {"id": "9", "modification": "nsp"},
@@ -640,6 +667,13 @@ def test_study_run_stacks_what_the_registry_allows(tmp_path: Path, capsys) -> No
     first = products(groups[0])
     assert [([r.label for r in rows], seeds) for rows, seeds in first] == [
         (["original", "lang-pos"], [0, 1, 2])]
+    calls: list[list[str]] = []
+    run_study(study, groups[0], lambda argv: calls.append(argv) or 0, tmp_path,
+              lambda _: None, stack=6)
+    trains = [argv for argv in calls if "train" in argv]
+    assert len(trains) == 1  # one stack; each member under its own row's MLflow parent
+    assert "--set=rows={original: original, lang-pos: lang-pos}" in trains[0]
+    assert "--set=experiment=toy-study" in trains[0]
     row_0, row_1 = study.rows[:2]
     ragged = products([Step(row_0, 0), Step(row_0, 1), Step(row_1, 1)])
     assert [([r.label for r in rows], seeds) for rows, seeds in ragged] == [
@@ -691,3 +725,91 @@ def test_a_lab_study_reads_ratio_minutes_and_mrr_from_their_records(tmp_path: Pa
     path.write_text(yaml.safe_dump(spec | {"claims": ["dufter2020-t1-r1-lang-pos"]}))
     with pytest.raises(UserError, match="tests no paper's claims"):
         load_study(path, CLAIMS)
+
+
+def test_study_run_queue_refuses_what_dvc_yaml_cannot_run(tmp_path: Path, monkeypatch,
+                                                          capsys) -> None:
+    """``--queue``: a row whose records need a command dvc.yaml has no stage for (``mrr``),
+    ``--stack``, a folder that is no DVC project: one line each, exit 2, nothing queued."""
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder, metrics=["mu", "mrr.3-fake.best"], claims=[])
+    shutil.copy(PARAMS, tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    run = ["--set", f"paths.results={tmp_path / 'results'}", "study", "run", "toy-study",
+           "--studies", str(folder), "--queue"]
+    assert main(run) == 2
+    assert "--queue needs the DVC project's root" in capsys.readouterr().err
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    assert main(run) == 2
+    err = capsys.readouterr().err
+    assert "row 'original' of toy-study (seed 0): its `multilab mrr 3-fake` record has no " \
+        "stage in dvc.yaml; run it without --queue" in err and err.count("\n") == 1, err
+    assert main([*run, "--stack", "2"]) == 2
+    assert "--stack 2 with --queue" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # git, dvc init and five dvc commands: ≈ 30 s
+def test_study_run_queue_enqueues_dvc_experiments(tmp_path: Path, monkeypatch,
+                                                  capsys) -> None:
+    """On a GPU server a study runs as a DVC queue: one queued experiment per missing (row,
+    seed), its params the study's settings (the row's modification as the one ``study``
+    entry, the seed, the row's MLflow parent, the study's experiment and artifacts folder,
+    the project's results/); queued twice, nothing is queued again. Nothing runs here
+    (``dvc queue start`` is the pipeline's cost)."""
+    import json
+    import subprocess
+
+    from tests.helpers import BIN
+
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(ROOT / name, project / name)
+    folder = project / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder, rows=[SPEC["rows"][0], {**SPEC["rows"][1], "settings": {"vocab.size": 512}}],
+          settings={"train.max_train_sentences": 64, "train.eval_points": "[]"})
+
+    def shell(*argv: str) -> str:
+        return subprocess.run(argv, cwd=project, check=True, capture_output=True,
+                              text=True).stdout
+
+    shell("git", "init", "-q")
+    shell(str(BIN / "dvc"), "init", "-q")
+    shell("git", "add", "-A")
+    shell("git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "project")
+    monkeypatch.chdir(project)
+    run = ["--params", "params.yaml", "study", "run", "toy-study", "--studies", "studies",
+           "--seeds", "0", "--queue"]
+    assert main(run) == 0
+    out = capsys.readouterr().out
+    assert "queued toy-study-original-s0: original seed 0 (evaluate)" in out
+    assert "2 experiment(s) queued" in out and "dvc queue start -j N" in out
+    assert main(run) == 0
+    assert "in the queue already (toy-study-lang-pos-s0)" in capsys.readouterr().out
+    assert shell(str(BIN / "dvc"), "queue", "status").count("Queued") == 2
+    shown = json.loads(shell(str(BIN / "dvc"), "exp", "show", "--json"))
+    params = {rev["name"]: rev["data"]["params"]["params.yaml"]["data"]
+              for baseline in shown for exp in baseline.get("experiments") or ()
+              for rev in exp["revs"]}
+    assert sorted(params) == ["toy-study-lang-pos-s0", "toy-study-original-s0"]
+    lang_pos = params["toy-study-lang-pos-s0"]
+    assert lang_pos["study"] == ["lang-pos"] and lang_pos["seeds"] == [0]
+    assert lang_pos["rows"] == {"lang-pos": "lang-pos"}
+    assert lang_pos["profile"] == "smoke" and lang_pos["experiment"] == "toy-study"
+    assert lang_pos["languages"] == [3, "fake"] and lang_pos["vocab"]["size"] == 512
+    assert lang_pos["paths"]["artifacts"] == "artifacts/studies/toy-study/row-lang-pos"
+    assert lang_pos["paths"]["results"] == str(project / "results")
+    assert params["toy-study-original-s0"]["paths"]["artifacts"] == \
+        "artifacts/studies/toy-study"
+    queued = project / "queued.yaml"  # what `multilab check`, the first stage, will read
+    queued.write_text(yaml.safe_dump(lang_pos))
+    cfg = load_config(queued)
+    assert cfg.rows == {"lang-pos": "lang-pos"} and cfg.row_of("lang-pos") == "lang-pos"
+    # the smoke profile's own max_train_sentences (256) does not win over the study's
+    assert cfg.train.max_train_sentences == 64 and cfg.train.eval_points == ()
+    assert cfg.vocab.size == 512

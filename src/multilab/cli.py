@@ -616,6 +616,9 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
     base = ["--params", args.params, *(f"--set={value}" for value in args.set or [])]
     for study in studies:  # every study's --stack checked before anything runs
         check_stack_size(study, args.stack, seeds, rows)
+    if args.queue and not args.plan:
+        _queue_studies(args, cfg, [(s, missing_runs(s, records, seeds, rows)) for s in studies])
+        return
     for study in studies:
         steps = missing_runs(study, records, seeds, rows)
         if args.plan or not steps:
@@ -629,6 +632,37 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
             continue
         run_study(study, steps, lambda argv: main(base + argv), Path.cwd(),
                   results=cfg.paths.results, stack=args.stack)
+
+
+def _queue_studies(args: argparse.Namespace, cfg: Config, plans: list) -> None:
+    """``study run --queue``: the missing (row, seed) pairs as queued DVC experiments, every
+    one checked before the first is queued; then the command that runs them."""
+    from multilab.resolve import load_config, parse_overrides
+    from multilab.studies.queue import check_queueable, queue_study
+
+    if args.stack != 1:
+        raise UserError(f"--stack {args.stack} with --queue: a queued experiment trains one "
+                        "model; `dvc queue start -j N` runs N of them at once (valid: --stack 1)")
+    if not (Path(".dvc").is_dir() and Path("dvc.yaml").is_file()):
+        raise UserError(f"--queue needs the DVC project's root (.dvc/ and dvc.yaml); "
+                        f"{Path.cwd()} is not one")
+    if Path(args.params).resolve() != Path("params.yaml").resolve():
+        raise UserError(f"--params {args.params} with --queue: DVC's experiments read the "
+                        "project's params.yaml (valid: --params params.yaml)")
+    for study, steps in plans:  # a refusal anywhere queues nothing
+        check_queueable(study, steps, lambda settings: load_config(
+            args.params, parse_overrides([*(args.set or []), *settings])))
+    results = cfg.paths.results if cfg.paths.results.is_absolute() else \
+        Path.cwd() / cfg.paths.results
+    queued = []
+    for study, steps in plans:
+        if not steps:
+            print(f"study {study.name}: 0 run(s) missing")
+        queued += queue_study(study, steps, results, args.set or [])
+    if queued:
+        print(f"{len(queued)} experiment(s) queued; run them N at a time with `dvc queue start "
+              "-j N` (`dvc queue status` shows them), then `multilab study report "
+              f"{' '.join(study.name for study, _ in plans)}`")
 
 
 def cmd_ids(args: argparse.Namespace) -> None:
@@ -949,6 +983,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", help="run: only these seeds, e.g. 42,43")
     p.add_argument("--rows", help="run: only these rows (labels), e.g. original,lang-pos")
     p.add_argument("--plan", action="store_true", help="run: say what is missing, run nothing")
+    p.add_argument("--queue", action="store_true",
+                   help="run: queue the missing runs as DVC experiments (`dvc exp run "
+                        "--queue`), to run with `dvc queue start -j N` (a GPU server)")
     p.add_argument("--stack", type=int, default=1, metavar="K",
                    help="run: train the rows that may share a stack (one architecture, one "
                         "data folder) in stacks of up to K models (default 1: one at a time)")

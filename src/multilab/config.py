@@ -273,6 +273,14 @@ class Config:
     languages: tuple[str, ...] = langs.DEFAULT_LANGUAGES
     #: user corpora by name (``corpora:``): languages of the user's own text
     corpora: dict[str, UserCorpusConfig] = field(default_factory=dict)
+    #: modification → the study row its models belong to (``multilab study run`` sets it):
+    #: their MLflow runs nest under the row's parent run instead of the modification's
+    rows: dict[str, str] = field(default_factory=dict)
+
+    def row_of(self, modification: str) -> str | None:
+        """The study row label of ``modification``'s models, or None outside a study."""
+        return next((label for mod, label in self.rows.items()
+                     if mods.same_modification(mod, modification)), None)
 
     @property
     def language_list(self) -> tuple[langs.Language, ...]:

@@ -67,7 +67,7 @@ from multilab.training.architecture import BertShape, parameter_count, solve_hid
 PROFILES_KEY = "profiles"
 # what dvc.yaml templates read (matrix, paths): a profile may not change them behind its back
 TOP_LEVEL_ONLY = frozenset({"profile", "seeds", "study", "modification", "paths", "experiment",
-                            "languages", "corpora"})
+                            "languages", "corpora", "rows"})
 
 #: The sections of params.yaml and the dataclass each one becomes (``models``: one per size).
 SECTIONS: dict[str, type] = {
@@ -77,7 +77,7 @@ SECTIONS: dict[str, type] = {
     "corpora": UserCorpusConfig,
 }
 TOP_LEVEL_KEYS = ("profile", "seeds", "modification", "study", "languages", "experiment",
-                  *SECTIONS, PROFILES_KEY)
+                  "rows", *SECTIONS, PROFILES_KEY)
 
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -382,6 +382,23 @@ def default_experiment(profile: str, languages: tuple[str, ...]) -> str:
     return "-".join(["multilab", profile, *(k.replace(":", "_") for k in languages)])
 
 
+def _check_rows(value: Any) -> dict[str, str]:
+    """``rows``: modification → the label of the study row its models belong to (set by
+    ``multilab study run``): each modification known, each label a name."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(f"rows = {value!r}: must map modifications to study row labels, "
+                        "e.g. {original: '0', lang-pos: '1'}")
+    rows = {}
+    for modification, label in value.items():
+        mods.split_modification(str(modification))  # an unknown part: one line naming it
+        if isinstance(label, bool) or not isinstance(label, str | int) or str(label) == "":
+            raise UserError(f"rows.{modification} = {label!r}: must be a study row's label")
+        rows[str(modification)] = str(label)
+    return rows
+
+
 def _check_languages(value: Any, corpora: dict[str, str]) -> tuple[str, ...]:
     """``languages``: a list of edition codes, user corpora and transforms
     (``lab/languages.py``), in its canonical spelling; ``"3,s,i"`` is accepted too
@@ -526,6 +543,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
     if experiment is not None and (not isinstance(experiment, str | int) or experiment == ""):
         raise UserError(f"experiment = {experiment!r}: must be a name or null "
                         f"(null: multilab-{profile})")
+    rows = _check_rows(merged.get("rows"))
 
     models_raw = _mapping(merged.get("models"), "models", MODEL_SIZES)
     models = {name: _build(ModelConfig, v, f"models.{name}") for name, v in models_raw.items()}
@@ -623,6 +641,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         word_order=word_order,
         languages=languages,
         corpora=corpora,
+        rows=rows,
     )
     for entry in (modification, *study):  # as `train` will resolve them: one path for both
         resolve_run(cfg, entry, seeds[0])

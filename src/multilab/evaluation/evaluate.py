@@ -437,7 +437,9 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
 
     The tracking store is reached first, so a dead server fails in seconds before any
     work; the JSON is written last, so a failure leaves the previous results untouched. A
-    run the store no longer holds (mlruns/ deleted) is re-created from ``multilab.json``.
+    run the store no longer holds (mlruns/ deleted) is re-created from ``multilab.json``. A
+    run nested under a study row's parent (``multilab study run``) updates the parent's
+    mean ± std over the row's seeds: no report stage follows a study's seeds.
     """
     done = read_done(model_dir)
     if done is None:
@@ -456,6 +458,7 @@ def evaluate_and_record(cfg: Config, model_dir: Path, out: Path | None = None) -
     if run_id and experiment_id is not None:
         run_id = _model_run(cfg, run, done, Path(model_dir), experiment_id)
         record_in_mlflow(cfg, run_id, model_dir, results, done.get("steps", 0))
+        tracking.summarise_study_row(cfg.paths, run_id)  # a study row's mean ± std, if one
     record = model_record(cfg, run, run_id, done) | {"metrics": results}
     out = out or cfg.paths.eval_file(run.modification, run.seed)
     write_json(out, record)
@@ -493,9 +496,12 @@ def _model_run(cfg: Config, run: RunConfig, done: dict, model_dir: Path,
             "study": cfg.experiment}
     if same:
         tags["data_hash"] = data_fingerprint(run)
+    row = cfg.row_of(run.modification)
     parent = tracking.group_run(experiment_id, run.modification,
-                                {"paper_id": run.paper_id or "", "profile": tags["profile"]})
+                                {"paper_id": run.paper_id or "", "profile": tags["profile"]},
+                                row=row)
     tags |= tracking.parent_tags(parent)  # nested under its modification, as train nests it
+    tags |= {tracking.ROW_TAG: row} if row else {}
     sizes = {key: done[key] for key in ("train_examples", "truncated_sentences", "world_size")
              if isinstance(done.get(key), int | float)}  # params, as train logs them
     if isinstance(done.get("steps"), int):

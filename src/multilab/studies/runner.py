@@ -11,6 +11,15 @@ resumes from its last checkpoint when the same command is given again. A study's
 vocabulary and models live in ``artifacts/studies/<name>/`` so that studies of other languages
 never share (or overwrite) the default study's.
 
+MLflow: a study's runs land in an experiment of their own, named after the study
+(``experiment`` = its name; a spec's ``settings`` may name another). A study's rows may share
+a modification (13 ``original`` rows of the real-regime sweep) and its models are its own
+(``artifacts/studies/<name>/``), so the default experiment's one parent per modification
+would mix rows, studies and ``dvc repro``'s models; in the study's experiment each row has a
+parent run of its own (``rows`` = {modification: row label}, :func:`row_setting`), its seeds
+nested, and the experiment reads as the study's table in the UI. ``evaluate`` puts the mean
+± std of the row's seeds on the parent (:func:`multilab.tracking.summarise_study_row`).
+
 The commands are passed in as a function (the command line's own ``main``), so this module
 stays below the command line in the import structure.
 """
@@ -21,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from filelock import FileLock
 
 from multilab.errors import UserError
@@ -104,12 +114,20 @@ def study_settings(study: Study, root: Path, row: Row | None = None) -> list[str
     """The ``--set`` values every command of the study runs with (for ``row``: with the
     row's settings, its ``languages`` winning over the study's)."""
     base = study_artifacts(study, root, row)
-    values = {"profile": study.profile,
+    values = {"profile": study.profile, "experiment": study.name,
               "languages": "[" + ", ".join(study.languages) + "]",
               "paths.artifacts": base, "paths.metrics": base / "metrics",
               "paths.reports": base / "reports", "study": "[original]", "seeds": "[0]",
               **study.settings, **(row.settings if row is not None else {})}
     return [f"{key}={value}" for key, value in values.items()]
+
+
+def row_setting(rows: Iterable[Row]) -> str:
+    """The ``--set`` value that nests the models of ``rows`` under their rows' parent runs
+    (``rows={original: '0', lang-pos: '1'}``): one command may train several (a stack)."""
+    return "rows=" + yaml.safe_dump({mods.slug(row.modification): row.label for row in rows},
+                                    default_flow_style=True, sort_keys=False,
+                                    width=10**6).strip()
 
 
 def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
@@ -133,7 +151,7 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
             runner.prepare(step.row)
             say(f"study {study.name}: {step.row.label} seed {step.seed} "
                 f"({number}/{len(steps)})")
-            settings = study_settings(study, root, step.row)
+            settings = [*study_settings(study, root, step.row), row_setting([step.row])]
             runner.run(settings, "train", "--modification", step.row.modification, "--seed",
                        str(step.seed))
             for argv in measure_commands(study, step, runner.model_dir(step)):
@@ -259,7 +277,7 @@ class _Runner:
                         self.prepare(row)
                     size = len(rows) * len(seeds)
                     settings = [*study_settings(self.study, self.root, rows[0]),
-                                f"train.stack={min(stack, size)}"]
+                                row_setting(rows), f"train.stack={min(stack, size)}"]
                     self.say(f"study {self.study.name}: {', '.join(r.label for r in rows)} "
                              f"seeds {', '.join(map(str, seeds))}: {size} model(s) in stacks "
                              f"of up to {min(stack, size)} ({number}/{len(groups)})")

@@ -29,7 +29,7 @@ from multilab.tracking.orphans import (
     process_tags,
 )
 from multilab.tracking.queries import logged_model, metric_history, runs_of, search_runs
-from multilab.tracking.rows import STD_SUFFIX, baseline_first, summarise_row
+from multilab.tracking.rows import STD_SUFFIX, baseline_first, summarise_row, summarise_study_row
 from multilab.tracking.runs import (
     FAILED,
     FINISHED,
@@ -39,6 +39,7 @@ from multilab.tracking.runs import (
     PARENT_TAG,
     RESTORED_TAG,
     ROLE_TAG,
+    ROW_TAG,
     RUNNING,
     SYS,
     current_run_id,
@@ -68,12 +69,12 @@ from multilab.tracking.store import (
 __all__ = [  # the public names every room reads as tracking.<name>
     "BASELINE", "EXPERIMENT_KIND_TAG", "FAILED", "FINISHED", "GIT_COMMIT_TAG", "GROUP", "HOST_TAG",
     "HTTP_SETTINGS", "KILLED", "MODEL_TRAINING", "ORPHAN_TAG", "PARENT_TAG", "PID_TAG",
-    "PROCESS_START_TAG", "RESTORED_TAG", "ROLE_TAG", "RUNNING", "RUN_COLOR_TAG", "STD_SUFFIX",
-    "SYS", "URI_VARIABLE", "baseline_first", "check_server", "connect", "current_run_id",
-    "end_orphaned_runs", "file_digest", "git_commit", "group_run", "held_runs", "log_artifact",
-    "log_artifact_to_run", "log_datasets", "log_final_metrics", "log_metrics", "log_model",
-    "log_params", "log_step_rows", "log_to_run", "logged_model", "metric_history", "parent_tags",
-    "process_tags", "project_root", "restore_run", "run", "run_exists", "runs_of", "search_runs",
-    "set_tags", "similarity_experiment", "source_tags", "spaces_experiment", "summarise_row",
-    "tracking_uri", "word_order_experiment",
+    "PROCESS_START_TAG", "RESTORED_TAG", "ROLE_TAG", "ROW_TAG", "RUNNING", "RUN_COLOR_TAG",
+    "STD_SUFFIX", "SYS", "URI_VARIABLE", "baseline_first", "check_server", "connect",
+    "current_run_id", "end_orphaned_runs", "file_digest", "git_commit", "group_run", "held_runs",
+    "log_artifact", "log_artifact_to_run", "log_datasets", "log_final_metrics", "log_metrics",
+    "log_model", "log_params", "log_step_rows", "log_to_run", "logged_model", "metric_history",
+    "parent_tags", "process_tags", "project_root", "restore_run", "run", "run_exists", "runs_of",
+    "search_runs", "set_tags", "similarity_experiment", "source_tags", "spaces_experiment",
+    "summarise_row", "summarise_study_row", "tracking_uri", "word_order_experiment",
 ]

@@ -22,10 +22,11 @@ PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#8
 
 
 def pick_color(modification: str, used: Iterable[str | None]) -> str:
-    """The colour of a new row: the baseline's own, else the first palette colour that no
-    other row (``used``: the colours the experiment's rows have) has."""
-    if same_modification(modification, BASELINE):
-        return BASELINE_COLOR
+    """The colour of a new row: the baseline's own (for the first baseline row: a study's
+    rows may share it), else the first palette colour that no other row (``used``: the
+    colours the experiment's rows have) has."""
     taken = set(used)
+    if same_modification(modification, BASELINE) and BASELINE_COLOR not in taken:
+        return BASELINE_COLOR
     free = [color for color in PALETTE if color not in taken]
     return free[0] if free else PALETTE[len(taken) % len(PALETTE)]

@@ -8,6 +8,11 @@ default: the baseline's parent is therefore kept the newest parent, so that it i
 beside any variant. The UI has no setting for the precision it shows, so the parents' values,
 which nothing reads back, are logged rounded (:data:`DIGITS` significant digits); the seeds
 keep their measured values (the report reads them).
+
+A study row's parent (``multilab study run``: one per row, :data:`~multilab.tracking.runs.
+ROW_TAG`) is summarised by ``evaluate`` itself, each time one of its seeds is evaluated
+(:func:`summarise_study_row`): a study's seeds may run in a DVC queue, with no report after
+them.
 """
 
 from __future__ import annotations
@@ -17,15 +22,16 @@ import statistics
 import time
 from collections.abc import Iterable
 
+from filelock import FileLock
 from mlflow.entities import Metric, Run
 from mlflow.tracking import MlflowClient
 
 from multilab.config import Paths
-from multilab.lab.metric_table import PLOTS
+from multilab.lab.metric_table import METRICS, PLOTS, summarise
 from multilab.lab.modifications import same_modification
 from multilab.tracking.colors import BASELINE, RUN_COLOR_TAG, pick_color
-from multilab.tracking.runs import FINISHED, GROUP, PARENT_TAG, ROLE_TAG
-from multilab.tracking.store import point_at, server_call, tracking_uri
+from multilab.tracking.runs import FINISHED, GROUP, PARENT_TAG, ROLE_TAG, ROW_TAG
+from multilab.tracking.store import local_store, point_at, server_call, tracking_uri
 
 #: Significant digits of a parent's logged values (the UI shows what is stored, in full).
 DIGITS = 4
@@ -81,6 +87,34 @@ def summarise_row(paths: Paths, parent_id: str, run_ids: Iterable[str],
     client.set_tag(parent_id, SEEDS_TAG, " ".join(map(str, numbers)))
     _color_row(client, client.get_run(parent_id), seeds)
     return parent_id
+
+
+@server_call
+def summarise_study_row(paths: Paths, run_id: str) -> str | None:
+    """The parent of ``run_id`` when it is a study row's (:data:`ROW_TAG`): summarised over
+    the latest finished, evaluated run of each seed nested under it
+    (:func:`summarise_row`). Returns its id (None: not nested under a study row). Seeds
+    evaluated at once (``dvc queue start -j N``) take turns: a summary may replace the
+    parent, and two replacing it at once would split its seeds."""
+    point_at(tracking_uri(paths))
+    client = MlflowClient()
+    with FileLock(local_store(paths) / ".parents.lock"):
+        parent_id = client.get_run(run_id).data.tags.get(PARENT_TAG)
+        if parent_id is None:
+            return None
+        parent = client.get_run(parent_id)
+        if ROW_TAG not in parent.data.tags or parent.info.lifecycle_stage != "active":
+            return None
+        nested = client.search_runs(
+            [parent.info.experiment_id],
+            filter_string=f"tags.`{PARENT_TAG}` = '{parent_id}' and attributes.status = "
+                          f"'{FINISHED}' and tags.evaluated = 'true'",
+            order_by=["attributes.end_time DESC"], max_results=5000)
+        latest = {run.data.tags.get("seed"): run for run in reversed(nested)}  # newest wins
+        seeds = list(latest.values())
+        stats = summarise([{key: run.data.metrics[key] for key in METRICS
+                            if key in run.data.metrics} for run in seeds])
+        return summarise_row(paths, parent_id, [run.info.run_id for run in seeds], stats)
 
 
 def _summary(client: MlflowClient, seeds: list[Run], stats: dict[str, tuple[float, float]]

@@ -1,5 +1,6 @@
 """A run's life: started or resumed, ended FINISHED, FAILED or KILLED, never left RUNNING;
-nested under one parent run per modification; re-created when its store was lost.
+nested under one parent run per modification (per study row in a study's experiment);
+re-created when its store was lost.
 
 A run that raises ends FAILED; Ctrl-C / SIGTERM (and a deliberate early stop) end it KILLED.
 SIGKILL cannot be caught: :mod:`multilab.tracking.orphans` ends such a run later. Runs carry
@@ -36,6 +37,8 @@ GIT_COMMIT_TAG, PARENT_TAG = "mlflow.source.git.commit", "mlflow.parentRunId"
 SYS = "multilab.sys."
 #: ``multilab.sys.role`` of a parent run (one per modification; its seed runs are nested).
 ROLE_TAG, GROUP = SYS + "role", "group"
+#: the study row (its label) of a parent run and of its seeds (``multilab study run``)
+ROW_TAG = "row"
 #: a run re-created from a model's multilab.json names the lost run it replaces
 RESTORED_TAG = SYS + "restored_from"
 
@@ -217,22 +220,25 @@ def restore_run(
 
 
 @server_call
-def group_run(experiment_id: str, modification: str, tags: dict[str, Any]) -> str:
-    """The parent run of ``modification`` in the experiment: found, or created FINISHED in
-    a colour of its own (:func:`~multilab.tracking.colors.pick_color`).
+def group_run(experiment_id: str, modification: str, tags: dict[str, Any],
+              row: str | None = None) -> str:
+    """The parent run of ``modification`` (of study row ``row``) in the experiment: found,
+    or created FINISHED in a colour of its own (:func:`~multilab.tracking.colors.pick_color`).
 
     One parent per modification (a Table 1 row, or a variant of ``dvc exp run``) holds its
-    seed runs, so the UI shows a row per modification that unfolds into its seeds. Two
-    processes may create one at once (seeds trained in parallel): both then keep the oldest
-    and the other one is deleted, so every seed lands under the same parent.
+    seed runs, so the UI shows a row per modification that unfolds into its seeds. A study
+    row (``row``, :data:`ROW_TAG`) has a parent of its own, named after it: a study's rows
+    may share a modification and differ in their settings. Two processes may create one at
+    once (seeds trained in parallel): both then keep the oldest and the other one is
+    deleted, so every seed lands under the same parent.
     """
     client = MlflowClient()
 
     def existing() -> tuple[list, list]:
         found = client.search_runs(
             [experiment_id], filter_string=f"tags.`{ROLE_TAG}` = '{GROUP}'", max_results=5000)
-        mine = [r for r in found
-                if same_modification(r.data.tags.get("modification", ""), modification)]
+        mine = [r for r in found if r.data.tags.get(ROW_TAG) == row
+                and same_modification(r.data.tags.get("modification", ""), modification)]
         return sorted(mine, key=lambda r: (r.info.start_time, r.info.run_id)), found
 
     found, every = existing()
@@ -240,9 +246,10 @@ def group_run(experiment_id: str, modification: str, tags: dict[str, Any]) -> st
         return found[0].info.run_id
     color = pick_color(modification, (r.data.tags.get(RUN_COLOR_TAG) for r in every))
     created = client.create_run(
-        experiment_id, run_name=modification,
+        experiment_id, run_name=row or modification,
         tags={**{k: str(v) for k, v in tags.items()}, "modification": modification,
-              ROLE_TAG: GROUP, RUN_COLOR_TAG: color, **source_tags()},
+              ROLE_TAG: GROUP, RUN_COLOR_TAG: color, **source_tags(),
+              **({ROW_TAG: row} if row is not None else {})},
     ).info.run_id
     client.set_terminated(created, status=FINISHED)
     winner = existing()[0][0].info.run_id

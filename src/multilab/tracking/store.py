@@ -59,7 +59,7 @@ def project_root(start: Path | None = None) -> Path:
 def tracking_uri(paths: Paths) -> str:
     if os.environ.get(URI_VARIABLE):
         return os.environ[URI_VARIABLE]
-    store = _local_store(paths)
+    store = local_store(paths)
     return f"sqlite:///{store / 'mlflow.db'}"
 
 
@@ -81,7 +81,8 @@ def point_at(uri: str) -> None:
         os.environ[URI_VARIABLE] = previous
 
 
-def _local_store(paths: Paths) -> Path:
+def local_store(paths: Paths) -> Path:
+    """The project's local store folder (created): ``mlruns/`` of the project root."""
     store = paths.mlruns if paths.mlruns.is_absolute() else project_root() / paths.mlruns
     store.mkdir(parents=True, exist_ok=True)
     return store
@@ -177,7 +178,7 @@ def _experiment_id(paths: Paths, uri: str, experiment: str) -> str:
         return found.experiment_id
     location = None
     if _is_local(uri):
-        location = (_local_store(paths) / "artifacts").as_uri()
+        location = (local_store(paths) / "artifacts").as_uri()
     try:
         return client.create_experiment(experiment, artifact_location=location,
                                         tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING})

@@ -1,6 +1,6 @@
 """What a training run tells MLflow: its tags, parameters and datasets when it starts, every
 step's row in batches, the curve points; and the run itself, nested under its modification's
-parent run, resumed with the training.
+parent run (its study row's, when ``rows`` names one), resumed with the training.
 
 Research tags say what the model is; bookkeeping under ``multilab.sys.`` (threads, owner
 process) lets a later process tell a live run from an orphan.
@@ -37,6 +37,7 @@ def run_tags(run: RunConfig, data_hash: str, fingerprint: str) -> dict[str, Any]
         "data_hash": data_hash,
         "fingerprint": fingerprint,
         "study": run.study.experiment,
+        **({tracking.ROW_TAG: row} if (row := run.study.row_of(run.modification)) else {}),
         **tracking.source_tags(),
         # bookkeeping: bit-identical runs need the same thread count; the owner process
         tracking.SYS + "threads": torch.get_num_threads(),
@@ -53,9 +54,10 @@ def tracked_run(tracked: bool, experiment_id: str | None, run_id: str | None,
     if not tracked:
         yield None
         return
-    if run_id is None:  # a new run: nested under its modification's parent run
+    if run_id is None:  # a new run: nested under its modification's (study row's) parent
         parent = tracking.group_run(experiment_id, run.modification,
-                                    {"paper_id": run.paper_id or "", "profile": run.study.profile})
+                                    {"paper_id": run.paper_id or "", "profile": run.study.profile},
+                                    row=run.study.row_of(run.modification))
         tags = {**tags, **tracking.parent_tags(parent)}
     with tracking.run(experiment_id, run_id=run_id, tags=tags,
                       name=f"{run.modification} s{run.seed}", suspend=suspend) as opened:
