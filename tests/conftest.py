@@ -242,6 +242,48 @@ def repository_results_untouched() -> Iterator[None]:
     assert listing() == before, "a test wrote into the repository's results/"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def stores_from_a_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A new MLflow SQLite store costs ≈ 1.9 CPU s of schema migrations, and most tests open
+    one in a project of their own: in this process a store is instead a copy of one empty,
+    migrated store made once per session (the schema MLflow would write, without its Default
+    experiment, which the copy's first client creates with the copy's own artefact root).
+    Only :func:`multilab.tracking.store.local_store` changes, so a store appears exactly when
+    it did (a refused command still leaves no ``mlruns/``); subprocesses migrate as usual."""
+    import sqlite3
+
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    from multilab.tracking import store
+
+    shared = tmp_path_factory.getbasetemp().parent / "mlflow-store-template"
+    template = shared / "mlflow.db"
+    with FileLock(f"{shared}.lock"):
+        if not template.exists():
+            shared.mkdir(parents=True, exist_ok=True)
+            building = shared / "building.db"
+            building.unlink(missing_ok=True)
+            SqlAlchemyStore(f"sqlite:///{building}", str(shared / "artifacts")).engine.dispose()
+            with contextlib.closing(sqlite3.connect(building)) as db, db:
+                db.execute("DELETE FROM experiment_tags")
+                db.execute("DELETE FROM experiments")
+            building.replace(template)
+    local_store = store.local_store
+
+    def local_store_from_template(paths):
+        folder = local_store(paths)
+        database = folder / "mlflow.db"
+        if not database.exists():
+            copy = folder / f".mlflow.db.{os.getpid()}.tmp"
+            shutil.copyfile(template, copy)
+            copy.replace(database)
+        return folder
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "local_store", local_store_from_template)
+        yield
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``--dist loadscope`` (pyproject's addopts): by module, the longest first."""
