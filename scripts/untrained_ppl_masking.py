@@ -18,7 +18,7 @@ table reads that kind) to ``results/<experiment>/diagnostic/untrained-ppl-maskin
 
 The study's corpora and vocabulary must already be built (``multilab study run
 dufter2020-table1`` builds them); they are copied into a temporary folder, nothing is written
-beside them. Run from the project root at one thread (about 5 minutes)::
+beside them. Run from the project root at one thread (about 13 minutes)::
 
     OMP_NUM_THREADS=1 nice -n 19 python scripts/untrained_ppl_masking.py \\
         --prebuilt artifacts/studies/dufter2020-table1
