@@ -151,6 +151,22 @@ def test_verdicts_come_from_records_only(tmp_path: Path) -> None:
     assert paper.verdict is Verdict.NOT_HELD and "Welch" in paper.reason  # .015 vs .30 ± .05
 
 
+def test_a_diagnostic_record_enters_no_table(tmp_path: Path) -> None:
+    """A script's diagnostic (scripts/untrained_ppl_masking.py) lives in results/ beside the
+    records the tables read: it parses, and changes no cell and no count of records read."""
+    study = load_study(_spec(tmp_path), CLAIMS)
+    results = tmp_path / "results"
+    _toy_records(results)
+    before = study_result(study, iter_records(results), CLAIMS)
+    path = write_record(results, "multilab-smoke", "diagnostic", {"metrics": {"mu": 9.0}},
+                        model=None, qualifier="check",
+                        config={"profile": "smoke", "languages": "3,fake",
+                                "modification": "original"})
+    after = study_result(study, iter_records(results), CLAIMS)
+    assert path == results / "multilab-smoke" / "diagnostic" / "check.json"
+    assert after.sources == before.sources and after.cells == before.cells
+
+
 def test_study_cli_lists_and_reports_a_toy_study(tmp_path: Path, capsys) -> None:
     folder = tmp_path / "studies"
     folder.mkdir()

@@ -174,16 +174,20 @@ def perplexity(
     mask_prob: float,
     mask_seed: int,
     batch_size: int,
+    replacement: tuple[float, ...] = PERPLEXITY_REPLACEMENT,
 ) -> float:
-    """MLM perplexity (base e): 15% of tokens → [MASK], the same masks for every model."""
+    """MLM perplexity (base e): 15% of tokens → [MASK], the same masks for every model.
+
+    ``replacement`` (mask, keep, random, knn) other than the default is for diagnostics only
+    (scripts/untrained_ppl_masking.py: a training-style 80/10/10 masking); every table reads
+    the all-[MASK] default."""
     device = _device(model)
     examples = training_examples(sentences, recipe, encoder)
     total_nll, count = 0.0, 0
     for number, rows in enumerate(sentence_batches(examples.lengths, batch_size)):
         batch = examples.batch(rows)
         masked = mask_tokens(
-            batch, encoder, mask_prob, PERPLEXITY_REPLACEMENT,
-            seeded_generator(mask_seed, number),
+            batch, encoder, mask_prob, replacement, seeded_generator(mask_seed, number),
         )
         inputs = {k: v.to(device) for k, v in masked.inputs.items()}
         logits = selected_logits(model, inputs, masked.selected.to(device))

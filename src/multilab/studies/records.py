@@ -36,7 +36,8 @@ from multilab.files import write_json
 SCHEMA = 1
 #: The commands that leave records (a record's ``kind``).
 KINDS = ("train", "spaces", "evaluate", "downstream", "mrr", "static", "similarity", "translate",
-         "model-order", "word-order", "probe", "variant")
+         "model-order", "word-order", "probe", "variant",
+         "diagnostic")  # diagnostic: a script's check that no study table reads (scripts/)
 _REQUIRED = {"schema": int, "kind": str, "qualifier": str, "model": (dict, type(None)),
              "config": dict, "provenance": dict, "result": dict}
 _SAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
