@@ -255,6 +255,10 @@ COMMANDS: dict[str, Command] = {
         ("spaces",), own=("artifacts/vocab",),
         damaged=("tokenizer.json cut short", _truncate, "artifacts/vocab/english/tokenizer.json",
                  ("the tokenizer in", "is damaged", "dvc repro vocab"))),
+    # a shared vocabulary of real languages: no spaces, but the stage's outputs (an empty knn
+    # table, the reason) are written all the same (cli._skip_spaces); no store is opened
+    "spaces (shared vocabulary)": Command(
+        ("spaces",), tracking=False, settings={"languages": "[3, s]", "vocab.mode": "joint"}),
     "word-order": Command(
         ("word-order",), own=("data",),
         damaged=("garbled Bible export", _garble_tsv, "data/bible/3.tsv",
