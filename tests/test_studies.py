@@ -43,10 +43,11 @@ def test_generated_tables_match_the_committed_records(tmp_path: Path, capsys) ->
     assert main(["--set", f"paths.results={ROOT / 'results'}", "study", "report", "--all",
                  "--out", str(out), "--studies", str(STUDIES)]) == 0
     committed = ROOT / "docs" / "studies"
-    for path in sorted(out.iterdir()):
-        assert path.read_text() == (committed / path.name).read_text(), \
-            f"docs/studies/{path.name} is stale: run `multilab study report --all`"
-    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in committed.iterdir())
+    made = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    for name in made:  # the markdown and the figures (PNG, PDF) it links
+        assert (out / name).read_bytes() == (committed / name).read_bytes(), \
+            f"docs/studies/{name} is stale: run `multilab study report --all`"
+    assert made == sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file())
     assert document.read_text() == committed_document.read_text(), \
         "docs/REPRODUCTION.md is stale: run `multilab study report --all`"
 
@@ -829,3 +830,95 @@ def test_study_run_queue_enqueues_dvc_experiments(tmp_path: Path, monkeypatch,
     # the smoke profile's own max_train_sentences (256) does not win over the study's
     assert cfg.train.max_train_sentences == 64 and cfg.train.eval_points == ()
     assert cfg.vocab.size == 512
+
+
+FIGURE_SPEC = {"name": "lab-figure", "paper": "lab", "table": "sweep", "title": "toy",
+               "languages": ["3", "s"], "profile": "quick", "seeds": [0, 1],
+               "metrics": ["retrieval_p1.l4", "downstream.ratio.s", "train.minutes"],
+               "rows": [{"label": "h64", "modification": "original",
+                         "settings": {"models.small.hidden_size": 64}},
+                        {"label": "h128", "modification": "original",
+                         "settings": {"models.small.hidden_size": 128}},
+                        {"label": "h256", "modification": "original",
+                         "settings": {"models.small.hidden_size": 256}}],
+               "figures": [{"name": "transfer-vs-minutes", "x": "train.minutes",
+                            "y": ["retrieval_p1.l4", "downstream.ratio.s"],
+                            "axis_titles": {"train.minutes": "training minutes"}}]}
+
+
+def _figure_records(results: Path) -> None:
+    """h64 at two seeds, h128 at one, h256 with no record: two points, one with error bars."""
+    runs = {(64, 0): (0.10, 0.50, 600.0), (64, 1): (0.14, 0.60, 660.0),
+            (128, 0): (0.30, 0.70, 1800.0)}
+    for (hidden, seed), (rho, german, seconds) in runs.items():
+        model = {"modification": "original", "seed": seed, "fingerprint": f"h{hidden}-{seed}"}
+        config = {"profile": "quick", "languages": "3,s", "model.hidden_size": hidden,
+                  "recipe.model_size": "small"}
+        for kind, result in (("evaluate", {"metrics": {"retrieval_p1.l4": rho}}),
+                             ("downstream", {"labels": ["en", "de"], "test": {
+                                 "en": {"accuracy": 0.8}, "de": {"accuracy": 0.8 * german}}}),
+                             ("train", {"step_seconds": seconds})):
+            write_record(results, "x", kind, result, model=model, config=config)
+
+
+def test_a_study_figure_is_drawn_from_the_cells_and_is_the_same_bytes_twice(
+        tmp_path: Path, capsys) -> None:
+    from multilab.studies.figures import figure_points
+
+    folder = tmp_path / "studies"
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    (folder / "lab-figure.yaml").write_text(yaml.safe_dump(FIGURE_SPEC))
+    out, results = tmp_path / "docs", tmp_path / "results"
+    args = ["--set", f"paths.results={results}", "study", "report", "lab-figure",
+            "--out", str(out), "--studies", str(folder)]
+    assert main(args) == 0  # no record yet: the markdown says so, no image
+    assert "no points yet" in (out / "lab-figure.md").read_text()
+    assert not (out / "figures").exists()
+    _figure_records(results)
+    assert main(args) == 0
+    png = out / "figures" / "lab-figure-transfer-vs-minutes.png"
+    pdf = png.with_suffix(".pdf")
+    assert png.read_bytes().startswith(b"\x89PNG") and pdf.read_bytes().startswith(b"%PDF")
+    markdown = (out / "lab-figure.md").read_text()
+    assert "](figures/lab-figure-transfer-vs-minutes.png)" in markdown
+    assert "no points yet" not in markdown
+    first = png.read_bytes(), pdf.read_bytes()
+    assert main(args) == 0
+    assert (png.read_bytes(), pdf.read_bytes()) == first
+    study = load_study(folder / "lab-figure.yaml", CLAIMS)
+    result = study_result(study, iter_records(results), CLAIMS)
+    points = figure_points(result, study.figures[0])
+    for metric, found in points.items():
+        assert [p.label for p in found] == ["h64", "h128"]  # h256 has no record: no point
+        for point in found:
+            x_cell, y_cell = result.cells[(point.label, "train.minutes")], \
+                result.cells[(point.label, metric)]
+            assert point.x == pytest.approx(sum(x_cell.values) / len(x_cell.values))
+            assert point.y == pytest.approx(sum(y_cell.values) / len(y_cell.values))
+    h64, h128 = points["downstream.ratio.s"]
+    assert (h64.x, h64.y) == pytest.approx((10.5, 0.55))
+    assert h64.y_err == pytest.approx(0.0707107, rel=1e-4) and h128.y_err is None
+    assert points["retrieval_p1.l4"][1].y == pytest.approx(0.30)
+
+
+@pytest.mark.parametrize(("figure", "message"), [
+    ({"colour": "red"}, "figure 1: unknown key 'colour'; valid: name, title, x, y, axis_titles"),
+    ({"y": ["retrieval_p1.l8"]}, "figure transfer-vs-minutes: y 'retrieval_p1.l8' is not among "
+     "the study's metrics: retrieval_p1.l4, downstream.ratio.s, train.minutes"),
+    ({"x": "train.hours"}, "x 'train.hours' is not among the study's metrics"),
+    ({"y": []}, "y []: a metric or a list of metrics"),
+    ({"name": "Rho vs Minutes"}, "name 'Rho vs Minutes': lowercase words"),
+    ({"axis_titles": {"mu": "μ"}}, "axis_titles: unknown key 'mu'; valid: train.minutes"),
+])
+def test_a_bad_figure_spec_is_one_line(tmp_path: Path, capsys, figure: dict,
+                                       message: str) -> None:
+    folder = tmp_path / "studies"
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    spec = FIGURE_SPEC | {"figures": [FIGURE_SPEC["figures"][0] | figure]}
+    (folder / "lab-figure.yaml").write_text(yaml.safe_dump(spec, allow_unicode=True))
+    out = tmp_path / "docs"
+    assert main(["--set", f"paths.results={tmp_path / 'results'}", "study", "report",
+                 "lab-figure", "--out", str(out), "--studies", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert not out.exists()

@@ -545,6 +545,7 @@ def cmd_study(args: argparse.Namespace) -> None:
     from multilab.studies.claims import load_claims, paper_name
     from multilab.studies.document import fill as fill_document
     from multilab.studies.document import new_document, render_index, reproduction_blocks
+    from multilab.studies.figures import figure_lines, write_figures
     from multilab.studies.records import iter_records
     from multilab.studies.spec import load_studies
     from multilab.studies.tables import claim_verdicts, render_study, study_result
@@ -579,7 +580,8 @@ def cmd_study(args: argparse.Namespace) -> None:
             print("  ".join([*cells, line[5]]))
         return
     out = Path(args.out)
-    texts = {out / f"{r.study.name}.md": render_study(r, claims) for r in results}
+    texts = {out / f"{r.study.name}.md": render_study(r, claims, figure_lines(r))
+             for r in results}
     if args.all:
         verdicts = claim_verdicts(results, claims)
         texts[out / "index.md"] = render_index(results, claims, verdicts, records)
@@ -593,6 +595,9 @@ def cmd_study(args: argparse.Namespace) -> None:
     for path, text in texts.items():
         write_text(path, text)
         print(f"wrote {path}")
+    for result in results:  # the figures the markdown links, from the same cells
+        for path in write_figures(result, out):
+            print(f"wrote {path} (and its .pdf)")
 
 
 def _as_int(text: str) -> int | str:

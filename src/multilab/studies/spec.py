@@ -39,6 +39,18 @@ fine-tuned on (``multilab downstream --languages``: the first one). A model fine
 directions has two downstream records; without ``fine_tune`` a row takes the newest of them.
 A record of ``downstream --mds`` is read only by the ``downstream.mds.*`` metrics.
 
+``figures`` (optional): figures ``multilab study report`` draws from the table's cells, one
+point per row (the mean over seeds, ± std where a cell has ≥ 2 seeds), one panel per y metric,
+written beside the study's markdown (``figures/<study>-<name>.png`` and a PDF) and linked
+from it::
+
+    figures:
+      - name: rho-vs-minutes              # the file's name after the study's
+        title: "Retrieval and transfer against training time"   # optional
+        x: train.minutes                  # a metric of the study
+        y: [retrieval_p1.l4, downstream.ratio.s]   # one or more metrics of the study
+        axis_titles: {train.minutes: "training minutes"}   # optional: words for an axis
+
 ``pair`` (row): the language pair (``3-s``: source, target) that ``<pair>`` stands for in
 the study's ``mrr.<pair>.…`` and ``translate.<pair>.…`` metrics, so rows of different pairs
 share columns.
@@ -71,12 +83,13 @@ from multilab.studies.verdict import PaperValue
 
 SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds", "settings",
                "paper_seeds", "paper_decimals", "paper_comparable", "metrics", "rows", "claims",
-               "about", "records_from", "fine_tune")
+               "about", "records_from", "fine_tune", "figures")
 _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds", "metrics",
              "rows")
 ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable",
               "fine_tune", "static", "pair")
 CLAIM_ENTRY_FIELDS = ("id", "pending", "not_testable", "compare")
+FIGURE_FIELDS = ("name", "title", "x", "y", "axis_titles")
 PROFILES = ("smoke", "quick", "paper", "real", "real-quick")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
 
@@ -108,6 +121,17 @@ class ClaimEntry:
 
 
 @dataclass(frozen=True)
+class FigureSpec:
+    """A figure of the study's cells: ``y`` metrics (one panel each) against ``x``."""
+
+    name: str
+    x: str
+    y: tuple[str, ...]
+    title: str | None = None
+    axis_titles: Mapping[str, str] = field(default_factory=dict)  # metric → words
+
+
+@dataclass(frozen=True)
 class Study:
     name: str
     paper: str
@@ -127,6 +151,7 @@ class Study:
     source: Path
     records_from: str | None = None  # only records imported from under this path
     fine_tune: str | None = None  # the downstream records' fine-tuning edition (None: any)
+    figures: tuple[FigureSpec, ...] = ()
 
     def row(self, label: str) -> Row | None:
         """The row of this label or alias."""
@@ -212,6 +237,50 @@ def _claim_entry(raw: Any, source: Path) -> ClaimEntry:
     return ClaimEntry(str(raw["id"]), raw.get("pending"), raw.get("not_testable"), compare)
 
 
+def _figures(raw: Any, metrics: tuple[str, ...], source: Path) -> tuple[FigureSpec, ...]:
+    """The ``figures`` list, each entry's keys and metrics checked against the study's."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise _fail(source, "figures must be a list of {name, x, y, title, axis_titles}")
+    figures: list[FigureSpec] = []
+    for index, entry in enumerate(raw):
+        if not isinstance(entry, dict):
+            raise _fail(source, f"figure {index + 1}: a mapping of {', '.join(FIGURE_FIELDS)}")
+        _reject_unknown(entry, FIGURE_FIELDS, source, f"figure {index + 1}: ")
+        name = entry.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name):
+            raise _fail(source, f"figure {index + 1}: name {name!r}: lowercase words joined "
+                        "by '-' (the file's name after the study's)")
+        if any(figure.name == name for figure in figures):
+            raise _fail(source, f"figure {name}: two figures share this name")
+        x, y = entry.get("x"), entry.get("y")
+        ys = [y] if isinstance(y, str) else y
+        if not isinstance(ys, list) or not ys or not all(isinstance(m, str) for m in ys):
+            raise _fail(source, f"figure {name}: y {y!r}: a metric or a list of metrics of "
+                        "the study")
+        if len(set(ys)) != len(ys):
+            raise _fail(source, f"figure {name}: y {ys!r} names a metric twice")
+        for key, metric in [("x", x), *(("y", m) for m in ys)]:
+            if not isinstance(metric, str) or metric not in metrics:
+                raise _fail(source, f"figure {name}: {key} {metric!r} is not among the "
+                            f"study's metrics: {', '.join(metrics)}")
+        title = entry.get("title")
+        if title is not None and (not isinstance(title, str) or not title.strip()):
+            raise _fail(source, f"figure {name}: title {title!r}: words, or leave it out")
+        axis_titles = entry.get("axis_titles") or {}
+        if not isinstance(axis_titles, dict):
+            raise _fail(source, f"figure {name}: axis_titles must map the figure's metrics "
+                        "to words")
+        _reject_unknown(axis_titles, (x, *ys), source, f"figure {name}: axis_titles: ")
+        for metric, words in axis_titles.items():
+            if not isinstance(words, str) or not words.strip():
+                raise _fail(source, f"figure {name}: axis_titles: {metric}: {words!r}: words")
+        figures.append(FigureSpec(name=name, x=x, y=tuple(ys), title=title,
+                                  axis_titles=dict(axis_titles)))
+    return tuple(figures)
+
+
 def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     """Read and validate one spec against the claim list."""
     source = Path(source)
@@ -293,7 +362,7 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
                   paper_decimals=decimals,
                   paper_comparable=not_comparable, metrics=metrics, rows=rows, claims=entries,
                   about=raw.get("about"), source=source, records_from=records_from,
-                  fine_tune=fine_tune)
+                  fine_tune=fine_tune, figures=_figures(raw.get("figures"), metrics, source))
     for entry in entries:
         _check_claim(study, entry, claims)
     return study

@@ -525,7 +525,10 @@ def _paper_text(row: Row, metric: str) -> str:
     return cells.cell(value.mean, value.std)
 
 
-def render_study(result: StudyResult, claims: Mapping[str, Claim]) -> str:
+def render_study(result: StudyResult, claims: Mapping[str, Claim],
+                 figures: Iterable[str] = ()) -> str:
+    """A study's markdown: its table, ``figures`` (markdown lines, drawn from the same
+    cells: :mod:`multilab.studies.figures`) and its claims with their verdicts."""
     study = result.study
     lines = [f"# {study.name}: {paper_name(study.paper)}, {study.table}", "",
              f"{study.title}. Languages [{', '.join(study.languages)}], profile `{study.profile}`"
@@ -552,7 +555,8 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim]) -> str:
         found = result.seeds_found[row.label]
         lines.append(f"| {row.paper_id or ''} | {row.label} | " + " | ".join(cells)
                      + f" | {len(found)}/{len(study.seeds)} |")
-    lines += ["", "## Claims", "", "| claim | where | comparison | verdict | p | why |",
+    lines += ["", *figures]
+    lines += ["## Claims", "", "| claim | where | comparison | verdict | p | why |",
               "|---|---|---|---|---|---|"]
     for entry in study.claims:
         claim, outcome = bind_claim(claims[entry.id], entry), result.outcomes[entry.id]
