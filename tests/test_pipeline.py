@@ -196,7 +196,7 @@ def test_exp_run_knn_replace_end_to_end(variant_experiment: Path) -> None:
     run = resolve_run(cfg, VARIANT, 0)
     assert run.recipe.needs_knn
     # the model's identity includes the knn table the pipeline's spaces stage wrote
-    done = read_done(run.model_dir)
+    done = read_done(cfg.paths.variant_model_dir(VARIANT, 0))
     assert done is not None and done["fingerprint"] == model_fingerprint(run), done
 
 
