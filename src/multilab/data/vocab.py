@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from tokenizers import Tokenizer, models, processors, trainers
-from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from multilab.data.tokenizers import (
     CONTINUATION_PREFIX,
@@ -25,6 +25,10 @@ from multilab.data.tokenizers import (
 )
 from multilab.errors import UserError
 from multilab.files import replace_dir
+
+if TYPE_CHECKING:  # transformers is imported where a tokenizer is made or loaded: a command
+    # that only reads vocabulary files (`multilab report`) does not pay its seconds
+    from transformers import PreTrainedTokenizerBase
 
 FAKE_PREFIX = "::"
 ENGLISH_DIR = "english"
@@ -119,6 +123,8 @@ def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:
     staging = out_dir.with_name(f".{out_dir.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    from transformers import PreTrainedTokenizerFast
+
     try:
         PreTrainedTokenizerFast(
             tokenizer_object=tokenizer,
@@ -155,6 +161,8 @@ def load_tokenizer(vocab_dir: Path, which: str = ENGLISH_DIR) -> PreTrainedToken
     path = vocab_dir / which
     if not (path / "tokenizer.json").exists():
         raise UserError(f"tokenizer not found in {path}; run `dvc repro vocab` first")
+    from transformers import AutoTokenizer
+
     try:
         return AutoTokenizer.from_pretrained(str(path))
     except Exception as err:  # JSON, the tokenizers library's parser or the OS: damaged

@@ -67,7 +67,7 @@ from multilab.evaluation import mds_transfer
 from multilab.evaluation.evaluate import _model_run, evaluation_device, model_record
 from multilab.evaluation.mean_shift import shifted
 from multilab.files import write_json
-from multilab.lab.languages import Language, language_keys
+from multilab.lab.languages import Language, language_keys, language_label
 from multilab.progress import progress_bar, quiet_transformers, show_postfix
 from multilab.resolve import resolve_run
 from multilab.training import language_layers
@@ -96,13 +96,6 @@ def study_languages(cfg: Config) -> tuple[Language, ...]:
     """The languages of the study (``languages`` of params.yaml): the first is fine-tuned
     on and tested in-language, every other one is tested zero-shot."""
     return cfg.language_list
-
-
-def language_label(language: Language, languages: Sequence[Language]) -> str:
-    """The name of a language in metric keys and tables: its ISO code (``en``, ``en-fake``,
-    ``de``), with the edition code where two languages of the study share it (``en-3``)."""
-    same = [lang for lang in languages if lang.iso == language.iso]
-    return language.iso if len(same) == 1 else f"{language.iso}-{language.edition}"
 
 
 @dataclass(frozen=True)

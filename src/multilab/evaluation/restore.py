@@ -17,13 +17,6 @@ from pathlib import Path
 
 from multilab import tracking
 from multilab.config import Config
-from multilab.evaluation.downstream import (
-    LANGUAGES_TAG,
-    TASK_TAG,
-    TIMINGS,
-    downstream_path,
-)
-from multilab.evaluation.evaluate import _model_run, record_in_mlflow
 from multilab.resolve import resolve_run
 from multilab.training.model_dir import read_done
 
@@ -69,6 +62,16 @@ def restore_lost_runs(cfg: Config) -> list[str]:
                             "evaluation of it: `multilab evaluate %s` re-creates it", model_dir,
                             cfg.paths.eval_file(run.modification, seed), model_dir)
                 continue
+            # here, not at the top: they import torch and transformers, which a report
+            # whose store lost nothing (nearly every one) never needs
+            from multilab.evaluation.downstream import (
+                LANGUAGES_TAG,
+                TASK_TAG,
+                TIMINGS,
+                downstream_path,
+            )
+            from multilab.evaluation.evaluate import _model_run, record_in_mlflow
+
             run_id = _model_run(cfg, run, done, model_dir, experiment_id)
             step = done.get("steps", 0)
             record_in_mlflow(cfg, run_id, model_dir, evaluation["metrics"], step)

@@ -21,7 +21,7 @@ entry point the config calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -289,6 +289,13 @@ def language_keys(languages: tuple[Language, ...], study_first: str | None = Non
     ``study_first``, as the study whose first edition that is spells them."""
     first = languages[0].edition if study_first is None else study_first
     return [lang.key(first) for lang in languages]
+
+
+def language_label(language: Language, languages: Sequence[Language]) -> str:
+    """The name of a language in metric keys and tables: its ISO code (``en``, ``en-fake``,
+    ``de``), with the edition code where two languages of the study share it (``en-3``)."""
+    same = [lang for lang in languages if lang.iso == language.iso]
+    return language.iso if len(same) == 1 else f"{language.iso}-{language.edition}"
 
 
 def editions_of(languages: Iterable[Language]) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import matplotlib
 import matplotlib.ticker as ticker
@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from transformers import BertForMaskedLM
 
 from multilab import tracking
 from multilab.config import Config, Paths
@@ -47,8 +46,11 @@ from multilab.lab.modifications import (
     resolve_recipe,
 )
 from multilab.reporting.labels import label_points
-from multilab.training.model import load_model
 from multilab.training.model_dir import DONE_FILE, looks_like_model_dir, read_done
+
+if TYPE_CHECKING:  # a model is loaded (multilab.training.model, transformers) only for a
+    # model's figures (`multilab figures`), never for the report's curves
+    from transformers import BertForMaskedLM
 
 ENGLISH_COLOUR, FAKE_COLOUR = "tab:blue", "tab:orange"
 STUDY_CURVES = "study-curves.png"
@@ -457,6 +459,8 @@ def model_figures(
     if cfg.verses:  # the PCA joins each token to its Fake twin: real languages have no twins
         kinds = tuple(k for k in kinds if k != "pca")
     if target.model_dir is not None and {"positions", "pca"} & set(kinds):
+        from multilab.training.model import load_model
+
         model = load_model(target.model_dir)
         if "positions" in kinds:
             written.append(plot_position_similarity(

@@ -23,6 +23,7 @@ from multilab.evaluation.restore import restore_lost_runs
 from multilab.evaluation.wordorder import Correlation
 from multilab.files import write_json, write_text
 from multilab.lab.cells import cell, number, spread
+from multilab.lab.languages import language_label
 from multilab.lab.metric_table import (
     METRICS,
     PAPER_VALUES,
@@ -532,8 +533,6 @@ def word_order_section(cfg: Config, data: dict, downstream: pd.DataFrame,
     """The tau table, its chart, and the correlations of tau with the study's zero-shot
     accuracy and with its layer-8 verse retrieval (the first row's model) when the study has
     enough languages; the scatter plots also go to that model's MLflow runs."""
-    from multilab.evaluation.downstream import language_label
-
     languages = cfg.language_list
     labels = [language_label(language, languages) for language in languages]
     modification = rows[0].modification if rows else "?"
