@@ -152,6 +152,30 @@ def test_verdicts_come_from_records_only(tmp_path: Path) -> None:
     assert paper.verdict is Verdict.NOT_HELD and "Welch" in paper.reason  # .015 vs .30 ± .05
 
 
+def test_a_record_goes_to_the_row_that_pins_its_settings(tmp_path: Path) -> None:
+    """A sweep: a base row naming no setting and rows that each vary the model's shape. The
+    record of a 4-layer hidden-64 model is that row's alone, not also the base point's nor the
+    row that pins only the layers (found when the first real-regime point landed)."""
+    shape = {"models.small.hidden_size": 64, "models.small.num_hidden_layers": 4}
+    rows = [{"label": "base", "modification": "original"},
+            {"label": "l4", "modification": "original",
+             "settings": {"models.small.num_hidden_layers": 4}},
+            {"label": "h64-l4", "modification": "original", "settings": shape}]
+    study = load_study(_spec(tmp_path, seeds=[0], rows=rows, claims=[], paper_seeds=None),
+                       CLAIMS)
+    results = tmp_path / "results"
+    for hidden, layers, mu in ((64, 4, 0.1), (128, 4, 0.2), (128, 6, 0.3)):
+        write_record(results, "multilab-smoke", "evaluate", {"metrics": {"mu": mu}},
+                     model={"modification": "original", "seed": 0,
+                            "fingerprint": f"h{hidden}l{layers}"},
+                     config={"profile": "smoke", "languages": "3,fake",
+                             "recipe.model_size": "small", "model.hidden_size": hidden,
+                             "model.num_hidden_layers": layers})
+    cells = study_result(study, iter_records(results), CLAIMS).cells
+    assert {label: cells[(label, "mu")].values for label in ("base", "l4", "h64-l4")} == {
+        "base": (0.3,), "l4": (0.2,), "h64-l4": (0.1,)}
+
+
 def test_a_diagnostic_record_enters_no_table(tmp_path: Path) -> None:
     """A script's diagnostic (scripts/untrained_ppl_masking.py) lives in results/ beside the
     records the tables read: it parses, and changes no cell and no count of records read."""

@@ -185,14 +185,24 @@ class StudyResult:
 Chosen = dict[tuple[str, int, str, str], Record]
 
 
+def _specificity(row: Row) -> int:
+    """How many settings a row pins beyond the study's (its languages aside)."""
+    return sum(key != "languages" for key in row.settings)
+
+
 def collect(study: Study, records: Iterable[Record]) -> Chosen:
-    """(row label, seed, kind, variant) → the newest matching record."""
+    """(row label, seed, kind, variant) → the newest matching record.
+
+    A row matches a record on the settings it names, so a row that names none (a sweep's
+    base point) would also match every record of the rows that vary one setting from it: a
+    record goes to the matching rows that pin the most settings (h64-l4's model is h64-l4's,
+    not also the base point h128-l6's)."""
     chosen: Chosen = {}
     for record in records:
-        for row in study.rows:
-            for seed in study.seeds:
-                if not _matches(record, study, row, seed):
-                    continue
+        for seed in study.seeds:
+            rows = [row for row in study.rows if _matches(record, study, row, seed)]
+            most = max(map(_specificity, rows), default=0)
+            for row in (row for row in rows if _specificity(row) == most):
                 key = (row.label, seed, record.kind, record_variant(record))
                 older = chosen.get(key)
                 if older is None or record.data["provenance"].get("date", "") >= \
