@@ -241,6 +241,10 @@ class Command:
     damaged: tuple[str, Callable[[Path], None], str, tuple[str, ...]] | None = None
 
 
+#: the damaged input of the commands that read a trained model's ``multilab.json`` first
+MODEL_JSON_CUT_SHORT = ("multilab.json cut short", _truncate, f"{MODEL}/multilab.json",
+                        ("multilab.json is not valid JSON",))
+
 COMMANDS: dict[str, Command] = {
     "corpus export": Command(("corpus", "export", "--edition", "s"), own=("data",),
                              tracking=False),
@@ -294,23 +298,19 @@ COMMANDS: dict[str, Command] = {
     "similarity": Command(
         ("similarity", "{model}", "{model}", "--languages", "3,3", "--verses", "4"),
         model=True,
-        damaged=("multilab.json cut short", _truncate, f"{MODEL}/multilab.json",
-                 ("multilab.json is not valid JSON",))),
+        damaged=MODEL_JSON_CUT_SHORT),
     "translate": Command(
         ("translate", "{model}", "--source", "3", "--target", "fake", "--sentences", "8",
          "--alphas", "1"), model=True,
-        damaged=("multilab.json cut short", _truncate, f"{MODEL}/multilab.json",
-                 ("multilab.json is not valid JSON",))),
+        damaged=MODEL_JSON_CUT_SHORT),
     "mrr": Command(
         ("mrr", "{model}", "--source", "3", "--target", "fake", "--sentences", "8"),
         model=True,
-        damaged=("multilab.json cut short", _truncate, f"{MODEL}/multilab.json",
-                 ("multilab.json is not valid JSON",))),
+        damaged=MODEL_JSON_CUT_SHORT),
     "model-order": Command(
         ("model-order", "{model}", "--source", "3", "--target", "fake", "--sentences", "8",
          "--layer", "1"), model=True,
-        damaged=("multilab.json cut short", _truncate, f"{MODEL}/multilab.json",
-                 ("multilab.json is not valid JSON",))),
+        damaged=MODEL_JSON_CUT_SHORT),
     "static": Command(
         ("static", "--source", "3", "--target", "fake", "--models", "skipgram", "--rows", "32",
          "--sentences", "8", "--dim", "8", "--epochs", "1"),
