@@ -30,7 +30,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
   transformers.__version__, "cuda", torch.cuda.is_available())' | tee -a "$OUT/gpu.txt"
 # shellcheck disable=SC2086
 (cd "$HERE/benchmarks" && PYTHONPATH="$HERE/src" timeout "$LIMIT" "$PYTHON" bench_stacked.py \
-  --device cuda --data synthetic --kernel-ks 1 8 --time-ks $KS --separate-ks 1 \
+  --device "${DEVICE:-cuda}" --data synthetic --kernel-ks 1 8 --time-ks $KS --separate-ks 1 \
   --steps "$STEPS" --warmup 3 --out "$OUT/stacked-gpu.json") > "$OUT/bench.log" 2>&1
 echo "benchmark rc=$?" | tee -a "$OUT/bench.log"
 pack

@@ -62,3 +62,22 @@ def test_vocabulary_is_byte_identical_across_fresh_processes(
     assert written[0] == written[1]
     built = built_project / "artifacts/vocab/english/vocab.txt"
     assert written[0][Path("english/vocab.txt")] == built.read_bytes()
+
+
+def test_a_stopped_build_leaves_no_vocabulary_behind(tmp_path: Path, monkeypatch) -> None:
+    """A build that fails before its swap (here: transformers cannot be imported, as on a
+    machine missing a package) leaves neither a staging folder nor a folder that a study
+    runner would take for a built vocabulary (it rebuilds instead)."""
+    import sys
+
+    from multilab.data.layout import vocab_built
+    from multilab.data.vocab import build_vocab
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` fails
+    vocab = tmp_path / "vocab"
+    with pytest.raises(ImportError):
+        build_vocab(["in the beginning was the word"] * 50, 64, vocab, unit="char")
+    assert not vocab_built(vocab)
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".staging")]
+    (vocab / ".bilingual.staging").mkdir(parents=True)  # one left by a killed build
+    assert not vocab_built(vocab)

@@ -60,6 +60,13 @@ log = logging.getLogger(__name__)
 
 MULTILINGUAL_DIR = "multilingual"  # the concatenated vocabulary, saved with every model
 BLOCKS_FILE = "blocks.json"
+
+
+def vocab_built(vocab: Path) -> bool:
+    """Whether ``vocab`` holds a finished vocabulary: the last file of either kind of build
+    (``build_vocab``'s bilingual tokenizer, ``build_verse_vocab``'s blocks) is there. A folder
+    holding only a stopped build's staging folder is not one."""
+    return (vocab / BILINGUAL_DIR / "tokenizer.json").is_file() or (vocab / BLOCKS_FILE).is_file()
 VERSE_COLUMN = "verse"
 #: A language whose characters alone fill more of the vocabulary than this share gets
 #: ``vocab.size × MERGE_SHARE`` merges on top of them (:func:`block_size`).

@@ -120,11 +120,12 @@ def save_tokenizer(tokenizer: Tokenizer, out_dir: Path) -> None:
     )
     # written beside the folder and swapped in whole: a stop mid-save never leaves a
     # tokenizer.json of one vocabulary beside the vocab.txt of another, or cut short
+    from transformers import PreTrainedTokenizerFast  # before the staging folder: a failed
+    # import (a broken environment) must not leave one behind
+
     staging = out_dir.with_name(f".{out_dir.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    from transformers import PreTrainedTokenizerFast
-
     try:
         PreTrainedTokenizerFast(
             tokenizer_object=tokenizer,

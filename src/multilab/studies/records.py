@@ -112,6 +112,10 @@ def machine() -> dict[str, Any]:
     return described
 
 
+#: names the commit of a source copy that has no .git (scripts/gpu_lease.sh sets it)
+SOURCE_COMMIT_ENV = "MULTILAB_SOURCE_COMMIT"
+
+
 def source_state(root: Path | None = None) -> dict[str, Any]:
     """The commit and whether the source differs from it (None outside a git checkout)."""
     cwd = root or Path.cwd()
@@ -125,6 +129,10 @@ def source_state(root: Path | None = None) -> dict[str, Any]:
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
+    if commit is None and os.environ.get(SOURCE_COMMIT_ENV):
+        # a copy of a clean checkout without its .git (a GPU lease's working tree): the
+        # commit it was copied from, named by whoever copied it; dirtiness not checkable
+        return {"commit": os.environ[SOURCE_COMMIT_ENV], "dirty": None, "commit_from": "env"}
     status = git("status", "--porcelain", "--untracked-files=no", "--", "src") if commit else None
     return {"commit": commit, "dirty": bool(status) if commit else None}
 

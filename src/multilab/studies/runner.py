@@ -246,6 +246,8 @@ class _Runner:
 
     def prepare(self, row: Row) -> None:
         """The row's corpora and vocabulary (once per artifacts folder), its knn table."""
+        from multilab.data.layout import vocab_built  # torch: only where a study runs
+
         settings = study_settings(self.study, self.root, row)
         artifacts = study_artifacts(self.study, self.root, row)
         if artifacts not in self.prepared:
@@ -255,7 +257,7 @@ class _Runner:
                     self.say(f"study {self.study.name}: building its corpora"
                              + (f" (row {row.label})" if _own_data(row) else ""))
                     self.run(settings, "corpus", "build")
-                if not (artifacts / "vocab").is_dir():
+                if not vocab_built(artifacts / "vocab"):
                     self.run(settings, "vocab")
             self.prepared.add(artifacts)
         if mods.resolve_recipe(row.modification).needs_knn:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import subprocess
 from collections.abc import Callable, Iterable, Iterator
@@ -55,7 +56,8 @@ def git_commit() -> str:
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        # a source copy without .git names its commit (studies.records.SOURCE_COMMIT_ENV)
+        return os.environ.get("MULTILAB_SOURCE_COMMIT", "unknown")
 
 
 @contextlib.contextmanager

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# One GPU call that does two things: issue 56's stacked-training benchmark (gpu_stacked.sh,
+# capped), then a study's missing rows trained as stacks (`study run --stack`), one runner per
+# group of rows, each runner with its own MLflow store; whatever finished comes back packed.
+#
+# Here, from a clean checkout (the records name its commit):
+#   bash scripts/gpu_lease.sh prepare STUDY     # gpu_in/: the study's corpora and vocabulary
+#                                               # (built here: the GPU copy has no Bible), COMMIT;
+#                                               # .whl/: mlflow and the dependencies the GPU image
+#                                               # lacks (docs/GPU.md, "Carried to the machine")
+# There (carry gpu_in and .whl):
+#   OUT=dir bash scripts/gpu_lease.sh run STUDY 'ROWS' ['ROWS' ...]   # each ROWS a --rows value
+# Writes $OUT/stacked-gpu.tgz (the benchmark) and $OUT/records.tgz (this call's records and the
+# runners' logs, refreshed every 20 s so that a call cut short keeps what finished). Back here:
+# `tar -xzf records.tgz` in the project root, `multilab study report --all`, commit results/.
+set -u
+mode="${1:?prepare or run}" STUDY="${2:?name a study (multilab study list)}"
+shift 2
+
+if [ "$mode" = prepare ]; then
+  [ -z "$(git status --porcelain --untracked-files=no)" ] || { echo "commit first: the records name HEAD"; exit 2; }
+  artifacts="${ARTIFACTS:-artifacts}/studies/$STUDY"
+  [ -f "$artifacts/corpora/train.txt" ] || { echo "build $artifacts first (multilab study run $STUDY builds it)"; exit 2; }
+  rm -rf gpu_in && mkdir -p "gpu_in/$STUDY"
+  cp -r "$artifacts/corpora" "$artifacts/vocab" "gpu_in/$STUDY/"
+  git rev-parse HEAD > gpu_in/COMMIT
+  grep -qx '/gpu_in/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; printf '/gpu_in/\n/.whl/\n' >> .git/info/exclude; }
+  du -sh gpu_in .whl 2>/dev/null
+  exit 0
+fi
+
+OUT="${OUT:?set OUT to a folder for the results}"
+DEADLINE="${DEADLINE:-560}"      # seconds for the whole call: ends inside a 600-s command
+BENCH="${BENCH:-110}"            # seconds for the benchmark
+STACK="${STACK:-3}"              # models per stack in each runner
+LOGS=/tmp/multilab-gpu-lease
+mkdir -p "$OUT" "$LOGS"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+git rev-parse HEAD >/dev/null 2>&1 || export MULTILAB_SOURCE_COMMIT="$(cat gpu_in/COMMIT)"
+echo "source commit: $(git rev-parse HEAD 2>/dev/null || echo "${MULTILAB_SOURCE_COMMIT:-?} (no .git here)")" | tee "$OUT/lease.txt"
+
+OUT="$OUT" LIMIT="$BENCH" STEPS="${STEPS:-10}" bash scripts/gpu_stacked.sh | tee -a "$OUT/lease.txt"
+
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MULTILAB_THREADS=1 TQDM_MININTERVAL=30
+export MULTILAB_MIXED_PRECISION="${MULTILAB_MIXED_PRECISION:-no}"   # fp32: faster for BERT-small
+[ -d "gpu_in/$STUDY" ] && mkdir -p artifacts/studies && cp -rn "gpu_in/$STUDY" artifacts/studies/
+stamp=$(mktemp) && touch "$stamp"
+pack() {
+  { find results -type f -name '*.json' -newer "$stamp" -print0
+    find "$LOGS" -type f -name '*.log' -print0; } \
+    | tar --null -czf "$OUT/records.tmp" -T - 2>/dev/null && mv "$OUT/records.tmp" "$OUT/records.tgz"
+}
+( while sleep 20; do pack; done ) & packer=$!
+left=$(( DEADLINE - SECONDS ))
+echo "runners: ${#@} for ${left}s" | tee -a "$OUT/lease.txt"
+pids=() i=0
+for rows in "$@"; do
+  i=$((i + 1))
+  timeout "$left" python3 -m multilab --set "paths.mlruns=$LOGS/mlruns-$i" study run "$STUDY" \
+    --rows "$rows" --stack "$STACK" > "$LOGS/runner-$i.log" 2>&1 & pids+=($!)
+  sleep 1
+done
+for pid in "${pids[@]}"; do wait "$pid"; echo "runner rc=$?" >> "$OUT/lease.txt"; done
+kill "$packer" 2>/dev/null; pack
+nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/lease.txt" 2>/dev/null
+tail -n 3 "$LOGS"/runner-*.log | tee -a "$OUT/lease.txt"
