@@ -41,14 +41,15 @@ if [ -d .whl ]; then
   export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-git rev-parse HEAD >/dev/null 2>&1 || export MULTILAB_SOURCE_COMMIT="$(cat gpu_in/COMMIT)"
-echo "source commit: $(git rev-parse HEAD 2>/dev/null || echo "${MULTILAB_SOURCE_COMMIT:-?} (no .git here)")" | tee "$OUT/lease.txt"
+# the copy's own .git (if any) is not this checkout's (2026-11-28: an older HEAD, "dirty")
+export MULTILAB_SOURCE_COMMIT="$(cat gpu_in/COMMIT)"
+echo "source commit: $MULTILAB_SOURCE_COMMIT (the copy's git says $(git rev-parse --short HEAD 2>/dev/null || echo none))" | tee "$OUT/lease.txt"
 
 OUT="$OUT" LIMIT="$BENCH" STEPS="${STEPS:-10}" bash scripts/gpu_stacked.sh | tee -a "$OUT/lease.txt"
 
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MULTILAB_THREADS=1 TQDM_MININTERVAL=30
 export MULTILAB_MIXED_PRECISION="${MULTILAB_MIXED_PRECISION:-no}"   # fp32: faster for BERT-small
-[ -d "gpu_in/$STUDY" ] && mkdir -p artifacts/studies && cp -rn "gpu_in/$STUDY" artifacts/studies/
+[ -d "gpu_in/$STUDY" ] && mkdir -p artifacts/studies && cp -r --update=none "gpu_in/$STUDY" artifacts/studies/
 stamp=$(mktemp) && touch "$stamp"
 pack() {
   { find results -type f -name '*.json' -newer "$stamp" -print0

@@ -106,12 +106,14 @@ def test_a_refused_command_leaves_no_record(tmp_path: Path, capsys) -> None:
     assert not results.exists()
 
 
-def test_a_source_copy_without_git_names_its_commit(tmp_path: Path, monkeypatch) -> None:
-    """A GPU lease runs a copy of the working tree without .git: the commit comes from
-    MULTILAB_SOURCE_COMMIT (scripts/gpu_lease.sh), marked as such, dirtiness unknown."""
+def test_a_copied_source_names_its_commit(tmp_path: Path, monkeypatch) -> None:
+    """A GPU lease runs a copy of the working tree whose .git is missing or stale: the
+    commit comes from MULTILAB_SOURCE_COMMIT (scripts/gpu_lease.sh), marked as such, even
+    inside a git checkout; dirtiness unknown."""
     from multilab.studies.records import SOURCE_COMMIT_ENV, source_state
 
     monkeypatch.delenv(SOURCE_COMMIT_ENV, raising=False)
     assert source_state(tmp_path)["commit"] is None
     monkeypatch.setenv(SOURCE_COMMIT_ENV, "abc1234")
     assert source_state(tmp_path) == {"commit": "abc1234", "dirty": None, "commit_from": "env"}
+    assert source_state(Path.cwd())["commit"] == "abc1234"

@@ -128,11 +128,11 @@ def source_state(root: Path | None = None) -> dict[str, Any]:
             return None
         return done.stdout.strip() if done.returncode == 0 else None
 
-    commit = git("rev-parse", "HEAD")
-    if commit is None and os.environ.get(SOURCE_COMMIT_ENV):
-        # a copy of a clean checkout without its .git (a GPU lease's working tree): the
-        # commit it was copied from, named by whoever copied it; dirtiness not checkable
+    if os.environ.get(SOURCE_COMMIT_ENV):
+        # a copy of a clean checkout (a GPU lease's working tree, whose .git, if any, is not
+        # the copied one's): the commit it was copied from, named by whoever copied it
         return {"commit": os.environ[SOURCE_COMMIT_ENV], "dirty": None, "commit_from": "env"}
+    commit = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no", "--", "src") if commit else None
     return {"commit": commit, "dirty": bool(status) if commit else None}
 

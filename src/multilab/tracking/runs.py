@@ -51,13 +51,14 @@ def source_tags() -> dict[str, str]:
 
 
 def git_commit() -> str:
+    if os.environ.get("MULTILAB_SOURCE_COMMIT"):  # a copied source names its commit
+        return os.environ["MULTILAB_SOURCE_COMMIT"]  # (studies.records.SOURCE_COMMIT_ENV)
     try:
         return subprocess.run(
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        # a source copy without .git names its commit (studies.records.SOURCE_COMMIT_ENV)
-        return os.environ.get("MULTILAB_SOURCE_COMMIT", "unknown")
+        return "unknown"
 
 
 @contextlib.contextmanager
