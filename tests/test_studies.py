@@ -215,7 +215,7 @@ def test_study_cli_lists_and_reports_a_toy_study(tmp_path: Path, capsys) -> None
 def test_study_run_plan_takes_seeds_and_rows_from_the_command_line(tmp_path: Path,
                                                                    capsys) -> None:
     """``--seeds 44`` is text on the command line: the plan reads it as the integer seed, and
-    a seed that is not a number is named in one line."""
+    a seed that is not a number is named in one line; ``--rows`` takes labels or IDs."""
     folder = tmp_path / "studies"
     folder.mkdir()
     shutil.copytree(STUDIES / "claims", folder / "claims")
@@ -227,6 +227,12 @@ def test_study_run_plan_takes_seeds_and_rows_from_the_command_line(tmp_path: Pat
     assert "1 run(s) missing" in planned and "lang-pos seed 1" in planned
     assert main([*where, *common, "--seeds", "forty"]) == 2
     assert "--seeds 'forty': must be an integer" in capsys.readouterr().err
+    # a row by the table's ID, as the paper numbers it; an unknown one names labels and IDs
+    assert main([*where, *common, "--seeds", "1", "--rows", "1"]) == 0
+    assert "lang-pos seed 1" in capsys.readouterr().out
+    assert main([*where, *common, "--rows", "7"]) == 2
+    assert "rows of toy-study are original, lang-pos (or their IDs 0, 1)" in \
+        capsys.readouterr().err
 
 
 def test_a_damaged_record_stops_the_report_before_writing(tmp_path: Path, capsys) -> None:

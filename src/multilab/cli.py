@@ -986,7 +986,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["list", "report", "run"],
                    help="run: train and evaluate the (row, seed) pairs without a record")
     p.add_argument("--seeds", help="run: only these seeds, e.g. 42,43")
-    p.add_argument("--rows", help="run: only these rows (labels), e.g. original,lang-pos")
+    p.add_argument("--rows", help="run: only these rows (labels or the table's IDs), e.g. "
+                                  "original,lang-pos or 0,1")
     p.add_argument("--plan", action="store_true", help="run: say what is missing, run nothing")
     p.add_argument("--queue", action="store_true",
                    help="run: queue the missing runs as DVC experiments (`dvc exp run "

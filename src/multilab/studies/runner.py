@@ -60,11 +60,14 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
     wanted_seeds = tuple(seeds) if seeds else study.seeds
     unknown = [label for label in rows or () if study.row(label) is None]
     if unknown:
+        ids = [row.paper_id for row in study.rows if row.paper_id is not None]
         raise UserError(f"--rows {unknown[0]!r}: rows of {study.name} are "
-                        f"{', '.join(row.label for row in study.rows)}")
+                        f"{', '.join(row.label for row in study.rows)}"
+                        + (f" (or their IDs {', '.join(ids)})" if ids else ""))
+    wanted = {study.row(name).label for name in rows or ()}  # an ID names its row's label
     steps = []
     for row in study.rows:
-        if (rows and row.label not in rows) or row.static:
+        if (wanted and row.label not in wanted) or row.static:
             continue
         sources = [key for key in row_sources(study, row) if key[0] not in MODEL_LESS]
         for seed in wanted_seeds:

@@ -154,9 +154,14 @@ class Study:
     figures: tuple[FigureSpec, ...] = ()
 
     def row(self, label: str) -> Row | None:
-        """The row of this label or alias."""
-        return next((row for row in self.rows if label == row.label or label in row.aliases),
-                    None)
+        """The row of this label or alias, else of this paper ID where one row has it (the
+        table's ``ID`` column: ``--rows 4``)."""
+        named = next((row for row in self.rows if label == row.label or label in row.aliases),
+                     None)
+        if named is not None:
+            return named
+        by_id = [row for row in self.rows if row.paper_id is not None and row.paper_id == label]
+        return by_id[0] if len(by_id) == 1 else None
 
 
 def _fail(source: Path, message: str) -> UserError:
