@@ -57,7 +57,7 @@ from multilab.lab.modifications import Recipe
 from multilab.resolve import load_config, parse_overrides, resolve_run
 from multilab.studies.claims import load_claims
 from multilab.studies.records import iter_records, write_record
-from multilab.studies.runner import study_settings
+from multilab.studies.settings import study_settings
 from multilab.studies.spec import load_study
 from multilab.training.model import build_model, selected_logits
 from multilab.training.model_dir import WEIGHTS, data_fingerprint, file_sha256

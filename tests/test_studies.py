@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 import shutil
 from pathlib import Path
@@ -12,7 +14,7 @@ import yaml
 from multilab.cli import main
 from multilab.config import Config
 from multilab.errors import UserError
-from multilab.resolve import load_config
+from multilab.resolve import load_config, parse_overrides, resolve_run
 from multilab.studies.claims import load_claims
 from multilab.studies.records import iter_records, write_record
 from multilab.studies.spec import load_studies, load_study
@@ -23,6 +25,22 @@ from tests.helpers import PARAMS
 ROOT = Path(__file__).resolve().parent.parent
 STUDIES = ROOT / "studies"
 CLAIMS = load_claims(STUDIES / "claims")
+
+
+@functools.cache
+def _resolved(profile: str, languages: str, modification: str,
+              settings: tuple[tuple[str, object], ...]) -> str:
+    overrides = parse_overrides([f"profile={profile}", f"languages=[{languages}]",
+                                 *(f"{key}={value}" for key, value in settings)])
+    run = resolve_run(load_config(PARAMS, overrides), modification, 0)
+    return json.dumps(run.as_params(), default=str)
+
+
+def _model_config(profile: str, languages: str, modification: str = "original",
+                  **settings: object) -> dict:
+    """A record's ``config`` block as ``multilab`` writes it for a model of ``settings``
+    (``RunConfig.as_params``): the record belongs to the study row of that configuration."""
+    return json.loads(_resolved(profile, languages, modification, tuple(sorted(settings.items()))))
 
 
 def test_the_committed_studies_validate() -> None:
@@ -128,7 +146,7 @@ def _toy_records(results: Path) -> None:
               "lang-pos": ([0.01, 0.02, 0.015], [0.0, 0.01, 0.0], [0.01, 0.02, 0.01])}
     for modification, (mu, rho0, rho8) in values.items():
         for seed in range(3):
-            config = {"profile": "smoke", "languages": "3,fake", "modification": modification}
+            config = _model_config("smoke", "3,fake", modification)
             model = {"modification": modification, "seed": seed,
                      "fingerprint": f"{modification}{seed}"}
             write_record(results, "multilab-smoke", "evaluate",
@@ -138,7 +156,7 @@ def _toy_records(results: Path) -> None:
     # a record of another profile never enters the table
     write_record(results, "multilab-quick", "evaluate", {"metrics": {"mu": 9.0}},
                  model={"modification": "original", "seed": 0, "fingerprint": "q"},
-                 config={"profile": "quick", "languages": "3,fake"})
+                 config=_model_config("quick", "3,fake"))
 
 
 def test_verdicts_come_from_records_only(tmp_path: Path) -> None:
@@ -152,28 +170,59 @@ def test_verdicts_come_from_records_only(tmp_path: Path) -> None:
     assert paper.verdict is Verdict.NOT_HELD and "Welch" in paper.reason  # .015 vs .30 ± .05
 
 
-def test_a_record_goes_to_the_row_that_pins_its_settings(tmp_path: Path) -> None:
-    """A sweep: a base row naming no setting and rows that each vary the model's shape. The
-    record of a 4-layer hidden-64 model is that row's alone, not also the base point's nor the
-    row that pins only the layers (found when the first real-regime point landed)."""
-    shape = {"models.small.hidden_size": 64, "models.small.num_hidden_layers": 4}
+def test_a_record_goes_to_the_row_of_its_configuration(tmp_path: Path) -> None:
+    """A sweep: a base row naming no setting and rows that each vary the model's shape. A
+    record belongs to the row whose resolved configuration it has: the 8-layer hidden-32
+    model's record is that row's alone, not also the base point's nor the row that pins only
+    the layers (found when the first real-regime point landed); a model that differs from
+    every row in one setting (the masking rate) is no row's."""
+    shape = {"models.small.hidden_size": 32, "models.small.num_hidden_layers": 8}
     rows = [{"label": "base", "modification": "original"},
-            {"label": "l4", "modification": "original",
-             "settings": {"models.small.num_hidden_layers": 4}},
-            {"label": "h64-l4", "modification": "original", "settings": shape}]
+            {"label": "l8", "modification": "original",
+             "settings": {"models.small.num_hidden_layers": 8}},
+            {"label": "h32-l8", "modification": "original", "settings": shape}]
     study = load_study(_spec(tmp_path, seeds=[0], rows=rows, claims=[], paper_seeds=None),
                        CLAIMS)
     results = tmp_path / "results"
-    for hidden, layers, mu in ((64, 4, 0.1), (128, 4, 0.2), (128, 6, 0.3)):
+    for name, settings, mu in (("h32l8", shape, 0.1),
+                               ("l8", {"models.small.num_hidden_layers": 8}, 0.2),
+                               ("base", {}, 0.3), ("masked", {"train.mask_prob": 0.2}, 0.9)):
         write_record(results, "multilab-smoke", "evaluate", {"metrics": {"mu": mu}},
-                     model={"modification": "original", "seed": 0,
-                            "fingerprint": f"h{hidden}l{layers}"},
-                     config={"profile": "smoke", "languages": "3,fake",
-                             "recipe.model_size": "small", "model.hidden_size": hidden,
-                             "model.num_hidden_layers": layers})
+                     model={"modification": "original", "seed": 0, "fingerprint": name},
+                     config=_model_config("smoke", "3,fake", **settings))
+    result = study_result(study, iter_records(results), CLAIMS)
+    assert {label: result.cells[(label, "mu")].values for label in ("base", "l8", "h32-l8")
+            } == {"base": (0.3,), "l8": (0.2,), "h32-l8": (0.1,)}
+    assert not any("masked" in str(path) for path in result.sources)
+    shallow = [*rows, {"label": "l4", "modification": "original",  # smoke evaluates layer 8
+                       "settings": {"models.small.num_hidden_layers": 4}}]
+    study = load_study(_spec(tmp_path, seeds=[0], rows=shallow, claims=[], paper_seeds=None),
+                       CLAIMS)
+    with pytest.raises(UserError, match=r"^study toy-study, row l4: evaluate.layers") as caught:
+        study_result(study, iter_records(results), CLAIMS)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_record_matches_on_what_decides_the_model(tmp_path: Path) -> None:
+    """What never changes a model's weights (the fingerprint's list: curve points, checkpoint
+    cadence), the stack it was trained in and its seed are not matched; a key a record lacks
+    because it was written before the key existed has the key's default; a record without
+    another key of the configuration (here the learning rate) is not the row's."""
+    study = load_study(_spec(tmp_path, rows=[{"id": "0", "modification": "original"}],
+                             claims=[]), CLAIMS)
+    results = tmp_path / "results"
+    cadence = _model_config("smoke", "3,fake", **{"train.eval_points": "[]",
+                                                  "train.checkpoint_every": 7})
+    older = _model_config("smoke", "3,fake")
+    del older["corpus.split_clauses"]  # a parameter added later, at its default
+    unknown = _model_config("smoke", "3,fake")
+    del unknown["model.lr"]
+    for seed, config in enumerate((cadence | {"train.stack": 3}, older, unknown)):
+        write_record(results, "multilab-smoke", "evaluate", {"metrics": {"mu": 0.1 * seed}},
+                     model={"modification": "original", "seed": seed, "fingerprint": "f"},
+                     config=config)
     cells = study_result(study, iter_records(results), CLAIMS).cells
-    assert {label: cells[(label, "mu")].values for label in ("base", "l4", "h64-l4")} == {
-        "base": (0.3,), "l4": (0.2,), "h64-l4": (0.1,)}
+    assert cells[("original", "mu")].seeds == (0, 1)
 
 
 def test_a_diagnostic_record_enters_no_table(tmp_path: Path) -> None:
@@ -328,7 +377,7 @@ def test_the_papers_rounding_is_the_margin_of_an_equality(tmp_path: Path) -> Non
         for seed, value in enumerate(values):
             write_record(results, "multilab-smoke", "evaluate", {"metrics": {"mu": value}},
                          model={"modification": modification, "seed": seed, "fingerprint": "f"},
-                         config={"profile": "smoke", "languages": "3,fake"})
+                         config=_model_config("smoke", "3,fake", modification))
     outcomes = study_result(study, iter_records(results), CLAIMS).outcomes
     assert outcomes["dufter2020-t1-r18-paper"].verdict is Verdict.HELD
     assert outcomes["dufter2020-t1-r1-paper"].verdict is Verdict.NOT_COMPARABLE
@@ -362,7 +411,7 @@ def _downstream_record(root: Path, languages: str, accuracy: float, mode: str = 
              "fingerprint": f"{languages.replace(',', '-').replace(':', '-')}-{mode}"}
     write_record(root, "x", "downstream", {"test": {"es": {"accuracy": accuracy}}},
                  model=model, qualifier=languages,
-                 config={"profile": "quick", "languages": languages, "vocab.mode": mode})
+                 config=_model_config("quick", languages, **{"vocab.mode": mode}))
 
 
 def test_a_row_with_its_own_languages_and_aliases(tmp_path: Path) -> None:
@@ -439,7 +488,7 @@ def test_claims_over_several_rows_use_group_means_and_each_row(tmp_path: Path) -
                          {"metrics": {"mu": mu, "ppl_dev": ppl}},
                          model={"modification": modification, "seed": seed,
                                 "fingerprint": f"{modification}{seed}"},
-                         config={"profile": "smoke", "languages": "3,fake"})
+                         config=_model_config("smoke", "3,fake", modification))
     result = study_result(study, iter_records(results), CLAIMS)
     groups = result.outcomes["dufter2020-t1-r5-7-two-modifications"]
     assert groups.verdict is Verdict.HELD and groups.n == (3, 3)
@@ -460,7 +509,7 @@ def test_a_downstream_claim_against_the_majority_class(tmp_path: Path) -> None:
         write_record(results, "x", "downstream",
                      {"test": {"de": {"accuracy": accuracy}}, "majority": {"accuracy": 0.288}},
                      model={"modification": "original", "seed": seed, "fingerprint": f"f{seed}"},
-                     qualifier="3-s", config={"profile": "quick", "languages": "3,s,i"})
+                     qualifier="3-s", config=_model_config("quick", "3,s,i"))
     outcome = study_result(study, iter_records(results), CLAIMS).outcomes[
         "dufter2020-t3-r0-zero-shot"]
     assert outcome.verdict is Verdict.HELD and outcome.n == (3, 3)
@@ -479,7 +528,7 @@ def test_a_study_of_one_import_reads_only_its_records(tmp_path: Path) -> None:
                              {"metrics": {"mu": mu + seed / 100}},
                              model={"modification": modification, "seed": seed,
                                     "fingerprint": "same"},
-                             config={"profile": "smoke", "languages": "3,fake"},
+                             config=_model_config("smoke", "3,fake", modification),
                              qualifier=call.split("/")[1],
                              origin={"date": date, "imported_from": f"{call}x.json"})
     mine = load_study(_spec(tmp_path, records_from="calls/e4/"), CLAIMS)
@@ -494,15 +543,16 @@ def test_a_study_of_one_import_reads_only_its_records(tmp_path: Path) -> None:
 
 def test_a_model_setting_matches_the_records_resolved_model(tmp_path: Path) -> None:
     """``models.small.lr`` (as ``--set`` names it) is a record's ``model.lr`` for a small
-    model: two trainings that differ only in the learning rate are two rows."""
+    model: two trainings that differ only in the learning rate are two rows. A setting of a
+    model size the row does not train (``models.base.lr`` for BERT-small) changes nothing:
+    that row's configuration is the default's, and so are its records."""
     results = tmp_path / "results"
     for lr, mu in ((0.002, 0.24), (0.0005, 0.30)):
         for seed in range(3):
             write_record(results, "multilab-smoke", "evaluate", {"metrics": {"mu": mu}},
                          model={"modification": "original", "seed": seed,
                                 "fingerprint": f"lr{lr}"},
-                         config={"profile": "smoke", "languages": "3,fake", "model.lr": lr,
-                                 "recipe.model_size": "small"})
+                         config=_model_config("smoke", "3,fake", **{"models.small.lr": lr}))
     rows = [{"modification": "original", "settings": {"models.small.lr": 0.002}},
             {"label": "slow", "modification": "original",
              "settings": {"models.small.lr": 5.0e-4}},
@@ -512,7 +562,7 @@ def test_a_model_setting_matches_the_records_resolved_model(tmp_path: Path) -> N
     cells = study_result(study, iter_records(results), CLAIMS).cells
     assert cells[("original", "mu")].values == (0.24,) * 3
     assert cells[("slow", "mu")].values == (0.30,) * 3
-    assert cells[("base", "mu")].values == ()
+    assert cells[("base", "mu")].values == (0.24,) * 3
 
 
 def _analysis_records(root: Path) -> None:
@@ -521,7 +571,7 @@ def _analysis_records(root: Path) -> None:
     for seed in (42, 43, 44):
         for modification, best in (("original", 0.90), ("window-20", 0.80)):
             model = {"modification": modification, "seed": seed, "fingerprint": f"f{seed}"}
-            config = {"profile": "quick", "languages": "3,fake"}
+            config = _model_config("quick", "3,fake", modification)
             trained = [{"layer": k, "mrr": best - 0.1 * abs(5 - k) + seed / 1000, "p1": 0.5}
                        for k in range(13)]
             write_record(root, "x", "mrr", {"source": "3", "target": "fake",
@@ -640,7 +690,7 @@ def test_a_correlation_over_rows_is_tested_over_seeds(tmp_path: Path) -> None:
                                       "ppl_dev": 100 + 10 * i + seed * (i % 2)}},
                          model={"modification": modification, "seed": seed,
                                 "fingerprint": f"{modification}{seed}"},
-                         config={"profile": "smoke", "languages": "3,fake"})
+                         config=_model_config("smoke", "3,fake", modification))
     claim = {"id": "dufter2020-s3-4-generalization-tradeoff",
              "compare": {"x": "ppl_dev", "y": "mu"}}
     study = load_study(_spec(tmp_path, metrics=["mu", "ppl_dev"], claims=[claim],
@@ -658,6 +708,7 @@ def test_study_run_plans_and_runs_the_measuring_commands_a_row_lacks(tmp_path: P
     """A (row, seed) lacks the records its metrics read: the plan names them and the
     runner runs `downstream` (fine-tuned on `fine_tune`, `--mds` for the shifted variant),
     `mrr` and `translate` per pair; static rows and similarity records are not run."""
+    from multilab.data.layout import BLOCKS_FILE
     from multilab.studies.runner import missing_runs, run_study
 
     results = tmp_path / "results"
@@ -685,6 +736,7 @@ def test_study_run_plans_and_runs_the_measuring_commands_a_row_lacks(tmp_path: P
     (folder / "corpora").mkdir(parents=True)
     (folder / "corpora" / "train.txt").touch()
     (folder / "vocab").mkdir()
+    (folder / "vocab" / BLOCKS_FILE).touch()  # a finished build: not built again
     run_study(study, steps[1:], command, tmp_path, lambda _: None)
     model = str(folder / "models" / "original" / "seed45")
     assert calls == [["train", "--modification", "original", "--seed", "45"],
@@ -754,8 +806,7 @@ def test_a_lab_study_reads_ratio_minutes_and_mrr_from_their_records(tmp_path: Pa
     study = load_study(path, CLAIMS)
     results = tmp_path / "results"
     model = {"modification": "original", "seed": 0, "fingerprint": "f"}
-    config = {"profile": "quick", "languages": "3,s", "model.hidden_size": 128,
-              "recipe.model_size": "small"}
+    config = _model_config("quick", "3,s", **{"models.small.hidden_size": 128})
     for kind, result in (("evaluate", {"metrics": {"retrieval_p1.l8": 0.3}}),
                          ("downstream", {"labels": ["en", "de"], "test": {
                              "en": {"accuracy": 0.8}, "de": {"accuracy": 0.6}}}),
@@ -882,8 +933,7 @@ def _figure_records(results: Path) -> None:
             (128, 0): (0.30, 0.70, 1800.0)}
     for (hidden, seed), (rho, german, seconds) in runs.items():
         model = {"modification": "original", "seed": seed, "fingerprint": f"h{hidden}-{seed}"}
-        config = {"profile": "quick", "languages": "3,s", "model.hidden_size": hidden,
-                  "recipe.model_size": "small"}
+        config = _model_config("quick", "3,s", **{"models.small.hidden_size": hidden})
         for kind, result in (("evaluate", {"metrics": {"retrieval_p1.l4": rho}}),
                              ("downstream", {"labels": ["en", "de"], "test": {
                                  "en": {"accuracy": 0.8}, "de": {"accuracy": 0.8 * german}}}),

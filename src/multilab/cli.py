@@ -563,7 +563,8 @@ def cmd_study(args: argparse.Namespace) -> None:
     if args.action == "run":
         _run_studies(args, cfg, [studies[name] for name in names], records)
         records = list(iter_records(cfg.paths.results))
-    results = [study_result(studies[name], records, claims) for name in names]
+    results = [study_result(studies[name], records, claims, Path(args.params), args.set or [])
+               for name in names]
     if args.action in ("list", "run"):
         lines = []
         for result in results:
@@ -619,13 +620,15 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
              if s.strip()] if args.seeds else None
     rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
     base = ["--params", args.params, *(f"--set={value}" for value in args.set or [])]
+    resolved = (Path(args.params), args.set or [])  # what the runs will resolve to
     for study in studies:  # every study's --stack checked before anything runs
         check_stack_size(study, args.stack, seeds, rows)
     if args.queue and not args.plan:
-        _queue_studies(args, cfg, [(s, missing_runs(s, records, seeds, rows)) for s in studies])
+        _queue_studies(args, cfg, [(s, missing_runs(s, records, seeds, rows, *resolved))
+                                   for s in studies])
         return
     for study in studies:
-        steps = missing_runs(study, records, seeds, rows)
+        steps = missing_runs(study, records, seeds, rows, *resolved)
         if args.plan or not steps:
             booked = {b.key: b for b in read_ledger(cfg.paths.results) if not b.stale()}
             lines = []

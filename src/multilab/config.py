@@ -377,18 +377,9 @@ class RunConfig:
         relevant = {
             k: v for k, v in self.as_params().items() if k not in NOT_IN_FINGERPRINT
         }
-        if self.study.languages == langs.DEFAULT_LANGUAGES:
-            del relevant["languages"]
-        if self.study.vocab.mode == VOCAB_MODES[0]:  # the default: as before it existed
-            del relevant["vocab.mode"]
-        if self.study.vocab.unit == VOCAB_UNITS[0]:  # likewise
-            del relevant["vocab.unit"]
-        for later, default in LATER_PARAMS.items():  # likewise for later parameters
+        for later, default in LEFT_OUT_AT_DEFAULT.items():  # as before each existed
             if relevant[later] == default:
                 del relevant[later]
-        for later, default in mods.LATER_FIELDS.items():  # likewise for later recipe fields
-            if relevant[f"recipe.{later}"] == default:
-                del relevant[f"recipe.{later}"]
         # how many share a stack is an execution detail; that a model was trained stacked is
         # not (its dropout is counter-based, training/stacked.py): one key for every k > 1
         if relevant.pop("train.stack") > 1:
@@ -422,6 +413,14 @@ STACKED_TRAINER = "stacked"
 #: out while it has its default, so those models keep their fingerprints.
 LATER_PARAMS: dict[str, Any] = {"corpus.split_clauses": False,
                                  "corpus.train_scope": NEW_TESTAMENT_SCOPE}
+#: What a fingerprint leaves out while it has its default, so that the models trained before
+#: it existed keep their fingerprints: the default languages, vocabulary mode and unit, the
+#: later parameters and recipe fields. A record written before one existed lacks it and means
+#: this value (studies/tables.py).
+LEFT_OUT_AT_DEFAULT: dict[str, Any] = {
+    "languages": ",".join(langs.DEFAULT_LANGUAGES), "vocab.mode": VOCAB_MODES[0],
+    "vocab.unit": VOCAB_UNITS[0], **LATER_PARAMS,
+    **{f"recipe.{field}": default for field, default in mods.LATER_FIELDS.items()}}
 #: Parameters that never change the trained weights: every step's randomness is seeded from
 #: (seed, step), so when curves are measured, logged or checkpointed does not matter.
 NOT_IN_FINGERPRINT = frozenset({"train.eval_points", "train.checkpoint_every", "train.log_every"})

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import math
 import os
 import re
@@ -198,9 +199,17 @@ def _conform(value: Any, hint: Any) -> Any:
     return value
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """A section's field types, evaluated once (the annotations are strings: evaluating
+    them for every field of every configuration was most of what resolving a study's rows
+    cost)."""
+    return typing.get_type_hints(cls)
+
+
 def _typed(cls: type, key: str, value: Any, where: str) -> Any:
     """One field: the right type and in range, or one line naming value and valid ones."""
-    hint = typing.get_type_hints(cls)[key]
+    hint = _hints(cls)[key]
     test, valid = RULES.get((cls, key), ((lambda v: True), ""))
     converted = _conform(value, hint)
     if converted is _INVALID or not test(converted):

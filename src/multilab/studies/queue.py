@@ -2,7 +2,7 @@
 
 On a GPU server the engine is DVC's own queue (``dvc queue start -j N`` runs N experiments at
 once), not our loop: each missing (row, seed) becomes one queued ``dvc exp run``. Its ``-S``
-overrides are the ``--set`` values the loop runs the row with (:func:`~multilab.studies.runner.
+overrides are the ``--set`` values the loop runs the row with (:func:`~multilab.studies.settings.
 study_settings`: profile, languages, vocabulary, the study's and the row's settings, the
 study's MLflow experiment, its artifacts folder), the row's modification as the pipeline's one
 ``study`` entry, the seed as its one seed, and ``rows`` naming the row (its MLflow parent).
@@ -31,7 +31,8 @@ import yaml
 
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
-from multilab.studies.runner import Step, row_setting, study_settings
+from multilab.studies.runner import Step, row_setting
+from multilab.studies.settings import study_settings
 from multilab.studies.spec import Study
 from multilab.studies.tables import row_languages
 

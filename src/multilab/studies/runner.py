@@ -36,9 +36,16 @@ from filelock import FileLock
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
 from multilab.studies import ledger
-from multilab.studies.records import Record, safe_name
+from multilab.studies.records import Record
+from multilab.studies.settings import own_data, study_artifacts, study_settings
 from multilab.studies.spec import Row, Study
-from multilab.studies.tables import MODEL_LESS, collect, row_languages, row_sources
+from multilab.studies.tables import (
+    DEFAULT_PARAMS,
+    MODEL_LESS,
+    collect,
+    row_languages,
+    row_sources,
+)
 
 Command = Callable[[list[str]], int]
 
@@ -52,11 +59,12 @@ class Step:
 
 
 def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] | None = None,
-                 rows: Sequence[str] | None = None) -> list[Step]:
-    """The (row, seed) pairs lacking a record their metrics read, in the spec's order.
+                 rows: Sequence[str] | None = None, params: Path = DEFAULT_PARAMS,
+                 overrides: Sequence[str] = ()) -> list[Step]:
+    """The (row, seed) pairs lacking a record their metrics read, in the spec's order (the
+    rows resolved from ``params`` and ``overrides``, as the runs will be: :func:`collect`).
     Static rows (``multilab static``) and similarity records (two models) are not run
     here."""
-    chosen = collect(study, list(records))
     wanted_seeds = tuple(seeds) if seeds else study.seeds
     unknown = [label for label in rows or () if study.row(label) is None]
     if unknown:
@@ -65,6 +73,7 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
                         f"{', '.join(row.label for row in study.rows)}"
                         + (f" (or their IDs {', '.join(ids)})" if ids else ""))
     wanted = {study.row(name).label for name in rows or ()}  # an ID names its row's label
+    chosen = collect(study, list(records), params, overrides)
     steps = []
     for row in study.rows:
         if (wanted and row.label not in wanted) or row.static:
@@ -95,34 +104,6 @@ def measure_commands(study: Study, step: Step, model_dir: Path) -> list[list[str
             source, _, target = variant.partition("-")
             commands.append([kind, str(model_dir), "--source", source, "--target", target])
     return commands
-
-
-def _own_data(row: Row | None) -> bool:
-    """A row with settings of its own gets its own artifacts folder: they may change its
-    corpora or vocabulary (``languages``, ``corpus.*``, ``vocab.*``), and even when they only
-    change the model (``models.small.hidden_size``, ``train.epochs``: issue 55's sweep), two
-    rows of one modification and seed would otherwise share one model folder, each run
-    retraining over the other's model (and two runners clashing in it)."""
-    return row is not None and bool(row.settings)
-
-
-def study_artifacts(study: Study, root: Path, row: Row | None = None) -> Path:
-    """Where a study's corpora, vocabulary and models live: ``artifacts/studies/<name>/``,
-    and a subfolder per row that has settings of its own."""
-    base = root / "artifacts" / "studies" / study.name
-    return base / f"row-{safe_name(row.label)}" if row is not None and _own_data(row) else base
-
-
-def study_settings(study: Study, root: Path, row: Row | None = None) -> list[str]:
-    """The ``--set`` values every command of the study runs with (for ``row``: with the
-    row's settings, its ``languages`` winning over the study's)."""
-    base = study_artifacts(study, root, row)
-    values = {"profile": study.profile, "experiment": study.name,
-              "languages": "[" + ", ".join(study.languages) + "]",
-              "paths.artifacts": base, "paths.metrics": base / "metrics",
-              "paths.reports": base / "reports", "study": "[original]", "seeds": "[0]",
-              **study.settings, **(row.settings if row is not None else {})}
-    return [f"{key}={value}" for key, value in values.items()]
 
 
 def row_setting(rows: Iterable[Row]) -> str:
@@ -258,7 +239,7 @@ class _Runner:
             with FileLock(artifacts / ".prepare.lock"):  # a second runner waits here
                 if not (artifacts / "corpora" / "train.txt").is_file():
                     self.say(f"study {self.study.name}: building its corpora"
-                             + (f" (row {row.label})" if _own_data(row) else ""))
+                             + (f" (row {row.label})" if own_data(row) else ""))
                     self.run(settings, "corpus", "build")
                 if not vocab_built(artifacts / "vocab"):
                     self.run(settings, "vocab")

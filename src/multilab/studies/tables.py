@@ -1,8 +1,9 @@
 """Study tables and verdicts, computed from the committed records alone.
 
-For each study: which records belong to which (row, seed) — the record's modification, seed
-and configuration (profile, languages, the study's and the row's settings) must match —,
-each row's mean ± std per metric beside the paper's, and each claim's verdict by the one rule
+For each study: which records belong to which (row, seed) — a record of one model belongs to a
+row when its seed is one of the row's and its configuration is the row's resolved one (what
+``multilab study run`` trains for the row) on every key that decides the model —, each
+row's mean ± std per metric beside the paper's, and each claim's verdict by the one rule
 (:mod:`multilab.studies.verdict`). A number without a record never appears; a (row, seed)
 without one is counted as missing. The claims summary counts over the whole claim list, so a
 claim no study tests yet is *not measured*, never dropped.
@@ -13,13 +14,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from multilab.config import LEFT_OUT_AT_DEFAULT, NOT_IN_FINGERPRINT
 from multilab.lab import cells
 from multilab.lab import modifications as mods
 from multilab.lab.cells import number
@@ -32,6 +34,7 @@ from multilab.studies.metrics import (
     record_variant,
 )
 from multilab.studies.records import Record
+from multilab.studies.settings import row_configuration
 from multilab.studies.spec import (
     Row,
     Study,
@@ -48,6 +51,8 @@ from multilab.studies.verdict import (
     compare_with_paper,
 )
 
+#: the parameter file a table's rows are resolved from (the command line's default)
+DEFAULT_PARAMS = Path("params.yaml")
 #: in a study's metric, the row's language pair (a row's ``pair``: ``3-s``)
 PAIR = "<pair>"
 
@@ -75,29 +80,66 @@ def _languages_text(value: Any) -> str:
     return ",".join(part.strip() for part in str(value).split(","))
 
 
-def _matches(record: Record, study: Study, row: Row, seed: int) -> bool:
+#: Keys of a row's configuration a record need not share: the seed (a row has several, each
+#: record is one seed's), how many models shared the record's training stack (``study run
+#: --stack``: how the runner scheduled the row's models, not which models; a stacked model is
+#: another draw of the same configuration, as a GPU's is) and the modification (compared by
+#: the registry, :func:`~multilab.lab.modifications.same_modification`, whatever its
+#: spelling). The parameters that never change a model's weights are the fingerprint's own
+#: list, :data:`~multilab.config.NOT_IN_FINGERPRINT` (curve points, checkpoint and log
+#: cadence); paths, experiment, rows and threads are not in a configuration at all.
+OPEN_KEYS = frozenset({"seed", "train.stack", "modification"})
+#: The measurement settings a record's ``config`` block carries beside its model's (``cli``'s
+#: ``_record``): compared where the study or the row pins one (``evaluate.layers: all``)
+MEASUREMENT_SECTIONS = ("evaluate.", "downstream.")
+
+
+def _matches(record: Record, study: Study, row: Row, seed: int,
+             configuration: Mapping[str, Any] | None) -> bool:
+    """Whether ``record`` is one of ``row``'s at ``seed``: a record of one model when its
+    configuration is the row's (``configuration``: :func:`row_configuration`), a record of
+    no single model by :func:`_matches_model_less`."""
     if study.records_from is not None and not str(
             record.data["provenance"].get("imported_from") or "").startswith(study.records_from):
         return False
     if record.kind in MODEL_LESS or row.static:
         return _matches_model_less(record, study, row, seed)
     model = record.model
-    if model is None or model.get("seed") != seed:
+    if configuration is None or model is None or model.get("seed") != seed:
         return False
     if not mods.same_modification(str(model["modification"]), row.modification):
-        return False
-    config = record.data["config"]
-    if _languages_text(config.get("languages", "")) != row_languages(study, row):
         return False
     fine_tune = row.fine_tune or study.fine_tune
     if record.kind == "downstream" and fine_tune is not None:
         tuned = (record.data["result"].get("languages") or [None])[0]
         if tuned is not None and str(tuned) != fine_tune:
             return False
-    expected: dict[str, Any] = {"profile": study.profile}
-    expected |= {key: value for key, value in {**study.settings, **row.settings}.items()
-                 if key != "languages"}
-    return all(_same(_config_value(config, key), value) for key, value in expected.items())
+    config = record.data["config"]
+    measured = {key: value for key, value in {**study.settings, **row.settings}.items()
+                if key.startswith(MEASUREMENT_SECTIONS)}
+    return same_configuration(config, configuration) and all(
+        _same(config.get(key), value) for key, value in measured.items())
+
+
+def same_configuration(found: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether a record's configuration ``found`` is ``wanted`` (a row's resolved one) on
+    every key ``wanted`` defines, but :data:`OPEN_KEYS` and the fingerprint's
+    :data:`~multilab.config.NOT_IN_FINGERPRINT`. A key the record lacks was added after the
+    record was written, so the record's model had the value the fingerprint leaves out
+    (:data:`~multilab.config.LEFT_OUT_AT_DEFAULT`); a key the fingerprint never leaves out
+    is one the record cannot be shown to share."""
+    for key, value in wanted.items():
+        if key in OPEN_KEYS or key in NOT_IN_FINGERPRINT:
+            continue
+        if key in found:
+            have = found[key]
+        elif key in LEFT_OUT_AT_DEFAULT:
+            have = LEFT_OUT_AT_DEFAULT[key]
+        else:
+            return False
+        if _plain(have) != _plain(value):
+            return False
+    return True
 
 
 def _matches_model_less(record: Record, study: Study, row: Row, seed: int) -> bool:
@@ -124,19 +166,6 @@ def _matches_model_less(record: Record, study: Study, row: Row, seed: int) -> bo
     expected = {key: value for key, value in {**study.settings, **row.settings}.items()
                 if key != "languages" and key in config}
     return all(_same(config[key], value) for key, value in expected.items())
-
-
-def _config_value(config: Mapping[str, Any], key: str) -> Any:
-    """A study setting's value in a record's configuration. ``models.<size>.<key>`` (how
-    ``--set`` names a model setting) is the record's ``model.<key>`` when the record trained
-    that size (``recipe.model_size``), else absent."""
-    if key in config or not key.startswith("models."):
-        return config.get(key)
-    parts = key.split(".", 2)
-    if len(parts) < 3:
-        return None
-    _, size, rest = parts
-    return config.get(f"model.{rest}") if config.get("recipe.model_size") == size else None
 
 
 def _same(found: Any, wanted: Any) -> bool:
@@ -185,30 +214,36 @@ class StudyResult:
 Chosen = dict[tuple[str, int, str, str], Record]
 
 
-def _specificity(row: Row) -> int:
-    """How many settings a row pins beyond the study's (its languages aside)."""
-    return sum(key != "languages" for key in row.settings)
-
-
-def collect(study: Study, records: Iterable[Record]) -> Chosen:
+def collect(study: Study, records: Iterable[Record], params: Path = DEFAULT_PARAMS,
+            overrides: Sequence[str] = ()) -> Chosen:
     """(row label, seed, kind, variant) → the newest matching record.
 
-    A row matches a record on the settings it names, so a row that names none (a sweep's
-    base point) would also match every record of the rows that vary one setting from it: a
-    record goes to the matching rows that pin the most settings (h64-l4's model is h64-l4's,
-    not also the base point h128-l6's)."""
+    A record of one model belongs to every row whose resolved configuration (``params`` +
+    ``overrides`` + the study's profile, languages and settings + the row's settings, the
+    row's modification resolved: what ``multilab study run`` trains for it) it agrees with
+    (:func:`same_configuration`): the record of a 4-layer model is the 4-layer row's, not
+    also the base row's, and a record whose model differs from every row in one setting is
+    no row's."""
+    configurations = {row.label: row_configuration(study, row, params, overrides)
+                      for row in study.rows if _reads_a_model(study, row)}
     chosen: Chosen = {}
     for record in records:
         for seed in study.seeds:
-            rows = [row for row in study.rows if _matches(record, study, row, seed)]
-            most = max(map(_specificity, rows), default=0)
-            for row in (row for row in rows if _specificity(row) == most):
+            for row in study.rows:
+                if not _matches(record, study, row, seed, configurations.get(row.label)):
+                    continue
                 key = (row.label, seed, record.kind, record_variant(record))
                 older = chosen.get(key)
                 if older is None or record.data["provenance"].get("date", "") >= \
                         older.data["provenance"].get("date", ""):
                     chosen[key] = record
     return chosen
+
+
+def _reads_a_model(study: Study, row: Row) -> bool:
+    """Whether a row's metrics read records of one lab model (not a static row, nor a row
+    of similarities only, whose two editions need not be a model's languages: ``[3, 3]``)."""
+    return not row.static and any(kind not in MODEL_LESS for kind, _ in row_sources(study, row))
 
 
 def row_sources(study: Study, row: Row) -> list[tuple[str, str]]:
@@ -250,9 +285,12 @@ def _cell(study: Study, chosen: Chosen, row: Row, metric: str) -> Cell:
     return Cell(tuple(values), tuple(devices), tuple(seeds))
 
 
-def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, Claim]
+def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, Claim],
+                 params: Path = DEFAULT_PARAMS, overrides: Sequence[str] = ()
                  ) -> StudyResult:
-    chosen = collect(study, list(records))
+    """The study's table and verdicts from ``records`` (which belong to which row:
+    :func:`collect`, the rows resolved from ``params`` and ``overrides``)."""
+    chosen = collect(study, list(records), params, overrides)
     cells: dict[tuple[str, str], Cell] = {}
     for row in study.rows:
         for metric in study.metrics:
