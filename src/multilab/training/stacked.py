@@ -30,6 +30,7 @@ trainer (training/train.py) is untouched: it keeps the global-generator dropout.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import copy
 import math
@@ -738,20 +739,49 @@ class StackedTrainer:
         #: each member's real tokens in the last :meth:`batch`
         self.tokens: list[int] = [0] * len(self.members)
         self.batcher = StackBatcher(self.members, settings, self.sites)
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
+        self._ahead: tuple[int, concurrent.futures.Future] | None = None
         self._batched = torch.func.vmap(self._one, randomness="error")
 
     def _one(self, params, buffers, *args):
         return torch.func.functional_call(self.skeleton, (params, buffers), args)
 
-    def __call__(self, step: int) -> list[dict[str, float]]:
-        """Optimizer step ``step`` (0-based) of every member; their rows (loss, lr, …)."""
-        return self.update(step, self.batch(step))
+    def __call__(self, step: int, prefetch: bool = False) -> list[dict[str, float]]:
+        """Optimizer step ``step`` (0-based) of every member; their rows (loss, lr, …).
+        ``prefetch``: build step ``step + 1``'s batch in a worker thread meanwhile."""
+        batch = self.batch(step)
+        if prefetch:
+            self.prefetch(step + 1)
+        return self.update(step, batch)
+
+    def prefetch(self, step: int) -> None:
+        """Start building step ``step``'s CPU tensors in a worker thread, which
+        :meth:`batch` of that step then takes: the batch's tensor work (most of it, the
+        GIL released) overlaps the device's part of the step before. The batch is a
+        function of the step alone, so it is the same integers either way."""
+        if self._worker is None:
+            self._worker = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="stack-batches")
+        self._ahead = (step, self._worker.submit(self.batcher, step))
+
+    def close(self) -> None:
+        """End the prefetch worker (a prefetched batch not taken is dropped)."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True, cancel_futures=True)
+            self._worker, self._ahead = None, None
 
     def batch(self, step: int) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
         """The CPU's part of a step: every member's batch and masks, padded and stacked
         piece by piece (on the device), with the dropout words; and the members' counts
-        of selected positions. Built for all members at once (:class:`StackBatcher`)."""
-        prepared, totals, self.tokens = self.batcher(step)
+        of selected positions. Built for all members at once (:class:`StackBatcher`), or
+        taken from :meth:`prefetch`."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == step:
+            prepared, totals, self.tokens = ahead[1].result()
+        else:
+            if ahead is not None:  # another step's: let it end (it moves the batch orders)
+                concurrent.futures.wait([ahead[1]])
+            prepared, totals, self.tokens = self.batcher(step)
         return ([{k: v.to(self.device) for k, v in piece.items()} for piece in prepared],
                 torch.tensor([float(total) for total in totals], device=self.device))
 
