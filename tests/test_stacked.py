@@ -148,6 +148,22 @@ def test_the_vectorised_batch_is_the_member_by_member_one(smoke_run, length_piec
                 assert torch.equal(piece[key], tensor), (step, key)
 
 
+def test_a_prefetched_batch_trains_the_same_stack(smoke_run):
+    """The next batch built in a worker thread (``prefetch``) is the batch of that step:
+    the stack ends bit for bit where one without prefetch ends."""
+    settings = _settings(smoke_run, layers=1)
+    with one_torch_thread():
+        stacks = [stacked.StackedTrainer([_member(smoke_run, 0), _member(smoke_run, 1)],
+                                         settings) for _ in range(2)]
+        for step in range(3):
+            stacks[0](step)
+            stacks[1](step, prefetch=True)
+        stacks[1].close()
+    for index in range(2):
+        for name, weight in stacks[0].member_state(index).items():
+            assert torch.equal(stacks[1].member_state(index)[name], weight), name
+
+
 def test_counter_dropout_ignores_padding_and_keeps_one_minus_p():
     drop = stacked.CounterDropout(0.1, 0, padded=(1,)).train()
     words = torch.tensor(stacked.dropout_words(3, 5, 0, 1))
