@@ -109,9 +109,10 @@ def test_a_member_does_not_depend_on_its_neighbours(smoke_run):
                            first.member_state(1)["bert.embeddings.word_embeddings.weight"])
 
 
-@pytest.mark.parametrize(("length_pieces", "grad_accum"), [(1, 1), (4, 2)])
+@pytest.mark.parametrize(("length_pieces", "grad_accum", "attend"),
+                         [(1, 1, False), (1, 1, True), (4, 2, True)])
 def test_the_vectorised_batch_is_the_member_by_member_one(smoke_run, length_pieces,
-                                                           grad_accum):
+                                                           grad_accum, attend):
     """``StackedTrainer.batch`` (all members at once, :class:`stacked.StackBatcher`) builds
     the same integers as the member-by-member path (``member_pieces`` + ``stack_pieces``,
     what ``SoloTrainer`` runs), key by key, over two epochs: members of every input and
@@ -126,11 +127,11 @@ def test_the_vectorised_batch_is_the_member_by_member_one(smoke_run, length_piec
              (3, "knn-replace", 50), (4, "shift-special;lang-pos", 80), (5, "no-random", 3)]
     members = [_member(run, seed, mod, sentences=n) for seed, mod, n in specs]
     # attend-padding's inputs (its recipe refuses pieces at resolve time; the batch does not)
-    members[1].examples.attend_padding = True
+    members[1].examples.attend_padding = attend
     knn = members[3]
     knn.knn_table = torch.randint(0, 2 * VOCAB, (2 * VOCAB, 3),
                                   generator=torch.Generator().manual_seed(9))
-    assert knn.replacement[3] > 0 and members[1].examples.attend_padding
+    assert knn.replacement[3] > 0
     stack = stacked.StackedTrainer(members, settings)
     steps = 2 * max(m.order(model.global_batch, train.bucket_chunk).steps_per_epoch
                     for m in members)

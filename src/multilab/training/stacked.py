@@ -419,15 +419,19 @@ class StackBatcher:
         self.example_base = torch.tensor(
             [0, *torch.cumsum(torch.tensor([len(f.lengths) for f in flats]), 0).tolist()[:-1]])
         token_base = [0, *torch.cumsum(torch.tensor([len(f.ids) for f in flats]), 0).tolist()]
-        self.ids = torch.cat([f.ids for f in flats])
-        self.positions = torch.cat([f.positions for f in flats])
-        self.segments = torch.cat([f.segments for f in flats])
-        self.words = torch.cat([f.words for f in flats])
+        # one padding token after the last (what a batch holds outside its rows)
+        def joined(part: str, pad: int) -> torch.Tensor:
+            tensors = [getattr(f, part) for f in flats]
+            return torch.cat([*tensors, torch.full((1,), pad, dtype=tensors[0].dtype)])
+
+        self.ids, self.positions = joined("ids", PAD_ID), joined("positions", 0)
+        self.segments, self.words = joined("segments", 0), joined("words", False)
         self.starts = torch.cat([f.starts + base for f, base in zip(flats, token_base,
                                                                      strict=False)])
         self.lengths = torch.cat([f.lengths for f in flats])
         self.languages = torch.cat([f.languages for f in flats])
         self.attend_padding = torch.tensor([m.examples.attend_padding for m in self.members])
+        self.any_attend = bool(self.attend_padding.any())
         languages = settings.languages
         self.mask_ids = torch.tensor([[m.encoder.mask_id(lang) for lang in range(languages)]
                                       for m in self.members])
@@ -464,7 +468,7 @@ class StackBatcher:
             pieces = [pieces[number] for pieces in member_pieces_]
             if all(len(p) == 0 for p in pieces):
                 continue
-            stacked = self._piece(pieces, batch, corrupted, selected, lengths)
+            stacked = self._piece(pieces, batch, corrupted, selected, lengths, rows)
             stacked["words"] = stacked_dropout_words([m.seed for m in self.members], step,
                                                      number, self.sites)
             prepared.append(stacked)
@@ -473,31 +477,28 @@ class StackBatcher:
     def _gather(self, example: torch.Tensor, lengths: torch.Tensor
                 ) -> dict[str, torch.Tensor]:
         """Every member's batch as ``collate`` pads it, at the widest member's width
-        ([k, rows, width] each; a member's columns past its own width and its missing rows
-        hold padding that is never selected nor used)."""
+        ([k, rows, width] each, int32 until the pieces; a member's columns past its own
+        width and its missing rows hold padding that is never selected nor used)."""
         width = int(lengths.max())
         column = torch.arange(width)
         inside = column[None, None, :] < lengths[..., None]
         start = self.starts[example]
-        flat = (start[..., None] + column).clamp(max=len(self.ids) - 1)
-        ids = self.ids[flat].long()
-        positions = self.positions[flat].long()
-        segments = self.segments[flat].long()
-        attend = self.attend_padding[:, None, None]
-        first_id, first_position = ids[..., :1], positions[..., :1]
-        last = (start + (lengths - 1).clamp(min=0)).clamp(max=len(self.ids) - 1)
-        last_segment = self.segments[last].long()[..., None]
-        return {
-            "input_ids": torch.where(inside, ids, torch.where(
-                attend, first_id - CLS_ID + PAD_ID, PAD_ID)),
-            "attention_mask": (inside | attend).long(),
-            "position_ids": torch.where(inside, positions,
-                                        torch.where(attend, first_position + column, 0)),
-            "token_type_ids": torch.where(inside, segments,
-                                          torch.where(attend, last_segment, 0)),
-            "word_mask": inside & self.words[flat],
-            "languages": self.languages[example],
-        }
+        # outside a row: the padding token after the last one (PAD_ID, position 0, …)
+        flat = torch.where(inside, start[..., None] + column, len(self.ids) - 1)
+        batch = {"input_ids": self.ids[flat], "attention_mask": inside,
+                 "position_ids": self.positions[flat], "token_type_ids": self.segments[flat],
+                 "word_mask": self.words[flat], "languages": self.languages[example]}
+        if self.any_attend:  # attend-padding: collate's attended padding
+            attend = self.attend_padding[:, None, None]
+            shown = attend & ~inside
+            ids, positions = batch["input_ids"], batch["position_ids"]
+            last = start + (lengths - 1).clamp(min=0)
+            batch["input_ids"] = torch.where(shown, ids[..., :1] - CLS_ID + PAD_ID, ids)
+            batch["position_ids"] = torch.where(shown, positions[..., :1] + column, positions)
+            batch["token_type_ids"] = torch.where(shown, self.segments[last][..., None],
+                                                  batch["token_type_ids"])
+            batch["attention_mask"] = inside | attend
+        return batch
 
     def _mask(self, step: int, batch: dict[str, torch.Tensor], lengths: torch.Tensor,
               rows: torch.Tensor) -> tuple[torch.Tensor, list[int], torch.Tensor]:
@@ -517,7 +518,7 @@ class StackBatcher:
             first = word_mask[index].nonzero()[0]  # never an empty loss
             selected[index, first[0], first[1]] = True
         counts = selected.flatten(1).sum(1).tolist()
-        labels = ids[selected]
+        labels = ids[selected].long()
         where = selected.nonzero()
         member_of, row_of = where[:, 0], where[:, 1]
         language = batch["languages"][member_of, row_of]
@@ -546,12 +547,12 @@ class StackBatcher:
         replaced = torch.where(choice == 2, torch.cat(randoms), replaced)
         replaced = torch.where(choice == 3, torch.cat(neighbours), replaced)
         corrupted = ids.clone()
-        corrupted[selected] = replaced
+        corrupted[selected] = replaced.to(ids.dtype)
         return selected, counts, corrupted
 
     def _piece(self, pieces: Sequence[torch.Tensor], batch: dict[str, torch.Tensor],
-               corrupted: torch.Tensor, selected: torch.Tensor, lengths: torch.Tensor
-               ) -> dict[str, torch.Tensor]:
+               corrupted: torch.Tensor, selected: torch.Tensor, lengths: torch.Tensor,
+               batch_rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """One gradient piece of every member (row positions of its batch, maybe none),
         padded and stacked as :func:`stack_pieces` does."""
         k = len(pieces)
@@ -563,16 +564,26 @@ class StackBatcher:
         real_row = torch.arange(rows)[None, :] < counts[:, None]
         own_width = torch.where(real_row, lengths.gather(1, row), 0).max(1).values  # [k]
         width = int(own_width.max())
-        inside = real_row[..., None] & (torch.arange(width)[None, None, :]
-                                        < own_width[:, None, None])
+        # one piece of the whole batch (the GPU's case): the batch itself, no gather
+        whole = bool((counts == batch_rows).all()) and bool(
+            ((row == torch.arange(rows)) | ~real_row).all())
         member = torch.arange(k)[:, None]
+
+        def cut(source: torch.Tensor) -> torch.Tensor:
+            return source[:, :rows, :width] if whole else source[member, row, :width]
+
         fills = {"input_ids": PAD_ID, "attention_mask": 0, "position_ids": 0,
                  "token_type_ids": 0}
+        # outside a member's rows and width the batch already holds these fills, but for
+        # missing rows of a gathered piece and attend-padding's attended padding
+        exact = whole and not self.any_attend
+        inside = real_row[..., None] & (torch.arange(width)[None, None, :]
+                                        < own_width[:, None, None])
         out = {}
         for key, fill in fills.items():
-            source = corrupted if key == "input_ids" else batch[key]
-            out[key] = torch.where(inside, source[member, row, :width], fill)
-        chosen = selected[member, row, :width] & inside
+            source = cut(corrupted if key == "input_ids" else batch[key])
+            out[key] = (source if exact else torch.where(inside, source, fill)).long()
+        chosen = cut(selected) if exact else cut(selected) & inside
         where = chosen.nonzero()
         owner, place = where[:, 0], where[:, 1] * width + where[:, 2]
         per_member = torch.bincount(owner, minlength=k)
@@ -581,7 +592,7 @@ class StackBatcher:
         out["positions"] = torch.zeros(k, count, dtype=torch.long)
         out["positions"][owner, rank] = place
         out["labels"] = torch.full((k, count), IGNORE, dtype=torch.long)
-        out["labels"][owner, rank] = batch["input_ids"][member, row, :width][chosen]
+        out["labels"][owner, rank] = cut(batch["input_ids"])[chosen].long()
         return out
 
 
