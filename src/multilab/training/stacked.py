@@ -11,7 +11,10 @@ draws is its own and does not depend on who it is stacked with.
 - **data and masks**: each member its own :class:`~multilab.data.batches.BatchOrder` (seeded
   by its seed) and :func:`~multilab.data.batches.mask_tokens` (``seeded_generator(seed,
   step, 1)``), as the single-model trainer draws them; a step's pieces are padded to the
-  widest member's (masked, never attended, so a member's outputs do not see them).
+  widest member's (masked, never attended, so a member's outputs do not see them). The
+  stack builds them for all members at once (:class:`StackBatcher`: the same integers as
+  member by member, each member's draws from its own generator), optionally in a worker
+  thread ahead of the step (:meth:`StackedTrainer.prefetch`).
 - **dropout**: ``vmap(randomness="different")`` would draw every member's masks from one
   global stream, so a member's masks would depend on its place in the stack. Dropout is
   counter-based instead (:class:`CounterDropout`): the keep bit of an element is a hash of

@@ -8,6 +8,9 @@ and final model folder (:mod:`~multilab.training.checkpoints`), ``multilab.json`
 log, curve points and MLflow run (:mod:`~multilab.training.run_tracking`). The members'
 MLflow runs are visited in turn (``tracking.run(..., suspend=True)``: MLflow holds one active
 run per thread); ``tracking.held_runs`` ends them KILLED or FAILED if the process stops.
+Around the step the loop keeps the main thread free for the device: the next step's batch is
+built in a worker thread meanwhile (``prefetch``), and the members' windows of step rows go
+to MLflow from another (:class:`_Sender`).
 
 A member's results do not depend on who it was stacked with (tests/test_stacked.py), so
 members need not stay together: after a kill, members may hold checkpoints of different
