@@ -373,8 +373,8 @@ def stacked_dropout_words(seeds: Sequence[int], step: int, piece: int, sites: in
 
 @dataclass
 class _FlatExamples:
-    """A member's examples as flat token arrays (built once, cached on the examples): a
-    batch is then one gather, not ``collate`` over hundreds of small tensors."""
+    """A member's examples as flat token arrays: a batch is then one gather, not
+    ``collate`` over hundreds of small tensors."""
 
     ids: torch.Tensor  # [tokens] int32, every example's ids one after another
     positions: torch.Tensor  # [tokens] int32
@@ -386,6 +386,9 @@ class _FlatExamples:
 
 
 def _flat_examples(examples: Examples) -> _FlatExamples:
+    """Built once per examples and kept with them (a regroup builds a new stack of the same
+    members: 60,000 examples take seconds to flatten; int32, a quarter of the encoded
+    tensors' bytes)."""
     cached = getattr(examples, "_flat", None)
     if cached is None:
         ids, positions, segments, words = zip(*examples.encoded, strict=True)
