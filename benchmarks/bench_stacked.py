@@ -166,6 +166,93 @@ def throughput(args: argparse.Namespace, device: str, report) -> dict[str, Any]:
     return out
 
 
+def cpu_part(args: argparse.Namespace, report) -> dict[str, Any]:
+    """Seconds of the stack's CPU part alone (``StackedTrainer.batch``, on the CPU) at each k
+    in ``--time-ks``: the vectorised batch against the member-by-member one
+    (``batch_member_by_member``, what ``batch`` was before), taking turns step by step, and
+    with ``--profile-cpu-part`` the cProfile of each arm's top functions."""
+    out: dict[str, Any] = {"rows": [], "load_average_samples": [load_average()]}
+    for k in args.time_ks:
+        members, settings = members_and_settings(args, k)
+        stack = stacked.StackedTrainer(members, settings, "cpu")
+        arms = {"member_by_member": stack.batch_member_by_member, "vectorised": stack.batch}
+        seconds = dict.fromkeys(arms, 0.0)
+        for step in range(args.warmup + args.steps):
+            for name, arm in arms.items():
+                started = time.perf_counter()
+                arm(step)
+                if step >= args.warmup:
+                    seconds[name] += time.perf_counter() - started
+        out["load_average_samples"].append(load_average())
+        row: dict[str, Any] = {
+            "k": k, "steps": args.steps,
+            **{f"{name}_ms_per_step": round(1000 * s / args.steps, 2)
+               for name, s in seconds.items()},
+            **{f"{name}_ms_per_member": round(1000 * s / args.steps / k, 3)
+               for name, s in seconds.items()},
+            "speedup": round(seconds["member_by_member"] / seconds["vectorised"], 2)}
+        if args.profile_cpu_part:
+            row["profile"] = {name: _top_functions(arm, args.warmup + args.steps, args.steps)
+                              for name, arm in arms.items()}
+        out["rows"].append(row)
+        report(out)
+        print({key: value for key, value in row.items() if key != "profile"}, flush=True)
+    return out
+
+
+def prefetch_overlap(args: argparse.Namespace, report) -> dict[str, Any]:
+    """Whole stacked steps on the CPU at each k in ``--time-ks``: the batch built before
+    the device's part (``batch`` then ``update``) against the next step's batch built in a
+    worker thread meanwhile (``trainer(step, prefetch=True)``); two stacks of the same
+    members, taking turns step by step. The batch's own time is timed apart first."""
+    out: dict[str, Any] = {"rows": [], "load_average_samples": [load_average()]}
+    for k in args.time_ks:
+        members, settings = members_and_settings(args, k)
+        plain = stacked.StackedTrainer(members, settings, "cpu")
+        ahead = stacked.StackedTrainer(members_and_settings(args, k)[0], settings, "cpu")
+        seconds = {"batch_alone": 0.0, "in_turn": 0.0, "prefetched": 0.0}
+        for step in range(args.warmup + args.steps):
+            timed = step >= args.warmup
+            started = time.perf_counter()
+            batch = plain.batch(step)
+            built = time.perf_counter()
+            plain.update(step, batch)
+            done = time.perf_counter()
+            ahead(step, prefetch=True)
+            if timed:
+                seconds["batch_alone"] += built - started
+                seconds["in_turn"] += done - started
+                seconds["prefetched"] += time.perf_counter() - done
+        ahead.close()
+        out["load_average_samples"].append(load_average())
+        row = {"k": k, "steps": args.steps,
+               **{f"{name}_s_per_step": round(s / args.steps, 3) for name, s in seconds.items()},
+               "batch_share_in_turn": round(seconds["batch_alone"] / seconds["in_turn"], 3),
+               "prefetched_vs_in_turn": round(seconds["in_turn"] / seconds["prefetched"], 3)}
+        out["rows"].append(row)
+        report(out)
+        print(row, flush=True)
+    return out
+
+
+def _top_functions(arm, first_step: int, steps: int, top: int = 8) -> list[dict[str, Any]]:
+    """cProfile of ``steps`` calls of ``arm``: the functions with the most own time."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for step in range(first_step, first_step + steps):
+        arm(step)
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    total = sum(entry[2] for entry in stats.values())
+    ranked = sorted(stats.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    return [{"function": f"{Path(file).name}:{line}({name})", "calls": entry[1],
+             "own_share": round(entry[2] / total, 3)}
+            for (file, line, name), entry in ranked]
+
+
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -193,6 +280,14 @@ def main() -> None:
                         help="the k at which k separate models are timed too")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--cpu-part-only", action="store_true",
+                        help="time only the stack's CPU part (its batches, on the CPU) at "
+                             "--time-ks, vectorised against member by member")
+    parser.add_argument("--profile-cpu-part", action="store_true",
+                        help="with --cpu-part-only: the top functions of each arm (cProfile)")
+    parser.add_argument("--prefetch-only", action="store_true",
+                        help="time whole steps at --time-ks on the CPU, the next batch "
+                             "built in a worker thread against in turn")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--batch", type=int, default=None,
                         help="BERT-small's batch instead of the profile's (the op count does "
@@ -207,6 +302,24 @@ def main() -> None:
         "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(),
         "args": {k: str(v) for k, v in vars(args).items()},
     }
+    if args.prefetch_only:
+        def report_prefetch(partial: dict[str, Any]) -> None:
+            record["prefetch"] = partial
+            write_json(args.out, record)
+
+        record["what"] = ("the stacked trainer's step with the next batch prefetched in a "
+                          "worker thread against in turn")
+        prefetch_overlap(args, report_prefetch)
+        return
+    if args.cpu_part_only:
+        def report_cpu(partial: dict[str, Any]) -> None:
+            record["cpu_part"] = partial
+            write_json(args.out, record)
+
+        record["what"] = ("the stacked trainer's CPU part (StackedTrainer.batch): vectorised "
+                          "over members against member by member")
+        cpu_part(args, report_cpu)
+        return
     if args.kernel_ks:
         record["launch_proxy"] = launch_proxy(args, args.device)
         write_json(args.out, record)

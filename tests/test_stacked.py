@@ -109,6 +109,62 @@ def test_a_member_does_not_depend_on_its_neighbours(smoke_run):
                            first.member_state(1)["bert.embeddings.word_embeddings.weight"])
 
 
+@pytest.mark.parametrize(("length_pieces", "grad_accum", "attend"),
+                         [(1, 1, False), (1, 1, True), (4, 2, True)])
+def test_the_vectorised_batch_is_the_member_by_member_one(smoke_run, length_pieces,
+                                                           grad_accum, attend):
+    """``StackedTrainer.batch`` (all members at once, :class:`stacked.StackBatcher`) builds
+    the same integers as the member-by-member path (``member_pieces`` + ``stack_pieces``,
+    what ``SoloTrainer`` runs), key by key, over two epochs: members of every input and
+    masking kind that stacks (attend-padding's attended padding, sep-emb's in-language
+    random ids, knn's neighbours, shift-special's [MASK], lang-pos), corpora of other
+    sizes (other epoch lengths, a last batch cut short, empty pieces)."""
+    run = smoke_run
+    model = replace(run.model, num_hidden_layers=1, grad_accum=grad_accum)
+    train = replace(run.study.train, length_pieces=length_pieces)
+    settings = stacked.Settings(model, 2 * VOCAB, 2, train)
+    specs = [(0, "original", 80), (1, "original", 30), (2, "sep-emb", 80),
+             (3, "knn-replace", 50), (4, "shift-special;lang-pos", 80), (5, "no-random", 3)]
+    members = [_member(run, seed, mod, sentences=n) for seed, mod, n in specs]
+    # attend-padding's inputs (its recipe refuses pieces at resolve time; the batch does not)
+    members[1].examples.attend_padding = attend
+    knn = members[3]
+    knn.knn_table = torch.randint(0, 2 * VOCAB, (2 * VOCAB, 3),
+                                  generator=torch.Generator().manual_seed(9))
+    assert knn.replacement[3] > 0
+    stack = stacked.StackedTrainer(members, settings)
+    steps = 2 * max(m.order(model.global_batch, train.bucket_chunk).steps_per_epoch
+                    for m in members)
+    for step in range(steps):
+        reference, reference_totals = stack.batch_member_by_member(step)
+        reference_tokens = list(stack.tokens)
+        pieces, totals = stack.batch(step)
+        assert torch.equal(totals, reference_totals)
+        assert stack.tokens == reference_tokens
+        assert len(pieces) == len(reference)
+        for piece, expected in zip(pieces, reference, strict=True):
+            assert piece.keys() == expected.keys()
+            for key, tensor in expected.items():
+                assert piece[key].dtype == tensor.dtype, (step, key)
+                assert torch.equal(piece[key], tensor), (step, key)
+
+
+def test_a_prefetched_batch_trains_the_same_stack(smoke_run):
+    """The next batch built in a worker thread (``prefetch``) is the batch of that step:
+    the stack ends bit for bit where one without prefetch ends."""
+    settings = _settings(smoke_run, layers=1)
+    with one_torch_thread():
+        stacks = [stacked.StackedTrainer([_member(smoke_run, 0), _member(smoke_run, 1)],
+                                         settings) for _ in range(2)]
+        for step in range(3):
+            stacks[0](step)
+            stacks[1](step, prefetch=True)
+        stacks[1].close()
+    for index in range(2):
+        for name, weight in stacks[0].member_state(index).items():
+            assert torch.equal(stacks[1].member_state(index)[name], weight), name
+
+
 def test_counter_dropout_ignores_padding_and_keeps_one_minus_p():
     drop = stacked.CounterDropout(0.1, 0, padded=(1,)).train()
     words = torch.tensor(stacked.dropout_words(3, 5, 0, 1))

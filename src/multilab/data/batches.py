@@ -387,7 +387,7 @@ def mask_tokens(
         random_ids = torch.randint(0, encoder.total_size, (n,), generator=generator)
     replaced = torch.where(choice == 2, random_ids, replaced)
     if probs[3] > 0:
-        neighbours = _knn_neighbours(labels, encoder, knn_table, generator)
+        neighbours = knn_neighbours(labels, encoder, knn_table, generator)
         replaced = torch.where(choice == 3, neighbours, replaced)
     corrupted = ids.clone()
     corrupted[selected] = replaced
@@ -397,7 +397,7 @@ def mask_tokens(
                        token_mask=batch.real_tokens(), next_sentence=batch.next_sentence)
 
 
-def _knn_neighbours(
+def knn_neighbours(
     labels: torch.Tensor,
     encoder: InputEncoder,
     knn_table: torch.Tensor | None,

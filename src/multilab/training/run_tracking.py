@@ -9,7 +9,7 @@ process) lets a later process tell a live run from an orphan.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -105,13 +105,21 @@ def logged_through(run: RunConfig, run_id: str) -> int:
     return max((step for step, _ in history), default=0)
 
 
+def _send_now(run_id: str, rows: list[dict[str, float]]) -> None:
+    tracking.log_step_rows(run_id, rows, STEP_METRICS)
+
+
 class StepLog:
     """Every step's row goes to MLflow, in batches (one request per ``log_every`` steps, at
     checkpoints and at the end), and the progress bar shows their mean loss. Steps up to
     ``logged_through`` (sent before a kill, trained again after the resume) are not re-sent."""
 
-    def __init__(self, run_id: str | None, bar: tqdm, logged_through: int = 0) -> None:
+    def __init__(self, run_id: str | None, bar: tqdm, logged_through: int = 0,
+                 sender: Callable[[str, list[dict[str, float]]], None] | None = None) -> None:
+        """``sender(run_id, rows)`` sends a window of rows (default: at once, in this
+        thread; the stacked trainer hands them to a worker thread)."""
         self.run_id, self.bar, self.logged_through = run_id, bar, logged_through
+        self.sender = sender or _send_now
         self.name = getattr(bar, "desc", "")  # a disabled bar has none
         self.pending: list[dict[str, float]] = []
 
@@ -124,7 +132,7 @@ class StepLog:
         show_postfix(self.bar, loss=f"{mean_loss:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
         fresh = [r for r in self.pending if r["step"] > self.logged_through]
         if self.run_id and fresh:
-            tracking.log_step_rows(self.run_id, fresh, STEP_METRICS)
+            self.sender(self.run_id, fresh)
         self.pending = []
 
     def say(self, message: str | None) -> None:

@@ -11,7 +11,10 @@ draws is its own and does not depend on who it is stacked with.
 - **data and masks**: each member its own :class:`~multilab.data.batches.BatchOrder` (seeded
   by its seed) and :func:`~multilab.data.batches.mask_tokens` (``seeded_generator(seed,
   step, 1)``), as the single-model trainer draws them; a step's pieces are padded to the
-  widest member's (masked, never attended, so a member's outputs do not see them).
+  widest member's (masked, never attended, so a member's outputs do not see them). The
+  stack builds them for all members at once (:class:`StackBatcher`: the same integers as
+  member by member, each member's draws from its own generator), optionally in a worker
+  thread ahead of the step (:meth:`StackedTrainer.prefetch`).
 - **dropout**: ``vmap(randomness="different")`` would draw every member's masks from one
   global stream, so a member's masks would depend on its place in the stack. Dropout is
   counter-based instead (:class:`CounterDropout`): the keep bit of an element is a hash of
@@ -30,6 +33,7 @@ trainer (training/train.py) is untouched: it keeps the global-generator dropout.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import copy
 import math
@@ -47,11 +51,12 @@ from multilab.data.batches import (
     Examples,
     MaskedBatch,
     gradient_pieces,
+    knn_neighbours,
     mask_tokens,
     mix_seed,
     seeded_generator,
 )
-from multilab.data.inputs import PAD_ID, InputEncoder
+from multilab.data.inputs import CLS_ID, PAD_ID, InputEncoder
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
 from multilab.training.model import build_model
@@ -356,6 +361,247 @@ def stack_pieces(pieces: Sequence[Piece | None]) -> dict[str, torch.Tensor]:
     return {k: torch.stack(v) for k, v in out.items()}
 
 
+def stacked_dropout_words(seeds: Sequence[int], step: int, piece: int, sites: int
+                          ) -> torch.Tensor:
+    """:func:`dropout_words` of every member at once ([k, sites] int64, the same words):
+    the hash on int64 tensors instead of one Python int at a time."""
+    base = torch.tensor([mix_seed(seed, step, DROPOUT_STREAM, piece) for seed in seeds])
+    base = _mix32(_mix32(base & _LOW32) ^ (base >> 32))
+    site = _mix32(torch.arange(1, sites + 1, dtype=torch.long))
+    return _mix32(base[:, None] ^ site[None, :])
+
+
+@dataclass
+class _FlatExamples:
+    """A member's examples as flat token arrays: a batch is then one gather, not
+    ``collate`` over hundreds of small tensors."""
+
+    ids: torch.Tensor  # [tokens] int32, every example's ids one after another
+    positions: torch.Tensor  # [tokens] int32
+    segments: torch.Tensor  # [tokens] int32
+    words: torch.Tensor  # [tokens] bool: word_mask
+    starts: torch.Tensor  # [examples] int64: an example's first token
+    lengths: torch.Tensor  # [examples] int64
+    languages: torch.Tensor  # [examples] int64
+
+
+def _flat_examples(examples: Examples) -> _FlatExamples:
+    """Built once per examples and kept with them (a regroup builds a new stack of the same
+    members: 60,000 examples take seconds to flatten; int32, a quarter of the encoded
+    tensors' bytes)."""
+    cached = getattr(examples, "_flat", None)
+    if cached is None:
+        ids, positions, segments, words = zip(*examples.encoded, strict=True)
+        lengths = torch.tensor([len(row) for row in ids], dtype=torch.long)
+        cached = _FlatExamples(
+            torch.cat(ids).to(torch.int32), torch.cat(positions).to(torch.int32),
+            torch.cat(segments).to(torch.int32), torch.cat(words).to(torch.bool),
+            torch.cumsum(lengths, 0) - lengths, lengths,
+            torch.tensor(examples.languages, dtype=torch.long))
+        examples._flat = cached  # type: ignore[attr-defined]
+    return cached
+
+
+class StackBatcher:
+    """The CPU part of a stacked step, vectorised over the members: what
+    :func:`member_pieces` and :func:`stack_pieces` build member after member (and
+    :func:`dropout_words`), the same integers, in a few tensor operations on [k, rows,
+    width] tensors.
+
+    What stays per member is what must: its batch order and gradient pieces (its own
+    schedule of examples) and its random draws, each from its own generator in the order
+    :func:`~multilab.data.batches.mask_tokens` draws them (uniforms of its batch's own
+    shape, replacement choices, random ids, knn columns), so a member's masks do not depend
+    on who it is stacked with. Everything else (gathering the batches from flat token
+    arrays, collate's padding, selection, replacement, cutting and padding the pieces,
+    selected positions and labels, dropout words) is one call for all members.
+    tests/test_stacked.py checks the result against the member-by-member path, key by key.
+    """
+
+    def __init__(self, members: Sequence[Member], settings: Settings, sites: int) -> None:
+        self.members, self.settings, self.sites = list(members), settings, sites
+        flats = [_flat_examples(m.examples) for m in self.members]
+        #: a member's first example in the concatenation of every member's examples
+        self.example_base = torch.tensor(
+            [0, *torch.cumsum(torch.tensor([len(f.lengths) for f in flats]), 0).tolist()[:-1]])
+        token_base = [0, *torch.cumsum(torch.tensor([len(f.ids) for f in flats]), 0).tolist()]
+        # one padding token after the last (what a batch holds outside its rows)
+        def joined(part: str, pad: int) -> torch.Tensor:
+            tensors = [getattr(f, part) for f in flats]
+            return torch.cat([*tensors, torch.full((1,), pad, dtype=tensors[0].dtype)])
+
+        self.ids, self.positions = joined("ids", PAD_ID), joined("positions", 0)
+        self.segments, self.words = joined("segments", 0), joined("words", False)
+        self.starts = torch.cat([f.starts + base for f, base in zip(flats, token_base,
+                                                                     strict=False)])
+        self.lengths = torch.cat([f.lengths for f in flats])
+        self.languages = torch.cat([f.languages for f in flats])
+        self.attend_padding = torch.tensor([m.examples.attend_padding for m in self.members])
+        self.any_attend = bool(self.attend_padding.any())
+        languages = settings.languages
+        self.mask_ids = torch.tensor([[m.encoder.mask_id(lang) for lang in range(languages)]
+                                      for m in self.members])
+        self.probs = [torch.tensor(list(m.replacement) + [0.0] * (4 - len(m.replacement)))
+                      for m in self.members]
+        probs = {m.mask_prob for m in self.members}
+        self.mask_prob: float | torch.Tensor = probs.pop() if len(probs) == 1 else \
+            torch.tensor([m.mask_prob for m in self.members], dtype=torch.float32)[:, None, None]
+
+    def __call__(self, step: int) -> tuple[list[dict[str, torch.Tensor]], list[int], list[int]]:
+        """Step ``step``'s stacked pieces (as :meth:`StackedTrainer.batch`, on the CPU, with
+        their dropout words), every member's count of selected positions and real tokens."""
+        train, k = self.settings.train, len(self.members)
+        orders, member_pieces_ = [], []
+        for member in self.members:
+            order = member.order(self.settings.model.global_batch, train.bucket_chunk)
+            indices, pieces = gradient_pieces(order(step), member.examples.lengths,
+                                              train.length_pieces, self.settings.model.grad_accum)
+            orders.append(indices)
+            member_pieces_.append(pieces)
+        rows = torch.tensor([len(o) for o in orders])
+        most = int(rows.max())
+        example = torch.zeros(k, most, dtype=torch.long)
+        real_row = torch.arange(most)[None, :] < rows[:, None]
+        for index, indices in enumerate(orders):
+            example[index, :len(indices)] = indices
+        example = torch.where(real_row, example + self.example_base[:, None], 0)
+        lengths = torch.where(real_row, self.lengths[example], 0)  # [k, rows]
+        batch = self._gather(example, lengths)
+        selected, totals, corrupted = self._mask(step, batch, lengths, rows)
+        tokens = lengths.sum(1).tolist()
+        prepared = []
+        for number in range(len(member_pieces_[0])):
+            pieces = [pieces[number] for pieces in member_pieces_]
+            if all(len(p) == 0 for p in pieces):
+                continue
+            stacked = self._piece(pieces, batch, corrupted, selected, lengths, rows)
+            stacked["words"] = stacked_dropout_words([m.seed for m in self.members], step,
+                                                     number, self.sites)
+            prepared.append(stacked)
+        return prepared, totals, tokens
+
+    def _gather(self, example: torch.Tensor, lengths: torch.Tensor
+                ) -> dict[str, torch.Tensor]:
+        """Every member's batch as ``collate`` pads it, at the widest member's width
+        ([k, rows, width] each, int32 until the pieces; a member's columns past its own
+        width and its missing rows hold padding that is never selected nor used)."""
+        width = int(lengths.max())
+        column = torch.arange(width)
+        inside = column[None, None, :] < lengths[..., None]
+        start = self.starts[example]
+        # outside a row: the padding token after the last one (PAD_ID, position 0, …)
+        flat = torch.where(inside, start[..., None] + column, len(self.ids) - 1)
+        batch = {"input_ids": self.ids[flat], "attention_mask": inside,
+                 "position_ids": self.positions[flat], "token_type_ids": self.segments[flat],
+                 "word_mask": self.words[flat], "languages": self.languages[example]}
+        if self.any_attend:  # attend-padding: collate's attended padding
+            attend = self.attend_padding[:, None, None]
+            shown = attend & ~inside
+            ids, positions = batch["input_ids"], batch["position_ids"]
+            last = start + (lengths - 1).clamp(min=0)
+            batch["input_ids"] = torch.where(shown, ids[..., :1] - CLS_ID + PAD_ID, ids)
+            batch["position_ids"] = torch.where(shown, positions[..., :1] + column, positions)
+            batch["token_type_ids"] = torch.where(shown, self.segments[last][..., None],
+                                                  batch["token_type_ids"])
+            batch["attention_mask"] = inside | attend
+        return batch
+
+    def _mask(self, step: int, batch: dict[str, torch.Tensor], lengths: torch.Tensor,
+              rows: torch.Tensor) -> tuple[torch.Tensor, list[int], torch.Tensor]:
+        """``mask_tokens`` of every member: the selected positions, their counts, and the
+        corrupted ids. Each member draws from ``seeded_generator(seed, step, 1)`` what
+        ``mask_tokens`` draws, in its order and shapes."""
+        ids, word_mask = batch["input_ids"], batch["word_mask"]
+        widths = lengths.max(1).values.tolist()
+        generators = [seeded_generator(m.seed, step, 1) for m in self.members]
+        uniform = torch.ones(ids.shape)  # above any mask_prob: never selected
+        for index, generator in enumerate(generators):
+            own_rows, own_width = int(rows[index]), widths[index]
+            uniform[index, :own_rows, :own_width] = torch.rand((own_rows, own_width),
+                                                               generator=generator)
+        selected = (uniform < self.mask_prob) & word_mask
+        for index in (~selected.flatten(1).any(1)).nonzero()[:, 0].tolist():
+            first = word_mask[index].nonzero()[0]  # never an empty loss
+            selected[index, first[0], first[1]] = True
+        counts = selected.flatten(1).sum(1).tolist()
+        labels = ids[selected].long()
+        where = selected.nonzero()
+        member_of, row_of = where[:, 0], where[:, 1]
+        language = batch["languages"][member_of, row_of]
+        choices, randoms, neighbours = [], [], []
+        end = 0
+        for member, generator, probs, n in zip(self.members, generators, self.probs, counts,
+                                               strict=True):
+            begin, end = end, end + n
+            choices.append(torch.multinomial(probs, n, replacement=True, generator=generator))
+            encoder = member.encoder
+            if encoder.recipe.random_in_language:
+                starts = torch.tensor(encoder.offsets)
+                sizes = torch.tensor([*encoder.offsets[1:], encoder.total_size]) - starts
+                own = language[begin:end]
+                randoms.append(starts[own] + (torch.rand(n, generator=generator)
+                                              * sizes[own]).long())
+            else:
+                randoms.append(torch.randint(0, encoder.total_size, (n,), generator=generator))
+            if probs[3] > 0:
+                neighbours.append(knn_neighbours(labels[begin:end], encoder,
+                                                  member.knn_table, generator))
+            else:
+                neighbours.append(labels[begin:end])
+        choice = torch.cat(choices)
+        replaced = torch.where(choice == 0, self.mask_ids[member_of, language], labels)
+        replaced = torch.where(choice == 2, torch.cat(randoms), replaced)
+        replaced = torch.where(choice == 3, torch.cat(neighbours), replaced)
+        corrupted = ids.clone()
+        corrupted[selected] = replaced.to(ids.dtype)
+        return selected, counts, corrupted
+
+    def _piece(self, pieces: Sequence[torch.Tensor], batch: dict[str, torch.Tensor],
+               corrupted: torch.Tensor, selected: torch.Tensor, lengths: torch.Tensor,
+               batch_rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One gradient piece of every member (row positions of its batch, maybe none),
+        padded and stacked as :func:`stack_pieces` does."""
+        k = len(pieces)
+        counts = torch.tensor([len(p) for p in pieces])
+        rows = int(counts.max())
+        row = torch.zeros(k, rows, dtype=torch.long)
+        for index, piece in enumerate(pieces):
+            row[index, :len(piece)] = piece
+        real_row = torch.arange(rows)[None, :] < counts[:, None]
+        own_width = torch.where(real_row, lengths.gather(1, row), 0).max(1).values  # [k]
+        width = int(own_width.max())
+        # one piece of the whole batch (the GPU's case): the batch itself, no gather
+        whole = bool((counts == batch_rows).all()) and bool(
+            ((row == torch.arange(rows)) | ~real_row).all())
+        member = torch.arange(k)[:, None]
+
+        def cut(source: torch.Tensor) -> torch.Tensor:
+            return source[:, :rows, :width] if whole else source[member, row, :width]
+
+        fills = {"input_ids": PAD_ID, "attention_mask": 0, "position_ids": 0,
+                 "token_type_ids": 0}
+        # outside a member's rows and width the batch already holds these fills, but for
+        # missing rows of a gathered piece and attend-padding's attended padding
+        exact = whole and not self.any_attend
+        inside = real_row[..., None] & (torch.arange(width)[None, None, :]
+                                        < own_width[:, None, None])
+        out = {}
+        for key, fill in fills.items():
+            source = cut(corrupted if key == "input_ids" else batch[key])
+            out[key] = (source if exact else torch.where(inside, source, fill)).long()
+        chosen = cut(selected) if exact else cut(selected) & inside
+        where = chosen.nonzero()
+        owner, place = where[:, 0], where[:, 1] * width + where[:, 2]
+        per_member = torch.bincount(owner, minlength=k)
+        count = max(int(per_member.max()), 1)
+        rank = torch.arange(len(owner)) - (torch.cumsum(per_member, 0) - per_member)[owner]
+        out["positions"] = torch.zeros(k, count, dtype=torch.long)
+        out["positions"][owner, rank] = place
+        out["labels"] = torch.full((k, count), IGNORE, dtype=torch.long)
+        out["labels"][owner, rank] = cut(batch["input_ids"])[chosen].long()
+        return out
+
+
 def linear_lr(member: Member, step: int, warmup_steps: int) -> float:
     """The learning rate of optimizer step ``step`` (0-based): ``get_linear_schedule_with_
     warmup`` as LambdaLR evaluates it (the same Python floats); 0 after the member's end."""
@@ -509,19 +755,58 @@ class StackedTrainer:
             self.optimizer.steps = steps_done
         #: each member's real tokens in the last :meth:`batch`
         self.tokens: list[int] = [0] * len(self.members)
+        self.batcher = StackBatcher(self.members, settings, self.sites)
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
+        self._ahead: tuple[int, concurrent.futures.Future] | None = None
         self._batched = torch.func.vmap(self._one, randomness="error")
 
     def _one(self, params, buffers, *args):
         return torch.func.functional_call(self.skeleton, (params, buffers), args)
 
-    def __call__(self, step: int) -> list[dict[str, float]]:
-        """Optimizer step ``step`` (0-based) of every member; their rows (loss, lr, …)."""
-        return self.update(step, self.batch(step))
+    def __call__(self, step: int, prefetch: bool = False) -> list[dict[str, float]]:
+        """Optimizer step ``step`` (0-based) of every member; their rows (loss, lr, …).
+        ``prefetch``: build step ``step + 1``'s batch in a worker thread meanwhile."""
+        batch = self.batch(step)
+        if prefetch:
+            self.prefetch(step + 1)
+        return self.update(step, batch)
+
+    def prefetch(self, step: int) -> None:
+        """Start building step ``step``'s CPU tensors in a worker thread, which
+        :meth:`batch` of that step then takes: the batch's tensor work (most of it, the
+        GIL released) overlaps the device's part of the step before. The batch is a
+        function of the step alone, so it is the same integers either way."""
+        if self._worker is None:
+            self._worker = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="stack-batches")
+        self._ahead = (step, self._worker.submit(self.batcher, step))
+
+    def close(self) -> None:
+        """End the prefetch worker (a prefetched batch not taken is dropped)."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True, cancel_futures=True)
+            self._worker, self._ahead = None, None
 
     def batch(self, step: int) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
         """The CPU's part of a step: every member's batch and masks, padded and stacked
         piece by piece (on the device), with the dropout words; and the members' counts
-        of selected positions."""
+        of selected positions. Built for all members at once (:class:`StackBatcher`), or
+        taken from :meth:`prefetch`."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == step:
+            prepared, totals, self.tokens = ahead[1].result()
+        else:
+            if ahead is not None:  # another step's: let it end (it moves the batch orders)
+                concurrent.futures.wait([ahead[1]])
+            prepared, totals, self.tokens = self.batcher(step)
+        return ([{k: v.to(self.device) for k, v in piece.items()} for piece in prepared],
+                torch.tensor([float(total) for total in totals], device=self.device))
+
+    def batch_member_by_member(self, step: int
+                               ) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
+        """:meth:`batch` built one member after another (:func:`member_pieces`,
+        :func:`stack_pieces`): the reference the vectorised batch must equal, and the
+        "before" arm of benchmarks/bench_stacked.py."""
         per_member = [member_pieces(m, self.settings, step) for m in self.members]
         self.tokens = [tokens for _, _, tokens in per_member]
         totals = torch.tensor([float(total) for _, total, _ in per_member],

@@ -8,6 +8,9 @@ and final model folder (:mod:`~multilab.training.checkpoints`), ``multilab.json`
 log, curve points and MLflow run (:mod:`~multilab.training.run_tracking`). The members'
 MLflow runs are visited in turn (``tracking.run(..., suspend=True)``: MLflow holds one active
 run per thread); ``tracking.held_runs`` ends them KILLED or FAILED if the process stops.
+Around the step the loop keeps the main thread free for the device: the next step's batch is
+built in a worker thread meanwhile (``prefetch``), and the members' windows of step rows go
+to MLflow from another (:class:`_Sender`).
 
 A member's results do not depend on who it was stacked with (tests/test_stacked.py), so
 members need not stay together: after a kill, members may hold checkpoints of different
@@ -20,6 +23,7 @@ bit for bit, differs between stacks of other widths: tests/test_stacked.py says 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import time
@@ -54,6 +58,7 @@ from multilab.training.model_dir import (
     latest_checkpoint,
 )
 from multilab.training.run_tracking import (
+    STEP_METRICS,
     StepLog,
     log_curve_point,
     log_start,
@@ -68,6 +73,42 @@ log = logging.getLogger(__name__)
 
 #: A stacked member's checkpoint: its optimizer entry holds the member's AdamW moments here.
 MOMENTS = "stacked_adamw"
+
+
+class _Sender:
+    """Sends the members' windows of step rows to MLflow from one worker thread, in order:
+    k members' ``log_batch`` requests (a database commit each) would otherwise stall the
+    stack's step each ``log_every`` steps. :meth:`drain` waits for them (and raises the
+    first failure) before anything that must follow them: a checkpoint, a curve point, a
+    run's end. Rows lost to a kill are trained and sent again after the resume (steps
+    after MLflow's last are re-sent, as ever)."""
+
+    def __init__(self) -> None:
+        self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mlflow-rows")
+        self._sent: list[concurrent.futures.Future] = []
+
+    def __call__(self, run_id: str, rows: list[dict[str, float]]) -> None:
+        pending = []
+        for future in self._sent:  # a failure surfaces at the next window, not at the end
+            if future.done():
+                future.result()
+            else:
+                pending.append(future)
+        self._sent = pending
+        self._sent.append(self._worker.submit(tracking.log_step_rows, run_id, rows,
+                                              STEP_METRICS))
+
+    def drain(self) -> None:
+        sent, self._sent = self._sent, []
+        for future in sent:
+            future.result()
+
+    def close(self) -> None:
+        """Wait for what was handed over (its failures are not raised: a failure that
+        ends the training is already on its way)."""
+        concurrent.futures.wait(self._sent)
+        self._sent = []
+        self._worker.shutdown(wait=True)
 
 
 class _Saved:
@@ -153,14 +194,16 @@ def train_stack(runs: Sequence[RunConfig], *, experiment_id: str | None = None,
         open_runs = [seat for seat in todo if experiment_id is not None]
         with tracking.held_runs(lambda: [s.state.run_id for s in open_runs
                                          if s.state.run_id and not s.finished]):
+            sender = _Sender()
             for seat in todo:
-                _open_run(seat, experiment_id)
+                _open_run(seat, experiment_id, sender)
             bar = progress_bar(total=max(s.plan.total_steps for s in todo),
                                initial=min(s.state.step for s in todo),
                                disable=not progress, desc=f"stack of {len(todo)}", unit="step")
             try:
-                _train(todo, settings, device, experiment_id, stop_after_step, bar)
+                _train(todo, settings, device, experiment_id, stop_after_step, bar, sender)
             finally:
+                sender.close()
                 bar.close()
     return [seat.model_dir for seat in seats]
 
@@ -204,7 +247,7 @@ def _resume(seat: _Seat, experiment_id: str | None) -> None:
         tracking.end_orphaned_runs(experiment_id, seat.fingerprint, keep=seat.state.run_id)
 
 
-def _open_run(seat: _Seat, experiment_id: str | None) -> None:
+def _open_run(seat: _Seat, experiment_id: str | None, sender: _Sender) -> None:
     """Start (or resume) the member's MLflow run, log its start, leave it RUNNING."""
     run = seat.run
     seat.tags = run_tags(run, seat.data_hash, seat.fingerprint)
@@ -214,7 +257,8 @@ def _open_run(seat: _Seat, experiment_id: str | None) -> None:
             log_start(run, seat.data, seat.plan.total_steps, 1)
     logged = logged_through(run, seat.state.run_id) if seat.state.run_id and seat.state.step \
         else 0
-    seat.steps = StepLog(seat.state.run_id, progress_bar(total=1, disable=True), logged)
+    seat.steps = StepLog(seat.state.run_id, progress_bar(total=1, disable=True), logged,
+                         sender)
 
 
 def _visit(seat: _Seat, experiment_id: str | None, finish: bool = False):
@@ -223,52 +267,74 @@ def _visit(seat: _Seat, experiment_id: str | None, finish: bool = False):
 
 
 def _train(seats: list[_Seat], settings: stacked.Settings, device: torch.device,
-           experiment_id: str | None, stop_after_step: int | None, bar) -> None:
+           experiment_id: str | None, stop_after_step: int | None, bar, sender: _Sender
+           ) -> None:
     """Stack the members that are furthest behind, train them until they reach the next
     ones, a member finishes or the stop; save, regroup, until every member is done."""
     active = list(seats)
     while active:
         step = min(seat.state.step for seat in active)
         group = [seat for seat in active if seat.state.step == step]
-        rejoin = min((s.state.step for s in active if s.state.step > step), default=None)
         trainer = stacked.StackedTrainer(
             [s.member for s in group], settings, device,
             models=[_member_model(s, settings) for s in group],
             moments=[s.moments for s in group] if step else None, steps_done=step)
-        while True:
-            started = time.perf_counter()
-            rows = trainer(step)
-            seconds = time.perf_counter() - started
-            step += 1
-            bar.update(1)
-            for index, (seat, row) in enumerate(zip(group, rows, strict=True)):
-                seat.state.record(check_finite_loss(_log_row(seat, row, trainer, index,
-                                                             seconds), seat.model_dir))
-            stopping = stop_after_step is not None and step >= stop_after_step
-            done = [seat for seat in group if step >= seat.plan.total_steps]
-            checkpoint = stopping or any(s.plan.checkpoint_due(step) for s in group)
+        try:
+            _train_group(trainer, group, active, step, settings, device, experiment_id,
+                         stop_after_step, bar, sender)
+        finally:
+            trainer.close()
+        active = [seat for seat in active if not seat.finished]
+
+
+def _train_group(trainer: stacked.StackedTrainer, group: list[_Seat], active: list[_Seat],
+                 step: int, settings: stacked.Settings, device: torch.device,
+                 experiment_id: str | None, stop_after_step: int | None, bar,
+                 sender: _Sender) -> None:
+    """Train one stack from ``step`` until it regroups (a member done, the members
+    behind caught up) or stops; each step's next batch is built in a worker thread while
+    the device computes (``prefetch``)."""
+    rejoin = min((s.state.step for s in active if s.state.step > step), default=None)
+    last = min(s.plan.total_steps for s in group) - 1  # the stack's last step
+    if stop_after_step is not None:
+        last = min(last, stop_after_step - 1)
+    while True:
+        started = time.perf_counter()
+        rows = trainer(step, prefetch=step < last and step + 1 != rejoin)
+        seconds = time.perf_counter() - started
+        step += 1
+        bar.update(1)
+        for index, (seat, row) in enumerate(zip(group, rows, strict=True)):
+            seat.state.record(check_finite_loss(_log_row(seat, row, trainer, index,
+                                                         seconds), seat.model_dir))
+        stopping = stop_after_step is not None and step >= stop_after_step
+        done = [seat for seat in group if step >= seat.plan.total_steps]
+        checkpoint = stopping or any(s.plan.checkpoint_due(step) for s in group)
+        for seat in group:
+            seat.steps.add(seat.state.log_rows[-1], send=(
+                checkpoint or seat in done or seat.plan.log_due(step)))
+        if checkpoint or done or stopping or any(
+                s.curve_hook and step in s.plan.curve_at for s in group):
+            sender.drain()  # what follows (a run's end, a checkpoint) comes after them
+        for index, seat in enumerate(group):
+            if seat.curve_hook and step in seat.plan.curve_at:
+                model = trainer.unstack(index).to(device)
+                with _visit(seat, experiment_id) as run_id:
+                    log_curve_point(seat.curve_hook, model, model, step, run_id)
+        regroup = stopping or bool(done) or step == rejoin
+        if checkpoint or regroup:
             for index, seat in enumerate(group):
-                seat.steps.add(seat.state.log_rows[-1], send=(
-                    checkpoint or seat in done or seat.plan.log_due(step)))
-                if seat.curve_hook and step in seat.plan.curve_at:
-                    model = trainer.unstack(index).to(device)
-                    with _visit(seat, experiment_id) as run_id:
-                        log_curve_point(seat.curve_hook, model, model, step, run_id)
-            regroup = stopping or bool(done) or step == rejoin
-            if checkpoint or regroup:
-                for index, seat in enumerate(group):
-                    seat.weights = trainer.member_state(index)
-                    seat.moments = trainer.member_moments(index)
-            for seat in group:
-                if seat in done:
-                    _finish(seat, settings, experiment_id)
-                elif checkpoint:
-                    _checkpoint(seat, settings)
-            if stopping:
-                raise StoppedEarly(step)
-            if regroup:
-                active = [seat for seat in active if not seat.finished]
-                break
+                seat.weights = trainer.member_state(index)
+                seat.moments = trainer.member_moments(index)
+        for seat in group:
+            if seat in done:
+                _finish(seat, settings, experiment_id)
+            elif checkpoint:
+                _checkpoint(seat, settings)
+        if stopping:
+            raise StoppedEarly(step)
+        if regroup:
+            return
 
 
 def _log_row(seat: _Seat, row: dict[str, float], trainer: stacked.StackedTrainer, index: int,
