@@ -1002,3 +1002,19 @@ def test_a_bad_figure_spec_is_one_line(tmp_path: Path, capsys, figure: dict,
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
     assert not out.exists()
+
+
+def test_the_cost_of_a_run_is_the_fastest_cpu_training(tmp_path: Path) -> None:
+    """A loaded machine only slows a training down, so the runs-needed column prices a model
+    at the fastest CPU training on record; a GPU's training is no CPU cost."""
+    from multilab.studies.document import run_costs
+
+    results = tmp_path / "results"
+    for seed, seconds, device in [(0, 6000.0, "cpu: x"), (1, 2700.0, "cpu: x"),
+                                  (2, 3500.0, "cpu: x"), (3, 200.0, "cuda: NVIDIA H200")]:
+        origin = {"commit": "abc", "date": "2026-11-28", "machine": {"device": device}}
+        write_record(results, "multilab-quick", "train", {"step_seconds": seconds},
+                     model={"modification": "original", "seed": seed, "profile": "quick",
+                            "fingerprint": f"f{seed}"},
+                     config={"profile": "quick"}, origin=origin)
+    assert run_costs(iter_records(results)) == {"quick": 2700.0}
