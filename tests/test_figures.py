@@ -15,6 +15,7 @@ from mlflow.tracking import MlflowClient
 from multilab import tracking
 from multilab.config import Config
 from multilab.errors import UserError
+from multilab.files import PRINT_VARIABLE
 from multilab.lab.metric_table import CURVE_KEYS, curve_key
 from multilab.reporting.figures import (
     CurveGroup,
@@ -145,7 +146,9 @@ def test_curve_stats_over_seeds_aligns_steps() -> None:
     assert curve_stats([seed_a], "ppl_dev").empty
 
 
-def test_study_figures_compare_modifications(trained: Trained) -> None:
+def test_study_figures_compare_modifications(trained: Trained,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PRINT_VARIABLE, "yes")  # the default (the suite draws PNG only)
     cfg = trained.cfg
     tracking.set_tags(cfg.paths, trained.run_id, {"evaluated": "true"})
     written = study_figures(cfg, finished_runs(cfg))
