@@ -185,7 +185,7 @@ def run_script_in_process(command: Sequence[str], cwd: Path, env: dict[str, str]
     ``$MULTILAB`` call runs :func:`multilab.cli.main` here, in the caller's directory, and
     the script sees its exit code. A script's test checks what the script does (its order of
     commands, its checks between them, its outputs); a process per command would add only
-    torch's start-up, ≈ 6 CPU s each. Returns the script's exit code, stdout and stderr."""
+    start-up (torch, MLflow), ≈ 4 CPU s each. Returns the script's exit code, stdout and stderr."""
     import json
     import tempfile
     import time
