@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import pytest
 from filelock import FileLock
 
+from multilab.files import PRINT_VARIABLE
 from multilab.threads import OMP_THREADS, usable_cores
 
 if TYPE_CHECKING:
@@ -42,8 +43,12 @@ BUILT = ".built"  # written last into the shared built project: the build is com
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """An xdist worker shares the cores with the other workers: its torch (in-process tests)
-    and what it starts take its share of threads, as MULTILAB_WORKERS would give them."""
+    """Figures as PNG only (``MULTILAB_PRINT_FIGURES=no``, in-process and in every process a
+    test starts): a PDF costs about as much as its PNG, and only the tests that check the print
+    copy (they set ``yes``) read one. An xdist worker shares the cores with the other workers:
+    its torch (in-process tests) and what it starts take its share of threads, as
+    MULTILAB_WORKERS would give them."""
+    os.environ.setdefault(PRINT_VARIABLE, "no")
     if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
         import torch
 

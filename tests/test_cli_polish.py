@@ -13,6 +13,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from multilab.cli import build_parser, main
+from multilab.files import PRINT_VARIABLE
 from multilab.lab.cells import cell, number
 from multilab.reporting.figures import save_png
 from tests.helpers import PARAMS
@@ -97,9 +98,21 @@ def test_the_papers_cells_follow_the_same_rule() -> None:
     assert rows["| mBERT"].endswith("| 0.810 | 0.700 | 0.590 |")  # printed without a spread
 
 
-def test_every_figure_has_a_pdf_for_print_beside_its_png(tmp_path: Path) -> None:
+def test_every_figure_has_a_pdf_for_print_beside_its_png(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """By default (the suite itself sets ``MULTILAB_PRINT_FIGURES=no``); ``no`` leaves the
+    PDF out; another value is one line naming the valid ones, before any work."""
+    monkeypatch.delenv(PRINT_VARIABLE)
     figure = Figure(figsize=(3, 2))
     figure.subplots().plot([0, 1], [0, 1], label="lang-pos")
     path = save_png(figure, tmp_path / "figure.png")
     assert path.read_bytes()[:4] == b"\x89PNG"
     assert path.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
+    monkeypatch.setenv(PRINT_VARIABLE, "no")
+    screen_only = save_png(figure, tmp_path / "screen.png")
+    assert screen_only.read_bytes()[:4] == b"\x89PNG"
+    assert not screen_only.with_suffix(".pdf").exists()
+    monkeypatch.setenv(PRINT_VARIABLE, "sometimes")
+    assert main(["--set", f"paths.results={tmp_path / 'results'}", "ids"]) == 2
+    assert capsys.readouterr().err == ("multilab: error: MULTILAB_PRINT_FIGURES='sometimes' "
+                                       "is not one of yes, no\n")

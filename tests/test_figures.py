@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 import matplotlib.colors
@@ -14,7 +15,9 @@ from mlflow.tracking import MlflowClient
 
 from multilab import tracking
 from multilab.config import Config
+from multilab.data.vocab import load_tokenizer, saved_words, vocabulary_words
 from multilab.errors import UserError
+from multilab.files import PRINT_VARIABLE
 from multilab.lab.metric_table import CURVE_KEYS, curve_key
 from multilab.reporting.figures import (
     CurveGroup,
@@ -24,6 +27,7 @@ from multilab.reporting.figures import (
     plot_curves,
     position_similarity,
     run_curves,
+    saved_embeddings,
     study_figures,
     token_pca,
 )
@@ -78,7 +82,16 @@ def _artifact_names(trained: Trained) -> set[str]:
 
 
 def test_position_similarity_is_a_cosine_matrix(trained: Trained) -> None:
-    sim = position_similarity(load_model(trained.model_dir))
+    """Also: the tables read from the safetensors (no transformers) are the loaded model's,
+    and the English words read with the tokenizers library are the transformers tokenizer's."""
+    model = load_model(trained.model_dir)
+    saved = saved_embeddings(trained.model_dir)
+    assert torch.equal(saved.words, model.bert.embeddings.word_embeddings.weight.detach())
+    assert torch.equal(saved.positions,
+                       model.bert.embeddings.position_embeddings.weight.detach())
+    assert saved_words(trained.cfg.paths.vocab) == vocabulary_words(
+        load_tokenizer(trained.cfg.paths.vocab))
+    sim = position_similarity(saved.positions)
     assert sim.shape == (256, 256)
     assert torch.equal(sim, sim.T)
     assert torch.allclose(sim.diagonal(), torch.ones(256), atol=1e-5)
@@ -86,8 +99,8 @@ def test_position_similarity_is_a_cosine_matrix(trained: Trained) -> None:
 
 
 def test_token_pca_covers_both_languages_deterministically(trained: Trained) -> None:
-    model = load_model(trained.model_dir)
-    first, again = token_pca(model, 2048), token_pca(model, 2048)
+    words = saved_embeddings(trained.model_dir).words
+    first, again = token_pca(words, 2048), token_pca(words, 2048)
     assert first.coords.shape == (4096, 2)
     assert torch.equal(first.coords, again.coords)
     assert first.explained[0] >= first.explained[1] > 0 and first.explained.sum() <= 1
@@ -98,7 +111,11 @@ def test_token_pca_covers_both_languages_deterministically(trained: Trained) -> 
     assert abs(covariance) < 1e-4 * variances[0]
 
 
-def test_figures_for_model_dir_and_run_id(trained: Trained) -> None:
+def test_figures_for_model_dir_and_run_id(trained: Trained,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drawn without transformers (the model's tables read from its safetensors): a report's
+    process never imports it."""
+    monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` fails
     cfg = trained.cfg
     from_dir = figures_for(cfg, str(trained.model_dir))
     expected = [cfg.paths.figures / f"lang-pos-seed0-{kind}.png" for kind in KINDS]
@@ -145,7 +162,9 @@ def test_curve_stats_over_seeds_aligns_steps() -> None:
     assert curve_stats([seed_a], "ppl_dev").empty
 
 
-def test_study_figures_compare_modifications(trained: Trained) -> None:
+def test_study_figures_compare_modifications(trained: Trained,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PRINT_VARIABLE, "yes")  # the default (the suite draws PNG only)
     cfg = trained.cfg
     tracking.set_tags(cfg.paths, trained.run_id, {"evaluated": "true"})
     written = study_figures(cfg, finished_runs(cfg))

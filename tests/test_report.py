@@ -20,8 +20,11 @@ from multilab.reporting.report import build_report
 from tests.helpers import cli_args, cli_settings, config_of, fake_run, smoke_config
 
 
-@pytest.fixture
-def reported(tmp_path) -> tuple[Config, pd.DataFrame, str]:
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, pd.DataFrame, str]:
+    """One report of fake runs, read by six tests (built once: ≈ 3 CPU s a report); the one
+    test that changes its folder builds the report again, to the same files."""
+    tmp_path = tmp_path_factory.mktemp("reported")
     cfg = smoke_config(tmp_path, seeds=[0, 1, 2], study=["original", "inv-order", "lang-pos"])
     experiment = tracking.connect(cfg.paths, cfg.experiment)
     for seed, value in enumerate([0.2, 0.4, 0.9]):

@@ -14,6 +14,7 @@ import yaml
 from multilab.cli import main
 from multilab.config import Config
 from multilab.errors import UserError
+from multilab.files import PRINT_VARIABLE
 from multilab.resolve import load_config, parse_overrides, resolve_run
 from multilab.studies.claims import load_claims
 from multilab.studies.records import iter_records, write_record
@@ -51,9 +52,11 @@ def test_the_committed_studies_validate() -> None:
     assert table1.row("original").paper["translation_p1.l8"].n == 5
 
 
-def test_generated_tables_match_the_committed_records(tmp_path: Path, capsys) -> None:
+def test_generated_tables_match_the_committed_records(
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/studies/ and docs/REPRODUCTION.md's generated blocks are a lockfile of studies/ +
     results/: regenerate (the document's prose kept) and compare bytes."""
+    monkeypatch.setenv(PRINT_VARIABLE, "yes")  # the committed figures have their PDFs
     out = tmp_path / "studies"
     document = tmp_path / "REPRODUCTION.md"
     committed_document = ROOT / "docs" / "REPRODUCTION.md"
@@ -942,7 +945,8 @@ def _figure_records(results: Path) -> None:
 
 
 def test_a_study_figure_is_drawn_from_the_cells_and_is_the_same_bytes_twice(
-        tmp_path: Path, capsys) -> None:
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PRINT_VARIABLE, "yes")  # the default (the suite draws PNG only)
     from multilab.studies.figures import figure_points
 
     folder = tmp_path / "studies"

@@ -19,7 +19,7 @@ from pathlib import Path
 from multilab.config import Config, SpacesConfig
 from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
-from multilab.files import atomic_open, write_json, write_text
+from multilab.files import atomic_open, print_copies, write_json, write_text
 from multilab.lab.modifications import PAPER_IDS, describe
 from multilab.lifeline import end_with_dvc
 from multilab.threads import choose_threads, configure_threads, usable_cores
@@ -1049,6 +1049,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     end_with_dvc()  # a stage of a DVC run that is stopped (SIGTERM) stops too
     try:
+        print_copies()  # a bad MULTILAB_PRINT_FIGURES: one line before any work
         if args.command in ("train", "evaluate", "variant", "downstream"):
             claim_gpu()  # several GPUs: one per process, before CUDA starts (devices.py)
             configure_threads()  # cores shared by parallel workers, before torch starts

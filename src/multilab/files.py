@@ -14,7 +14,7 @@ import glob
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -122,12 +122,25 @@ def read_utf8(path: Path, fix: str) -> str:
 #: screens (the report, the README, MLflow) read the PNG; print reads the PDF beside it, whose
 #: lines and text are vectors and whose images (heat maps) are at print resolution
 SCREEN_DPI, PRINT_DPI = 110, 300
+#: ``MULTILAB_PRINT_FIGURES=no``: figures as PNG only, no PDF beside each (a PDF costs about
+#: as much as its PNG; the test suite, whose figures nobody prints, sets it)
+PRINT_VARIABLE = "MULTILAB_PRINT_FIGURES"
+PRINT_CHOICES = ("yes", "no")
+
+
+def print_copies(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether :func:`save_figure` writes the PDF beside each PNG (``MULTILAB_PRINT_FIGURES``,
+    ``yes`` unless set); another value is one line naming the valid ones."""
+    chosen = environ.get(PRINT_VARIABLE, "").strip() or "yes"
+    if chosen not in PRINT_CHOICES:
+        raise UserError(f"{PRINT_VARIABLE}={chosen!r} is not one of {', '.join(PRINT_CHOICES)}")
+    return chosen == "yes"
 
 
 def save_figure(figure: Any, path: Path, dpi: int = SCREEN_DPI) -> Path:
-    """A matplotlib figure as ``path`` (a PNG) and the same figure as a PDF beside it, each
-    written atomically; returns the PNG's path. A figure made without pyplot gets an Agg
-    canvas (no GUI is ever touched)."""
+    """A matplotlib figure as ``path`` (a PNG) and the same figure as a PDF beside it (unless
+    :func:`print_copies` says no), each written atomically; returns the PNG's path. A figure
+    made without pyplot gets an Agg canvas (no GUI is ever touched)."""
     if figure.canvas is None or type(figure.canvas).__name__ == "FigureCanvasBase":
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -135,6 +148,8 @@ def save_figure(figure: Any, path: Path, dpi: int = SCREEN_DPI) -> Path:
     path = Path(path)
     with atomic_open(path, "wb") as handle:
         figure.savefig(handle, format="png", dpi=dpi)
+    if not print_copies():
+        return path
     with atomic_open(path.with_suffix(".pdf"), "wb") as handle:
         # no creation date: the same figure gives the same bytes (a report run twice, or
         # stopped half-way, leaves the earlier files as they were)
