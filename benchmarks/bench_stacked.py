@@ -302,35 +302,30 @@ def main() -> None:
         "device": args.device if args.device == "cpu" else torch.cuda.get_device_name(),
         "args": {k: str(v) for k, v in vars(args).items()},
     }
-    if args.prefetch_only:
-        def report_prefetch(partial: dict[str, Any]) -> None:
-            record["prefetch"] = partial
+    def reporter(key: str):
+        """Keep a part's partial results under ``key`` and rewrite the file (a run cut
+        short keeps what finished)."""
+        def report(partial: dict[str, Any]) -> None:
+            record[key] = partial
             write_json(args.out, record)
+        return report
 
+    if args.prefetch_only:
         record["what"] = ("the stacked trainer's step with the next batch prefetched in a "
                           "worker thread against in turn")
-        prefetch_overlap(args, report_prefetch)
+        prefetch_overlap(args, reporter("prefetch"))
         return
     if args.cpu_part_only:
-        def report_cpu(partial: dict[str, Any]) -> None:
-            record["cpu_part"] = partial
-            write_json(args.out, record)
-
         record["what"] = ("the stacked trainer's CPU part (StackedTrainer.batch): vectorised "
                           "over members against member by member")
-        cpu_part(args, report_cpu)
+        cpu_part(args, reporter("cpu_part"))
         return
     if args.kernel_ks:
         record["launch_proxy"] = launch_proxy(args, args.device)
         write_json(args.out, record)
         print(record["launch_proxy"])
     if args.time_ks:
-        def report(partial: dict[str, Any]) -> None:
-            record["throughput"] = partial
-            write_json(args.out, record)
-
-        throughput(args, args.device, report)
-
+        throughput(args, args.device, reporter("throughput"))
 
 if __name__ == "__main__":
     main()
