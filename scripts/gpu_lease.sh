@@ -9,7 +9,11 @@
 #                                               # .whl/: mlflow and the dependencies the GPU image
 #                                               # lacks (docs/GPU.md, "Carried to the machine")
 # There (carry gpu_in and .whl):
-#   OUT=dir bash scripts/gpu_lease.sh run STUDY 'ROWS' ['ROWS' ...]   # each ROWS a --rows value
+#   OUT=dir bash scripts/gpu_lease.sh run STUDY 'ROWS[@SEEDS]' ...   # one runner each: --rows
+#                                                  # ROWS (and --seeds SEEDS), in stacks of STACK
+#   A quick-budget study fits a 10-minute call as plain processes (STACK=1, BENCH=0), one model
+#   a runner: `... run dufter2020-table1-gpu shift-special@42 shift-special@43 ...` (twelve at
+#   once train and evaluate in ≈ 7.4 min on an H200, docs/GPU.md); stacks pay at long budgets.
 # Writes $OUT/stacked-gpu.tgz (the benchmark) and $OUT/records.tgz (this call's records and the
 # runners' logs, refreshed every 20 s so that a call cut short keeps what finished). Back here:
 # `tar -xzf records.tgz` in the project root, `multilab study report --all`, commit results/.
@@ -45,7 +49,7 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export MULTILAB_SOURCE_COMMIT="$(cat gpu_in/COMMIT)"
 echo "source commit: $MULTILAB_SOURCE_COMMIT (the copy's git says $(git rev-parse --short HEAD 2>/dev/null || echo none))" | tee "$OUT/lease.txt"
 
-OUT="$OUT" LIMIT="$BENCH" STEPS="${STEPS:-10}" bash scripts/gpu_stacked.sh | tee -a "$OUT/lease.txt"
+[ "$BENCH" -gt 0 ] && OUT="$OUT" LIMIT="$BENCH" STEPS="${STEPS:-10}" bash scripts/gpu_stacked.sh | tee -a "$OUT/lease.txt"
 
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MULTILAB_THREADS=1 TQDM_MININTERVAL=30
 export MULTILAB_MIXED_PRECISION="${MULTILAB_MIXED_PRECISION:-no}"   # fp32: faster for BERT-small
@@ -60,10 +64,11 @@ pack() {
 left=$(( DEADLINE - SECONDS ))
 echo "runners: ${#@} for ${left}s" | tee -a "$OUT/lease.txt"
 pids=() i=0
-for rows in "$@"; do
-  i=$((i + 1))
+for spec in "$@"; do
+  i=$((i + 1)) rows="${spec%@*}" seeds=()
+  [ "$spec" != "$rows" ] && seeds=(--seeds "${spec#*@}")
   timeout "$left" python3 -m multilab --set "paths.mlruns=$LOGS/mlruns-$i" study run "$STUDY" \
-    --rows "$rows" --stack "$STACK" > "$LOGS/runner-$i.log" 2>&1 & pids+=($!)
+    --rows "$rows" "${seeds[@]}" --stack "$STACK" > "$LOGS/runner-$i.log" 2>&1 & pids+=($!)
   sleep 1
 done
 for pid in "${pids[@]}"; do wait "$pid"; echo "runner rc=$?" >> "$OUT/lease.txt"; done
