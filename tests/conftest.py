@@ -94,6 +94,46 @@ def project(built_project: Path, tmp_path: Path) -> Config:
     return smoke_config(link_project(built_project, tmp_path))
 
 
+@pytest.fixture(scope="session")
+def preloaded_multilab() -> Iterator[dict[str, str]]:
+    """Environment for processes whose ``multilab`` commands may skip their imports
+    (tests/zygote.py): ``PATH`` with the stand-in first and the server's address. Empty (the
+    real command) when coverage is measured, or with ``MULTILAB_TEST_ZYGOTE=no``."""
+    import sys
+    import tempfile
+
+    from tests import zygote
+    from tests.helpers import BIN, ROOT
+
+    if os.environ.get(zygote.ADDRESS_VARIABLE) == "no" or "COV_CORE_SOURCE" in os.environ:
+        yield {}
+        return
+    folder = Path(tempfile.mkdtemp(prefix="zygote-"))  # short: a socket path
+    address, log = folder / "socket", folder / zygote.LOG
+    stand_in = folder / "multilab"
+    stand_in.write_text(zygote.STAND_IN.format(
+        python=sys.executable, variable=zygote.ADDRESS_VARIABLE, real=str(BIN / "multilab")))
+    stand_in.chmod(0o755)
+    with log.open("w") as handle:
+        server = subprocess.Popen([sys.executable, "-m", "tests.zygote", str(address)],
+                                  cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
+                                  env=os.environ | zygote.SERVER_ENVIRONMENT,
+                                  start_new_session=True)
+    try:
+        deadline = time.monotonic() + SERVER_TIMEOUT
+        while not log.read_text().startswith("ready"):
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the multilab fork server did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield {"PATH": f"{folder}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
+               zygote.ADDRESS_VARIABLE: str(address)}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 # --------------------------------------------------------------------------- tracking server
 
 
@@ -168,8 +208,8 @@ def mlflow_server(root: Path, port: int | None = None) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def served(tracking_server: str, built_project: Path, tmp_path_factory: pytest.TempPathFactory
-           ) -> dict:
+def served(tracking_server: str, built_project: Path, tmp_path_factory: pytest.TempPathFactory,
+           preloaded_multilab: dict[str, str]) -> dict:
     """Seeds 0 and 1 trained at once against the server, then evaluated and reported (the
     uninterrupted reference of the resume tests, too)."""
     from mlflow.tracking import MlflowClient
@@ -192,8 +232,9 @@ def served(tracking_server: str, built_project: Path, tmp_path_factory: pytest.T
     settings = cli_settings(root)
     cfg = config_of(settings)
     logs = {seed: root / f"train-seed{seed}.log" for seed in (0, 1)}
-    processes = {seed: launch(settings, logs[seed], subprocess_env(tracking_server),
-                               "train", "--seed", str(seed)) for seed in (0, 1)}
+    env = subprocess_env(tracking_server, preloaded_multilab)
+    processes = {seed: launch(settings, logs[seed], env, "train", "--seed", str(seed))
+                 for seed in (0, 1)}
     for seed, process in processes.items():
         finish(process, logs[seed])
     with pytest.MonkeyPatch.context() as patch, one_torch_thread():

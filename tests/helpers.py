@@ -157,10 +157,12 @@ def cli_args(settings: list[str], *command: str) -> list[str]:
     return ["--params", str(PARAMS), *(f"--set={s}" for s in settings), *command]
 
 
-def subprocess_env(tracking_uri: str | None = None) -> dict[str, str]:
-    """Subprocess environment: one thread (bit-identical runs, modest CPU), chosen store."""
+def subprocess_env(tracking_uri: str | None = None, preloaded: dict[str, str] | None = None
+                   ) -> dict[str, str]:
+    """Subprocess environment: one thread (bit-identical runs, modest CPU), chosen store;
+    ``preloaded``: the ``preloaded_multilab`` fixture's values (tests/zygote.py)."""
     env = {k: v for k, v in os.environ.items() if k != tracking.URI_VARIABLE}
-    env |= {"OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+    env |= {"OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1", **(preloaded or {})}
     if tracking_uri:
         env[tracking.URI_VARIABLE] = tracking_uri
     return env
@@ -230,11 +232,22 @@ def run_script_in_process(command: Sequence[str], cwd: Path, env: dict[str, str]
                                            output.read_text(), errors.read_text())
 
 
+def multilab_program(env: dict[str, str]) -> str:
+    """The ``multilab`` to start with ``env``: the fork server's stand-in when ``env`` has
+    ``preloaded_multilab``'s values (tests/zygote.py), else the real one."""
+    from tests.zygote import ADDRESS_VARIABLE
+
+    if ADDRESS_VARIABLE in env:
+        return str(Path(env[ADDRESS_VARIABLE]).with_name("multilab"))
+    return str(BIN / "multilab")
+
+
 def launch(settings: list[str], log: Path, env: dict[str, str], *command: str
             ) -> subprocess.Popen:
+    """``multilab -v <command>`` in the background, its output in ``log``."""
     with log.open("a") as handle:
         return subprocess.Popen(
-            [str(BIN / "multilab"), "-v", *cli_args(settings, *command)],
+            [multilab_program(env), "-v", *cli_args(settings, *command)],
             stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=log.parent,
         )
 

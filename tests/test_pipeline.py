@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -29,9 +30,22 @@ pytestmark = pytest.mark.slow
 EXP_SHOW = ["--drop", ".*", "--keep", "Experiment|modification|metrics/variant.json:(mu|ppl.dev)"]
 
 
+#: What ``preloaded_multilab`` adds to the environment of DVC's processes (the stages'
+#: ``multilab`` skips its imports: this module checks DVC's wiring, not the process boundary).
+_PRELOADED: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stages_share_their_imports(preloaded_multilab: dict[str, str]) -> Iterator[None]:
+    _PRELOADED.update(preloaded_multilab)
+    yield
+    _PRELOADED.clear()
+
+
 def _run(args: list[str], cwd: Path, check: bool = True, columns: int | None = None
          ) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1",
+           "TQDM_DISABLE": "1", **_PRELOADED}
     if columns:
         env["COLUMNS"] = str(columns)
     env.pop("MLFLOW_TRACKING_URI", None)

@@ -27,12 +27,12 @@ from multilab.resolve import resolve_run
 from multilab.tracking.store import point_at
 from multilab.training.train import train_model
 from tests.helpers import (
-    BIN,
     LAUNCH_TIMEOUT,
     PARAMS,
     cli_args,
     free_port,
     link_project,
+    multilab_program,
     one_torch_thread,
     smoke_config,
     subprocess_env,
@@ -212,7 +212,7 @@ def test_a_resume_whose_run_the_store_lost_continues_in_a_new_run(built_project:
 
 @pytest.mark.slow
 def test_after_losing_mlruns_one_report_command_restores_runs_and_report(
-        built_project: Path, tmp_path: Path) -> None:
+        built_project: Path, tmp_path: Path, preloaded_multilab: dict[str, str]) -> None:
     """Issue 53, case 1: `rm -rf mlruns`, then `multilab report` in a fresh process (no
     client cache of the old store) re-creates the run from multilab.json, train_log.csv and
     the evaluation JSON, and writes the same Table 1 with its figures; nothing retrained,
@@ -234,8 +234,9 @@ def test_after_losing_mlruns_one_report_command_restores_runs_and_report(
     model_files = {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file()}
 
     shutil.rmtree(cfg.paths.mlruns)
-    done = subprocess.run([str(BIN / "multilab"), *cli_args(settings, "report")],
-                          capture_output=True, text=True, env=subprocess_env(),
+    env = subprocess_env(preloaded=preloaded_multilab)
+    done = subprocess.run([multilab_program(env), *cli_args(settings, "report")],
+                          capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=LAUNCH_TIMEOUT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (cfg.paths.reports / "table1.csv").read_text() == table  # the same numbers

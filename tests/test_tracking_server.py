@@ -74,7 +74,8 @@ def test_report_against_the_server_uses_both_seeds(served) -> None:
 
 @slow
 def test_a_server_dying_mid_training_fails_fast_and_the_run_resumes(
-        start_server, built_project: Path, tmp_path: Path) -> None:
+        start_server, built_project: Path, tmp_path: Path, preloaded_multilab: dict[str, str]
+        ) -> None:
     """Issue 23 item 6: the server dies at a checkpoint; training used to block ≈ 8.5 min in
     MLflow's retries and end in a traceback. Now: one line within a minute of the death, the
     checkpoint kept; with the server back, the same command resumes the same run to
@@ -87,7 +88,8 @@ def test_a_server_dying_mid_training_fails_fast_and_the_run_resumes(
     settings = cli_settings(root, **{"train.epochs": 10})
     log = root / "train.log"
     with start_server(store, port) as uri:
-        process = launch(settings, log, subprocess_env(uri), "train", "--seed", "0")
+        process = launch(settings, log, subprocess_env(uri, preloaded_multilab),
+                         "train", "--seed", "0")
         deadline = time.monotonic() + LAUNCH_TIMEOUT
         while not any(root.rglob("checkpoint-3")) and process.poll() is None:
             assert time.monotonic() < deadline, log.read_text()[-3000:]
@@ -102,7 +104,8 @@ def test_a_server_dying_mid_training_fails_fast_and_the_run_resumes(
     assert any(root.rglob("checkpoint-*")), "the checkpoint survives for the resume"
 
     with start_server(store, port) as uri:
-        finish(launch(settings, log, subprocess_env(uri), "train", "--seed", "0"), log)
+        finish(launch(settings, log, subprocess_env(uri, preloaded_multilab),
+                      "train", "--seed", "0"), log)
         client = MlflowClient(uri)
         experiment = client.get_experiment_by_name(config_of(settings).experiment)
         (run,) = [r for r in client.search_runs([experiment.experiment_id])

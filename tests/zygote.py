@@ -1,0 +1,221 @@
+"""A fork server for the ``multilab`` processes that DVC starts in the pipeline tests.
+
+Each ``multilab`` process spends 4–6 CPU s importing torch, transformers and MLflow before it
+does a smoke stage's second of work; a ``dvc repro`` of the smoke study starts fifteen of them.
+Where a test checks DVC's wiring and not the process boundary, a stand-in ``multilab`` first on
+``PATH`` hands its arguments, working directory, environment and standard streams to this
+server, which has imported those libraries once and forks a child per command: the child is a
+real process (its own pid, environment, directory, streams and exit status) that skips the
+imports. The stand-in waits for it, passes SIGTERM/SIGINT on, ends with its exit status (or
+signal), and takes the child with it when killed (the child watches the stand-in's socket).
+
+Not for the tests of the process boundary itself (SIGKILL and resume, DVC's signals, two
+processes, thread choice): they start the real ``multilab``. The stand-in also starts the real
+one when the request's environment differs from the server's in a variable that the preloaded
+libraries read when imported (``IMPORT_TIME_PREFIXES``), and the fixture uses no server when
+coverage is measured (its subprocess hook would miss the children).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import threading
+import traceback
+
+#: What the server imports before it forks; what multilab imports of its own (cheap, and
+#: some of it reads the environment) each child imports for itself.
+PRELOAD = ("torch", "transformers", "transformers.models.bert.modeling_bert",
+           "mlflow", "mlflow.tracking", "pandas", "scipy.stats", "safetensors.torch",
+           "tokenizers", "sklearn")
+#: Environment variables read when those libraries are imported (tqdm, Hugging Face, OpenMP
+#: and friends, torch, Python): a request that sets one differently runs the real command.
+#: multilab's thread choice too: it sets torch's threads only before torch is imported.
+IMPORT_TIME_PREFIXES = ("TQDM_", "HF_", "TRANSFORMERS_", "OMP_", "MKL_", "KMP_", "TORCH",
+                        "PYTORCH_", "CUDA_", "LD_", "PYTHON", "OPENBLAS_", "TOKENIZERS_",
+                        "MULTILAB_THREADS", "MULTILAB_WORKERS")
+#: The server's own additions to the test process's environment: those of the tests'
+#: processes (helpers.subprocess_env), so that their requests match it.
+SERVER_ENVIRONMENT = {"OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+ADDRESS_VARIABLE = "MULTILAB_TEST_ZYGOTE"
+LOG = "server.log"  # beside the socket: "ready", then why a request ran the real command
+HEADER = struct.Struct("!Q")
+
+
+def import_time_environment(environ: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in environ.items() if key.startswith(IMPORT_TIME_PREFIXES)}
+
+
+def _read_exactly(connection: socket.socket, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = connection.recv(min(left, 1 << 16))
+        if not chunk:
+            raise ConnectionError("the stand-in went away")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _run_child(connection: socket.socket, request: dict, streams: list[int]) -> None:
+    """In the forked child: become the requested ``multilab`` process, run it, exit."""
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
+        signal.signal(number, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+    for target, fd in enumerate(streams):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    sys.argv = request["argv"]
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own streams
+    sys.stdout = open(1, "w", buffering=1 if os.isatty(1) else -1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
+
+    def die_with_the_stand_in() -> None:  # EOF: the stand-in was killed
+        connection.recv(1)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=die_with_the_stand_in, daemon=True).start()
+    code: object = 0
+    try:
+        from multilab.cli import main
+
+        code = main()
+    except SystemExit as exit_:
+        code = exit_.code
+    except BaseException:  # what Python prints for an uncaught exception
+        traceback.print_exc()
+        code = 1
+    import atexit
+
+    atexit._run_exitfuncs()  # as at a normal interpreter exit (MLflow ends its runs here)
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code & 0xFF)
+
+
+def serve(address: str) -> None:
+    """Import ``PRELOAD``, then fork a child per request until the listening socket closes."""
+    import importlib
+
+    own_environment = import_time_environment(dict(os.environ))
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # as cli.quiet_libraries
+    for name in PRELOAD:
+        importlib.import_module(name)
+    set_by_the_libraries = {key for key, value in import_time_environment(dict(os.environ)).items()
+                            if own_environment.get(key) != value}  # torch's KMP_*, for one
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(address)
+    listener.listen(16)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(wake_read, selectors.EVENT_READ, "child")
+    children: dict[int, socket.socket] = {}
+    print("ready", flush=True)
+    while True:
+        for key, _ in selector.select():
+            if key.data == "accept":
+                connection, _ = listener.accept()
+                try:
+                    start, fds, _, _ = socket.recv_fds(connection, HEADER.size, 3)
+                    (size,) = HEADER.unpack(
+                        start + _read_exactly(connection, HEADER.size - len(start)))
+                    request = json.loads(_read_exactly(connection, size))
+                except (ConnectionError, struct.error, ValueError):
+                    connection.close()
+                    continue
+                differing = {name for name in own_environment.keys()
+                             | import_time_environment(request["env"]).keys()
+                             if own_environment.get(name) != request["env"].get(name)
+                             and name not in set_by_the_libraries}
+                if differing:
+                    print(f"real multilab: {sorted(differing)} differ", flush=True)
+                    connection.sendall(b"real\n")
+                    connection.close()
+                    for fd in fds:
+                        os.close(fd)
+                    continue
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    for other in children.values():
+                        other.close()
+                    listener.close()
+                    selector.close()
+                    os.close(wake_read)
+                    os.close(wake_write)
+                    _run_child(connection, request, fds)
+                for fd in fds:
+                    os.close(fd)
+                connection.sendall(f"pid {pid}\n".encode())
+                children[pid] = connection
+            else:
+                os.read(wake_read, 4096)
+                while children:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                    if pid == 0:
+                        break
+                    connection = children.pop(pid, None)
+                    if connection is None:
+                        continue
+                    ending = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+                              else f"exit {os.WEXITSTATUS(status)}")
+                    with contextlib.suppress(OSError):  # the stand-in was killed
+                        connection.sendall(f"{ending}\n".encode())
+                    connection.close()
+
+
+#: The stand-in: Python without ``site`` (it starts in milliseconds). It sends the request
+#: with its standard streams, forwards the stop signals to the child and ends as the child
+#: ended; told ``real``, it becomes the real command.
+STAND_IN = """#!{python} -S
+import json, os, signal, socket, struct, sys
+request = json.dumps({{"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+connection = socket.socket(socket.AF_UNIX)
+try:
+    connection.connect(os.environ[{variable!r}])
+    socket.send_fds(connection, [struct.pack("!Q", len(request)) + request], [0, 1, 2])
+    reply = connection.makefile("rb")
+    first = reply.readline().decode()
+except (OSError, KeyError):
+    first = "real"
+if not first.startswith("pid "):
+    os.execv({real!r}, [{real!r}, *sys.argv[1:]])
+child = int(first.split()[1])
+for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(number, lambda number, frame: os.kill(child, number))
+while True:
+    try:
+        line = reply.readline().decode()
+        break
+    except InterruptedError:
+        continue
+kind, _, value = line.partition(" ")
+if kind == "signal":
+    signal.signal(int(value), signal.SIG_DFL)
+    os.kill(os.getpid(), int(value))
+sys.exit(int(value) if kind == "exit" else 1)
+"""
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
