@@ -88,13 +88,28 @@ def test_smoke_training_learns_and_is_tracked(project: Config) -> None:
     assert again == model_dir and len(tracking.search_runs(cfg.paths, cfg.experiment)) == 1
 
 
+def _logging_every_third_step(project: Config) -> Config:
+    """MLflow gets rows in batches of 3 steps: a stop between batches must lose none."""
+    return replace(project, train=replace(project.train, log_every=3))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(built_project, tmp_path_factory) -> dict[str, torch.Tensor]:
+    """The weights of the resume tests' run (original, seed 3) trained without a stop, once
+    for the module (each test trains its own interrupted run in a project of its own)."""
+    from tests.helpers import link_project, smoke_config
+
+    project = smoke_config(link_project(built_project, tmp_path_factory.mktemp("reference")))
+    run = resolve_run(_logging_every_third_step(project), "original", 3)
+    return _weights(train_model(run, progress=False))
+
+
 @pytest.mark.slow  # trains a smoke model
 @pytest.mark.parametrize("stop_at", [1, 5, 11])
-def test_resume_gives_identical_weights(project: Config, tmp_path, stop_at: int) -> None:
-    # MLflow gets rows in batches of 3 steps: a stop between batches must lose none
-    run = resolve_run(replace(project, train=replace(project.train, log_every=3)), "original", 3)
+def test_resume_gives_identical_weights(project: Config, uninterrupted, tmp_path,
+                                        stop_at: int) -> None:
+    run = resolve_run(_logging_every_third_step(project), "original", 3)
     experiment = tracking.connect(project.paths, project.experiment)
-    reference = train_model(run, model_dir=tmp_path / "uninterrupted", progress=False)
     interrupted = tmp_path / "interrupted"
     with pytest.raises(StoppedEarly):
         train_model(run, experiment_id=experiment, model_dir=interrupted,
@@ -111,20 +126,19 @@ def test_resume_gives_identical_weights(project: Config, tmp_path, stop_at: int)
     state = torch.load(checkpoint / "state.pt", weights_only=False)["model"]
     assert all(torch.equal(state[k], v) for k, v in partial.state_dict().items() if k in state)
     train_model(run, experiment_id=experiment, model_dir=interrupted, progress=False)
-    a, b = _weights(reference), _weights(interrupted)
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    resumed = _weights(interrupted)
+    assert all(torch.equal(uninterrupted[k], resumed[k]) for k in uninterrupted)
     runs = tracking.search_runs(project.paths, project.experiment)
     assert len(runs) == 1 and runs.iloc[0]["status"] == "FINISHED"  # the same run continued
     assert not list(area.glob("checkpoint-*")) and not list(interrupted.glob("checkpoint-*"))
 
 
 @pytest.mark.slow  # trains a smoke model
-def test_different_seeds_give_different_models(project: Config, tmp_path) -> None:
-    a = train_model(resolve_run(project, "original", 1), model_dir=tmp_path / "a", progress=False)
-    b = train_model(resolve_run(project, "original", 2), model_dir=tmp_path / "b", progress=False)
-    wa, wb = _weights(a), _weights(b)
-    assert not torch.equal(wa["bert.embeddings.word_embeddings.weight"],
-                           wb["bert.embeddings.word_embeddings.weight"])
+def test_different_seeds_give_different_models(project: Config, uninterrupted) -> None:
+    """Seed 1 against the resume tests' seed 3 (logging every third step changes no weight)."""
+    seed_1 = _weights(train_model(resolve_run(project, "original", 1), progress=False))
+    assert not torch.equal(seed_1["bert.embeddings.word_embeddings.weight"],
+                           uninterrupted["bert.embeddings.word_embeddings.weight"])
 
 
 def test_untrained_model_is_saved_without_training(project: Config) -> None:
