@@ -105,7 +105,8 @@ def preloaded_multilab() -> Iterator[dict[str, str]]:
     from tests import zygote
     from tests.helpers import BIN, ROOT
 
-    if os.environ.get(zygote.ADDRESS_VARIABLE) == "no" or "COV_CORE_SOURCE" in os.environ:
+    measured = {"COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START"} & os.environ.keys()
+    if os.environ.get(zygote.ADDRESS_VARIABLE) == "no" or measured:  # coverage's own variables
         yield {}
         return
     folder = Path(tempfile.mkdtemp(prefix="zygote-"))  # short: a socket path

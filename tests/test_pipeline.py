@@ -58,11 +58,13 @@ def _run(args: list[str], cwd: Path, check: bool = True, columns: int | None = N
 def shrink_for_the_pipeline(params: dict) -> None:
     """What these tests check is DVC's wiring, not the numbers: the stages that cost more than
     their start-up run on less text (a dev corpus from Genesis, not the Old Testament: Punkt
-    learning from it was most of the corpus stage; 128 training sentences; 64 verses a language
-    to fine-tune and score)."""
+    learning from it was most of the corpus stage; 128 training sentences; 100 sentences
+    evaluated; one fastText epoch for the spaces; 64 verses a language to fine-tune and score)."""
     params["corpus"] |= {"dev_books": [1, 1], "dev_sentences": 1000}
     smoke = params["profiles"]["smoke"]
     smoke["train"] |= {"max_train_sentences": 128}
+    smoke["evaluate"] |= {"dev_sentences": 100, "curve_sentences": 50}
+    smoke["spaces"] |= {"epochs": 1}
     smoke["downstream"] |= {"max_train_verses": 64, "max_test_verses": 64}
 
 

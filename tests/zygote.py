@@ -13,7 +13,7 @@ Not for the tests of the process boundary itself (SIGKILL and resume, DVC's sign
 processes, thread choice): they start the real ``multilab``. The stand-in also starts the real
 one when the request's environment differs from the server's in a variable that the preloaded
 libraries read when imported (``IMPORT_TIME_PREFIXES``), and the fixture uses no server when
-coverage is measured (its subprocess hook would miss the children).
+coverage is measured (coverage's subprocess patch would miss the children).
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ import traceback
 #: some of it reads the environment) each child imports for itself.
 PRELOAD = ("torch", "transformers", "transformers.models.bert.modeling_bert",
            "mlflow", "mlflow.tracking", "pandas", "scipy.stats", "safetensors.torch",
-           "tokenizers", "sklearn")
+           "tokenizers", "sklearn", "matplotlib.figure", "matplotlib.backends.backend_agg",
+           "matplotlib.ticker", "nltk.tokenize")
 #: Environment variables read when those libraries are imported (tqdm, Hugging Face, OpenMP
 #: and friends, torch, Python): a request that sets one differently runs the real command.
 #: multilab's thread choice too: it sets torch's threads only before torch is imported.
 IMPORT_TIME_PREFIXES = ("TQDM_", "HF_", "TRANSFORMERS_", "OMP_", "MKL_", "KMP_", "TORCH",
                         "PYTORCH_", "CUDA_", "LD_", "PYTHON", "OPENBLAS_", "TOKENIZERS_",
-                        "MULTILAB_THREADS", "MULTILAB_WORKERS")
+                        "MPL", "NLTK", "MULTILAB_THREADS", "MULTILAB_WORKERS")
 #: The server's own additions to the test process's environment: those of the tests'
 #: processes (helpers.subprocess_env), so that their requests match it.
 SERVER_ENVIRONMENT = {"OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
