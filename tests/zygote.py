@@ -85,6 +85,9 @@ def _run_child(connection: socket.socket, request: dict, streams: list[int]) -> 
         os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=die_with_the_stand_in, daemon=True).start()
+    import numpy  # a process of its own draws its own entropy (``random`` reseeds at fork)
+
+    numpy.random.seed()
     code: object = 0
     try:
         from multilab.cli import main
@@ -131,8 +134,9 @@ def serve(address: str) -> None:
     selector.register(wake_read, selectors.EVENT_READ, "child")
     children: dict[int, socket.socket] = {}
     print("ready", flush=True)
-    while True:
-        for key, _ in selector.select():
+    parent = os.getppid()
+    while os.getppid() == parent:  # an xdist worker that died leaves no server behind
+        for key, _ in selector.select(timeout=5):
             if key.data == "accept":
                 connection, _ = listener.accept()
                 try:
