@@ -110,7 +110,7 @@ def test_a_copied_source_names_its_commit(tmp_path: Path, monkeypatch) -> None:
     """A GPU lease runs a copy of the working tree whose .git is missing or stale: the
     commit comes from MULTILAB_SOURCE_COMMIT (scripts/gpu_lease.sh), marked as such, even
     inside a git checkout; dirtiness unknown."""
-    from multilab.studies.records import SOURCE_COMMIT_ENV, source_state
+    from multilab.source import SOURCE_COMMIT_ENV, source_state
 
     monkeypatch.delenv(SOURCE_COMMIT_ENV, raising=False)
     assert source_state(tmp_path)["commit"] is None

@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import re
-import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Any
 
 from multilab.errors import UserError
 from multilab.files import write_json
+from multilab.source import source_state
 
 SCHEMA = 1
 #: The commands that leave records (a record's ``kind``).
@@ -113,30 +113,6 @@ def machine() -> dict[str, Any]:
 
 
 #: names the commit of a source copy that has no .git (scripts/gpu_lease.sh sets it)
-SOURCE_COMMIT_ENV = "MULTILAB_SOURCE_COMMIT"
-
-
-def source_state(root: Path | None = None) -> dict[str, Any]:
-    """The commit and whether the source differs from it (None outside a git checkout)."""
-    cwd = root or Path.cwd()
-
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                                  timeout=20, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    if os.environ.get(SOURCE_COMMIT_ENV):
-        # a copy of a clean checkout (a GPU lease's working tree, whose .git, if any, is not
-        # the copied one's): the commit it was copied from, named by whoever copied it
-        return {"commit": os.environ[SOURCE_COMMIT_ENV], "dirty": None, "commit_from": "env"}
-    commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no", "--", "src") if commit else None
-    return {"commit": commit, "dirty": bool(status) if commit else None}
-
-
 def provenance() -> dict[str, Any]:
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else ""

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
-import subprocess
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from mlflow.tracking import MlflowClient
 from multilab.config import Paths
 from multilab.errors import StoppedEarly, Terminated
 from multilab.lab.modifications import same_modification
+from multilab.source import source_commit
 from multilab.tracking.colors import RUN_COLOR_TAG, pick_color
 from multilab.tracking.log import log_step_rows
 from multilab.tracking.store import lost_server, point_at, server_call, tracking_uri
@@ -51,14 +50,7 @@ def source_tags() -> dict[str, str]:
 
 
 def git_commit() -> str:
-    if os.environ.get("MULTILAB_SOURCE_COMMIT"):  # a copied source names its commit
-        return os.environ["MULTILAB_SOURCE_COMMIT"]  # (studies.records.SOURCE_COMMIT_ENV)
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    return source_commit() or "unknown"
 
 
 @contextlib.contextmanager

@@ -1,0 +1,41 @@
+"""Which code is running: the git commit of the checkout, or the commit that a copied source
+names (a GPU lease's working tree, whose ``.git``, if any, is not the copied one's:
+scripts/gpu_lease.sh sets ``MULTILAB_SOURCE_COMMIT``). Records and MLflow tags both read it
+here, so that a run and its record never name different commits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+SOURCE_COMMIT_ENV = "MULTILAB_SOURCE_COMMIT"
+
+
+def _git(cwd: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                              timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def source_state(root: Path | None = None) -> dict[str, Any]:
+    """The commit and whether ``src`` differs from it (None outside a git checkout); a
+    named commit is marked ``commit_from: env`` and its cleanliness is unknown."""
+    if os.environ.get(SOURCE_COMMIT_ENV):
+        return {"commit": os.environ[SOURCE_COMMIT_ENV], "dirty": None, "commit_from": "env"}
+    cwd = root or Path.cwd()
+    commit = _git(cwd, "rev-parse", "HEAD")
+    status = _git(cwd, "status", "--porcelain", "--untracked-files=no", "--", "src") if commit \
+        else None
+    return {"commit": commit, "dirty": bool(status) if commit else None}
+
+
+def source_commit(root: Path | None = None) -> str | None:
+    """The commit alone (no ``git status``: MLflow tags it on every run)."""
+    if os.environ.get(SOURCE_COMMIT_ENV):
+        return os.environ[SOURCE_COMMIT_ENV]
+    return _git(root or Path.cwd(), "rev-parse", "HEAD")
