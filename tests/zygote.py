@@ -113,7 +113,7 @@ def _run_child(connection: socket.socket, request: dict, streams: list[int]) -> 
 
 
 def serve(address: str) -> None:
-    """Import ``PRELOAD``, then fork a child per request until the listening socket closes."""
+    """Import ``PRELOAD``, then fork a child per request while the worker that started it lives."""
     import importlib
 
     own_environment = import_time_environment(dict(os.environ))
