@@ -103,7 +103,7 @@ def preloaded_multilab() -> Iterator[dict[str, str]]:
     import tempfile
 
     from tests import zygote
-    from tests.helpers import BIN, ROOT
+    from tests.helpers import BIN, ROOT, subprocess_env
 
     measured = {"COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START"} & os.environ.keys()
     if os.environ.get(zygote.ADDRESS_VARIABLE) == "no" or measured:  # coverage's own variables
@@ -118,7 +118,7 @@ def preloaded_multilab() -> Iterator[dict[str, str]]:
     with log.open("w") as handle:
         server = subprocess.Popen([sys.executable, "-m", "tests.zygote", str(address)],
                                   cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
-                                  env=os.environ | zygote.SERVER_ENVIRONMENT,
+                                  env=subprocess_env(),  # what its requests will have
                                   start_new_session=True)
     try:
         deadline = time.monotonic() + SERVER_TIMEOUT

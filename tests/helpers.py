@@ -157,12 +157,16 @@ def cli_args(settings: list[str], *command: str) -> list[str]:
     return ["--params", str(PARAMS), *(f"--set={s}" for s in settings), *command]
 
 
+#: What the tests' processes run with: one thread (bit-identical runs, modest CPU), no bars.
+SUBPROCESS_VARIABLES = {"OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+
+
 def subprocess_env(tracking_uri: str | None = None, preloaded: dict[str, str] | None = None
                    ) -> dict[str, str]:
-    """Subprocess environment: one thread (bit-identical runs, modest CPU), chosen store;
+    """Subprocess environment: :data:`SUBPROCESS_VARIABLES`, the chosen store (else none);
     ``preloaded``: the ``preloaded_multilab`` fixture's values (tests/zygote.py)."""
     env = {k: v for k, v in os.environ.items() if k != tracking.URI_VARIABLE}
-    env |= {"OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1", **(preloaded or {})}
+    env |= {**SUBPROCESS_VARIABLES, **(preloaded or {})}
     if tracking_uri:
         env[tracking.URI_VARIABLE] = tracking_uri
     return env

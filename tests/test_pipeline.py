@@ -19,7 +19,7 @@ import yaml
 from multilab import tracking
 from multilab.resolve import load_config, resolve_run
 from multilab.training.model_dir import model_fingerprint, read_done
-from tests.helpers import BIN, DVC, clone_working_tree
+from tests.helpers import BIN, DVC, clone_working_tree, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -44,11 +44,10 @@ def _stages_share_their_imports(preloaded_multilab: dict[str, str]) -> Iterator[
 
 def _run(args: list[str], cwd: Path, check: bool = True, columns: int | None = None
          ) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1",
-           "TQDM_DISABLE": "1", **_PRELOADED}
+    # the venv's dvc and multilab first; the fork server's stand-in before them when there is one
+    env = subprocess_env(preloaded={"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **_PRELOADED})
     if columns:
         env["COLUMNS"] = str(columns)
-    env.pop("MLFLOW_TRACKING_URI", None)
     done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     if check and done.returncode != 0:
         raise AssertionError(f"{args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")

@@ -41,9 +41,6 @@ PRELOAD = ("torch", "transformers", "transformers.models.bert.modeling_bert",
 IMPORT_TIME_PREFIXES = ("TQDM_", "HF_", "TRANSFORMERS_", "OMP_", "MKL_", "KMP_", "TORCH",
                         "PYTORCH_", "CUDA_", "LD_", "PYTHON", "OPENBLAS_", "TOKENIZERS_",
                         "MPL", "NLTK", "MULTILAB_THREADS", "MULTILAB_WORKERS")
-#: The server's own additions to the test process's environment: those of the tests'
-#: processes (helpers.subprocess_env), so that their requests match it.
-SERVER_ENVIRONMENT = {"OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
 ADDRESS_VARIABLE = "MULTILAB_TEST_ZYGOTE"
 LOG = "server.log"  # beside the socket: "ready", then why a request ran the real command
 HEADER = struct.Struct("!Q")
