@@ -172,76 +172,12 @@ def subprocess_env(tracking_uri: str | None = None, preloaded: dict[str, str] | 
     return env
 
 
-#: A stand-in ``multilab`` for scripts (their ``$MULTILAB``): it hands its arguments and working
-#: directory to the test process over a Unix socket and exits with the code the real
-#: :func:`multilab.cli.main` returned there. Python without ``site``: it starts in milliseconds.
-_MULTILAB_STAND_IN = """#!{python} -S
-import json, os, socket, sys
-with socket.socket(socket.AF_UNIX) as server:
-    server.connect({address!r})
-    server.sendall(json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd()}}).encode())
-    server.shutdown(socket.SHUT_WR)
-    sys.exit(int(server.makefile().read() or 1))
-"""
-
-
-def run_script_in_process(command: Sequence[str], cwd: Path, env: dict[str, str],
-                          timeout: float = LAUNCH_TIMEOUT) -> subprocess.CompletedProcess:
-    """Run a shell script for real, its ``multilab`` commands inside this process: each
-    ``$MULTILAB`` call runs :func:`multilab.cli.main` here, in the caller's directory, and
-    the script sees its exit code. A script's test checks what the script does (its order of
-    commands, its checks between them, its outputs); a process per command would add only
-    start-up (torch, MLflow), ≈ 4 CPU s each. Returns the script's exit code, stdout and stderr."""
-    import json
-    import tempfile
-    import time
-
-    from multilab.cli import main
-
-    with tempfile.TemporaryDirectory(prefix="multilab-") as folder:  # short: a socket path
-        address = Path(folder) / "socket"
-        stand_in = Path(folder) / "multilab"
-        stand_in.write_text(_MULTILAB_STAND_IN.format(python=sys.executable,
-                                                     address=str(address)))
-        stand_in.chmod(0o755)
-        output, errors = Path(folder) / "stdout", Path(folder) / "stderr"
-        with (socket.socket(socket.AF_UNIX) as server, output.open("w") as out,
-              errors.open("w") as err):
-            server.bind(str(address))
-            server.listen()
-            server.settimeout(0.2)
-            script = subprocess.Popen(list(command), cwd=cwd, stdout=out, stderr=err,
-                                      env=env | {"MULTILAB": str(stand_in)})
-            deadline = time.monotonic() + timeout
-            while script.poll() is None:
-                if time.monotonic() > deadline:
-                    script.kill()
-                    script.wait()
-                    pytest.fail(f"{command} hung for {timeout}s")
-                try:
-                    connection, _ = server.accept()
-                except TimeoutError:
-                    continue
-                with connection:
-                    connection.settimeout(None)
-                    request = json.loads(connection.makefile().read())
-                    with pytest.MonkeyPatch.context() as patch:
-                        patch.chdir(request["cwd"])
-                        try:
-                            code = main(request["argv"])
-                        except SystemExit as exit_:  # argparse's usage errors
-                            code = exit_.code if isinstance(exit_.code, int) else 2
-                    connection.sendall(str(code).encode())
-        return subprocess.CompletedProcess(list(command), script.returncode,
-                                           output.read_text(), errors.read_text())
-
-
 def multilab_program(env: dict[str, str]) -> str:
     """The ``multilab`` to start with ``env``: the fork server's stand-in when ``env`` has
     ``preloaded_multilab``'s values (tests/zygote.py), else the real one."""
     from tests.zygote import ADDRESS_VARIABLE
 
-    if ADDRESS_VARIABLE in env:
+    if env.get(ADDRESS_VARIABLE, "no") != "no":  # "no": the server turned off
         return str(Path(env[ADDRESS_VARIABLE]).with_name("multilab"))
     return str(BIN / "multilab")
 

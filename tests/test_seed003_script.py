@@ -1,8 +1,8 @@
 """scripts/seed003_similarity.sh (seed 003 §5's one command): monolingual models per edition,
 English twice (the Fake-English stand-in), and `multilab similarity` for each pair, in a clone
-on the smoke profile. The script runs for real; its eleven ``multilab`` commands run in this
-process (helpers.run_script_in_process): what is tested is the script, not the CLI's
-start-up, which the pipeline and process tests cover."""
+on the smoke profile. The script runs for real; its eleven ``multilab`` commands are real
+processes that skip their imports (the fork server, tests/zygote.py): what is tested is the
+script, not the CLI's start-up, which the pipeline and process tests cover."""
 
 from __future__ import annotations
 
@@ -13,23 +13,27 @@ from pathlib import Path
 import pytest
 
 from multilab import tracking
-from tests.helpers import ROOT, run_script_in_process, subprocess_env
+from tests.helpers import ROOT, multilab_program, subprocess_env
 
 SCRIPT = ROOT / "scripts" / "seed003_similarity.sh"
 
 
 @pytest.mark.slow  # a clone, three monolingual models trained and two pairs compared
 def test_the_script_trains_monolingual_models_and_compares_them(
-        tmp_path: Path, one_thread: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, preloaded_multilab: dict[str, str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     project = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(project)], check=True)
     script = project / "scripts" / SCRIPT.name
     script.write_bytes(SCRIPT.read_bytes())  # the working tree's version
     monkeypatch.delenv(tracking.URI_VARIABLE, raising=False)  # the clone's own store
 
+    env = subprocess_env(preloaded=preloaded_multilab)
+    env["MULTILAB"] = multilab_program(env)  # the script's own way to name its multilab
+
     def run(*args: str) -> subprocess.CompletedProcess:
-        return run_script_in_process(["bash", str(script), *args], project, subprocess_env(),
-                                     timeout=900)
+        return subprocess.run(["bash", str(script), *args], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=900)
 
     assert run("--bogus").returncode == 2
     done = run("-p", "smoke", "--verses", "40", "s")
