@@ -106,12 +106,12 @@ def preloaded_multilab() -> Iterator[dict[str, str]]:
     from tests.helpers import BIN, ROOT, subprocess_env
 
     measured = {"COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START"} & os.environ.keys()
-    if os.environ.get(zygote.ADDRESS_VARIABLE) == "no" or measured:  # coverage's own variables
+    if os.environ.get(zygote.ADDRESS_VARIABLE) == zygote.OFF or measured:  # coverage's own
         yield {}
         return
     folder = Path(tempfile.mkdtemp(prefix="zygote-"))  # short: a socket path
     address, log = folder / "socket", folder / zygote.LOG
-    stand_in = folder / "multilab"
+    stand_in = zygote.stand_in_path(address)
     stand_in.write_text(zygote.STAND_IN.format(
         python=sys.executable, variable=zygote.ADDRESS_VARIABLE, real=str(BIN / "multilab")))
     stand_in.chmod(0o755)
@@ -129,9 +129,7 @@ def preloaded_multilab() -> Iterator[dict[str, str]]:
         yield {"PATH": f"{folder}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
                zygote.ADDRESS_VARIABLE: str(address)}
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
+        _stop(server)  # its process group: the server and any child still running
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -175,10 +175,10 @@ def subprocess_env(tracking_uri: str | None = None, preloaded: dict[str, str] | 
 def multilab_program(env: dict[str, str]) -> str:
     """The ``multilab`` to start with ``env``: the fork server's stand-in when ``env`` has
     ``preloaded_multilab``'s values (tests/zygote.py), else the real one."""
-    from tests.zygote import ADDRESS_VARIABLE
+    from tests.zygote import ADDRESS_VARIABLE, OFF, stand_in_path
 
-    if env.get(ADDRESS_VARIABLE, "no") != "no":  # "no": the server turned off
-        return str(Path(env[ADDRESS_VARIABLE]).with_name("multilab"))
+    if env.get(ADDRESS_VARIABLE, OFF) != OFF:
+        return str(stand_in_path(env[ADDRESS_VARIABLE]))
     return str(BIN / "multilab")
 
 

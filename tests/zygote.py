@@ -28,6 +28,7 @@ import struct
 import sys
 import threading
 import traceback
+from pathlib import Path
 
 #: What the server imports before it forks; what multilab imports of its own (cheap, and
 #: some of it reads the environment) each child imports for itself.
@@ -42,8 +43,14 @@ IMPORT_TIME_PREFIXES = ("TQDM_", "HF_", "TRANSFORMERS_", "OMP_", "MKL_", "KMP_",
                         "PYTORCH_", "CUDA_", "LD_", "PYTHON", "OPENBLAS_", "TOKENIZERS_",
                         "MPL", "NLTK", "MULTILAB_THREADS", "MULTILAB_WORKERS")
 ADDRESS_VARIABLE = "MULTILAB_TEST_ZYGOTE"
+OFF = "no"  # MULTILAB_TEST_ZYGOTE=no: every test starts the real command
 LOG = "server.log"  # beside the socket: "ready", then why a request ran the real command
 HEADER = struct.Struct("!Q")
+
+
+def stand_in_path(address: str | os.PathLike) -> Path:
+    """The stand-in ``multilab`` lives beside the server's socket."""
+    return Path(address).with_name("multilab")
 
 
 def import_time_environment(environ: dict[str, str]) -> dict[str, str]:
