@@ -145,6 +145,7 @@ def test_sharing_rows_train_and_transfer_on_the_smoke_profile(built_project: Pat
 
     cfg = smoke_config(link_project(built_project, tmp_path),
                        train={"max_train_sentences": 128, "eval_points": []},
+                       evaluate={"dev_sentences": 100},
                        downstream={"epochs": 1, "max_train_verses": 64,
                                    "max_test_verses": 64})
     for modification in ("sep-L1-3", "sep-emb+sep-L1-6"):

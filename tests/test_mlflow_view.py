@@ -52,7 +52,8 @@ def evaluated(built_project: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     `multilab variant` (which evaluates it a third time)."""
     root = link_project(built_project, tmp_path_factory.mktemp("view"))
     cfg = smoke_config(root, seeds=[0], study=["original"],
-                       train={"epochs": 1, "max_train_sentences": 128})
+                       train={"epochs": 1, "max_train_sentences": 128},
+                       evaluate={"dev_sentences": 100, "curve_sentences": 50})
     run = resolve_run(cfg, "original", 0)
     with pytest.MonkeyPatch.context() as patch, one_torch_thread():
         _no_network(patch)

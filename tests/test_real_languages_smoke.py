@@ -76,13 +76,14 @@ def test_two_real_languages_and_fake_end_to_end() -> None:
 
 def _settings(root: Path, languages: str, **extra: object) -> list[str]:
     """A real-language smoke study: 200 dev verses, 128 train verses (4 steps), 100 verses
-    evaluated, a one-epoch downstream fine-tune of 64 verses."""
+    evaluated, one fastText epoch for the spaces, a one-epoch downstream fine-tune of 64
+    verses."""
     values: dict[str, object] = {
         "profile": "smoke", "languages": languages, "study": "[original]", "seeds": "[0]",
         **{f"paths.{name}": root / name
            for name in ("data", "artifacts", "reports", "metrics", "mlruns", "results")},
         "corpus.dev_sentences": 200, "train.max_train_sentences": 128,
-        "train.eval_points": "[]", "evaluate.dev_sentences": 100,
+        "train.eval_points": "[]", "evaluate.dev_sentences": 100, "spaces.epochs": 1,
         "downstream.epochs": 1, "downstream.max_train_verses": 64,
         "downstream.max_test_verses": 64, "word_order.books": "[64, 66]",
         "word_order.verses": 40, **extra,

@@ -180,6 +180,7 @@ def test_seed_000_table_3_from_text_files_on_the_smoke_profile(tmp_path: Path, c
     rows = ["original", "inv-order", "lang-pos+shift-special+no-random", "knn-replace"]
     settings = _settings(tmp_path, corpora, **{
         "downstream.task": "xnli", "downstream.task_path": xnli, "downstream.epochs": 1,
+        "train.epochs": 1,  # what runs is checked, not what is learned: 3 steps, not 6
         "study": f"[{','.join(rows)}]"})
     cfg = config_of(settings)
     commands = [["corpus", "xnli-dev"], ["corpus", "build"], ["vocab"], ["spaces"]]

@@ -33,9 +33,10 @@ from pathlib import Path
 #: What the server imports before it forks; what multilab imports of its own (cheap, and
 #: some of it reads the environment) each child imports for itself.
 PRELOAD = ("torch", "transformers", "transformers.models.bert.modeling_bert",
-           "mlflow", "mlflow.tracking", "pandas", "scipy.stats", "safetensors.torch",
-           "tokenizers", "sklearn", "matplotlib.figure", "matplotlib.backends.backend_agg",
-           "matplotlib.ticker", "nltk.tokenize")
+           "mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store", "git",
+           "tabulate", "pandas", "scipy.stats", "safetensors.torch", "tokenizers", "sklearn",
+           "matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.ticker",
+           "nltk.tokenize")
 #: Environment variables read when those libraries are imported (tqdm, Hugging Face, OpenMP
 #: and friends, torch, Python): a request that sets one differently runs the real command.
 #: multilab's thread choice too: it sets torch's threads only before torch is imported.

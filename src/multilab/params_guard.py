@@ -23,10 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from multilab.errors import UserError
-from multilab.files import write_text
+from multilab.files import parse_yaml, write_text
 
 #: the marker the pipeline's first stages depend on; the same text at every accepted check,
 #: so its rewrite never makes a later stage stale
@@ -57,9 +55,9 @@ def restore_refused(params_path: Path, marker: Path, refuses: Callable[[dict], b
     if EXP_BASELINE_ENV not in environ:  # `dvc repro` or by hand: DVC wrote nothing
         return None
     current_text = params_path.read_text(encoding="utf-8")
-    current = yaml.safe_load(current_text)
+    current = parse_yaml(current_text)
     for source, text in _candidates(params_path, marker, environ[EXP_BASELINE_ENV]):
-        before = yaml.safe_load(text)
+        before = parse_yaml(text)
         changed = _changed_leaves(before, current)
         if not changed or not all(refuses(_with(before, key, value)) for key, value in changed):
             continue

@@ -60,6 +60,7 @@ from multilab.config import (
 )
 from multilab.data.tasks import TASKS, get_task
 from multilab.errors import UserError
+from multilab.files import parse_yaml
 from multilab.lab import languages as langs
 from multilab.lab import modifications as mods
 from multilab.lab.languages import EDITIONS
@@ -301,7 +302,7 @@ def _check_replacement(probs: tuple[float, ...], where: str) -> None:
 def _yaml(text: str, source: str) -> Any:
     """YAML → Python, a syntax error as one line with its position."""
     try:
-        return yaml.safe_load(text)
+        return parse_yaml(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

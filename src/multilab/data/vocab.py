@@ -44,10 +44,15 @@ def continuation_pieces(sentences: list[str], tokenizer: Tokenizer) -> list[str]
     learned different vocabularies from one corpus. Registering exactly these tokens up front,
     in sorted order, fixes their ids and makes the vocabulary byte-identical across processes.
     """
-    inside: set[str] = set()
+    # The normalizer works character by character and turns whitespace into spaces, where the
+    # pre-tokenizer splits anyway: each distinct space-free chunk is pre-tokenized once (a
+    # few times faster than every sentence; the same words)
+    chunks: set[str] = set()
     for sentence in sentences:
-        normalized = tokenizer.normalizer.normalize_str(sentence)
-        for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(normalized):
+        chunks.update(tokenizer.normalizer.normalize_str(sentence).split(" "))
+    inside: set[str] = set()
+    for chunk in chunks:
+        for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(chunk):
             inside.update(word[1:])
     return [CONTINUATION_PREFIX + ch for ch in sorted(inside)]
 

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from multilab.errors import UserError
+from multilab.files import parse_yaml
 from multilab.studies.verdict import DIRECTIONS, PaperValue
 
 #: The five papers, by key: the authors and year users read.
@@ -172,7 +173,7 @@ def _number(value: Any) -> bool:
 def load_paper_claims(source: Path) -> tuple[dict[str, str], list[Claim]]:
     """One paper's file: its header (key, citation, counting) and its claims."""
     try:
-        data = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
+        data = parse_yaml(Path(source).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UserError(f"{source}: not readable YAML ({first})") from None

@@ -27,9 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from multilab.errors import UserError
+from multilab.files import parse_yaml
 from multilab.lab import modifications as mods
 from multilab.studies.runner import Step, row_setting
 from multilab.studies.settings import study_settings
@@ -74,7 +73,7 @@ def overrides(study: Study, step: Step, results: Path, extra: Sequence[str] = ()
         *extra, *study_settings(study, Path(), step.row), row_setting([step.row])))
     values |= {"study": f"[{mods.slug(step.row.modification)}]", "seeds": f"[{step.seed}]",
                "paths.results": str(results)}
-    parsed = {key: yaml.safe_load(text) for key, text in values.items()}
+    parsed = {key: parse_yaml(text) for key, text in values.items()}
     return [f"++{place}={hydra_value(value)}" for key, value in parsed.items()
             for place in _placed(key, value, parsed["profile"])]
 

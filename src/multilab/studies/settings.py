@@ -20,6 +20,7 @@ import yaml
 
 from multilab.config import Config
 from multilab.errors import UserError
+from multilab.files import parse_yaml
 from multilab.resolve import config_from_dict, parse_overrides, resolve_run
 from multilab.studies.records import safe_name
 from multilab.studies.spec import Row, Study
@@ -58,7 +59,7 @@ def _params_tree(params: str, modified_ns: int) -> dict[str, Any]:
     """``params.yaml`` read once per version of the file (a report resolves every row of
     every study)."""
     try:
-        raw = yaml.safe_load(Path(params).read_text(encoding="utf-8"))
+        raw = parse_yaml(Path(params).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise UserError(f"parameter file {params}: not readable YAML ({err})") from None
     return raw if isinstance(raw, dict) else {}

@@ -76,6 +76,7 @@ from typing import Any
 import yaml
 
 from multilab.errors import UserError
+from multilab.files import parse_yaml
 from multilab.lab import modifications as mods
 from multilab.studies.claims import COMPARE_FIELDS, LAB, OPTIONAL_COMPARE, PAPERS, Claim
 from multilab.studies.metrics import metric_sources
@@ -290,7 +291,7 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     """Read and validate one spec against the claim list."""
     source = Path(source)
     try:
-        raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+        raw = parse_yaml(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise _fail(source, f"not readable YAML ({first})") from None

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from multilab.config import LEFT_OUT_AT_DEFAULT, NOT_IN_FINGERPRINT
+from multilab.files import parse_yaml
 from multilab.lab import cells
 from multilab.lab import modifications as mods
 from multilab.lab.cells import number
@@ -74,7 +75,7 @@ def _languages_text(value: Any) -> str:
     """``"[v, enfake:3]"``, ``["v", "enfake:3"]`` and ``"v,enfake:3"`` → ``v,enfake:3``."""
     if isinstance(value, str):
         with contextlib.suppress(yaml.YAMLError):
-            value = yaml.safe_load(value) if value.strip().startswith("[") else value
+            value = parse_yaml(value) if value.strip().startswith("[") else value
     if isinstance(value, list | tuple):
         return ",".join(str(v).strip() for v in value)
     return ",".join(part.strip() for part in str(value).split(","))
@@ -173,7 +174,7 @@ def _same(found: Any, wanted: Any) -> bool:
     ``"[]"`` is the empty list, ``128`` equals ``128.0``)."""
     if isinstance(wanted, str):
         with contextlib.suppress(yaml.YAMLError):
-            wanted = yaml.safe_load(wanted)
+            wanted = parse_yaml(wanted)
     return _plain(found) == _plain(wanted)
 
 
