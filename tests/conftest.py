@@ -294,12 +294,14 @@ def stores_from_a_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     migrated store made once per session (the schema MLflow would write, without its Default
     experiment, which the copy's first client creates with the copy's own artefact root).
     Only :func:`multilab.tracking.store.local_store` changes, so a store appears exactly when
-    it did (a refused command still leaves no ``mlruns/``); subprocesses migrate as usual."""
+    it did (a refused command still leaves no ``mlruns/``). The fork server's commands copy
+    the same template (tests/zygote.py, ``TEMPLATE_VARIABLE``); real processes migrate."""
     import sqlite3
 
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
     from multilab.tracking import store
+    from tests import zygote
 
     shared = tmp_path_factory.getbasetemp().parent / "mlflow-store-template"
     template = shared / "mlflow.db"
@@ -313,6 +315,7 @@ def stores_from_a_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator
                 db.execute("DELETE FROM experiment_tags")
                 db.execute("DELETE FROM experiments")
             building.replace(template)
+    os.environ[zygote.TEMPLATE_VARIABLE] = str(template)
     local_store = store.local_store
 
     def local_store_from_template(paths):

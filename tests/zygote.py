@@ -44,6 +44,8 @@ IMPORT_TIME_PREFIXES = ("TQDM_", "HF_", "TRANSFORMERS_", "OMP_", "MKL_", "KMP_",
                         "PYTORCH_", "CUDA_", "LD_", "PYTHON", "OPENBLAS_", "TOKENIZERS_",
                         "MPL", "NLTK", "MULTILAB_THREADS", "MULTILAB_WORKERS")
 ADDRESS_VARIABLE = "MULTILAB_TEST_ZYGOTE"
+#: an empty MLflow store (conftest's ``stores_from_a_template``) that a new store is copied from
+TEMPLATE_VARIABLE = "MULTILAB_TEST_STORE_TEMPLATE"
 OFF = "no"  # MULTILAB_TEST_ZYGOTE=no: every test starts the real command
 LOG = "server.log"  # beside the socket: "ready", then why a request ran the real command
 HEADER = struct.Struct("!Q")
@@ -117,6 +119,27 @@ def _run_child(connection: socket.socket, request: dict, streams: list[int]) -> 
     os._exit(code & 0xFF)
 
 
+def _stores_from(template: Path) -> None:
+    """A new SQLite store is a copy of ``template`` (SQLite's backup, page for page) instead
+    of MLflow's schema migrations, about a second each; MLflow then checks the copy's schema
+    version and adds its Default experiment as on any new store."""
+    import sqlite3
+
+    from mlflow.store.db import utils
+    from mlflow.store.model_registry import sqlalchemy_store as registry
+
+    migrate = utils._initialize_tables
+
+    def copy_the_template(engine) -> None:
+        if engine.url.get_backend_name() != "sqlite":
+            migrate(engine)
+            return
+        with contextlib.closing(sqlite3.connect(template)) as source, engine.connect() as target:
+            source.backup(target.connection.driver_connection)
+
+    utils._initialize_tables = registry._initialize_tables = copy_the_template
+
+
 def serve(address: str) -> None:
     """Import ``PRELOAD``, then fork a child per request while the worker that started it lives."""
     import importlib
@@ -125,6 +148,8 @@ def serve(address: str) -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # as cli.quiet_libraries
     for name in PRELOAD:
         importlib.import_module(name)
+    if template := os.environ.get(TEMPLATE_VARIABLE):
+        _stores_from(Path(template))
     set_by_the_libraries = {key for key, value in import_time_environment(dict(os.environ)).items()
                             if own_environment.get(key) != value}  # torch's KMP_*, for one
     listener = socket.socket(socket.AF_UNIX)

@@ -33,6 +33,7 @@ Pure functions over ``(verse id, text)`` lists; :func:`read_edition` is the only
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -78,18 +79,34 @@ VERSE_ID = re.compile(r"\d+\.\d+\.\d+")
 
 def read_edition(code: str, data_dir: Path | None = None) -> list[Verse]:
     """An edition's verses: the versioned export ``data/bible/<code>.tsv`` where it exists,
-    else the DB with the export's whitespace squeezing, so both give the same text."""
+    else the DB with the export's whitespace squeezing, so both give the same text.
+
+    Read once per process and file version (the corpora, their statistics, the vocabulary
+    and the probes read the same editions): an export is read again when its size, time
+    or inode changed; the DB is the installed package's, read-only."""
     if data_dir is not None and (path := export_path(data_dir, code)).exists():
-        fix = f"export it again with `multilab corpus export --edition {code}`"
-        verses = []
-        for number, line in enumerate(read_utf8(path, fix).splitlines(), 1):
-            vid, tab, text = line.partition("\t")
-            if not tab or not VERSE_ID.fullmatch(vid):  # a damaged file: one line, not a
-                raise UserError(f"{path} line {number}: {line[:40]!r} is not "  # traceback
-                                f"`BB.CCC.VVV<TAB>text`; {fix}")
-            verses.append((vid, text))
-        return verses
-    return [(vid, squeeze_spaces(text)) for vid, text in read_verses(code)]
+        stat = path.stat()
+        return list(_exported_edition(code, path, stat.st_size, stat.st_mtime_ns, stat.st_ino))
+    return list(_database_edition(code))
+
+
+@functools.lru_cache(maxsize=8)
+def _exported_edition(code: str, path: Path, *version: int) -> tuple[Verse, ...]:
+    """The verses of an export, checked line by line (``version``: the cache's key only)."""
+    fix = f"export it again with `multilab corpus export --edition {code}`"
+    verses = []
+    for number, line in enumerate(read_utf8(path, fix).splitlines(), 1):
+        vid, tab, text = line.partition("\t")
+        if not tab or not VERSE_ID.fullmatch(vid):  # a damaged file: one line, not a
+            raise UserError(f"{path} line {number}: {line[:40]!r} is not "  # traceback
+                            f"`BB.CCC.VVV<TAB>text`; {fix}")
+        verses.append((vid, text))
+    return tuple(verses)
+
+
+@functools.lru_cache(maxsize=8)
+def _database_edition(code: str) -> tuple[Verse, ...]:
+    return tuple((vid, squeeze_spaces(text)) for vid, text in read_verses(code))
 
 
 def aligned_ids(
