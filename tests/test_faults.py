@@ -213,8 +213,9 @@ def _xnli_settings() -> dict[str, str]:
 
 # --------------------------------------------------------------------------- the commands
 
-#: cheap settings every cell adds: tiny evaluations, two short editions for the word order
-FAST = {"evaluate.dev_sentences": 20, "evaluate.curve_sentences": 10,
+#: cheap settings every cell adds: tiny evaluations, two short editions for the word order,
+#: one fastText epoch
+FAST = {"evaluate.dev_sentences": 20, "evaluate.curve_sentences": 10, "spaces.epochs": 1,
         "evaluate.layers": "[0, 1]", "word_order.editions": "[s]", "word_order.verses": 20,
         "downstream.epochs": 1, "downstream.max_train_verses": 16,
         "downstream.max_test_verses": 16}
