@@ -316,6 +316,7 @@ def stores_from_a_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator
                 db.execute("DELETE FROM experiments")
             building.replace(template)
     os.environ[zygote.TEMPLATE_VARIABLE] = str(template)
+    zygote.stores_without_fsync()  # and commits without fsync (its docstring says why)
     local_store = store.local_store
 
     def local_store_from_template(paths):
