@@ -27,7 +27,7 @@ from mlflow.tracking import MlflowClient
 from multilab import tracking
 from multilab.cli import main
 from multilab.config import Config
-from multilab.errors import StoppedEarly
+from multilab.errors import StoppedEarly, Terminated
 from multilab.evaluation.evaluate import evaluate_and_record
 from multilab.resolve import resolve_run
 from multilab.training.model_dir import (
@@ -278,7 +278,7 @@ def test_sigterm_ends_the_run_killed_and_it_resumes(project: Config, tmp_path: P
             os.kill(os.getpid(), signal.SIGTERM)
         return {}
 
-    with pytest.raises(Exception, match="signal 15"):
+    with pytest.raises(Terminated, match="signal 15"):
         train_model(run, experiment_id=experiment, curve_hook=terminate_once, progress=False)
     assert run_statuses(cfg) == ["KILLED"]
     train_model(run, experiment_id=experiment, curve_hook=terminate_once, progress=False)

@@ -13,9 +13,11 @@ class UserError(ValueError):
     """A problem the user fixes by changing an input; the message says how."""
 
 
-class Terminated(Exception):
+class Terminated(BaseException):
     """SIGTERM turned into an exception (by ``tracking.run``) so the run ends KILLED and the
-    command line can say so in one line."""
+    command line can say so in one line. A ``BaseException``, as ``KeyboardInterrupt``: a
+    library's ``except Exception`` must not wrap it (MLflow's store turned a SIGTERM that
+    landed while a step was being logged into an ``MlflowException``: the run ended FAILED)."""
 
 
 class StoppedEarly(Exception):
