@@ -290,17 +290,16 @@ def repository_results_untouched() -> Iterator[None]:
 @pytest.fixture(scope="session", autouse=True)
 def stores_from_a_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """A new MLflow SQLite store costs ≈ 1.9 CPU s of schema migrations, and most tests open
-    one in a project of their own: in this process a store is instead a copy of one empty,
-    migrated store made once per session (the schema MLflow would write, without its Default
-    experiment, which the copy's first client creates with the copy's own artefact root).
-    Only :func:`multilab.tracking.store.local_store` changes, so a store appears exactly when
-    it did (a refused command still leaves no ``mlruns/``). The fork server's commands copy
-    the same template (tests/zygote.py, ``TEMPLATE_VARIABLE``); real processes migrate."""
+    one in a project of their own: here, and in the fork server's commands, a new store is
+    instead a copy of one empty, migrated store made once per session (the schema MLflow
+    would write, without its Default experiment, which the copy's first client creates with
+    the copy's own artefact root; tests/zygote.py's ``stores_from``). The store file appears
+    exactly when MLflow creates it (a refused command still leaves no ``mlruns/``); real
+    processes migrate."""
     import sqlite3
 
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-    from multilab.tracking import store
     from tests import zygote
 
     shared = tmp_path_factory.getbasetemp().parent / "mlflow-store-template"
@@ -317,19 +316,8 @@ def stores_from_a_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator
             building.replace(template)
     os.environ[zygote.TEMPLATE_VARIABLE] = str(template)
     zygote.stores_without_fsync()  # and commits without fsync (its docstring says why)
-    local_store = store.local_store
-
-    def local_store_from_template(paths):
-        folder = local_store(paths)
-        database = folder / "mlflow.db"
-        if not database.exists():
-            copy = folder / f".mlflow.db.{os.getpid()}.tmp"
-            shutil.copyfile(template, copy)
-            copy.replace(database)
-        return folder
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(store, "local_store", local_store_from_template)
+        zygote.stores_from(template, patch.setattr)
         yield
 
 

@@ -28,6 +28,7 @@ import struct
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 #: What the server imports before it forks; what multilab imports of its own (cheap, and
@@ -140,10 +141,11 @@ def _no_fsync(connection: object, _record: object) -> None:
             connection.execute("PRAGMA synchronous=OFF")
 
 
-def _stores_from(template: Path) -> None:
+def stores_from(template: Path, setattr: Callable[[object, str, object], None] = setattr) -> None:
     """A new SQLite store is a copy of ``template`` (SQLite's backup, page for page) instead
-    of MLflow's schema migrations, about a second each; MLflow then checks the copy's schema
-    version and adds its Default experiment as on any new store."""
+    of MLflow's schema migrations, ≈ 1.9 CPU s each; MLflow then checks the copy's schema
+    version and adds its Default experiment as on any new store. The test process passes a
+    monkeypatch's ``setattr`` (undone after the session); a fork server's child keeps it."""
     import sqlite3
 
     from mlflow.store.db import utils
@@ -158,7 +160,8 @@ def _stores_from(template: Path) -> None:
         with contextlib.closing(sqlite3.connect(template)) as source, engine.connect() as target:
             source.backup(target.connection.driver_connection)
 
-    utils._initialize_tables = registry._initialize_tables = copy_the_template
+    for module in (utils, registry):
+        setattr(module, "_initialize_tables", copy_the_template)
 
 
 def serve(address: str) -> None:
@@ -171,7 +174,7 @@ def serve(address: str) -> None:
         importlib.import_module(name)
     stores_without_fsync()
     if template := os.environ.get(TEMPLATE_VARIABLE):
-        _stores_from(Path(template))
+        stores_from(Path(template))
     set_by_the_libraries = {key for key, value in import_time_environment(dict(os.environ)).items()
                             if own_environment.get(key) != value}  # torch's KMP_*, for one
     listener = socket.socket(socket.AF_UNIX)

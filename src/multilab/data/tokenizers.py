@@ -24,6 +24,8 @@ from collections.abc import Iterable
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
+from multilab.lab.enfake import bert_word_counts
+
 #: [PAD], [UNK], [CLS], [SEP], [MASK]: ids 0–4 of every vocabulary of the lab
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 CONTINUATION_PREFIX = "##"  # WordPiece's mark of a piece inside a word
@@ -41,16 +43,6 @@ def bert_pipeline(tokenizer: Tokenizer) -> Tokenizer:
     return tokenizer
 
 
-def word_counts(sentences: Iterable[str]) -> Counter[str]:
-    """How often each word (as the BERT pre-tokenizer cuts it) occurs in ``sentences``."""
-    pipeline = bert_pipeline(Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")))
-    counts: Counter[str] = Counter()
-    for sentence in sentences:
-        normalized = pipeline.normalizer.normalize_str(sentence)
-        counts.update(word for word, _ in pipeline.pre_tokenizer.pre_tokenize_str(normalized))
-    return counts
-
-
 def _ranked(counts: Counter[str]) -> list[str]:
     """Tokens by count descending, ties in code-point order: independent of hash seeds."""
     return sorted(counts, key=lambda token: (-counts[token], token))
@@ -66,7 +58,7 @@ def _with_specials(tokens: list[str]) -> dict[str, int]:
 def build_word_tokenizer(sentences: Iterable[str], size: int) -> Tokenizer:
     """Word-level tokenizer: the specials at ids 0–4, then the ``size - 5`` most frequent
     words; any other word is ``[UNK]``."""
-    counts = word_counts(sentences)
+    counts = bert_word_counts(sentences)
     largest = len(SPECIAL_TOKENS) + len(counts)
     if not len(SPECIAL_TOKENS) < size <= largest:
         raise ValueError(
@@ -80,7 +72,7 @@ def build_word_tokenizer(sentences: Iterable[str], size: int) -> Tokenizer:
 def build_char_tokenizer(sentences: Iterable[str]) -> Tokenizer:
     """Character-level tokenizer: every word-initial character and, as ``##c``, every
     word-internal one of the corpus (each group by count), after the specials."""
-    counts = word_counts(sentences)
+    counts = bert_word_counts(sentences)
     initial: Counter[str] = Counter()
     inside: Counter[str] = Counter()
     for word, n in counts.items():

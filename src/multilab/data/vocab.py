@@ -21,10 +21,10 @@ from multilab.data.tokenizers import (
     build_char_tokenizer,
     build_word_tokenizer,
     paper_word_vocab_size,
-    word_counts,
 )
 from multilab.errors import UserError
 from multilab.files import replace_dir
+from multilab.lab.enfake import bert_word_counts
 
 if TYPE_CHECKING:  # transformers is imported where a tokenizer is made or loaded: a command
     # that only reads vocabulary files (`multilab report`) does not pay its seconds
@@ -35,7 +35,7 @@ ENGLISH_DIR = "english"
 BILINGUAL_DIR = "bilingual"
 
 
-def continuation_pieces(sentences: list[str], tokenizer: Tokenizer) -> list[str]:
+def continuation_pieces(sentences: list[str]) -> list[str]:
     """``##c`` for every character that occurs inside a word, sorted.
 
     Why: tokenizers' WordPiece trainer (0.23) creates these tokens while iterating a hash
@@ -44,16 +44,7 @@ def continuation_pieces(sentences: list[str], tokenizer: Tokenizer) -> list[str]
     learned different vocabularies from one corpus. Registering exactly these tokens up front,
     in sorted order, fixes their ids and makes the vocabulary byte-identical across processes.
     """
-    # The normalizer works character by character and turns whitespace into spaces, where the
-    # pre-tokenizer splits anyway: each distinct space-free chunk is pre-tokenized once (a
-    # few times faster than every sentence; the same words)
-    chunks: set[str] = set()
-    for sentence in sentences:
-        chunks.update(tokenizer.normalizer.normalize_str(sentence).split(" "))
-    inside: set[str] = set()
-    for chunk in chunks:
-        for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(chunk):
-            inside.update(word[1:])
+    inside = {ch for word in bert_word_counts(sentences) for ch in word[1:]}
     return [CONTINUATION_PREFIX + ch for ch in sorted(inside)]
 
 
@@ -63,7 +54,7 @@ def train_wordpiece(sentences: list[str], size: int, exact: bool = True) -> Toke
     ``exact``: exactly ``size`` tokens, else a UserError; otherwise fewer are accepted (the
     corpus has no merge left: a per-language block of Chinese)."""
     tokenizer = bert_pipeline(Tokenizer(models.WordPiece(unk_token="[UNK]")))
-    pinned = continuation_pieces(sentences, tokenizer)
+    pinned = continuation_pieces(sentences)
     trainer = trainers.WordPieceTrainer(
         vocab_size=size, special_tokens=[*SPECIAL_TOKENS, *pinned], show_progress=False
     )
@@ -95,7 +86,7 @@ def train_tokens(sentences: list[str], size: int, unit: str = "wordpiece",
     if unit == "wordpiece":
         tokenizer = train_wordpiece(sentences, size, exact)
     elif unit == "word":
-        words = len(word_counts(sentences)) + len(SPECIAL_TOKENS)
+        words = len(bert_word_counts(sentences)) + len(SPECIAL_TOKENS)
         tokenizer = build_word_tokenizer(sentences, min(paper_word_vocab_size(size), words))
     elif unit == "char":
         tokenizer = build_char_tokenizer(sentences)

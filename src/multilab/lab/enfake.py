@@ -11,6 +11,8 @@ and with it the config, imports them.
 from __future__ import annotations
 
 import unicodedata
+from collections import Counter
+from collections.abc import Iterable
 from functools import cache, lru_cache
 from typing import Any
 
@@ -50,6 +52,21 @@ def bert_words(text: str) -> list[str]:
         if chunk:
             words.extend(_chunk_words(chunk))
     return words
+
+
+def bert_word_counts(texts: Iterable[str]) -> Counter[str]:
+    """How often each word of :func:`bert_words` occurs in ``texts``: as there, the normalized
+    text's space-separated chunks are cut, each distinct one once, here without filling the
+    cache (a vocabulary is built once per process; the chunks of the corpus are many)."""
+    normalizer, pre_tokenizer = _bert_pipeline()
+    chunks: Counter[str] = Counter()
+    for text in texts:
+        chunks.update(normalizer.normalize_str(text).split(" "))
+    counts: Counter[str] = Counter()
+    for chunk, count in chunks.items():
+        for word, _ in pre_tokenizer.pre_tokenize_str(chunk):
+            counts[word] += count
+    return counts
 
 
 @lru_cache(maxsize=1 << 18)  # ≈ 40 MB: the distinct chunks of a few editions
