@@ -64,6 +64,21 @@ def _write(tmp_path: Path, *claims: dict, key: str = "k2020") -> Path:
     ({"kind": "paper", "compare": {"row": "r", "metric": "m", "paper": {"mean": "high",
                                                                         "std": None, "n": 1}}},
      "paper mean/std must be numbers"),
+    ({"kind": "paper", "compare": {"row": "r", "metric": "m", "paper": {"mean": 0.5}}},
+     "paper must be {mean: <number>, std: <number or null>, n: <seeds or null>}"),
+    ({"kind": "paper", "compare": {"row": "r", "metric": "m", "paper": {"mean": 0.5,
+                                                                        "std": None, "n": 0}}},
+     "paper n must be a seed count >= 1 or null"),
+    ({"compare": {"metric": "mu", "a": "x", "b": "y", "direction": "less", "colour": 1}},
+     "compare has unknown key 'colour' for kind rows; valid: metric, a, b, direction, margin"),
+    ({"compare": {"metric": "mu", "a": "x", "b": "y", "direction": "equal", "margin": 0}},
+     "margin 0: a number > 0"),
+    ({"kind": "correlation", "compare": {"x": "a", "y": "b", "over": "rows",
+                                         "direction": "less"}},
+     "direction 'less'; valid: positive, negative"),
+    ({"compare": ["mu"]}, "compare must be a mapping"),
+    ({"wording": "  "}, "wording must be non-empty text"),
+    ({"note": 3}, "note must be text or null"),
 ])
 def test_a_bad_claim_is_one_line_naming_it(tmp_path: Path, change: dict, message: str
                                            ) -> None:
@@ -90,3 +105,33 @@ def test_missing_field_duplicate_id_and_wrong_file_name(tmp_path: Path) -> None:
 def test_untestable_claims_keep_their_reason(tmp_path: Path) -> None:
     _, [claim] = load_paper_claims(_write(tmp_path, GOOD | {"testable": "no: needs XNLI"}))
     assert not claim.testable and claim.untestable_reason == "needs XNLI"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("paper: [unclosed", "not readable YAML"),
+    ("paper: {key: k2020, citation: c, counting: n}\n", "exactly two keys, paper and claims"),
+    ("paper: {key: k2020}\nclaims: [x]\n", "paper needs exactly key, citation, counting"),
+    ("paper: {key: k2021, citation: c, counting: n}\nclaims: [x]\n",
+     "paper key 'k2021'; valid: dufter2020, liu2020a, k2020"),
+    ("paper: {key: k2020, citation: c, counting: n}\nclaims: []\n",
+     "claims must be a non-empty list"),
+    ("paper: {key: k2020, citation: c, counting: n}\nclaims: [a claim]\n",
+     "claim 1: a claim is a mapping of id, where, wording"),
+])
+def test_a_bad_claims_file_is_one_line_naming_it(tmp_path: Path, text: str, message: str
+                                                 ) -> None:
+    path = tmp_path / "k2020.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=re.escape(message)) as caught:
+        load_paper_claims(path)
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_a_folder_without_claims_files_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=re.escape(f"{tmp_path}: no claims files")):
+        load_claims(tmp_path)
+
+
+def test_only_a_row_vs_paper_claim_has_a_paper_value(tmp_path: Path) -> None:
+    _, [claim] = load_paper_claims(_write(tmp_path, GOOD))
+    assert claim.paper_value is None

@@ -136,6 +136,18 @@ STRICT = [
     ({"modification": "no-random;knn-replace"}, "both set replacement differently"),
     ({"study": ["no-random+knn-replace"]}, "both set replacement differently"),
     ({"study": ["lang-pos+no-random", "no-random+lang-pos"]}, "the same model twice"),
+    ({"rows": ["original"]}, "rows = ['original']: must map modifications to study row labels"),
+    ({"rows": {"lang-poss": "1"}}, "lang-poss"),
+    ({"languages": 3}, "languages = 3: must be a list such as [3, fake]"),
+    ({"corpora": {"s": {"iso": "de", "train": "a.txt", "dev": "b.txt"}}},
+     "corpora.s: 's' cannot name a corpus"),
+    ({"corpora": {"wiki-de": {"iso": "de", "train": "a.txt"}}},
+     "corpora.wiki-de.dev missing; a corpus needs iso, train and dev"),
+    ({"modification": True}, "modification = True: must be a name, '+'-joined names"),
+    ({"study": "original"}, "study = 'original': must be a list of modification names"),
+    ({"train": {"replacement_override": [0.5, 0.5]}},
+     "train.replacement_override = [0.5, 0.5]: need 3 or 4 non-negative probabilities"),
+    ({"paths": {"data": ""}}, "paths.data = ''"),
     ({"study": ["attend-padding"], "train": {"length_pieces": 4}},
      "train.length_pieces = 4 with 'attend-padding': attending to padding needs each batch run "
      "whole"),
@@ -208,6 +220,16 @@ def test_broken_parameter_files_fail_in_one_line(tmp_path, text: str, message: s
     with pytest.raises(UserError) as err:
         load_config(params)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_missing_or_empty_params_file(tmp_path) -> None:
+    """No file is one line; an empty one is every default (the code's, then the profile's)."""
+    with pytest.raises(UserError, match=re.escape(f"parameter file {tmp_path / 'no.yaml'} "
+                                                  "not found")):
+        load_config(tmp_path / "no.yaml")
+    (tmp_path / "params.yaml").write_text("# nothing set yet\n")
+    with pytest.raises(UserError, match="unknown profile 'quick'"):
+        load_config(tmp_path / "params.yaml")
 
 
 def test_params_file_that_is_not_utf8(tmp_path) -> None:

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,23 @@ def test_the_charts_draw_with_the_network_off(plots_page: Path) -> None:
     assert done.stdout.count('role="graphics-document"') == charts, done.stderr[-2000:]
     legend = set(re.findall(r">([^<>]+)</text>", done.stdout))
     assert {*_lines(), _variant()} <= legend
+
+
+def test_the_plots_page_is_written_once_per_vl_convert_and_page_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stage's output is rewritten only when what made it changed (DVC would see every
+    rewrite as a new output), and without vl-convert the command says what to install."""
+    from multilab.errors import UserError
+    from multilab.reporting.plots_page import write_plots_page
+
+    page = tmp_path / "dvc-plots.html"
+    assert write_plots_page(page)
+    made = page.read_text(encoding="utf-8")
+    assert not write_plots_page(page) and page.read_text(encoding="utf-8") == made
+    stamp = made.splitlines()[1]
+    page.write_text(made.replace(stamp, "<!-- an older page -->", 1), encoding="utf-8")
+    assert write_plots_page(page) and page.read_text(encoding="utf-8") == made
+    monkeypatch.setitem(sys.modules, "vl_convert", None)
+    with pytest.raises(UserError, match="needs vl-convert-python"):
+        write_plots_page(tmp_path / "other.html")
+    assert not (tmp_path / "other.html").exists()

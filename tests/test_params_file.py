@@ -58,13 +58,24 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_refused_value_is_taken_back_under_exp_run(workspace: Path, monkeypatch, capsys
-                                                   ) -> None:
-    _dvc_set(workspace / "params.yaml", "modification=lang-poss")
+@pytest.mark.parametrize(("override", "named"), [
+    ("modification=lang-poss", "'lang-poss'"),
+    ("train.mask_prob=1.5", "train.mask_prob"),  # a float
+    ("train.compile=3", "train.compile"),  # an int where a bool belongs
+    ("evaluate.layers=[-1,2]", "evaluate.layers"),  # a list
+    ("languages=['3',\"o'x\"]", "o'x"),  # a string with a quote
+    ("downstream.task=null", "downstream.task"),  # null
+    ("++train.colour={hue:1}", "train.colour"),  # a key the file lacks, a mapping
+])
+def test_refused_value_is_taken_back_under_exp_run(workspace: Path, monkeypatch, capsys,
+                                                   override: str, named: str) -> None:
+    """Whatever YAML type DVC wrote (each is rewritten through DVC's own code to prove the
+    file is exactly DVC's write before it is put back)."""
+    _dvc_set(workspace / "params.yaml", override)
     monkeypatch.setenv(EXP_BASELINE_ENV, "0" * 40)
     assert main(["check", "--stage", "artifacts/params.ok"]) == 2
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "'lang-poss'" in error and "put back" in error, error
+    assert error.count("\n") == 1 and named in error and "put back" in error, error
     assert (workspace / "params.yaml").read_bytes() == PARAMS.read_bytes()
     assert not (workspace / "artifacts/params.ok").exists()  # no later stage can run
 

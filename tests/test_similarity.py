@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from scipy.stats import ortho_group
@@ -149,3 +151,26 @@ def test_by_layer_gives_one_value_per_layer():
     assert per_layer(linear_cka, source_layers, target_layers) == curves["cka"]
     with pytest.raises(ValueError, match="same layers"):
         per_layer(linear_cka, source_layers, target_layers[:2])
+
+
+_ROWS = np.arange(24, dtype=np.float64).reshape(6, 4) % 5
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: linear_cka(np.ones(6), _ROWS), "must be a 2-D (items × features) matrix"),
+    (lambda: linear_cka(_ROWS[:3], _ROWS[:3], debiased=True), "CKA needs at least 4 rows, got 3"),
+    (lambda: procrustes_map(_ROWS, _ROWS[:, :3]), "an orthogonal map needs equal widths: 4 vs 3"),
+    (lambda: retrieval_scores(_ROWS, _ROWS, "csls", csls_k=0), "csls_k must be at least 1"),
+    (lambda: translation_precision_at_1(_ROWS, _ROWS, [], [(0, 0)]), "train_pairs is empty"),
+    (lambda: translation_precision_at_1(_ROWS, _ROWS, [(0, 0), (1, 9)], [(2, 2)]),
+     "train_pairs holds a row index outside 0..5 / 0..5"),
+    (lambda: split_rows(6, train_fraction=1.0), "strictly between 0 and 1, got 1.0"),
+    (lambda: split_rows(2, train_fraction=0.1), "2 rows cannot be split 0.1/0.9"),
+    (lambda: paired_retrieval_precision_at_1(_ROWS, _ROWS, [0, 1], []),
+     "train_rows and test_rows must both be non-empty"),
+    (lambda: mean_pool(np.ones((2, 3)), np.ones((2, 3))), "hidden must be (batch, tokens, d)"),
+])
+def test_bad_shapes_and_settings_are_named(call, message: str) -> None:
+    """Each measure refuses what would make its number meaningless, saying which input."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()

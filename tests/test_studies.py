@@ -112,10 +112,20 @@ SPEC = {"name": "toy-study", "paper": "dufter2020", "table": "Table 1", "title":
                    "dufter2020-t1-r1-paper"]}
 
 
+#: a ``_spec`` change that leaves the key out
+DROP = object()
+
+
 def _spec(tmp_path: Path, **change: object) -> Path:
     path = tmp_path / f"{change.get('name', 'toy-study')}.yaml"
-    path.write_text(yaml.safe_dump(SPEC | change, allow_unicode=True))
+    spec = {key: value for key, value in (SPEC | change).items() if value is not DROP}
+    path.write_text(yaml.safe_dump(spec, allow_unicode=True))
     return path
+
+
+ORIGINAL = {"modification": "original"}
+FIGURE = {"name": "mu-vs-rho", "x": "mu", "y": "retrieval_p1.l0"}
+LANG_POS = "dufter2020-t1-r1-lang-pos"
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -132,12 +142,68 @@ def _spec(tmp_path: Path, **change: object) -> Path:
     ({"metrics": ["mu"]}, "metric 'retrieval_p1.l0' is not among the study's metrics: mu"),
     ({"profile": "huge"}, "profile 'huge'; valid: smoke, quick, paper, real"),
     ({"seeds": [1, -2]}, "seeds [1, -2]: a list of integers >= 0"),
+    ({"title": DROP, "table": DROP}, "missing table, title"),
+    ({"name": "Toy Study"}, "name 'Toy Study': lowercase words joined by '-', the file's name"),
+    ({"paper": "x2020"}, "paper 'x2020'; valid: dufter2020, liu2020a, k2020"),
+    ({"paper": "lab"}, "paper 'lab' (the lab's own study) tests no paper's claims"),
+    ({"languages": []}, "languages []: a list of edition codes"),
+    ({"metrics": "mu"}, "metrics 'mu': a list of metric keys"),
+    ({"paper_seeds": 0}, "paper_seeds 0: the paper's seed count or null"),
+    ({"paper_decimals": 9}, "paper_decimals 9: the decimals the paper reports, 0-6"),
+    ({"paper_comparable": "maybe"}, "paper_comparable 'maybe': true, or 'no: <why>'"),
+    ({"settings": ["train.epochs=1"]}, "settings must map --set keys to values"),
+    ({"rows": []}, "rows must be a non-empty list"),
+    ({"rows": [ORIGINAL, ORIGINAL]}, "two rows share a label or alias"),
+    ({"fine_tune": 3}, "fine_tune 3: an edition code, or null"),
+    ({"records_from": 3}, "records_from 3: a path the records were imported from"),
+    ({"rows": ["original"]}, "row 1: a mapping of"),
+    ({"rows": [ORIGINAL | {"static": "yes"}]}, "row 1: static 'yes': true or false"),
+    ({"rows": [{"id": "0"}]}, "row 1: modification (a name of `multilab ids`) needed"),
+    ({"rows": [ORIGINAL | {"paper": [0.7]}]}, "row original: paper must map metrics to values"),
+    ({"rows": [ORIGINAL | {"paper": {"mu": "high"}}]},
+     "row original: mu: 'high'; a paper value is a number or [mean, std]"),
+    ({"rows": [ORIGINAL | {"settings": ["x"]}]}, "row original: settings must map --set keys"),
+    ({"rows": [ORIGINAL | {"paper_comparable": "no"}]},
+     "row original: paper_comparable 'no': true or false"),
+    ({"rows": [ORIGINAL | {"aliases": "base"}]}, "row original: aliases must be a list of names"),
+    ({"rows": [ORIGINAL | {"fine_tune": 3}]}, "row original: fine_tune 3: an edition code"),
+    ({"rows": [ORIGINAL | {"pair": "3s"}]}, "row original: pair '3s': <source>-<target>"),
+    ({"claims": [{"pending": "later"}]}, "an entry is a claim id or {id: …, pending: why}"),
+    ({"claims": [{"id": LANG_POS, "compare": ["mu"]}]},
+     f"claim {LANG_POS}: compare must map the claim's compare fields"),
+    ({"claims": [{"id": LANG_POS, "compare": {"direction": "greater"}}]},
+     f"claim {LANG_POS}: compare: 'direction': the claim's direction is the paper's"),
+    ({"claims": [{"id": LANG_POS, "compare": {"a": "mean of original, shift-special"}}]},
+     "row 'shift-special' is not a row of the study"),
+    ({"claims": [{"id": LANG_POS, "compare": {"a": "each of IDs 0-3"}}]},
+     "row 'ID 2' is not a row of the study"),
+    ({"claims": [{"id": "dufter2020-t1-r0-retrieval-layer8", "compare": {"rows": ["inv"]}}]},
+     "claim dufter2020-t1-r0-retrieval-layer8: row 'inv' is not a row of the study"),
+    ({"figures": FIGURE}, "figures must be a list of {name, x, y, title, axis_titles}"),
+    ({"figures": ["mu"]}, "figure 1: a mapping of name, title, x, y, axis_titles"),
+    ({"figures": [FIGURE, FIGURE]}, "figure mu-vs-rho: two figures share this name"),
+    ({"figures": [FIGURE | {"y": ["mu", "mu"]}]}, "y ['mu', 'mu'] names a metric twice"),
+    ({"figures": [FIGURE | {"title": " "}]}, "title ' ': words, or leave it out"),
+    ({"figures": [FIGURE | {"axis_titles": ["μ"]}]}, "axis_titles must map the figure's metrics"),
+    ({"figures": [FIGURE | {"axis_titles": {"mu": ""}}]}, "axis_titles: mu: '': words"),
 ])
 def test_a_bad_spec_is_one_line(tmp_path: Path, change: dict, message: str) -> None:
     if change.get("claims") == ["k2020-t1-wordpiece-overlap-es"] and \
             "k2020-t1-wordpiece-overlap-es" not in CLAIMS:
         change = {"claims": [next(c for c in CLAIMS if c.startswith("k2020-"))]}
     path = _spec(tmp_path, **change)
+    with pytest.raises(UserError, match=re.escape(message)) as caught:
+        load_study(path, CLAIMS)
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("name: [unclosed", "not readable YAML"),
+    ("- toy-study\n", "a study is a mapping of name, paper"),
+])
+def test_a_spec_that_is_no_mapping_is_one_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "toy-study.yaml"
+    path.write_text(text)
     with pytest.raises(UserError, match=re.escape(message)) as caught:
         load_study(path, CLAIMS)
     assert "\n" not in str(caught.value) and str(path) in str(caught.value)
@@ -406,6 +472,73 @@ def test_downstream_metrics_name_editions_and_records_key_iso_codes() -> None:
     assert read("downstream.mds_unshifted.s", "downstream", mds)[2] == 0.32
     with pytest.raises(ValueError):
         metric_source("downstream.delta.r")
+
+
+@pytest.mark.parametrize(("metric", "kind", "result", "expected"), [
+    ("mrr.3-s.p1.l1", "mrr", {"trained": [{"layer": 0, "p1": 0.1}, {"layer": 1, "p1": 0.2}]},
+     ("mrr", "3-s", 0.2)),
+    ("mrr.3-s.untrained.best", "mrr", {"untrained": [{"layer": 0, "mrr": 0.3},
+                                                     {"layer": 4, "mrr": 0.5}]}, 0.5),
+    ("mrr.3-s.best_layer", "mrr", {"trained": [{"layer": 3, "mrr": 0.3},
+                                               {"layer": 8, "mrr": 0.6}]}, 8.0),
+    ("mrr.3-s.best", "mrr", {"trained": [{"layer": 3, "mrr": None}]}, None),
+    ("mrr.3-s.l5", "mrr", {"trained": [{"layer": 3, "mrr": 0.3}]}, None),
+    ("translate.3-s.bleu1.l2.a1", "translate",
+     {"alphas": [0, 1], "layers": [2, 4], "bleu1": [[0.1, 0.2], [0.3, 0.4]]},
+     ("translate", "3-s", 0.3)),
+    ("translate.3-s.bleu1.l6.a1", "translate",
+     {"alphas": [1], "layers": [2], "bleu1": [[0.3]]}, None),
+    ("translate.3-s.convert_rate.best_alpha", "translate",
+     {"alphas": [0, 1], "layers": [2], "convert_rate": [[0.1], [0.7]]}, 1.0),
+    ("translate.3-s.convert_rate.best", "translate", {}, None),
+    ("translate.3-s.unshifted.bleu1", "translate", {"unshifted": {"bleu1": 0.25}}, 0.25),
+    ("similarity.cka.floor_gap", "similarity",
+     {"trained": {"cka": [0.9, 0.6]}, "untrained": {"cka": [0.5, 0.4]}}, pytest.approx(0.2)),
+    ("similarity.cka.floor_gap", "similarity", {}, None),
+    ("similarity.cka.untrained.best", "similarity", {"untrained": {"cka": [0.2, 0.5]}}, 0.5),
+    ("similarity.cka.l4", "similarity", {"layers": [0, 4], "trained": {"cka": [0.9, 0.7]}},
+     0.7),
+    ("similarity.cka.l8", "similarity", {"layers": [0, 4], "trained": {"cka": [0.9, 0.7]}},
+     None),
+    ("static.skipgram.w5.rall.zero_shot.de", "static",
+     {"train_rows": 100, "results": [{"model": "skipgram", "window": 5, "rows": 100,
+                                      "zero_shot": {"test": {"de": {"accuracy": 0.4}}}}]},
+     0.4),
+    ("static.cbow.w5.r10.mrr", "static", {"results": [{"model": "skipgram", "window": 5,
+                                                       "rows": 10, "mrr": 0.4}]}, None),
+    ("downstream.ratio.s", "downstream", {"labels": ["en"], "test": {"de": {"accuracy": 0.4}}},
+     None),
+    ("downstream.zero_shot.avg_wo_first", "downstream", {"languages": ["3"], "test": {}},
+     None),
+    ("train.minutes", "train", {"step_seconds": None}, None),
+    ("train.minutes", "train", {"step_seconds": 90}, 1.5),
+])
+def test_a_metric_reads_its_number_or_none_from_a_record(metric: str, kind: str, result: dict,
+                                                         expected: object) -> None:
+    """Every reader of :func:`metric_source` on a record that has the number and on one that
+    lacks it (None: the cell stays empty instead of failing the study's report)."""
+    from multilab.studies.metrics import metric_source, record_variant
+    from multilab.studies.records import Record
+
+    source = metric_source(metric)
+    record = Record(Path("x"), {"kind": kind, "result": result})
+    if isinstance(expected, tuple):
+        expected_kind, expected_variant, expected = expected
+        assert (source.kind, source.variant) == (expected_kind, expected_variant)
+        assert record_variant(Record(Path("x"), {"kind": kind, "result": {
+            "source": "3", "target": "s"}})) == expected_variant
+    assert source.read(record) == expected
+
+
+@pytest.mark.parametrize("metric", [
+    "mrr.3-s", "downstream.s", "downstream.delta.s", "translate.3-s.bleu2.l1.a1",
+    "translate.3-s.bleu1.l1.x1", "static.skipgram.5.rall.mrr", "similarity.cka.layer4",
+])
+def test_a_metric_of_no_known_form_is_a_value_error(metric: str) -> None:
+    from multilab.studies.metrics import metric_source
+
+    with pytest.raises(ValueError, match=re.escape(metric)):
+        metric_source(metric)
 
 
 def _downstream_record(root: Path, languages: str, accuracy: float, mode: str = "joint"
@@ -1022,3 +1155,20 @@ def test_the_cost_of_a_run_is_the_fastest_cpu_training(tmp_path: Path) -> None:
                             "fingerprint": f"f{seed}"},
                      config={"profile": "quick"}, origin=origin)
     assert run_costs(iter_records(results)) == {"quick": 2700.0}
+
+
+@pytest.mark.parametrize(("metric", "words"), [
+    ("mu", "μ (multilinguality score)"),
+    ("train.minutes", "training minutes (wall time of the steps)"),
+    ("retrieval_p1.l8", "sentence retrieval ρ, layer 8"),
+    ("downstream.zero_shot.s", "zero-shot accuracy on s"),
+    ("downstream.ratio.s", "zero-shot ratio (accuracy on s over in-language)"),
+    ("downstream.mds.s", "accuracy after the shift on s"),
+    ("ppl_dev.fake", "MLM perplexity, dev, fake"),
+    ("mrr.3-s.l4", "word retrieval MRR 3-s, layer 4"),
+    ("mrr.3-s.best", "mrr.3-s.best"),  # no words known: the key itself
+])
+def test_a_figure_axis_is_titled_in_words(metric: str, words: str) -> None:
+    from multilab.studies.figures import metric_words
+
+    assert metric_words(metric) == words

@@ -117,6 +117,20 @@ def test_mixed_devices_are_flagged_not_hidden() -> None:
 def test_bad_direction_is_refused() -> None:
     with pytest.raises(ValueError, match="less, greater, equal"):
         compare_rows(Arm.of([1, 2, 3]), Arm.of([1, 2, 3]), "lower")
+    with pytest.raises(ValueError, match="less, greater, equal"):
+        compare_with_paper(Arm.of([1, 2, 3]), PaperValue(2.0), "lower")
+
+
+def test_no_spread_against_the_paper_is_an_exact_difference() -> None:
+    """Three identical seeds (an untrained model's constant, say): with the paper's std of
+    zero too, or no std, the difference is exact and only its sign is read."""
+    ones = Arm.of([1.0, 1.0, 1.0])
+    assert compare_with_paper(ones, PaperValue(1.0, 0.0, 5)).verdict is Verdict.HELD
+    above = compare_with_paper(ones, PaperValue(0.8), "greater")
+    assert above.verdict is Verdict.HELD and above.p == 0.0
+    assert above.difference == pytest.approx(0.2) and "the paper gives no std" in above.notes
+    assert compare_with_paper(ones, PaperValue(0.8, None, 5), "less").verdict is \
+        Verdict.NOT_HELD
 
 
 def test_holm_adjustment() -> None:
