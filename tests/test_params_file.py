@@ -16,6 +16,7 @@ from dvc.utils.hydra import apply_overrides
 
 from multilab.cli import main
 from multilab.params_guard import ACCEPTED_NAME, EXP_BASELINE_ENV, MARKER_TEXT
+from multilab.resolve import load_config
 from tests.helpers import BIN, DVC, ROOT, clone_working_tree
 
 PARAMS = ROOT / "params.yaml"
@@ -78,6 +79,26 @@ def test_refused_value_is_taken_back_under_exp_run(workspace: Path, monkeypatch,
     assert error.count("\n") == 1 and named in error and "put back" in error, error
     assert (workspace / "params.yaml").read_bytes() == PARAMS.read_bytes()
     assert not (workspace / "artifacts/params.ok").exists()  # no later stage can run
+
+
+def test_a_value_the_profile_overrides_is_refused_and_taken_back(workspace: Path, monkeypatch,
+                                                                  capsys) -> None:
+    """`dvc exp run -S train.epochs=7` under the quick profile (25 epochs, which win) would
+    train 25 epochs and record 7: refused, with the key that does change it."""
+    _dvc_set(workspace / "params.yaml", "train.epochs=7")
+    monkeypatch.setenv(EXP_BASELINE_ENV, "0" * 40)
+    assert main(["check", "--stage", "artifacts/params.ok"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1, error
+    assert ("train.epochs = 7 has no effect: profile 'quick' sets train.epochs = 25, which "
+            "wins; set -S profiles.quick.train.epochs=7 instead") in error
+    assert "put back" in error and (workspace / "params.yaml").read_bytes() == PARAMS.read_bytes()
+    assert not (workspace / "artifacts/params.ok").exists()
+    for accepted in ("profiles.quick.train.epochs=7", "train.weight_decay=0.02"):
+        shutil.copy(PARAMS, workspace / "params.yaml")
+        _dvc_set(workspace / "params.yaml", accepted)  # what the profile leaves to the file
+        assert main(["check", "--stage", "artifacts/params.ok"]) == 0, accepted
+    assert load_config(workspace / "params.yaml").train.weight_decay == 0.02
 
 
 def test_a_hand_edit_is_never_undone(workspace: Path, monkeypatch, capsys) -> None:
@@ -155,3 +176,22 @@ def test_dvc_exp_run_with_a_refused_value_changes_nothing(tmp_path: Path) -> Non
              for p in [project / "params.yaml", *(project / "metrics").rglob("*")]
              if p.is_file()}
     assert after == before
+
+
+def test_every_stage_tracks_the_profiles_part_of_the_sections_it_tracks() -> None:
+    """A profile wins over the top level (real-quick sets corpus.train_scope and vocab.mode):
+    a stage that tracks a section but not the profile's part of it would not rerun when the
+    profile, or a value in it, changes, and would keep an output of the other profile."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    profiles = yaml.safe_load(PARAMS.read_text())["profiles"]
+    settable = {section for profile in profiles.values() for section in profile}
+    for name, stage in stages.items():
+        params = [p for p in stage.get("params", []) if isinstance(p, str)]
+        for section in settable & set(params):
+            assert "profile" in params and (
+                f"profiles.${{profile}}.{section}" in params or "profiles.${profile}" in params
+            ), f"stage {name} tracks {section} but not profiles.${{profile}}.{section}"
+    for profile, sections in profiles.items():  # what the stages track, each profile names
+        tracked = {p.split(".")[-1] for stage in stages.values() for p in stage.get("params", [])
+                   if isinstance(p, str) and p.startswith("profiles.${profile}.")}
+        assert tracked <= set(sections), (profile, tracked - set(sections))

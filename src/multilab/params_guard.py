@@ -44,12 +44,14 @@ def accepted(params_path: Path, marker: Path) -> None:
 
 
 def restore_refused(params_path: Path, marker: Path, refuses: Callable[[dict], bool],
-                    environ: dict[str, str] | None = None) -> str | None:
+                    environ: dict[str, str] | None = None,
+                    profile: str | None = None) -> str | None:
     """After a refused value under ``dvc exp run``: put ``params.yaml`` back as it was before
     DVC wrote the value; returns what it did (a sentence) or None when it left the file.
 
-    ``refuses(data)`` says whether a parameter tree is refused. Candidates for "as it was":
-    the copy of the last accepted check, then the experiment's baseline commit.
+    ``refuses(data)`` says whether a parameter tree is refused; a value that ``profile``
+    sets too (:func:`set_by_profile`) counts as refused. Candidates for "as it was": the
+    copy of the last accepted check, then the experiment's baseline commit.
     """
     environ = dict(os.environ if environ is None else environ)
     if EXP_BASELINE_ENV not in environ:  # `dvc repro` or by hand: DVC wrote nothing
@@ -59,13 +61,48 @@ def restore_refused(params_path: Path, marker: Path, refuses: Callable[[dict], b
     for source, text in _candidates(params_path, marker, environ[EXP_BASELINE_ENV]):
         before = parse_yaml(text)
         changed = _changed_leaves(before, current)
-        if not changed or not all(refuses(_with(before, key, value)) for key, value in changed):
+        if not changed or not all(
+                (profile and set_by_profile(before, profile, key) is not _REMOVED)
+                or refuses(_with(before, key, value)) for key, value in changed):
             continue
         if _dvc_rewrite(text, changed) != current_text:
             continue
         write_text(params_path, text)
         keys = ", ".join(key for key, _ in changed)
         return f"params.yaml put back as it was before `-S {keys}=...` (from {source})"
+    return None
+
+
+def set_by_profile(tree: dict, profile: str, key: str) -> Any:
+    """The value profile ``profile`` of ``tree`` gives the dotted top-level ``key`` (which
+    then never reaches a run: a profile wins over the top level), else :data:`_REMOVED`."""
+    if key.split(".")[0] in ("profile", "profiles"):
+        return _REMOVED
+    node: Any = (tree.get("profiles") or {}).get(profile)
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _REMOVED
+        node = node[part]
+    return node
+
+
+def shadowed_by_the_profile(params_path: Path, marker: Path, profile: str,
+                            environ: dict[str, str] | None = None) -> str | None:
+    """Under ``dvc exp run``: a top-level value ``-S`` changed that the active profile sets
+    too would train and be recorded as if it had been used; the sentence that says so and
+    what to set instead, or None. (``dvc exp run -S train.epochs=7`` under the quick
+    profile, whose 25 epochs win: ``-S profiles.quick.train.epochs=7`` is what changes it.)"""
+    environ = dict(os.environ if environ is None else environ)
+    if EXP_BASELINE_ENV not in environ:
+        return None
+    current = parse_yaml(params_path.read_text(encoding="utf-8"))
+    for _, text in _candidates(params_path, marker, environ[EXP_BASELINE_ENV])[:1]:
+        for key, value in _changed_leaves(parse_yaml(text), current):
+            wins = set_by_profile(current, profile, key)
+            if value is not _REMOVED and wins is not _REMOVED:
+                return (f"{key} = {value!r} has no effect: profile {profile!r} sets {key} = "
+                        f"{wins!r}, which wins; set -S profiles.{profile}.{key}={_hydra(value)} "
+                        "instead")
     return None
 
 
@@ -155,10 +192,11 @@ def _hydra(value: Any) -> str:
 
 def check_stage(params_path: Path, marker: Path, validate: Callable[[], Any],
                 refuses: Callable[[dict], bool]) -> Any:
-    """The ``params`` stage: ``validate()`` (which raises :class:`UserError` on a bad value);
-    accepted, the marker and the copy are written; refused, the marker stays absent (so no
-    later stage can run), params.yaml is put back where DVC wrote the value, and the error
-    says so."""
+    """The ``params`` stage: ``validate()`` returns the Config or raises :class:`UserError`
+    on a bad value; accepted, the marker and the copy are written; refused, or a value of
+    ``dvc exp run -S`` that the profile would override (:func:`shadowed_by_the_profile`), the
+    marker stays absent (so no later stage can run), params.yaml is put back where DVC wrote
+    the value, and the error says so."""
     try:
         result = validate()
     except UserError as err:
@@ -167,5 +205,10 @@ def check_stage(params_path: Path, marker: Path, validate: Callable[[], Any],
         if restored:
             raise UserError(f"{err}; {restored}") from err
         raise
+    shadowed = shadowed_by_the_profile(params_path, marker, result.profile)
+    if shadowed:
+        marker.unlink(missing_ok=True)
+        restored = restore_refused(params_path, marker, refuses, profile=result.profile)
+        raise UserError(f"{shadowed}; {restored}" if restored else shadowed)
     accepted(params_path, marker)
     return result

@@ -40,7 +40,8 @@ STAGES = {("evaluate", ""): "evaluate", ("downstream", ""): "downstream"}
 #: ``dvc queue status`` states of an experiment that will still run
 WAITING = ("Queued", "Running")
 #: the sections whose profile part (``profiles.<profile>.<section>``) dvc.yaml's stages track
-PROFILE_TRACKED = ("train", "models", "evaluate", "spaces", "downstream", "word_order")
+PROFILE_TRACKED = ("corpus", "vocab", "train", "models", "evaluate", "spaces", "downstream",
+                   "word_order")
 #: dotted keys that are no section's: read from the top of params.yaml only
 TOP_LEVEL_SECTIONS = ("paths", "corpora", "rows")
 
@@ -80,13 +81,14 @@ def overrides(study: Study, step: Step, results: Path, extra: Sequence[str] = ()
 
 def _placed(key: str, value: Any, profile: str) -> list[str]:
     """Where ``-S`` writes a setting. A top-level key (``profile``, ``languages``,
-    ``paths.*``) at the top. A section's key (``train.epochs``) at the top, which its stage
-    tracks (``corpus`` and ``vocab`` track nothing else), and in the profile's part
-    (``profiles.<profile>.train.epochs``), which wins over the top as ``--set`` wins over the
-    profile in the loop: written at the top alone, a value the profile sets too would be
-    lost. An empty list only in the profile's part: DVC's YAML writer corrupts params.yaml
-    when it writes one over a block list with a comment beside its key (``eval_points:
-    # …``); a stage that does not track the profile's part of its section is refused."""
+    ``paths.*``) at the top. A section's key (``train.epochs``) at the top and in the
+    profile's part (``profiles.<profile>.train.epochs``), both of which its stage tracks; the
+    profile's wins over the top as ``--set`` wins over the profile in the loop: written at
+    the top alone, a value the profile sets too would be lost (and ``multilab check
+    --stage`` refuses it). An empty list only in the profile's part: DVC's YAML writer
+    corrupts params.yaml when it writes one over a block list with a comment beside its key
+    (``eval_points: # …``); a stage that does not track the profile's part of its section is
+    refused."""
     if "." not in key or key.split(".")[0] in TOP_LEVEL_SECTIONS:
         return [key]
     if value != []:
