@@ -14,7 +14,7 @@ class UserError(ValueError):
 
 
 class Terminated(BaseException):
-    """SIGTERM turned into an exception (by ``tracking.run``) so the run ends KILLED and the
+    """SIGTERM turned into an exception (by :mod:`multilab.stops`) so the run ends KILLED and the
     command line can say so in one line. A ``BaseException``, as ``KeyboardInterrupt``: a
     library's ``except Exception`` must not wrap it (MLflow's store turned a SIGTERM that
     landed while a step was being logged into an ``MlflowException``: the run ended FAILED)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import mlflow
 from mlflow.tracking import MlflowClient
 
+from multilab import stops
 from multilab.config import Paths
 from multilab.errors import StoppedEarly, Terminated
 from multilab.lab.modifications import same_modification
@@ -69,43 +69,34 @@ def run(
     ended by :func:`held_runs` if the process stops first (MLflow's fluent API holds one
     active run per thread).
     """
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def on_term(signum: int, frame: Any) -> None:
-        raise Terminated(f"signal {signum}")
-
     tags = {k: str(v) for k, v in (tags or {}).items()}
     if run_id and not _run_exists(run_id):  # the store was lost or replaced (mlruns/ deleted)
         log.warning("run %s is not in the tracking store %s: continuing in a new run",
                     run_id, mlflow.get_tracking_uri())
         run_id, tags = None, tags | {RESTORED_TAG: run_id}
-    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
-        signal.signal(signal.SIGTERM, on_term)
-    status = FAILED
-    try:
+    with stops.catching():
         active = server_call(mlflow.start_run)(
             run_id=run_id, experiment_id=None if run_id else experiment_id, run_name=name,
             tags=tags,
         )
-    except BaseException:
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, previous)
-        raise
-    try:
-        yield active.info.run_id
-        status = RUNNING if suspend else FINISHED
-    except (KeyboardInterrupt, Terminated, StoppedEarly):
-        status = KILLED
-        raise
-    except mlflow.exceptions.MlflowException as err:
-        lost = lost_server(err)
-        if lost is None:
+        status = FAILED
+        try:
+            yield active.info.run_id
+            status = RUNNING if suspend else FINISHED
+        except (KeyboardInterrupt, Terminated, StoppedEarly):
+            status = KILLED
             raise
-        raise lost from err
-    finally:
-        _end_run(active.info.run_id, status)
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, previous)
+        except BaseException as err:
+            if (signum := stops.received()) is not None:  # a stop a library replaced
+                status = KILLED
+                raise stops.stop_exception(signum) from err
+            lost = lost_server(err) if isinstance(err, mlflow.exceptions.MlflowException) \
+                else None
+            if lost is None:
+                raise
+            raise lost from err
+        finally:
+            _end_run(active.info.run_id, status)
 
 
 @contextlib.contextmanager
@@ -113,28 +104,20 @@ def held_runs(run_ids: Callable[[], Iterable[str]]) -> Iterator[None]:
     """While one process trains several runs between visits (``run(..., suspend=True)``):
     SIGTERM raises :class:`Terminated`, and leaving by an exception ends every run
     ``run_ids()`` still names KILLED (a stop, a kill) or FAILED, never RUNNING."""
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def on_term(signum: int, frame: Any) -> None:
-        raise Terminated(f"signal {signum}")
-
-    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
-        signal.signal(signal.SIGTERM, on_term)
-    try:
-        yield
-    except BaseException as err:
-        status = KILLED if isinstance(err, KeyboardInterrupt | Terminated | StoppedEarly) \
-            else FAILED
-        for run_id in run_ids():
-            try:
-                MlflowClient().set_terminated(run_id, status)
-            except Exception as failed:  # the store is gone: the first error wins
-                log.warning("could not mark run %s %s (%s); the next train of it will",
-                            run_id, status, " ".join(str(failed).split())[:200])
-        raise
-    finally:
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, previous)
+    with stops.catching():
+        try:
+            yield
+        except BaseException as err:
+            stopped = isinstance(err, KeyboardInterrupt | Terminated | StoppedEarly) or \
+                stops.received() is not None
+            status = KILLED if stopped else FAILED
+            for run_id in run_ids():
+                try:
+                    MlflowClient().set_terminated(run_id, status)
+                except Exception as failed:  # the store is gone: the first error wins
+                    log.warning("could not mark run %s %s (%s); the next train of it will",
+                                run_id, status, " ".join(str(failed).split())[:200])
+            raise
 
 
 def _run_exists(run_id: str) -> bool:

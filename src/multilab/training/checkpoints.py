@@ -23,6 +23,7 @@ import torch
 from filelock import FileLock, Timeout
 from transformers import BertForMaskedLM
 
+from multilab import stops
 from multilab.config import RunConfig
 from multilab.data.layout import layout
 from multilab.data.vocab import load_tokenizer
@@ -146,33 +147,35 @@ def save_checkpoint(run: RunConfig, area: Path, model, optimizer, scheduler,
     A checkpoint is a model directory of its own (``save_pretrained`` + tokenizer: any
     intermediate model loads with ``AutoModelForMaskedLM.from_pretrained``) plus ``state.pt``
     with the weights, optimizer, scheduler and :class:`TrainingState` for an exact resume,
-    and ``state.sha256`` to recognise a damaged ``state.pt``.
+    and ``state.sha256`` to recognise a damaged ``state.pt``. A stop signal that arrives
+    meanwhile is raised once the checkpoint is complete.
     """
-    final = checkpoint_dir(area, state.step)
-    tmp = partial_checkpoint_dir(area, state.step)
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir(parents=True)
-        model.save_pretrained(str(tmp))
-        load_tokenizer(run.study.paths.vocab, layout(run.study).saved).save_pretrained(str(tmp))
-        with (tmp / "state.pt").open("wb") as handle:
-            torch.save(
-                {
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(),
-                    "state": state.as_checkpoint(),
-                },
-                handle,
-            )
-            handle.flush()
-            os.fsync(handle.fileno())  # the rename must not outrun the data (power loss)
-        write_text(tmp / STATE_HASH, file_sha256(tmp / "state.pt") + "\n")
-        replace_dir(tmp, final)
-    except BaseException:  # a full disk, a stop: the partial folder would only take space
+    with stops.deferred():  # a stop waits for the checkpoint (multilab/stops.py says why)
+        final = checkpoint_dir(area, state.step)
+        tmp = partial_checkpoint_dir(area, state.step)
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    remove_checkpoints(area, keep=final)
+        try:
+            tmp.mkdir(parents=True)
+            model.save_pretrained(str(tmp))
+            load_tokenizer(run.study.paths.vocab, layout(run.study).saved).save_pretrained(str(tmp))
+            with (tmp / "state.pt").open("wb") as handle:
+                torch.save(
+                    {
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict(),
+                        "state": state.as_checkpoint(),
+                    },
+                    handle,
+                )
+                handle.flush()
+                os.fsync(handle.fileno())  # the rename must not outrun the data (power loss)
+            write_text(tmp / STATE_HASH, file_sha256(tmp / "state.pt") + "\n")
+            replace_dir(tmp, final)
+        except BaseException:  # a full disk: the partial folder would only take space
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        remove_checkpoints(area, keep=final)
 
 
 def save_final_model(run: RunConfig, model: BertForMaskedLM, model_dir: Path, area: Path,
