@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,10 +33,19 @@ class _StopsWhileWriting(io.BytesIO):
         return super().write(data)
 
 
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """SIGINT as in a terminal (an xdist worker ignores it, and a stop handler leaves an
+    ignored signal alone, as a background job's must stay ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize(("signum", "stop"), [(signal.SIGTERM, Terminated),
                                               (signal.SIGINT, KeyboardInterrupt)])
-def test_a_stop_during_a_checkpoint_write_waits_for_the_checkpoint(signum: int, stop: type
-                                                                   ) -> None:
+def test_a_stop_during_a_checkpoint_write_waits_for_the_checkpoint(
+        signum: int, stop: type, sigint_raises: None) -> None:
     weights = {"w": torch.arange(4096, dtype=torch.float32), "b": torch.ones(64)}
     target = _StopsWhileWriting(signum)
     with stops.catching(), pytest.raises(stop):
