@@ -89,7 +89,7 @@ def set_by_profile(tree: dict, profile: str, key: str) -> Any:
 def shadowed_by_the_profile(params_path: Path, marker: Path, profile: str,
                             environ: dict[str, str] | None = None) -> str | None:
     """Under ``dvc exp run``: a top-level value ``-S`` changed that the active profile sets
-    too would train and be recorded as if it had been used; the sentence that says so and
+    to another value would be recorded as if it had been used; the sentence that says so and
     what to set instead, or None. (``dvc exp run -S train.epochs=7`` under the quick
     profile, whose 25 epochs win: ``-S profiles.quick.train.epochs=7`` is what changes it.)"""
     environ = dict(os.environ if environ is None else environ)
@@ -97,9 +97,13 @@ def shadowed_by_the_profile(params_path: Path, marker: Path, profile: str,
         return None
     current = parse_yaml(params_path.read_text(encoding="utf-8"))
     for _, text in _candidates(params_path, marker, environ[EXP_BASELINE_ENV])[:1]:
-        for key, value in _changed_leaves(parse_yaml(text), current):
+        changed = dict(_changed_leaves(parse_yaml(text), current))
+        for key, value in changed.items():
             wins = set_by_profile(current, profile, key)
-            if value is not _REMOVED and wins is not _REMOVED:
+            in_profile = f"profiles.{profile}.{key}"
+            moved_too = any(in_profile == k or in_profile.startswith(f"{k}.") for k in changed)
+            if value is not _REMOVED and wins is not _REMOVED and wins != value and \
+                    not moved_too:  # both parts changed: a reset, or --queue's two writes
                 return (f"{key} = {value!r} has no effect: profile {profile!r} sets {key} = "
                         f"{wins!r}, which wins; set -S profiles.{profile}.{key}={_hydra(value)} "
                         "instead")
