@@ -105,8 +105,7 @@ def shadowed_by_the_profile(params_path: Path, marker: Path, profile: str,
             if value is not _REMOVED and wins is not _REMOVED and wins != value and \
                     not moved_too:  # both parts changed: a reset, or --queue's two writes
                 return (f"{key} = {value!r} has no effect: profile {profile!r} sets {key} = "
-                        f"{wins!r}, which wins; set -S profiles.{profile}.{key}={_hydra(value)} "
-                        "instead")
+                        f"{wins!r}, which wins; set -S {in_profile}={hydra_value(value)} instead")
     return None
 
 
@@ -166,7 +165,7 @@ def _dvc_rewrite(text: str, changed: list[tuple[str, Any]]) -> str | None:
         from dvc.utils.hydra import apply_overrides
     except ImportError:
         return None
-    overrides = [f"~{key}" if value is _REMOVED else f"++{key}={_hydra(value)}"
+    overrides = [f"~{key}" if value is _REMOVED else f"++{key}={hydra_value(value)}"
                  for key, value in changed]
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "params.yaml"
@@ -178,20 +177,21 @@ def _dvc_rewrite(text: str, changed: list[tuple[str, Any]]) -> str | None:
         return path.read_text(encoding="utf-8")
 
 
-def _hydra(value: Any) -> str:
-    """A value in Hydra's override grammar, typed as YAML read it (strings quoted)."""
+def hydra_value(value: Any) -> str:
+    """A value (as YAML read it) in the override grammar of ``dvc exp run -S`` (Hydra's):
+    strings quoted, lists and mappings spelled out."""
     if value is None:
         return "null"
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return str(value).lower()
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, list | tuple):
-        return "[" + ",".join(_hydra(v) for v in value) + "]"
+        return "[" + ", ".join(hydra_value(item) for item in value) + "]"
     if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{_hydra(v)}" for k, v in value.items()) + "}"
-    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
-    return f"'{text}'"
+        return "{" + ", ".join(f"{key}: {hydra_value(item)}" for key, item in value.items()) \
+            + "}"
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def check_stage(params_path: Path, marker: Path, validate: Callable[[], Any],

@@ -30,6 +30,7 @@ from typing import Any
 from multilab.errors import UserError
 from multilab.files import parse_yaml
 from multilab.lab import modifications as mods
+from multilab.params_guard import hydra_value
 from multilab.studies.runner import Step, row_setting
 from multilab.studies.settings import study_settings
 from multilab.studies.spec import Study
@@ -98,23 +99,6 @@ def _placed(key: str, value: Any, profile: str) -> list[str]:
                         "list there (DVC's YAML writer corrupts params.yaml); run the study "
                         "without --queue")
     return [f"profiles.{profile}.{key}"]
-
-
-def hydra_value(value: Any) -> str:
-    """A ``--set`` value (read as YAML) in the override grammar of ``dvc exp run -S``
-    (Hydra's): strings quoted, lists and mappings spelled out."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(hydra_value(item) for item in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{key}: {hydra_value(item)}" for key, item in value.items()) \
-            + "}"
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def check_queueable(study: Study, steps: Sequence[Step],
