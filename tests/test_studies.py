@@ -13,7 +13,7 @@ import yaml
 
 from multilab.cli import main
 from multilab.config import Config
-from multilab.errors import UserError
+from multilab.errors import Terminated, UserError
 from multilab.files import PRINT_VARIABLE
 from multilab.resolve import load_config, parse_overrides, resolve_run
 from multilab.studies.claims import load_claims
@@ -1172,3 +1172,17 @@ def test_a_figure_axis_is_titled_in_words(metric: str, words: str) -> None:
     from multilab.studies.figures import metric_words
 
     assert metric_words(metric) == words
+
+
+def test_a_stopped_command_stops_the_study_run_instead_of_failing_it(tmp_path: Path) -> None:
+    """`multilab train` under `study run` ended by SIGTERM (exit 143) or Ctrl-C (130) said
+    so itself; the study run stops the same way (exit 143 / 130, resumable), not with a
+    "failed: fix it" error."""
+    from multilab.studies.runner import _Runner
+
+    study = load_study(_spec(tmp_path), CLAIMS)
+    for code, stop in ((143, Terminated), (130, KeyboardInterrupt)):
+        with pytest.raises(stop):
+            _Runner(study, lambda args, code=code: code, tmp_path, print, None).run([], "train")
+    with pytest.raises(UserError, match="failed"):
+        _Runner(study, lambda args: 1, tmp_path, print, None).run([], "train")

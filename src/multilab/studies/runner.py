@@ -26,6 +26,7 @@ stays below the command line in the import structure.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from pathlib import Path
 import yaml
 from filelock import FileLock
 
+from multilab import stops
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
 from multilab.studies import ledger
@@ -189,6 +191,10 @@ def products(steps: Sequence[Step]) -> list[tuple[list[Row], list[int]]]:
     return out
 
 
+#: the exit status of a command a stop signal ended (``multilab.cli.main``) → that signal
+STOPPED = {143: signal.SIGTERM, 130: signal.SIGINT}
+
+
 class _Runner:
     """One study's commands: preparing its artifacts once, booking runs in the ledger."""
 
@@ -200,7 +206,10 @@ class _Runner:
 
     def run(self, settings: list[str], *argv: str) -> None:
         args = [f"--set={value}" for value in settings] + list(argv)
-        if self.command(args) != 0:
+        code = self.command(args)
+        if code in STOPPED:  # the command was stopped and said so: the study stops as well
+            raise stops.stop_exception(STOPPED[code])
+        if code != 0:
             raise UserError(f"study {self.study.name}: `multilab {' '.join(argv)}` failed (its "
                             "message is above); fix it and run `multilab study run "
                             f"{self.study.name}` again: finished runs are kept")
