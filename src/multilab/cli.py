@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from multilab import stops
 from multilab.config import Config, SpacesConfig
 from multilab.devices import claim_gpu
 from multilab.errors import Terminated, UserError
@@ -1064,7 +1065,7 @@ def main(argv: list[str] | None = None) -> int:
         _close_progress_bars()
         print(f"multilab: {how}: stopped; run the same command again to resume from the last "
               "checkpoint", file=sys.stderr)
-        return 143 if isinstance(err, Terminated) else 130
+        return stops.exit_status(err)
     except Exception as err:  # a full or read-only disk under some library's own error type
         problem = storage_problem(err)
         if problem is None:

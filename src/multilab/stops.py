@@ -33,6 +33,16 @@ def stop_exception(signum: int) -> BaseException:
     return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(f"signal {signum}")
 
 
+def exit_status(stop: BaseException) -> int:
+    """A stopped command's exit status, as a shell gives one a signal ended: 128 + signal."""
+    return 128 + (signal.SIGINT if isinstance(stop, KeyboardInterrupt) else signal.SIGTERM)
+
+
+def stop_of_exit_status(code: int) -> BaseException | None:
+    """The stop a command's exit status says ended it (:func:`exit_status`), else None."""
+    return stop_exception(code - 128) if code - 128 in SIGNALS else None
+
+
 def _on_stop(signum: int, _frame: Any) -> None:
     global _pending, _received
     _received = signum

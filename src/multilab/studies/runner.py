@@ -26,7 +26,6 @@ stays below the command line in the import structure.
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,10 +190,6 @@ def products(steps: Sequence[Step]) -> list[tuple[list[Row], list[int]]]:
     return out
 
 
-#: the exit status of a command a stop signal ended (``multilab.cli.main``) → that signal
-STOPPED = {143: signal.SIGTERM, 130: signal.SIGINT}
-
-
 class _Runner:
     """One study's commands: preparing its artifacts once, booking runs in the ledger."""
 
@@ -207,8 +202,8 @@ class _Runner:
     def run(self, settings: list[str], *argv: str) -> None:
         args = [f"--set={value}" for value in settings] + list(argv)
         code = self.command(args)
-        if code in STOPPED:  # the command was stopped and said so: the study stops as well
-            raise stops.stop_exception(STOPPED[code])
+        if (stop := stops.stop_of_exit_status(code)) is not None:  # it said so: stop as well
+            raise stop
         if code != 0:
             raise UserError(f"study {self.study.name}: `multilab {' '.join(argv)}` failed (its "
                             "message is above); fix it and run `multilab study run "
