@@ -10,6 +10,7 @@ module's tests run on one worker (xdist_scheduling.py), so module fixtures are b
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import signal
@@ -40,6 +41,12 @@ SERVER_TIMEOUT = 180  # `mlflow server` start-up on a loaded 2-core machine
 #: the tests never submit: 10 processes instead of 2, and a slower start (docs/tracking.md).
 SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 BUILT = ".built"  # written last into the shared built project: the build is complete
+#: Python's cycle collector, less often than its default (700, 10, 10): a test process holds a
+#: few million long-lived objects (torch, transformers, MLflow, pandas) and each full
+#: collection walks them all, ≈ 0.3 CPU s, about once every 25 tests: 16 of the fast loop's
+#: 180 CPU s went to it, 2.5 with these thresholds (benchmarks/results/gc-thresholds-*.json).
+#: Reference counting still frees everything that is not in a cycle at once.
+COLLECTOR_THRESHOLDS = (50_000, 20, 100)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,7 +54,9 @@ def pytest_configure(config: pytest.Config) -> None:
     test starts): a PDF costs about as much as its PNG, and only the tests that check the print
     copy (they set ``yes``) read one. An xdist worker shares the cores with the other workers:
     its torch (in-process tests) and what it starts take its share of threads, as
-    MULTILAB_WORKERS would give them."""
+    MULTILAB_WORKERS would give them. The cycle collector runs less often
+    (``COLLECTOR_THRESHOLDS``)."""
+    gc.set_threshold(*COLLECTOR_THRESHOLDS)
     os.environ.setdefault(PRINT_VARIABLE, "no")
     if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
         import torch
