@@ -82,7 +82,8 @@ def run_arm(thresholds: str) -> dict:
                                "-p", "no:cacheprovider", "-p", "bench_collector"],
                               cwd=ROOT, env=env, capture_output=True, text=True)
         wall = time.monotonic() - start
-        summary = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
+        summary = next((line for line in reversed(done.stdout.splitlines())
+                        if " passed" in line or " failed" in line), "(no summary line)")
         processes = {p.stem: json.loads(p.read_text()) for p in Path(folder).glob("*.json")}
     collector = sum(sum(p["collector_s"].values()) for p in processes.values())
     cpu = sum(p["process_cpu_s"] for p in processes.values())
