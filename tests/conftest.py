@@ -43,8 +43,9 @@ SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 BUILT = ".built"  # written last into the shared built project: the build is complete
 #: Python's cycle collector, less often than its default (700, 10, 10): a test process holds a
 #: few million long-lived objects (torch, transformers, MLflow, pandas) and each full
-#: collection walks them all, ≈ 0.3 CPU s, about once every 25 tests: 16 of the fast loop's
-#: 180 CPU s went to it, 2.5 with these thresholds (benchmarks/results/gc-thresholds-*.json).
+#: collection walks them all, ≈ 0.3 CPU s, about once every 25 tests: 15–17 of the fast loop's
+#: 144–163 CPU s went to it, 2.3–2.4 with these thresholds, at the same peak memory
+#: (benchmarks/bench_collector.py, results/collector-2026-11-29.json).
 #: Reference counting still frees everything that is not in a cycle at once.
 COLLECTOR_THRESHOLDS = (50_000, 20, 100)
 
