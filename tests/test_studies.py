@@ -961,6 +961,48 @@ def test_a_lab_study_reads_ratio_minutes_and_mrr_from_their_records(tmp_path: Pa
         load_study(path, CLAIMS)
 
 
+def test_a_pinned_measurement_setting_concerns_only_the_records_that_measure_with_it(
+        tmp_path: Path) -> None:
+    """A sweep that pins the fine-tuning learning rate (``downstream.lr``) after its first
+    point was measured at another: the point's training, evaluation and word retrieval are
+    still its own (the model is the same), its old fine-tune is not, so the table leaves the
+    ratio empty and ``study run`` plans only the fine-tune again."""
+    from multilab.studies.runner import missing_runs
+
+    spec = {"name": "lab-toy", "paper": "lab", "table": "sweep", "title": "toy",
+            "languages": ["3", "s"], "profile": "quick", "seeds": [0],
+            "settings": {"downstream.lr": 2.0e-4, "evaluate.layers": "all"},  # as k2020-table4
+            "metrics": ["retrieval_p1.l8", "downstream.ratio.s", "train.minutes",
+                        "mrr.3-s.l2"],
+            "rows": [{"label": "h128", "modification": "original",
+                      "settings": {"models.small.hidden_size": 128}}]}
+    path = tmp_path / "lab-toy.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study = load_study(path, CLAIMS)
+    results = tmp_path / "results"
+    model = {"modification": "original", "seed": 0, "fingerprint": "f"}
+    config = _model_config("quick", "3,s", **{"models.small.hidden_size": 128})
+    before = config | {"downstream.lr": 2.0e-5, "evaluate.layers": "all"}  # the first point
+    downstream = {"labels": ["en", "de"], "test": {"en": {"accuracy": 0.8},
+                                                   "de": {"accuracy": 0.6}}}
+    for kind, result in (("evaluate", {"metrics": {"retrieval_p1.l8": 0.3}}),
+                         ("downstream", downstream), ("train", {"step_seconds": 1800.0}),
+                         ("mrr", {"source": "3", "target": "s",
+                                  "trained": [{"layer": 2, "mrr": 0.25}]})):
+        write_record(results, "x", kind, result, model=model, config=before)
+    cells = study_result(study, iter_records(results), CLAIMS).cells
+    assert cells[("h128", "train.minutes")].values == (30.0,)
+    assert cells[("h128", "retrieval_p1.l8")].values == (0.3,)
+    assert cells[("h128", "mrr.3-s.l2")].values == (0.25,)
+    assert cells[("h128", "downstream.ratio.s")].values == ()  # fine-tuned at 2e-5
+    plan = missing_runs(study, iter_records(results), params=PARAMS)
+    assert [(step.row.label, step.needs) for step in plan] == [("h128", (("downstream", ""),))]
+    write_record(results, "x", "downstream", downstream, model=model,
+                 config=before | {"downstream.lr": 2.0e-4})  # the fine-tune again, at 2e-4
+    cells = study_result(study, iter_records(results), CLAIMS).cells
+    assert cells[("h128", "downstream.ratio.s")].values == pytest.approx((0.75,))
+
+
 def test_study_run_queue_refuses_what_dvc_yaml_cannot_run(tmp_path: Path, monkeypatch,
                                                           capsys) -> None:
     """``--queue``: a row whose records need a command dvc.yaml has no stage for (``mrr``),

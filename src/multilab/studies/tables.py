@@ -91,8 +91,12 @@ def _languages_text(value: Any) -> str:
 #: cadence); paths, experiment, rows and threads are not in a configuration at all.
 OPEN_KEYS = frozenset({"seed", "train.stack", "modification"})
 #: The measurement settings a record's ``config`` block carries beside its model's (``cli``'s
-#: ``_record``): compared where the study or the row pins one (``evaluate.layers: all``)
-MEASUREMENT_SECTIONS = ("evaluate.", "downstream.")
+#: ``_record``, every command): compared where the study or the row pins one (``evaluate.layers:
+#: all``), and only on the records of the command that reads them. The ``train``, ``evaluate``
+#: and ``mrr`` records of a model measured while the profile fine-tuned at another learning
+#: rate are still that model's; only its ``downstream`` record measured something else.
+READ_SECTIONS: Mapping[str, tuple[str, ...]] = {"evaluate": ("evaluate.",),
+                                                "downstream": ("downstream.",)}
 
 
 def _matches(record: Record, study: Study, row: Row, seed: int,
@@ -116,8 +120,9 @@ def _matches(record: Record, study: Study, row: Row, seed: int,
         if tuned is not None and str(tuned) != fine_tune:
             return False
     config = record.data["config"]
+    read = READ_SECTIONS.get(record.kind, ())
     measured = {key: value for key, value in {**study.settings, **row.settings}.items()
-                if key.startswith(MEASUREMENT_SECTIONS)}
+                if key.startswith(read)}
     return same_configuration(config, configuration) and all(
         _same(config.get(key), value) for key, value in measured.items())
 
