@@ -454,6 +454,8 @@ def test_real_quick_profile_resolves_for_real_languages_only(tmp_path: Path) -> 
     assert (cfg.profile, cfg.corpus.train_scope, cfg.vocab.mode) == ("real-quick", "bible",
                                                                     "joint")
     assert cfg.downstream.task == "bible-passages" and cfg.evaluate.layers == "all"
+    # the paper's fine-tuning rate over its pretraining rate (2e-5 / 1e-4) at this model's
+    assert cfg.downstream.lr == pytest.approx(cfg.models["small"].lr * 2e-5 / 1e-4)
     assert cfg.experiment == "multilab-real-quick-3-s"
     default = config_of(["languages=[3,s]", "profile=real-quick"])
     assert default.corpus.dev_sentences == default.evaluate.dev_sentences == 2000

@@ -1003,6 +1003,18 @@ def test_a_pinned_measurement_setting_concerns_only_the_records_that_measure_wit
     assert cells[("h128", "downstream.ratio.s")].values == pytest.approx((0.75,))
 
 
+def test_the_sweep_fine_tunes_each_width_at_a_fifth_of_its_pretraining_rate() -> None:
+    """Issue 55's sweep: every row fine-tunes at the paper's ratio of fine-tuning to
+    pretraining rate (2e-5 / 1e-4) applied to its own model's rate, as the real-quick profile
+    does; a row that changes the width changes both."""
+    from multilab.studies.settings import study_settings
+
+    study = load_studies(STUDIES, CLAIMS)["real-regime"]
+    for row in study.rows:
+        cfg = load_config(PARAMS, parse_overrides(study_settings(study, Path(), row)))
+        assert cfg.downstream.lr == pytest.approx(cfg.models["small"].lr * 2e-5 / 1e-4), row.label
+
+
 def test_study_run_queue_refuses_what_dvc_yaml_cannot_run(tmp_path: Path, monkeypatch,
                                                           capsys) -> None:
     """``--queue``: a row whose records need a command dvc.yaml has no stage for (``mrr``),
@@ -1197,6 +1209,33 @@ def test_the_cost_of_a_run_is_the_fastest_cpu_training(tmp_path: Path) -> None:
                             "fingerprint": f"f{seed}"},
                      config={"profile": "quick"}, origin=origin)
     assert run_costs(iter_records(results)) == {"quick": 2700.0}
+
+
+def test_runs_needed_price_only_the_models_still_to_train(tmp_path: Path) -> None:
+    """Seed 0 has every record, seed 1 a trained and evaluated model that lacks its fine-tune,
+    seed 2 nothing: two runs needed, one of them a training (priced), one a fine-tune."""
+    from multilab.studies.document import studies_block
+
+    spec = {"name": "lab-toy", "paper": "lab", "table": "sweep", "title": "toy",
+            "languages": ["3", "s"], "profile": "quick", "seeds": [0, 1, 2],
+            "metrics": ["retrieval_p1.l8", "downstream.ratio.s"],
+            "rows": [{"label": "base", "modification": "original"}]}
+    path = tmp_path / "lab-toy.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study = load_study(path, CLAIMS)
+    results = tmp_path / "results"
+    config = _model_config("quick", "3,s")
+    for seed, kinds in ((0, ("evaluate", "downstream")), (1, ("evaluate",))):
+        model = {"modification": "original", "seed": seed, "fingerprint": f"f{seed}"}
+        for kind in kinds:
+            result = {"metrics": {"retrieval_p1.l8": 0.3}} if kind == "evaluate" else {
+                "labels": ["en", "de"], "test": {"en": {"accuracy": 0.8},
+                                                 "de": {"accuracy": 0.6}}}
+            write_record(results, "x", kind, result, model=model, config=config)
+    result = study_result(study, iter_records(results), CLAIMS)
+    assert result.seeds_found == {"base": (0,)} and result.seeds_trained == {"base": (0, 1)}
+    line = studies_block([result], {"quick": 3600.0})[2]
+    assert "| 1/3 | 2 (≈ 1.0 CPU-h of training) |" in line, line
 
 
 @pytest.mark.parametrize(("metric", "words"), [

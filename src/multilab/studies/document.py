@@ -82,16 +82,19 @@ def run_costs(records: Iterable[Record]) -> dict[str, float]:
 def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
                   link: str = "studies/") -> list[str]:
     """One line per study: paper, table, the command, runs recorded and still needed (with
-    their training cost where measured), claims with a verdict."""
+    the training cost of those whose model is not trained yet, where measured), claims with a
+    verdict."""
     lines = ["| study | paper | table | profile | runs recorded | runs needed | claims with a "
              "verdict | command |", "|---|---|---|---|---:|---|---:|---|"]
     for result in results:
         study = result.study
         recorded = sum(len(seeds) for seeds in result.seeds_found.values())
         needed = len(study.rows) * len(study.seeds) - recorded
+        to_train = len(study.rows) * len(study.seeds) - sum(
+            len(seeds) for seeds in result.seeds_trained.values())
         cost = costs.get(study.profile)
         need = str(needed) if not needed or cost is None else \
-            f"{needed} (≈ {needed * cost / 3600:.1f} CPU-h of training)"
+            f"{needed} (≈ {to_train * cost / 3600:.1f} CPU-h of training)"
         counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
         lines.append(f"| [{study.name}]({link}{study.name}.md) | {paper_name(study.paper)} | "
                      f"{study.table} | `{study.profile}` | {recorded}/{recorded + needed} | "

@@ -15,7 +15,7 @@ import contextlib
 import itertools
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -212,9 +212,12 @@ class Cell:
 class StudyResult:
     study: Study
     cells: Mapping[tuple[str, str], Cell]  # (row label, metric) → values over seeds
-    seeds_found: Mapping[str, tuple[int, ...]]  # row label → seeds with an evaluate record
+    seeds_found: Mapping[str, tuple[int, ...]]  # row label → seeds with every record it reads
     outcomes: Mapping[str, Outcome]  # claim id → verdict
     sources: tuple[Path, ...]  # the records read
+    #: row label → seeds whose model is trained (every record, or a train or evaluate one): a
+    #: seed that lacks only a measurement (a fine-tune, word retrieval) needs no training
+    seeds_trained: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 Chosen = dict[tuple[str, int, str, str], Record]
@@ -326,7 +329,12 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
     wanted = {key for keys in needed.values() for key in keys}
     sources = tuple(sorted({record.path for (_, _, kind, variant), record in chosen.items()
                             if (kind, variant) in wanted}))
-    return StudyResult(study, cells, seeds_found, outcomes, sources)
+    seeds_trained = {row.label: tuple(seed for seed in study.seeds
+                                      if seed in seeds_found[row.label] or any(
+                                          (row.label, seed, kind, "") in chosen
+                                          for kind in ("train", "evaluate")))
+                     for row in study.rows}
+    return StudyResult(study, cells, seeds_found, outcomes, sources, seeds_trained)
 
 
 def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Cell],
