@@ -929,36 +929,44 @@ def test_study_run_stacks_what_the_registry_allows(tmp_path: Path, capsys) -> No
     assert not (tmp_path / "results").exists()
 
 
+#: issue 55's sweep in small: ``paper: lab``, one row that changes the model's width
+LAB_TOY = {"name": "lab-toy", "paper": "lab", "table": "sweep", "title": "toy",
+           "languages": ["3", "s"], "profile": "quick", "seeds": [0],
+           "metrics": ["retrieval_p1.l8", "downstream.ratio.s", "train.minutes", "mrr.3-s.l2"],
+           "rows": [{"label": "h128", "modification": "original",
+                     "settings": {"models.small.hidden_size": 128}}]}
+#: one record of each kind the lab toy's metrics read: ratio .75, 30 minutes, MRR .25, ρ .3
+LAB_TOY_RECORDS = (("evaluate", {"metrics": {"retrieval_p1.l8": 0.3}}),
+                   ("downstream", {"labels": ["en", "de"], "test": {
+                       "en": {"accuracy": 0.8}, "de": {"accuracy": 0.6}}}),
+                   ("train", {"step_seconds": 1800.0}),
+                   ("mrr", {"source": "3", "target": "s",
+                            "trained": [{"layer": 0, "mrr": 0.1}, {"layer": 2, "mrr": 0.25}]}))
+
+
+def _lab_toy(tmp_path: Path, **change: object):
+    """The lab toy (with ``change``) written as ``lab-toy.yaml`` and loaded."""
+    path = tmp_path / "lab-toy.yaml"
+    path.write_text(yaml.safe_dump(LAB_TOY | change))
+    return load_study(path, CLAIMS)
+
+
 def test_a_lab_study_reads_ratio_minutes_and_mrr_from_their_records(tmp_path: Path) -> None:
     """Issue 55's sweep: ``paper: lab`` (no claims), and the metrics computed from a record:
     zero-shot over in-language accuracy, training minutes, MRR at one layer."""
-    spec = {"name": "lab-toy", "paper": "lab", "table": "sweep", "title": "toy",
-            "languages": ["3", "s"], "profile": "quick", "seeds": [0],
-            "metrics": ["retrieval_p1.l8", "downstream.ratio.s", "train.minutes", "mrr.3-s.l2"],
-            "rows": [{"label": "h128", "modification": "original",
-                      "settings": {"models.small.hidden_size": 128}}]}
-    path = tmp_path / "lab-toy.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    study = load_study(path, CLAIMS)
+    study = _lab_toy(tmp_path)
     results = tmp_path / "results"
     model = {"modification": "original", "seed": 0, "fingerprint": "f"}
     config = _model_config("quick", "3,s", **{"models.small.hidden_size": 128})
-    for kind, result in (("evaluate", {"metrics": {"retrieval_p1.l8": 0.3}}),
-                         ("downstream", {"labels": ["en", "de"], "test": {
-                             "en": {"accuracy": 0.8}, "de": {"accuracy": 0.6}}}),
-                         ("train", {"step_seconds": 1800.0}),
-                         ("mrr", {"source": "3", "target": "s",
-                                  "trained": [{"layer": 0, "mrr": 0.1},
-                                              {"layer": 2, "mrr": 0.25}]})):
+    for kind, result in LAB_TOY_RECORDS:
         write_record(results, "x", kind, result, model=model, config=config)
     cells = study_result(study, iter_records(results), CLAIMS).cells
     assert cells[("h128", "downstream.ratio.s")].values == pytest.approx((0.75,))
     assert cells[("h128", "train.minutes")].values == (30.0,)
     assert cells[("h128", "mrr.3-s.l2")].values == (0.25,)
     assert cells[("h128", "retrieval_p1.l8")].values == (0.3,)
-    path.write_text(yaml.safe_dump(spec | {"claims": ["dufter2020-t1-r1-lang-pos"]}))
     with pytest.raises(UserError, match="tests no paper's claims"):
-        load_study(path, CLAIMS)
+        _lab_toy(tmp_path, claims=["dufter2020-t1-r1-lang-pos"])
 
 
 def test_a_pinned_measurement_setting_concerns_only_the_records_that_measure_with_it(
@@ -969,26 +977,13 @@ def test_a_pinned_measurement_setting_concerns_only_the_records_that_measure_wit
     ratio empty and ``study run`` plans only the fine-tune again."""
     from multilab.studies.runner import missing_runs
 
-    spec = {"name": "lab-toy", "paper": "lab", "table": "sweep", "title": "toy",
-            "languages": ["3", "s"], "profile": "quick", "seeds": [0],
-            "settings": {"downstream.lr": 2.0e-4, "evaluate.layers": "all"},  # as k2020-table4
-            "metrics": ["retrieval_p1.l8", "downstream.ratio.s", "train.minutes",
-                        "mrr.3-s.l2"],
-            "rows": [{"label": "h128", "modification": "original",
-                      "settings": {"models.small.hidden_size": 128}}]}
-    path = tmp_path / "lab-toy.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    study = load_study(path, CLAIMS)
+    # pinned as k2020-table4 pins evaluate.layers
+    study = _lab_toy(tmp_path, settings={"downstream.lr": 2.0e-4, "evaluate.layers": "all"})
     results = tmp_path / "results"
     model = {"modification": "original", "seed": 0, "fingerprint": "f"}
     config = _model_config("quick", "3,s", **{"models.small.hidden_size": 128})
     before = config | {"downstream.lr": 2.0e-5, "evaluate.layers": "all"}  # the first point
-    downstream = {"labels": ["en", "de"], "test": {"en": {"accuracy": 0.8},
-                                                   "de": {"accuracy": 0.6}}}
-    for kind, result in (("evaluate", {"metrics": {"retrieval_p1.l8": 0.3}}),
-                         ("downstream", downstream), ("train", {"step_seconds": 1800.0}),
-                         ("mrr", {"source": "3", "target": "s",
-                                  "trained": [{"layer": 2, "mrr": 0.25}]})):
+    for kind, result in LAB_TOY_RECORDS:
         write_record(results, "x", kind, result, model=model, config=before)
     cells = study_result(study, iter_records(results), CLAIMS).cells
     assert cells[("h128", "train.minutes")].values == (30.0,)
@@ -997,7 +992,7 @@ def test_a_pinned_measurement_setting_concerns_only_the_records_that_measure_wit
     assert cells[("h128", "downstream.ratio.s")].values == ()  # fine-tuned at 2e-5
     plan = missing_runs(study, iter_records(results), params=PARAMS)
     assert [(step.row.label, step.needs) for step in plan] == [("h128", (("downstream", ""),))]
-    write_record(results, "x", "downstream", downstream, model=model,
+    write_record(results, "x", *LAB_TOY_RECORDS[1], model=model,
                  config=before | {"downstream.lr": 2.0e-4})  # the fine-tune again, at 2e-4
     cells = study_result(study, iter_records(results), CLAIMS).cells
     assert cells[("h128", "downstream.ratio.s")].values == pytest.approx((0.75,))
@@ -1216,21 +1211,13 @@ def test_runs_needed_price_only_the_models_still_to_train(tmp_path: Path) -> Non
     seed 2 nothing: two runs needed, one of them a training (priced), one a fine-tune."""
     from multilab.studies.document import studies_block
 
-    spec = {"name": "lab-toy", "paper": "lab", "table": "sweep", "title": "toy",
-            "languages": ["3", "s"], "profile": "quick", "seeds": [0, 1, 2],
-            "metrics": ["retrieval_p1.l8", "downstream.ratio.s"],
-            "rows": [{"label": "base", "modification": "original"}]}
-    path = tmp_path / "lab-toy.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    study = load_study(path, CLAIMS)
+    study = _lab_toy(tmp_path, seeds=[0, 1, 2], metrics=["retrieval_p1.l8", "downstream.ratio.s"],
+                     rows=[{"label": "base", "modification": "original"}])
     results = tmp_path / "results"
     config = _model_config("quick", "3,s")
-    for seed, kinds in ((0, ("evaluate", "downstream")), (1, ("evaluate",))):
+    for seed, records in ((0, LAB_TOY_RECORDS[:2]), (1, LAB_TOY_RECORDS[:1])):
         model = {"modification": "original", "seed": seed, "fingerprint": f"f{seed}"}
-        for kind in kinds:
-            result = {"metrics": {"retrieval_p1.l8": 0.3}} if kind == "evaluate" else {
-                "labels": ["en", "de"], "test": {"en": {"accuracy": 0.8},
-                                                 "de": {"accuracy": 0.6}}}
+        for kind, result in records:
             write_record(results, "x", kind, result, model=model, config=config)
     result = study_result(study, iter_records(results), CLAIMS)
     assert result.seeds_found == {"base": (0,)} and result.seeds_trained == {"base": (0, 1)}
