@@ -26,12 +26,12 @@ from common import (
     PARAMS,
     PATH_KEYS,
     RESULTS,
-    build_project_data,
     load_average,
     machine,
     write_json,
 )
 from multilab import tracking
+from multilab.data.project import build_project_data
 from multilab.resolve import load_config, resolve_run
 from multilab.training import run_tracking, stacked, train_stacked
 

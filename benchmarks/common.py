@@ -2,7 +2,8 @@
 
 Benchmarks run on the real corpus, not a toy: either the project's own ``artifacts/`` (when
 ``dvc repro`` has built them) or a copy built from the pinned Bible database in a temporary
-folder, as ``dvc repro corpus vocab`` builds them (:func:`build_project_data`, about 10 s).
+folder, as ``dvc repro corpus vocab`` builds them
+(:func:`multilab.data.project.build_project_data`, about 10 s).
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ import torch
 import transformers
 
 from multilab.config import Config
-from multilab.data import bible, corpus
-from multilab.data.vocab import build_vocab
+from multilab.data.project import build_project_data
 from multilab.files import write_text
 from multilab.resolve import load_config
 
@@ -45,16 +45,6 @@ def project_config(project: Path | None, overrides: dict[str, Any] | None = None
     if not (cfg.paths.vocab / "bilingual").exists():
         build_project_data(cfg)
     return cfg
-
-
-def build_project_data(cfg: Config) -> None:
-    """What ``dvc repro corpus vocab`` builds (after setup.sh's export), for a project in a
-    temporary folder: Bible exports, corpora and vocabulary, for real."""
-    for code in cfg.corpus.export_editions:
-        bible.export_edition(code, cfg.paths.data)
-    corpus.build_corpora(cfg.corpus, cfg.paths.data, cfg.paths.corpora)
-    build_vocab(corpus.read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size,
-                cfg.paths.vocab)
 
 
 def project_root(cfg: Config) -> Path:

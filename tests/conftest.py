@@ -71,7 +71,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def built_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Exported editions, corpora and vocabulary, built for real once (under xdist, once for
     all workers: the first builds it in their common temp dir while the others wait)."""
-    from tests.helpers import build_project_data, smoke_config
+    from multilab.data.project import build_project_data
+    from tests.helpers import smoke_config
 
     os.environ.pop("MLFLOW_TRACKING_URI", None)
     if not os.environ.get("PYTEST_XDIST_WORKER"):

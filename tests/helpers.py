@@ -20,8 +20,7 @@ from safetensors.torch import load_file
 
 from multilab import tracking
 from multilab.config import Config
-from multilab.data import bible, corpus
-from multilab.data.vocab import build_vocab
+from multilab.data import bible
 from multilab.lab.metric_table import METRICS, TRAIN_LOSS
 from multilab.resolve import load_config, parse_overrides, resolve_run
 
@@ -65,16 +64,6 @@ def smoke_config(tmp: Path, **overrides) -> Config:
     for key, value in overrides.items():
         merged[key] = value
     return load_config(PARAMS, merged)
-
-
-def build_project_data(cfg: Config) -> None:
-    """What `dvc repro corpus vocab` builds (after setup.sh's export), for a project in a
-    temporary folder: Bible exports, corpora and vocabulary, for real."""
-    for code in cfg.corpus.export_editions:
-        bible.export_edition(code, cfg.paths.data)
-    corpus.build_corpora(cfg.corpus, cfg.paths.data, cfg.paths.corpora)
-    build_vocab(corpus.read_lines(cfg.paths.corpora / "train.txt"), cfg.vocab.size,
-                cfg.paths.vocab)
 
 
 # --------------------------------------------------------------------------- short runs
