@@ -882,6 +882,50 @@ def test_study_run_plans_and_runs_the_measuring_commands_a_row_lacks(tmp_path: P
                      ["downstream", model, "--languages", "fake,3", "--mds"]]
 
 
+def test_study_run_measures_a_model_another_study_trained(tmp_path: Path) -> None:
+    """A (row, seed) whose model lies finished in another study's folder (the fingerprint
+    its records name, the weights its done file hashed) is measured there, not trained
+    again; a folder of another fingerprint, or with damaged weights, is passed over."""
+    import hashlib
+
+    from multilab.data.layout import BLOCKS_FILE
+    from multilab.studies.runner import missing_runs, run_study
+    from multilab.training.model_dir import write_done
+
+    results = tmp_path / "results"
+    _analysis_records(results)  # seed 42 of `original` measured as fingerprint f42
+    spec = {"name": "liu2020b-reuse", "paper": "liu2020b", "table": "Table 2", "title": "toy",
+            "languages": ["3", "fake"], "profile": "quick", "seeds": [42], "claims": [],
+            "paper_seeds": None, "metrics": ["translate.fake-3.bleu1.best"],
+            "rows": [{"modification": "original"}]}
+    study = load_study(_spec(tmp_path, **spec), CLAIMS)
+    steps = missing_runs(study, iter_records(results))
+    assert [(s.seed, s.needs, s.fingerprints) for s in steps] == [
+        (42, (("translate", "fake-3"),), ("f42",))]
+    artifacts = tmp_path / "artifacts"
+    weights = b"weights"
+    for folder, fingerprint, sha in (
+            (artifacts / "models", "f-other", hashlib.sha256(weights).hexdigest()),
+            (artifacts / "studies" / "a-damaged" / "models", "f42", "0" * 64),
+            (artifacts / "studies" / "trainer" / "models", "f42",
+             hashlib.sha256(weights).hexdigest())):
+        model = folder / "original" / "seed42"
+        model.mkdir(parents=True)
+        (model / "model.safetensors").write_bytes(weights)
+        write_done(model, {"fingerprint": fingerprint, "modification": "original", "seed": 42,
+                           "weights_sha256": sha})
+    own = artifacts / "studies" / study.name
+    (own / "corpora").mkdir(parents=True)
+    (own / "corpora" / "train.txt").touch()
+    (own / "vocab").mkdir()
+    (own / "vocab" / BLOCKS_FILE).touch()
+    calls: list[list[str]] = []
+    run_study(study, steps, lambda argv: calls.append(
+        [a for a in argv if not a.startswith("--set")]) or 0, tmp_path, lambda _: None)
+    trained = str(artifacts / "studies" / "trainer" / "models" / "original" / "seed42")
+    assert calls == [["translate", trained, "--source", "fake", "--target", "3"]]
+
+
 def test_study_run_stacks_what_the_registry_allows(tmp_path: Path, capsys) -> None:
     """``--stack k``: rows of one architecture and one data folder share a stack, cut into
     cross products of rows and seeds (one ``train`` command each); an architecture of its

@@ -615,7 +615,13 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
     """``study run``: each study's missing (row, seed) pairs, through this command line."""
     from multilab.resolve import check_seed
     from multilab.studies.ledger import read_ledger
-    from multilab.studies.runner import check_stack_size, missing_runs, run_study
+    from multilab.studies.runner import (
+        check_stack_size,
+        missing_runs,
+        run_study,
+        study_model_dir,
+        trained_elsewhere,
+    )
 
     seeds = [check_seed(_as_int(s.strip()), "--seeds") for s in args.seeds.split(",")
              if s.strip()] if args.seeds else None
@@ -635,8 +641,11 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
             lines = []
             for step in steps:
                 held = booked.get((study.name, step.row.label, step.seed))
+                here = Path()  # relative: the plan names the folder as a user would
+                trained = trained_elsewhere(step, here, study_model_dir(study, here, step))
                 lines.append(f"\n  {step.row.label} seed {step.seed}"
-                             + (f" (under way: {held.by} since {held.since})" if held else ""))
+                             + (f" (under way: {held.by} since {held.since})" if held else "")
+                             + (f" (measure only: trained in {trained})" if trained else ""))
             print(f"study {study.name}: {len(steps)} run(s) missing" + "".join(lines))
             continue
         run_study(study, steps, lambda argv: main(base + argv), Path.cwd(),

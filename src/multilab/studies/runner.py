@@ -26,7 +26,7 @@ stays below the command line in the import structure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +57,9 @@ class Step:
     seed: int
     # the (kind, variant) records this (row, seed) lacks; empty: the evaluate record
     needs: tuple[tuple[str, str], ...] = ()
+    # fingerprints of the models the row's records at this seed measure (any study's): a
+    # finished model of one of them, wherever it lies, need not be trained again
+    fingerprints: tuple[str, ...] = ()
 
 
 def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] | None = None,
@@ -83,8 +86,55 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
         for seed in wanted_seeds:
             needs = tuple(key for key in sources if (row.label, seed, *key) not in chosen)
             if needs:
-                steps.append(Step(row, seed, needs))
+                steps.append(Step(row, seed, needs, _fingerprints(chosen, row, seed)))
     return steps
+
+
+def _fingerprints(chosen: Mapping[tuple[str, int, str, str], Record], row: Row,
+                  seed: int) -> tuple[str, ...]:
+    """The model fingerprints of the records chosen for (row, seed), newest record first."""
+    found = [record for (label, at, _, _), record in chosen.items()
+             if label == row.label and at == seed and record.model]
+    found.sort(key=lambda record: str(record.data["provenance"].get("date", "")), reverse=True)
+    return tuple(dict.fromkeys(str(record.model["fingerprint"]) for record in found
+                               if record.model.get("fingerprint")))
+
+
+def study_model_dir(study: Study, root: Path, step: Step) -> Path:
+    """Where the study trains ``step``'s model."""
+    return study_artifacts(study, root, step.row) / "models" / \
+        mods.slug(step.row.modification) / f"seed{step.seed}"
+
+
+def trained_elsewhere(step: Step, root: Path, own: Path) -> Path | None:
+    """A finished model of ``step``'s row and seed in another folder under ``root /
+    "artifacts"`` (another study's, or ``dvc repro``'s): its done file names one of the
+    fingerprints the row's records measure and its weights are the ones it recorded.
+
+    Studies share models: Liu et al. 2020b Table 2 shifts the model its Table 4 fine-tunes,
+    Dufter & Schütze 2020 Table 3 reads it too. A study's models live in its own folder, so
+    without this each study would train the same model again (≈ 50 CPU-minutes each)."""
+    from multilab.training.model_dir import check_weights, read_done  # torch-free, but late
+
+    if not step.fingerprints:
+        return None
+    tail = Path(mods.slug(step.row.modification)) / f"seed{step.seed}"
+    artifacts = root / "artifacts"
+    candidates = [artifacts / "models" / tail,
+                  *sorted(artifacts.glob(f"studies/*/models/{tail.as_posix()}")),
+                  *sorted(artifacts.glob(f"studies/*/row-*/models/{tail.as_posix()}"))]
+    for folder in candidates:
+        if folder.resolve() == own.resolve() or not folder.is_dir():
+            continue
+        done = read_done(folder, damaged_ok=True)
+        if done is None or str(done.get("fingerprint")) not in step.fingerprints:
+            continue
+        try:
+            check_weights(folder, done)
+        except UserError:
+            continue  # damaged: not a model to measure
+        return folder
+    return None
 
 
 def measure_commands(study: Study, step: Step, model_dir: Path) -> list[list[str]]:
@@ -124,8 +174,17 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
     two runners of one study can share its work. With ``results``, each run is booked in
     the run ledger there first (:mod:`multilab.studies.ledger`) and skipped when another
     live runner holds it. ``stack`` > 1: the steps that may share a stack (:func:`stacks`)
-    train by one ``train`` command each, in stacks of up to ``stack`` models."""
+    train by one ``train`` command each, in stacks of up to ``stack`` models. A (row, seed)
+    whose model another folder under ``artifacts/`` holds already (another study trained
+    it: :func:`trained_elsewhere`) is measured there, not trained again."""
     runner = _Runner(study, command, root, say, results)
+    to_train = []
+    for step in steps:  # a model trained already (another study's) is only measured: first
+        if (folder := trained_elsewhere(step, root, runner.model_dir(step))) is None:
+            to_train.append(step)
+        else:
+            runner.measure_only(step, folder)
+    steps = to_train
     if stack > 1:
         runner.stacked(steps, stack)
         return
@@ -228,9 +287,25 @@ class _Runner:
             for step in steps:
                 ledger.release(self.results, self.study.name, step.row.label, step.seed)
 
+    def measure_only(self, step: Step, model_dir: Path) -> None:
+        """Measure a model another folder holds (:func:`trained_elsewhere`), not training it
+        again: the study's own corpora and vocabulary are prepared first (the same bytes, as
+        the fingerprint is the same), its records written under the study's experiment."""
+        if not self.book([step]):
+            return
+        try:
+            self.prepare(step.row)
+            self.say(f"study {self.study.name}: {step.row.label} seed {step.seed}: measuring "
+                     f"the model already trained in {model_dir}")
+            settings = [*study_settings(self.study, self.root, step.row),
+                        row_setting([step.row])]
+            for argv in measure_commands(self.study, step, model_dir):
+                self.run(settings, *argv)
+        finally:
+            self.release([step])
+
     def model_dir(self, step: Step) -> Path:
-        return study_artifacts(self.study, self.root, step.row) / "models" / \
-            mods.slug(step.row.modification) / f"seed{step.seed}"
+        return study_model_dir(self.study, self.root, step)
 
     def prepare(self, row: Row) -> None:
         """The row's corpora and vocabulary (once per artifacts folder), its knn table."""
