@@ -353,6 +353,19 @@ def test_study_run_plan_takes_seeds_and_rows_from_the_command_line(tmp_path: Pat
         capsys.readouterr().err
 
 
+def test_rows_on_the_command_line_keep_a_label_that_has_commas() -> None:
+    """``--rows 'row 8 model, [3, s, i]'`` names one row of Liu et al. 2020b Table 4, not
+    three; other names still split at commas, and an unknown one is kept for the error."""
+    from multilab.studies.spec import split_row_names
+
+    study = load_study(STUDIES / "liu2020b-table4.yaml", CLAIMS)
+    assert split_row_names("row 8 model, [3, s, i]", [study]) == ["row 8 model, [3, s, i]"]
+    assert split_row_names("original, [3, fake],row 8 model, [3, s, i]", [study]) == [
+        "original, [3, fake]", "row 8 model, [3, s, i]"]
+    assert split_row_names("all layers fine-tuned, nope,", [study]) == [
+        "all layers fine-tuned", "nope"]
+
+
 def test_a_damaged_record_stops_the_report_before_writing(tmp_path: Path, capsys) -> None:
     folder = tmp_path / "studies"
     folder.mkdir()

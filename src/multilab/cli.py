@@ -622,10 +622,11 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
         study_model_dir,
         trained_elsewhere,
     )
+    from multilab.studies.spec import split_row_names
 
     seeds = [check_seed(_as_int(s.strip()), "--seeds") for s in args.seeds.split(",")
              if s.strip()] if args.seeds else None
-    rows = [r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None
+    rows = split_row_names(args.rows, studies) if args.rows else None
     base = ["--params", args.params, *(f"--set={value}" for value in args.set or [])]
     resolved = (Path(args.params), args.set or [])  # what the runs will resolve to
     for study in studies:  # every study's --stack checked before anything runs
@@ -999,8 +1000,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["list", "report", "run"],
                    help="run: train and evaluate the (row, seed) pairs without a record")
     p.add_argument("--seeds", help="run: only these seeds, e.g. 42,43")
-    p.add_argument("--rows", help="run: only these rows (labels or the table's IDs), e.g. "
-                                  "original,lang-pos or 0,1")
+    p.add_argument("--rows", help="run: only these rows (labels or the table's IDs; a label "
+                                  "with commas as written), e.g. original,lang-pos or 0,1")
     p.add_argument("--plan", action="store_true", help="run: say what is missing, run nothing")
     p.add_argument("--queue", action="store_true",
                    help="run: queue the missing runs as DVC experiments (`dvc exp run "

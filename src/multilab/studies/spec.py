@@ -68,7 +68,7 @@ the claim list keeps the paper's wording, the study says which rows and metric t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -163,6 +163,23 @@ class Study:
             return named
         by_id = [row for row in self.rows if row.paper_id is not None and row.paper_id == label]
         return by_id[0] if len(by_id) == 1 else None
+
+
+def split_row_names(text: str, studies: Sequence[Study]) -> list[str]:
+    """``--rows`` as row names: split at commas, but a label that has commas itself (``row 8
+    model, [3, s, i]``) is one name where a study has that row; the longest such name wins."""
+    parts = [part.strip() for part in text.split(",")]
+    names: list[str] = []
+    start = 0
+    while start < len(parts):
+        for end in range(len(parts), start, -1):
+            name = ", ".join(parts[start:end])
+            if end == start + 1 or any(study.row(name) is not None for study in studies):
+                break
+        if name:
+            names.append(name)
+        start = end
+    return names
 
 
 def _fail(source: Path, message: str) -> UserError:
