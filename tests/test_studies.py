@@ -504,6 +504,11 @@ def test_downstream_metrics_name_editions_and_records_key_iso_codes() -> None:
     ("translate.3-s.convert_rate.best_alpha", "translate",
      {"alphas": [0, 1], "layers": [2], "convert_rate": [[0.1], [0.7]]}, 1.0),
     ("translate.3-s.convert_rate.best", "translate", {}, None),
+    ("translate.3-s.bleu1.best.l1-2.a3", "translate",
+     {"alphas": [1, 3], "layers": [1, 2, 3], "bleu1": [[0.1, 0.5, 0.2], [0.3, 0.2, 0.6]]},
+     0.3),
+    ("translate.3-s.bleu1.best.l3-4.a3", "translate",  # layer 4 missing: no value
+     {"alphas": [3], "layers": [1, 2, 3], "bleu1": [[0.3, 0.2, 0.6]]}, None),
     ("translate.3-s.unshifted.bleu1", "translate", {"unshifted": {"bleu1": 0.25}}, 0.25),
     ("similarity.cka.floor_gap", "similarity",
      {"trained": {"cka": [0.9, 0.6]}, "untrained": {"cka": [0.5, 0.4]}}, pytest.approx(0.2)),
@@ -766,7 +771,9 @@ def test_analysis_records_feed_study_metrics_and_bound_claims(tmp_path: Path) ->
             "metrics": ["mrr.3-fake.best", "mrr.3-fake.best_layer",
                         "translate.<pair>.convert_rate.l2.a1",
                         "translate.<pair>.convert_rate.l2.a3", "translate.<pair>.bleu1.best",
-                        "translate.<pair>.bleu1.best_alpha", "downstream.zero_shot.en-fake",
+                        "translate.<pair>.bleu1.best_alpha",
+                        "translate.<pair>.bleu1.best.l1-1.a3",
+                        "translate.<pair>.bleu1.best.l2-2.a3", "downstream.zero_shot.en-fake",
                         "downstream.mds.en-fake", "downstream.mds.en-fake minus "
                         "downstream.mds_unshifted.en-fake", "similarity.cka.floor_gap",
                         "static.skipgram.w5.rall.mrr"],
@@ -786,6 +793,10 @@ def test_analysis_records_feed_study_metrics_and_bound_claims(tmp_path: Path) ->
                  "compare": {"rows": ["original"],
                              "metric": ["translate.<pair>.convert_rate.l2.a1",
                                         "translate.<pair>.convert_rate.l2.a3"]}},
+                {"id": "liu2020b-s4-2-last-layers-best-bleu",  # layer 2 above layer 1
+                 "compare": {"rows": ["original"],
+                             "metric": ["translate.<pair>.bleu1.best.l1-1.a3",
+                                        "translate.<pair>.bleu1.best.l2-2.a3"]}},
                 {"id": "liu2020b-abs-data-size-necessary",
                  "compare": {"rows": ["window-20", "original"],
                              "metric": "mrr.3-fake.best"}},
@@ -814,13 +825,23 @@ def test_analysis_records_feed_study_metrics_and_bound_claims(tmp_path: Path) ->
     assert outcomes["liu2020b-s3-2-3-short-window-hurts-big-data"].verdict is Verdict.HELD
     assert outcomes["liu2020b-s4-3-mds-beats-no-shift"].verdict is Verdict.HELD
     assert outcomes["liu2020b-s4-2-convert-rate-rises-with-alpha"].verdict is Verdict.HELD
+    assert cells[("original", "translate.<pair>.bleu1.best.l2-2.a3")].values == (0.4,) * 3
+    rising = outcomes["liu2020b-s4-2-last-layers-best-bleu"]  # .4 at layer 2 against .1
+    assert rising.verdict is Verdict.HELD and rising.difference == pytest.approx(0.3)
     assert outcomes["liu2020b-abs-data-size-necessary"].verdict is Verdict.HELD
     drop = outcomes["liu2020b-s3-2-3-window-drop-larger-big-data"]  # .48 against 0: not less
     assert drop.verdict is Verdict.NOT_HELD and drop.difference == pytest.approx(0.483)
-    with pytest.raises(ValueError):
-        from multilab.studies.metrics import metric_source
+    from multilab.studies.metrics import metric_source
+    from multilab.studies.tables import layer_direction
 
-        metric_source("translate.3-fake.bleu2.l1.a1")
+    for bad in ("translate.3-fake.bleu2.l1.a1", "translate.3-fake.bleu1.best.l9-2.a3",
+                "translate.3-fake.bleu1.best.l1-2.3"):
+        with pytest.raises(ValueError):
+            metric_source(bad)
+    assert [layer_direction(shape) for shape in ("increasing (l8 > l0)", "decreasing",
+                                                 "rising into the last few layers",
+                                                 "a peak in the middle")] == [
+        "greater", "less", "greater", None]
     spec["claims"] = [{"id": "liu2020b-s3-2-3-short-window-hurts-big-data",
                        "compare": {"direction": "greater"}}]
     with pytest.raises(UserError, match="direction is the paper's"):

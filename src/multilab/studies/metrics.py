@@ -143,9 +143,26 @@ def _grid_best(result: Mapping[str, Any], measure: str, what: str) -> float | No
     return float({"value": value, "alpha": alpha, "layer": layer}[what])
 
 
+def _layer_span(text: str) -> tuple[int, int]:
+    """``l<a>-<b>``: layers a to b, both included."""
+    first, dash, last = text[1:].partition("-")
+    if not text.startswith("l") or not dash or not (first.isdigit() and last.isdigit()) \
+            or int(first) > int(last):
+        raise ValueError(text)
+    return int(first), int(last)
+
+
+def _span_best(result: Mapping[str, Any], measure: str, span: tuple[int, int], alpha: float
+               ) -> float | None:
+    """The largest cell of layers ``span`` at ``alpha`` (None unless every layer is there)."""
+    cells = [_grid_cell(result, measure, layer, alpha) for layer in range(span[0], span[1] + 1)]
+    return max(cells) if cells and None not in cells else None  # type: ignore[type-var]
+
+
 def _translate_reader(rest: list[str]) -> Callable[[Record], float | None]:
     """``<convert_rate|bleu1>.l<k>.a<alpha>``, ``<measure>.best``, ``<measure>.best_layer``,
-    ``<measure>.best_alpha``, ``unshifted.<measure>``."""
+    ``<measure>.best_alpha``, ``<measure>.best.l<a>-<b>.a<alpha>`` (the best of layers a-b
+    at one α: where along the depth a measure peaks), ``unshifted.<measure>``."""
     if rest[0] == "unshifted":
         return _at(".".join(["unshifted", *rest[1:]]))
     measure, *where = rest
@@ -154,6 +171,12 @@ def _translate_reader(rest: list[str]) -> Callable[[Record], float | None]:
     if where in (["best"], ["best_layer"], ["best_alpha"]):
         what = {"best": "value", "best_layer": "layer", "best_alpha": "alpha"}[where[0]]
         return lambda r: _grid_best(r.data["result"], measure, what)
+    if len(where) == 3 and where[0] == "best":
+        span, alpha = _layer_span(where[1]), where[2]
+        if not alpha.startswith("a"):
+            raise ValueError(alpha)
+        at = float(alpha[1:])
+        return lambda r: _span_best(r.data["result"], measure, span, at)
     layer, alpha = where
     if not alpha.startswith("a"):
         raise ValueError(alpha)
@@ -224,7 +247,8 @@ def metric_source(metric: str) -> Source:
       ``downstream --mds`` record's accuracy with and without the shift.
     - ``mrr.<source>-<target>.<l<k>|best|best_layer|p1.l<k>|untrained.l<k>>``: word retrieval.
     - ``translate.<source>-<target>.<convert_rate|bleu1>.<l<k>.a<α>|best|best_layer|
-      best_alpha>``, ``translate.<pair>.unshifted.<measure>``: token translation.
+      best_alpha|best.l<a>-<b>.a<α>>``, ``translate.<pair>.unshifted.<measure>``: token
+      translation.
     - ``similarity.<measure>.<l<k>|untrained.l<k>|best|floor_gap>``: two models compared.
     - ``static.<model>.w<window>.r<rows|all>.<mrr|p1|zero_shot.<label>>``: static embeddings.
     - ``train.minutes``: a ``train`` record's training time.

@@ -502,13 +502,16 @@ def resolve_metric(metric: str, study: Study) -> str:
 
 
 def claim_metrics(claim: Claim, study: Study) -> list[str]:
-    """The study metrics a claim reads (a layer curve reads its first and last layer)."""
+    """The study metrics a claim reads (a layer curve reads its first and last layer, or
+    the two metrics a study binds: the earlier layers' and the later layers')."""
     compare = claim.compare
     if claim.kind == "rows" and "metric_b" in compare:
         return [resolve_metric(str(compare[key]), study) for key in ("metric", "metric_b")]
     if claim.kind in ("rows", "paper"):
         return [resolve_metric(str(compare["metric"]), study)]
     if claim.kind == "curve" and compare["over"] == "layers":
+        if isinstance(compare["metric"], list):  # bound as [earlier layers, later layers]
+            return [resolve_metric(str(metric), study) for metric in compare["metric"]]
         layers = [m for m in study.metrics if m.startswith(f"{compare['metric']}.l")]
         return layers or [f"{compare['metric']}.l0"]
     if claim.kind == "curve" and isinstance(compare["metric"], list):  # one row, metric by metric

@@ -378,7 +378,10 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         first, *_, last = claim_metrics(claim, study)
         row = label(compare["rows"][0])
         shape = str(compare["shape"])
-        direction = "greater" if shape.startswith("increasing") else "less"
+        direction = layer_direction(shape)
+        if direction is None:
+            return Outcome(Verdict.NOT_MEASURED, f"a layer curve of shape {shape!r} is not "
+                           "computed (increasing, rising or decreasing only)")
         return compare_rows(cells[(row, last)].arm, cells[(row, first)].arm, direction,
                             margin=margin)
     if claim.kind == "curve":
@@ -388,6 +391,17 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
     if claim.kind == "correlation":
         return _correlation(study, cells, claim)
     return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} claim is not computed yet")
+
+
+def layer_direction(shape: str) -> str | None:
+    """A layer curve's claimed direction, deep against shallow: ``increasing (l8 > l0)``
+    and ``rising into the last few layers`` are ``greater`` (the later layers' metric
+    above the earlier ones'), ``decreasing`` is ``less``; another shape is not computed."""
+    if shape.startswith(("increasing", "rising")):
+        return "greater"
+    if shape.startswith("decreasing"):
+        return "less"
+    return None
 
 
 #: rows a correlation needs in a seed before its r is read
