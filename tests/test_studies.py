@@ -353,6 +353,25 @@ def test_study_run_plan_takes_seeds_and_rows_from_the_command_line(tmp_path: Pat
         capsys.readouterr().err
 
 
+def test_models_two_studies_share_are_counted_once_in_the_runs_needed(tmp_path: Path
+                                                                     ) -> None:
+    """The studies block's last line: a row of another study with the same configuration
+    at the same seed is the same model (trained once); a row that changes a setting of the
+    model is another; a fine-tuning setting does not make another model."""
+    from multilab.studies.document import models_to_train
+
+    toy = load_study(_spec(tmp_path), CLAIMS)  # original and lang-pos, seeds 0-2
+    twin = load_study(_spec(tmp_path, name="toy-twin", claims=[],
+                            settings={"downstream.lr": 1.0e-4}), CLAIMS)
+    wider = load_study(_spec(tmp_path, name="toy-wider", claims=[], rows=[
+        {"modification": "original", "settings": {"models.small.hidden_size": 128}}]), CLAIMS)
+    results = [study_result(study, [], CLAIMS) for study in (toy, twin, wider)]
+    assert results[0].model_keys == results[1].model_keys
+    assert results[2].model_keys["original"] != results[0].model_keys["original"]
+    line = models_to_train(results, {"smoke": 1800.0})
+    assert line.startswith("In all: 15 runs missing; they need 9 models trained (≈ 4.5 CPU-h")
+
+
 def test_rows_on_the_command_line_keep_a_label_that_has_commas() -> None:
     """``--rows 'row 8 model, [3, s, i]'`` names one row of Liu et al. 2020b Table 4, not
     three; other names still split at commas, and an unknown one is kept for the error."""

@@ -79,6 +79,31 @@ def run_costs(records: Iterable[Record]) -> dict[str, float]:
     return {profile: min(values) for profile, values in seconds.items()}
 
 
+def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float]) -> str:
+    """One line: the runs missing in all studies and the models they need trained, a model
+    that several studies read (Liu et al. 2020b Tables 2 and 4 shift and fine-tune one)
+    counted once; ``study run`` measures it where it lies once one of them has trained it."""
+    missing = 0
+    models: dict[tuple[str, int], str] = {}
+    for result in results:
+        study = result.study
+        missing += len(study.rows) * len(study.seeds) - sum(
+            len(seeds) for seeds in result.seeds_found.values())
+        for row in study.rows:
+            key = result.model_keys.get(row.label)
+            if key is None:
+                continue
+            for seed in study.seeds:
+                if seed not in result.seeds_trained.get(row.label, ()):
+                    models[(key, seed)] = study.profile
+    priced = [costs[profile] for profile in models.values() if profile in costs]
+    cost = (f" (≈ {sum(priced) / 3600:.1f} CPU-h for the {len(priced)} whose profile has a "
+            "measured CPU cost)") if priced else ""
+    return (f"In all: {missing} runs missing; they need {len(models)} models trained{cost}, a "
+            "model that several studies read counted once (`study run` measures a model "
+            "another study has trained where it lies).")
+
+
 def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
                   link: str = "studies/") -> list[str]:
     """One line per study: paper, table, the command, runs recorded and still needed (with
@@ -100,6 +125,7 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
                      f"{study.table} | `{study.profile}` | {recorded}/{recorded + needed} | "
                      f"{need} | {counted}/{len(result.outcomes)} | "
                      f"`multilab study run {study.name}` |")
+    lines += ["", models_to_train(results, costs)]
     if costs:
         lines += ["", "Training cost per model: the fastest recorded CPU training's step "
                   "time (" + ", ".join(f"`{profile}` {seconds / 60:.0f} min"

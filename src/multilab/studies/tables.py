@@ -218,13 +218,38 @@ class StudyResult:
     #: row label → seeds whose model is trained (every record, or a train or evaluate one): a
     #: seed that lacks only a measurement (a fine-tune, word retrieval) needs no training
     seeds_trained: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    #: row label → what the row trains (:func:`model_key`): rows of several studies with one
+    #: key and seed are one model, trained once
+    model_keys: Mapping[str, str] = field(default_factory=dict)
 
 
 Chosen = dict[tuple[str, int, str, str], Record]
 
 
+def model_key(configuration: Mapping[str, Any]) -> str:
+    """What a row trains, as a short hash of its resolved configuration without the seed and
+    the measurement settings (``evaluate.*``, ``downstream.*``): equal keys at one seed are
+    one model (the fingerprint adds the data's hash, which the configuration determines)."""
+    import hashlib
+    import json
+
+    trained = {key: value for key, value in configuration.items()
+               if not key.startswith(("evaluate.", "downstream."))
+               and key not in NOT_IN_FINGERPRINT and key not in ("seed", "train.stack")}
+    text = json.dumps(trained, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def row_configurations(study: Study, params: Path = DEFAULT_PARAMS,
+                       overrides: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """Row label → its resolved configuration, for the rows that read a model."""
+    return {row.label: row_configuration(study, row, params, overrides)
+            for row in study.rows if _reads_a_model(study, row)}
+
+
 def collect(study: Study, records: Iterable[Record], params: Path = DEFAULT_PARAMS,
-            overrides: Sequence[str] = ()) -> Chosen:
+            overrides: Sequence[str] = (),
+            configurations: Mapping[str, Mapping[str, Any]] | None = None) -> Chosen:
     """(row label, seed, kind, variant) → the newest matching record.
 
     A record of one model belongs to every row whose resolved configuration (``params`` +
@@ -232,9 +257,9 @@ def collect(study: Study, records: Iterable[Record], params: Path = DEFAULT_PARA
     row's modification resolved: what ``multilab study run`` trains for it) it agrees with
     (:func:`same_configuration`): the record of a 4-layer model is the 4-layer row's, not
     also the base row's, and a record whose model differs from every row in one setting is
-    no row's."""
-    configurations = {row.label: row_configuration(study, row, params, overrides)
-                      for row in study.rows if _reads_a_model(study, row)}
+    no row's. ``configurations``: :func:`row_configurations`, where the caller has them."""
+    if configurations is None:
+        configurations = row_configurations(study, params, overrides)
     chosen: Chosen = {}
     for record in records:
         for seed in study.seeds:
@@ -299,7 +324,8 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
                  ) -> StudyResult:
     """The study's table and verdicts from ``records`` (which belong to which row:
     :func:`collect`, the rows resolved from ``params`` and ``overrides``)."""
-    chosen = collect(study, list(records), params, overrides)
+    configurations = row_configurations(study, params, overrides)
+    chosen = collect(study, list(records), params, overrides, configurations)
     cells: dict[tuple[str, str], Cell] = {}
     for row in study.rows:
         for metric in study.metrics:
@@ -334,7 +360,8 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
                                           (row.label, seed, kind, "") in chosen
                                           for kind in ("train", "evaluate")))
                      for row in study.rows}
-    return StudyResult(study, cells, seeds_found, outcomes, sources, seeds_trained)
+    return StudyResult(study, cells, seeds_found, outcomes, sources, seeds_trained,
+                       {label: model_key(c) for label, c in configurations.items()})
 
 
 def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Cell],
