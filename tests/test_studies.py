@@ -937,8 +937,9 @@ def test_study_run_plans_and_runs_the_measuring_commands_a_row_lacks(tmp_path: P
 
 def test_study_run_measures_a_model_another_study_trained(tmp_path: Path) -> None:
     """A (row, seed) whose model lies finished in another study's folder (the fingerprint
-    its records name, the weights its done file hashed) is measured there, not trained
-    again; a folder of another fingerprint, or with damaged weights, is passed over."""
+    its records name and ``train`` would give it here, the weights its done file hashed) is
+    measured there, not trained again; a folder of another fingerprint, or with damaged
+    weights, is passed over."""
     import hashlib
 
     from multilab.data.layout import BLOCKS_FILE
@@ -973,10 +974,22 @@ def test_study_run_measures_a_model_another_study_trained(tmp_path: Path) -> Non
     (own / "vocab").mkdir()
     (own / "vocab" / BLOCKS_FILE).touch()
     calls: list[list[str]] = []
-    run_study(study, steps, lambda argv: calls.append(
-        [a for a in argv if not a.startswith("--set")]) or 0, tmp_path, lambda _: None)
+
+    def command(argv: list[str]) -> int:
+        calls.append([a for a in argv if not a.startswith("--set")])
+        return 0
+
+    run_study(study, steps, command, tmp_path, lambda _: None,
+              fingerprint_of=lambda settings, modification, seed: "f42")
     trained = str(artifacts / "studies" / "trainer" / "models" / "original" / "seed42")
     assert calls == [["translate", trained, "--source", "fake", "--target", "3"]]
+    # trained on other data than the study's today (another fingerprint here), or no way
+    # to tell (no fingerprint_of): trained again, in the study's own folder
+    for fingerprint_of in (lambda settings, modification, seed: "f-new", None):
+        calls.clear()
+        run_study(study, steps, command, tmp_path, lambda _: None,
+                  fingerprint_of=fingerprint_of)
+        assert calls[0] == ["train", "--modification", "original", "--seed", "42"]
 
 
 def test_study_run_stacks_what_the_registry_allows(tmp_path: Path, capsys) -> None:

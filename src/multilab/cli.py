@@ -650,7 +650,20 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
             print(f"study {study.name}: {len(steps)} run(s) missing" + "".join(lines))
             continue
         run_study(study, steps, lambda argv: main(base + argv), Path.cwd(),
-                  results=cfg.paths.results, stack=args.stack)
+                  results=cfg.paths.results, stack=args.stack,
+                  fingerprint_of=lambda settings, modification, seed: _fingerprint_here(
+                      args, settings, modification, seed))
+
+
+def _fingerprint_here(args: argparse.Namespace, settings: list[str], modification: str,
+                      seed: int) -> str:
+    """The fingerprint ``train`` would give (modification, seed) under ``--params``, the
+    command line's ``--set`` and a study's ``settings`` (the runner's order: the study's win)."""
+    from multilab.resolve import load_config, parse_overrides, resolve_run
+    from multilab.training.model_dir import model_fingerprint
+
+    cfg = load_config(args.params, parse_overrides([*(args.set or []), *settings]))
+    return model_fingerprint(resolve_run(cfg, modification, seed))
 
 
 def _queue_studies(args: argparse.Namespace, cfg: Config, plans: list) -> None:

@@ -27,7 +27,7 @@ stays below the command line in the import structure.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -49,6 +49,9 @@ from multilab.studies.tables import (
 )
 
 Command = Callable[[list[str]], int]
+#: (the study's ``--set`` values for a row, modification, seed) → the fingerprint ``train``
+#: would give that model here (the command line's: it knows ``--params`` and ``--set``)
+FingerprintOf = Callable[[list[str], str, int], str]
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,7 @@ def row_setting(rows: Iterable[Row]) -> str:
 
 def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
               say: Callable[[str], None] = print, results: Path | None = None,
-              stack: int = 1) -> None:
+              stack: int = 1, fingerprint_of: FingerprintOf | None = None) -> None:
     """Run ``steps`` through ``command`` (``multilab``'s main); stop at the first failure.
     Corpora and vocabulary are built once per artifacts folder (the study's, or a row's own
     where its settings change the languages, corpus or vocabulary), under a lock, so that
@@ -176,11 +179,14 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
     live runner holds it. ``stack`` > 1: the steps that may share a stack (:func:`stacks`)
     train by one ``train`` command each, in stacks of up to ``stack`` models. A (row, seed)
     whose model another folder under ``artifacts/`` holds already (another study trained
-    it: :func:`trained_elsewhere`) is measured there, not trained again."""
+    it: :func:`trained_elsewhere`) is measured there, not trained again, when its
+    fingerprint is the one ``fingerprint_of`` gives for the row here (the same configuration
+    and the same bytes of data: without it, nothing is reused)."""
     runner = _Runner(study, command, root, say, results)
     to_train = []
     for step in steps:  # a model trained already (another study's) is only measured: first
-        if (folder := trained_elsewhere(step, root, runner.model_dir(step))) is None:
+        folder = runner.reusable(step, fingerprint_of) if fingerprint_of else None
+        if folder is None:
             to_train.append(step)
         else:
             runner.measure_only(step, folder)
@@ -286,6 +292,24 @@ class _Runner:
         if self.results is not None:
             for step in steps:
                 ledger.release(self.results, self.study.name, step.row.label, step.seed)
+
+    def reusable(self, step: Step, fingerprint_of: FingerprintOf) -> Path | None:
+        """A finished model of ``step`` in another folder whose fingerprint is the one
+        ``train`` would give it here: the row's records name a model lying elsewhere, so the
+        study's data is prepared (the fingerprint hashes it) and compared. A model trained
+        on other data (the code that builds it changed since) is trained again."""
+        if trained_elsewhere(step, self.root, self.model_dir(step)) is None:
+            return None
+        self.prepare(step.row)
+        expected = fingerprint_of(study_settings(self.study, self.root, step.row),
+                                  step.row.modification, step.seed)
+        folder = trained_elsewhere(replace(step, fingerprints=(expected,)), self.root,
+                                   self.model_dir(step))
+        if folder is None:
+            self.say(f"study {self.study.name}: {step.row.label} seed {step.seed}: the "
+                     f"trained model its records name is not of this data (fingerprint "
+                     f"{expected} here): training it")
+        return folder
 
     def measure_only(self, step: Step, model_dir: Path) -> None:
         """Measure a model another folder holds (:func:`trained_elsewhere`), not training it
