@@ -370,6 +370,9 @@ def test_models_two_studies_share_are_counted_once_in_the_runs_needed(tmp_path: 
     assert results[2].model_keys["original"] != results[0].model_keys["original"]
     line = models_to_train(results, {"smoke": 1800.0})
     assert line.startswith("In all: 15 runs missing; they need 9 models trained (≈ 4.5 CPU-h")
+    assert models_to_train(results, {}, claims=len(CLAIMS)).endswith(
+        f"{len(CLAIMS) - 3} of the {len(CLAIMS)} claims are in no study yet: their runs are "
+        "not counted here.")  # the toy binds 3 claims, its twin and the wider one none
 
 
 def test_rows_on_the_command_line_keep_a_label_that_has_commas() -> None:

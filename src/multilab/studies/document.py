@@ -79,7 +79,8 @@ def run_costs(records: Iterable[Record]) -> dict[str, float]:
     return {profile: min(values) for profile, values in seconds.items()}
 
 
-def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float]) -> str:
+def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float],
+                    claims: int | None = None) -> str:
     """One line: the runs missing in all studies and the models they need trained, a model
     that several studies read (Liu et al. 2020b Tables 2 and 4 shift and fine-tune one)
     counted once; ``study run`` measures it where it lies once one of them has trained it."""
@@ -99,13 +100,16 @@ def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float]) 
     priced = [costs[profile] for profile in models.values() if profile in costs]
     cost = (f" (≈ {sum(priced) / 3600:.1f} CPU-h for the {len(priced)} whose profile has a "
             "measured CPU cost)") if priced else ""
+    unbound = "" if claims is None else (
+        f" {claims - len({e.id for r in results for e in r.study.claims})} of the {claims} "
+        "claims are in no study yet: their runs are not counted here.")
     return (f"In all: {missing} runs missing; they need {len(models)} models trained{cost}, a "
             "model that several studies read counted once (`study run` measures a model "
-            "another study has trained where it lies).")
+            f"another study has trained where it lies).{unbound}")
 
 
 def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
-                  link: str = "studies/") -> list[str]:
+                  link: str = "studies/", claims: int | None = None) -> list[str]:
     """One line per study: paper, table, the command, runs recorded and still needed (with
     the training cost of those whose model is not trained yet, where measured), claims with a
     verdict."""
@@ -125,7 +129,7 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
                      f"{study.table} | `{study.profile}` | {recorded}/{recorded + needed} | "
                      f"{need} | {counted}/{len(result.outcomes)} | "
                      f"`multilab study run {study.name}` |")
-    lines += ["", models_to_train(results, costs)]
+    lines += ["", models_to_train(results, costs, claims)]
     if costs:
         lines += ["", "Training cost per model: the fastest recorded CPU training's step "
                   "time (" + ", ".join(f"`{profile}` {seconds / 60:.0f} min"
@@ -188,7 +192,7 @@ def reproduction_blocks(results: Sequence[StudyResult], claims: Mapping[str, Cla
                         ) -> dict[str, list[str]]:
     costs = run_costs(records)
     return {"summary": summary_block(verdicts, claims),
-            "studies": studies_block(results, costs),
+            "studies": studies_block(results, costs, claims=len(claims)),
             "findings": findings_block(results, claims)}
 
 
@@ -200,5 +204,5 @@ def render_index(results: Sequence[StudyResult], claims: Mapping[str, Claim],
              "`results/`; the verdict rule is in `studies/README.md`, the prose beside these "
              "numbers in [REPRODUCTION.md](../REPRODUCTION.md).", "",
              *summary_block(verdicts, claims), "", "## Studies", "",
-             *studies_block(results, run_costs(records), link="")]
+             *studies_block(results, run_costs(records), link="", claims=len(claims))]
     return "\n".join(lines) + "\n"
