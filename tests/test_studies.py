@@ -353,6 +353,26 @@ def test_study_run_plan_takes_seeds_and_rows_from_the_command_line(tmp_path: Pat
         capsys.readouterr().err
 
 
+def test_a_flat_curve_is_no_step_differing_and_never_held_without_a_margin() -> None:
+    """K et al. 2020 Table 5's "heads have no significant effect" (``shape: flat``) on the
+    lab's study: each step between rows is the rule's ``equal``, so Δs that move within seed
+    noise read *not separable* (no margin: equality is not shown), a step that differs
+    significantly *did not hold*."""
+    from multilab.studies.spec import bind_claim
+    from multilab.studies.tables import Cell, claim_outcome
+
+    study = load_study(STUDIES / "k2020-table5.yaml", CLAIMS)
+    entry = next(e for e in study.claims if e.id == "k2020-t5-heads-no-effect")
+    delta = "downstream.zero_shot.en-enfake minus downstream.zero_shot.r"
+    noisy = (0.10, 0.14, 0.12)
+    cells = {(row.label, delta): Cell(noisy, ("cpu",) * 3, (42, 43, 44)) for row in study.rows}
+    claim = bind_claim(CLAIMS[entry.id], entry)
+    assert claim_outcome(study, claim, cells).verdict is Verdict.NOT_SEPARABLE
+    cells[("16 heads", delta)] = Cell((0.30, 0.31, 0.32), ("cpu",) * 3, (42, 43, 44))
+    outcome = claim_outcome(study, claim, cells)
+    assert outcome.verdict is Verdict.NOT_HELD and "3 heads → 16 heads" in outcome.reason
+
+
 def test_models_two_studies_share_are_counted_once_in_the_runs_needed(tmp_path: Path
                                                                      ) -> None:
     """The studies block's last line: a row of another study with the same configuration

@@ -476,14 +476,16 @@ def _correlation(study: Study, cells: Mapping[tuple[str, str], Cell], claim: Cla
 def _curve_over_rows(study: Study, cells: Mapping[tuple[str, str], Cell], claim: Claim,
                      margin: Any) -> Outcome:
     """A curve over rows in order (data sizes, windows, depths): each step from one row to
-    the next must go the claimed way (``increasing`` / ``decreasing``); the worst step is
-    the verdict, as for ``each of``."""
+    the next must go the claimed way (``increasing`` / ``decreasing``; ``flat``: no step
+    differs, the rule's ``equal``, so without a margin it reads *not separable* at best);
+    the worst step is the verdict, as for ``each of``."""
     compare = claim.compare
     shape = str(compare["shape"])
-    if not shape.startswith(("increasing", "decreasing")):
+    if not shape.startswith(("increasing", "decreasing", "flat")):
         return Outcome(Verdict.NOT_MEASURED, f"a curve of shape {shape!r} is not computed "
-                       "(increasing or decreasing only)")
-    direction = "greater" if shape.startswith("increasing") else "less"
+                       "(increasing, decreasing or flat only)")
+    direction = {"increasing": "greater", "decreasing": "less", "flat": "equal"}[
+        next(word for word in ("increasing", "decreasing", "flat") if shape.startswith(word))]
     if isinstance(compare["metric"], list):  # one row, metric by metric (α = 1, 2, 3)
         row = study.row(str(compare["rows"][0]))
         assert row is not None
