@@ -83,6 +83,10 @@ def test_metric_histories_have_no_duplicate_points(evaluated: Evaluated) -> None
         curve = evaluated.client.get_metric_history(evaluated.run_id, curve_key(key))
         assert [m.step for m in final] == [done["steps"]]
         assert {m.step for m in curve} == curve_at
+        # the done file (so the train record) keeps the same points: MLflow is not the
+        # only place a curve lives
+        kept = {int(point["step"]): point[key] for point in done["curve"]}
+        assert kept == {m.step: pytest.approx(m.value) for m in curve}
     assert run.data.params["curve_sentences"] == str(evaluated.cfg.evaluate.curve_sentences)
     assert run.data.tags["eval_sentences"] == str(evaluated.cfg.evaluate.dev_sentences)
 

@@ -570,6 +570,12 @@ def test_downstream_metrics_name_editions_and_records_key_iso_codes() -> None:
      None),
     ("downstream.zero_shot.avg_wo_first", "downstream", {"languages": ["3"], "test": {}},
      None),
+    ("curve.mu.at20", "train", {"steps": 100, "curve": [{"step": 20, "mu": 0.3},
+                                                       {"step": 40, "mu": 0.5}]}, 0.3),
+    ("curve.retrieval_p1.l8.at40", "train",
+     {"steps": 10, "curve": [{"step": 4, "retrieval_p1.l8": 0.7}]}, 0.7),
+    ("curve.mu.at60", "train", {"steps": 100, "curve": [{"step": 20, "mu": 0.3}]}, None),
+    ("curve.mu.at20", "train", {"steps": 100}, None),  # trained before curves were kept
     ("train.minutes", "train", {"step_seconds": None}, None),
     ("train.minutes", "train", {"step_seconds": 90}, 1.5),
 ])
@@ -877,7 +883,8 @@ def test_analysis_records_feed_study_metrics_and_bound_claims(tmp_path: Path) ->
     from multilab.studies.tables import layer_direction
 
     for bad in ("translate.3-fake.bleu2.l1.a1", "translate.3-fake.bleu1.best.l9-2.a3",
-                "translate.3-fake.bleu1.best.l1-2.3"):
+                "translate.3-fake.bleu1.best.l1-2.3", "curve.mu", "curve.mu.at100",
+                "curve.mu.20"):
         with pytest.raises(ValueError):
             metric_source(bad)
     assert [layer_direction(shape) for shape in ("increasing (l8 > l0)", "decreasing",

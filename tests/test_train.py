@@ -105,6 +105,18 @@ def uninterrupted(built_project, tmp_path_factory) -> dict[str, torch.Tensor]:
     return _weights(train_model(run, progress=False))
 
 
+def test_curve_points_survive_a_checkpoint() -> None:
+    """A resumed training keeps the curve points taken before the kill (the done file, so
+    the train record, holds them all); a checkpoint from before curves were kept has none."""
+    from multilab.training.checkpoints import TrainingState
+
+    state = TrainingState("f", 4, "run", [{"step": 4.0, "loss": 1.0}],
+                          [{"step": 2.0, "mu": 0.1, "ppl_dev": 90.0}])
+    assert TrainingState.of_checkpoint(state.as_checkpoint()) == state
+    older = {key: value for key, value in state.as_checkpoint().items() if key != "curve"}
+    assert TrainingState.of_checkpoint(older).curve == []
+
+
 @pytest.mark.slow  # trains a smoke model
 @pytest.mark.parametrize("stop_at", [1, 5, 7])  # epoch 1; epoch 2 between and after flushes
 def test_resume_gives_identical_weights(project: Config, uninterrupted, tmp_path,

@@ -236,6 +236,26 @@ def _static_reader(rest: list[str]) -> Callable[[Record], float | None]:
     return read
 
 
+def _curve_reader(rest: list[str], metric: str) -> Callable[[Record], float | None]:
+    """``<metric>.at<percent>``: the curve point taken at ``round(percent / 100 × steps)``
+    (how training places them, ``train.eval_points``); None where the record has none."""
+    if len(rest) < 2 or not rest[-1].startswith("at") or not rest[-1][2:].isdigit() \
+            or not 0 < int(rest[-1][2:]) < 100:
+        raise ValueError(metric)
+    name, share = ".".join(rest[:-1]), int(rest[-1][2:]) / 100
+
+    def read(record: Record) -> float | None:
+        result = record.data["result"]
+        steps = result.get("steps")
+        if not isinstance(steps, int | float):
+            return None
+        at = max(1, round(share * steps))
+        found = [point.get(name) for point in result.get("curve") or ()
+                 if isinstance(point, Mapping) and point.get("step") == at]
+        return float(found[0]) if found and found[0] is not None else None
+    return read
+
+
 def metric_source(metric: str) -> Source:
     """Which record holds a study metric and how its number is read.
 
@@ -252,6 +272,8 @@ def metric_source(metric: str) -> Source:
     - ``similarity.<measure>.<l<k>|untrained.l<k>|best|floor_gap>``: two models compared.
     - ``static.<model>.w<window>.r<rows|all>.<mrr|p1|zero_shot.<label>>``: static embeddings.
     - ``train.minutes``: a ``train`` record's training time.
+    - ``curve.<metric>.at<percent>``: a ``train`` record's curve point at that share of its
+      steps (``curve.mu.at20``: μ at 20 %, on ``evaluate.curve_sentences`` dev sentences).
 
     ValueError: a metric of a known kind whose form is not one of these."""
     parts = metric.split(".")
@@ -274,6 +296,8 @@ def metric_source(metric: str) -> Source:
         raise ValueError(metric)
     if metric == MINUTES:
         return Source("train", "", _minutes)
+    if head == "curve":
+        return Source("train", "", _curve_reader(parts[1:], metric))
     try:
         if head in ("mrr", "translate") and len(parts) >= 3:
             reader = (_mrr_reader if head == "mrr" else _translate_reader)(parts[2:])

@@ -56,6 +56,9 @@ class TrainingState:
     step: int = 0  # optimizer steps done
     run_id: str | None = None  # the MLflow run a resume continues
     log_rows: list[dict[str, float]] = field(default_factory=list)
+    #: the curve points so far, ``{"step": s, "mu": …, …}`` each: the done file (and so the
+    #: train record) keeps them, since MLflow is not where a number lasts
+    curve: list[dict[str, float]] = field(default_factory=list)
 
     def record(self, row: dict[str, float]) -> None:
         self.step = int(row["step"])
@@ -63,7 +66,13 @@ class TrainingState:
 
     def as_checkpoint(self) -> dict[str, Any]:
         return {"step": self.step, "fingerprint": self.fingerprint, "run_id": self.run_id,
-                "log_rows": self.log_rows}
+                "log_rows": self.log_rows, "curve": self.curve}
+
+    @classmethod
+    def of_checkpoint(cls, saved: dict[str, Any]) -> TrainingState:
+        """The state a checkpoint saved (one from before curve points were kept: none)."""
+        return cls(saved["fingerprint"], saved["step"], saved["run_id"], saved["log_rows"],
+                   list(saved.get("curve", [])))
 
 
 @contextlib.contextmanager

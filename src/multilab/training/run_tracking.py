@@ -86,16 +86,20 @@ def log_start(run: RunConfig, data: TrainingData, total_steps: int, world_size: 
 
 
 def log_curve_point(curve_hook: CurveHook, objective, model: BertForMaskedLM, step: int,
-                    run_id: str | None) -> None:
+                    run_id: str | None) -> dict[str, float]:
     """The curve metrics under their own names (``curve/mu``, …): they are measured on
     ``curve_sentences`` dev sentences (a param of the run), the final evaluation on
-    ``dev_sentences``. How long the point took is no metric of the model: not logged."""
+    ``dev_sentences``. How long the point took is no metric of the model: not logged.
+    Returns the point as the done file keeps it: ``{"step": step, "mu": …, …}``."""
     objective.eval()
     metrics = curve_hook(step, model)
     objective.train()
+    point = {key: float(value) for key, value in metrics.items()
+             if key not in EVALUATION_FACTS}
     if run_id:
-        tracking.log_metrics({curve_key(key): value for key, value in metrics.items()
-                              if key not in EVALUATION_FACTS}, step=step)
+        tracking.log_metrics({curve_key(key): value for key, value in point.items()},
+                             step=step)
+    return {"step": float(step), **point}
 
 
 def logged_through(run: RunConfig, run_id: str) -> int:

@@ -147,7 +147,8 @@ def train_model(
                 if main and curve_hook and state.step in plan.curve_at:
                     steps.say(f"step {state.step}: evaluating the curve point on "
                               f"{run.study.evaluate.curve_sentences:,} dev sentences…")
-                    log_curve_point(curve_hook, one_step.objective, model, state.step, run_id)
+                    state.curve.append(log_curve_point(curve_hook, one_step.objective, model,
+                                                       state.step, run_id))
                     steps.say(None)
                 if save:
                     save_checkpoint(run, area, model, one_step.optimizer, scheduler, state)
@@ -398,8 +399,7 @@ def _resume(area: Path, model_dir: Path, fingerprint: str, model, optimizer, sch
     model.load_state_dict(saved["model"])
     optimizer.load_state_dict(saved["optimizer"])
     scheduler.load_state_dict(saved["scheduler"])
-    state = TrainingState(fingerprint, saved["state"]["step"], saved["state"]["run_id"],
-                          saved["state"]["log_rows"])
+    state = TrainingState.of_checkpoint(saved["state"])
     log.info("resuming %s from step %d", model_dir, state.step)
     return state
 
@@ -423,6 +423,8 @@ def done_record(run: RunConfig, state: TrainingState, plan: Plan, data: Training
         # what the model cost (optimizer steps only; a checkpoint from before this key
         # counts as 0): the study list prices its missing runs with it
         "step_seconds": round(sum(row.get("seconds", 0.0) for row in state.log_rows), 1),
+        # the metrics at train.eval_points (on evaluate.curve_sentences dev sentences)
+        "curve": state.curve,
     }
 
 

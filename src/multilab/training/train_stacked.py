@@ -240,8 +240,7 @@ def _resume(seat: _Seat, experiment_id: str | None) -> None:
         else:
             check_finite_weights(saved["model"], checkpoint)
             seat.weights, seat.moments = saved["model"], moments
-            seat.state = TrainingState(seat.fingerprint, saved["state"]["step"],
-                                       saved["state"]["run_id"], saved["state"]["log_rows"])
+            seat.state = TrainingState.of_checkpoint(saved["state"])
             log.info("resuming %s from step %d", seat.model_dir, seat.state.step)
     if experiment_id is not None:
         tracking.end_orphaned_runs(experiment_id, seat.fingerprint, keep=seat.state.run_id)
@@ -320,7 +319,8 @@ def _train_group(trainer: stacked.StackedTrainer, group: list[_Seat], active: li
             if seat.curve_hook and step in seat.plan.curve_at:
                 model = trainer.unstack(index).to(device)
                 with _visit(seat, experiment_id) as run_id:
-                    log_curve_point(seat.curve_hook, model, model, step, run_id)
+                    seat.state.curve.append(
+                        log_curve_point(seat.curve_hook, model, model, step, run_id))
         regroup = stopping or bool(done) or step == rejoin
         if checkpoint or regroup:
             for index, seat in enumerate(group):
