@@ -2,8 +2,9 @@
 
 A study is one declarative file per paper table (``studies/`` at the project's top level);
 its claims are checked against the committed records under ``results/`` by
-:mod:`multilab.studies.verdict`. Nothing here imports the training or evaluation code:
-records and verdicts are plain data, so a lost MLflow store never loses a table. Which model
+:mod:`multilab.studies.verdict`. Records, tables and verdicts import no training or
+evaluation code: they are plain data, so a lost MLflow store never loses a table (only the
+runner reads a finished model's done file, to measure a model another study trained). Which model
 a row is comes from the configuration's resolution (:mod:`multilab.resolve`), the same one
 ``train`` runs (:mod:`multilab.studies.settings`).
 """
