@@ -79,17 +79,22 @@ def run_costs(records: Iterable[Record]) -> dict[str, float]:
     return {profile: min(values) for profile, values in seconds.items()}
 
 
+def runs_missing(result: StudyResult) -> int:
+    """The (row, seed) pairs of a study without every record its metrics read."""
+    study = result.study
+    return len(study.rows) * len(study.seeds) - sum(
+        len(seeds) for seeds in result.seeds_found.values())
+
+
 def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float],
                     claims: int | None = None) -> str:
     """One line: the runs missing in all studies and the models they need trained, a model
     that several studies read (Liu et al. 2020b Tables 2 and 4 shift and fine-tune one)
     counted once; ``study run`` measures it where it lies once one of them has trained it."""
-    missing = 0
+    missing = sum(runs_missing(result) for result in results)
     models: dict[tuple[str, int], str] = {}
     for result in results:
         study = result.study
-        missing += len(study.rows) * len(study.seeds) - sum(
-            len(seeds) for seeds in result.seeds_found.values())
         for row in study.rows:
             key = result.model_keys.get(row.label)
             if key is None:
@@ -118,7 +123,7 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
     for result in results:
         study = result.study
         recorded = sum(len(seeds) for seeds in result.seeds_found.values())
-        needed = len(study.rows) * len(study.seeds) - recorded
+        needed = runs_missing(result)
         to_train = len(study.rows) * len(study.seeds) - sum(
             len(seeds) for seeds in result.seeds_trained.values())
         cost = costs.get(study.profile)

@@ -168,12 +168,12 @@ class Study:
 def split_row_names(text: str, studies: Sequence[Study]) -> list[str]:
     """``--rows`` as row names: split at commas, but a label that has commas itself (``row 8
     model, [3, s, i]``) is one name where a study has that row; the longest such name wins."""
-    parts = [part.strip() for part in text.split(",")]
+    parts = text.split(",")
     names: list[str] = []
     start = 0
     while start < len(parts):
         for end in range(len(parts), start, -1):
-            name = ", ".join(parts[start:end])
+            name = ",".join(parts[start:end]).strip()  # the text as typed between the commas
             if end == start + 1 or any(study.row(name) is not None for study in studies):
                 break
         if name:
