@@ -880,14 +880,14 @@ def test_analysis_records_feed_study_metrics_and_bound_claims(tmp_path: Path) ->
     drop = outcomes["liu2020b-s3-2-3-window-drop-larger-big-data"]  # .48 against 0: not less
     assert drop.verdict is Verdict.NOT_HELD and drop.difference == pytest.approx(0.483)
     from multilab.studies.metrics import metric_source
-    from multilab.studies.tables import layer_direction
+    from multilab.studies.tables import curve_direction
 
     for bad in ("translate.3-fake.bleu2.l1.a1", "translate.3-fake.bleu1.best.l9-2.a3",
                 "translate.3-fake.bleu1.best.l1-2.3", "curve.mu", "curve.mu.at100",
                 "curve.mu.20"):
         with pytest.raises(ValueError):
             metric_source(bad)
-    assert [layer_direction(shape) for shape in ("increasing (l8 > l0)", "decreasing",
+    assert [curve_direction(shape) for shape in ("increasing (l8 > l0)", "decreasing",
                                                  "rising into the last few layers",
                                                  "a peak in the middle")] == [
         "greater", "less", "greater", None]

@@ -12,7 +12,9 @@ claim no study tests yet is *not measured*, never dropped.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
+import json
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -230,9 +232,6 @@ def model_key(configuration: Mapping[str, Any]) -> str:
     """What a row trains, as a short hash of its resolved configuration without the seed and
     the measurement settings (``evaluate.*``, ``downstream.*``): equal keys at one seed are
     one model (the fingerprint adds the data's hash, which the configuration determines)."""
-    import hashlib
-    import json
-
     trained = {key: value for key, value in configuration.items()
                if not key.startswith(("evaluate.", "downstream."))
                and key not in NOT_IN_FINGERPRINT and key not in ("seed", "train.stack")}
@@ -405,10 +404,10 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         first, *_, last = claim_metrics(claim, study)
         row = label(compare["rows"][0])
         shape = str(compare["shape"])
-        direction = layer_direction(shape)
+        direction = curve_direction(shape)
         if direction is None:
             return Outcome(Verdict.NOT_MEASURED, f"a layer curve of shape {shape!r} is not "
-                           "computed (increasing, rising or decreasing only)")
+                           f"computed ({COMPUTED_SHAPES})")
         return compare_rows(cells[(row, last)].arm, cells[(row, first)].arm, direction,
                             margin=margin)
     if claim.kind == "curve":
@@ -420,15 +419,19 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
     return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} claim is not computed yet")
 
 
-def layer_direction(shape: str) -> str | None:
-    """A layer curve's claimed direction, deep against shallow: ``increasing (l8 > l0)``
-    and ``rising into the last few layers`` are ``greater`` (the later layers' metric
-    above the earlier ones'), ``decreasing`` is ``less``; another shape is not computed."""
-    if shape.startswith(("increasing", "rising")):
-        return "greater"
-    if shape.startswith("decreasing"):
-        return "less"
-    return None
+#: a curve's shape (its first word) → the direction every step of it is tested in
+CURVE_DIRECTIONS = {"increasing": "greater", "rising": "greater", "decreasing": "less",
+                    "flat": "equal"}
+COMPUTED_SHAPES = "increasing, rising, decreasing or flat only"
+
+
+def curve_direction(shape: str) -> str | None:
+    """A curve's claimed direction, later against earlier (deeper layers, later rows):
+    ``increasing (l8 > l0)`` and ``rising into the last few layers`` are ``greater``,
+    ``decreasing`` is ``less``, ``flat`` is the rule's ``equal``; another shape is not
+    computed."""
+    return next((direction for word, direction in CURVE_DIRECTIONS.items()
+                 if shape.startswith(word)), None)
 
 
 #: rows a correlation needs in a seed before its r is read
@@ -481,11 +484,10 @@ def _curve_over_rows(study: Study, cells: Mapping[tuple[str, str], Cell], claim:
     the worst step is the verdict, as for ``each of``."""
     compare = claim.compare
     shape = str(compare["shape"])
-    if not shape.startswith(("increasing", "decreasing", "flat")):
+    direction = curve_direction(shape)
+    if direction is None:
         return Outcome(Verdict.NOT_MEASURED, f"a curve of shape {shape!r} is not computed "
-                       "(increasing, decreasing or flat only)")
-    direction = {"increasing": "greater", "decreasing": "less", "flat": "equal"}[
-        next(word for word in ("increasing", "decreasing", "flat") if shape.startswith(word))]
+                       f"({COMPUTED_SHAPES})")
     if isinstance(compare["metric"], list):  # one row, metric by metric (α = 1, 2, 3)
         row = study.row(str(compare["rows"][0]))
         assert row is not None
