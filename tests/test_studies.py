@@ -1346,10 +1346,11 @@ def test_the_cost_of_a_run_is_the_fastest_cpu_training(tmp_path: Path) -> None:
     assert run_costs(iter_records(results)) == {"quick": 2700.0}
 
 
-def test_runs_needed_price_only_the_models_still_to_train(tmp_path: Path) -> None:
+def test_runs_needed_price_every_missing_run_as_a_training(tmp_path: Path) -> None:
     """Seed 0 has every record, seed 1 a trained and evaluated model that lacks its fine-tune,
-    seed 2 nothing: two runs needed, one of them a training (priced), one a fine-tune."""
-    from multilab.studies.document import studies_block
+    seed 2 nothing: two runs needed, both priced as trainings (a checkout holds the records,
+    not the weights, so seed 1's model is trained again on a fresh one)."""
+    from multilab.studies.document import models_to_train, studies_block
 
     study = _lab_toy(tmp_path, seeds=[0, 1, 2], metrics=["retrieval_p1.l8", "downstream.ratio.s"],
                      rows=[{"label": "base", "modification": "original"}])
@@ -1360,9 +1361,10 @@ def test_runs_needed_price_only_the_models_still_to_train(tmp_path: Path) -> Non
         for kind, result in records:
             write_record(results, "x", kind, result, model=model, config=config)
     result = study_result(study, iter_records(results), CLAIMS)
-    assert result.seeds_found == {"base": (0,)} and result.seeds_trained == {"base": (0, 1)}
+    assert result.seeds_found == {"base": (0,)}
     line = studies_block([result], {"quick": 3600.0})[2]
-    assert "| 1/3 | 2 (≈ 1.0 CPU-h of training) |" in line, line
+    assert "| 1/3 | 2 (≈ 2.0 CPU-h of training) |" in line, line
+    assert "2 models trained (≈ 2.0 CPU-h" in models_to_train([result], {"quick": 3600.0})
 
 
 @pytest.mark.parametrize(("metric", "words"), [

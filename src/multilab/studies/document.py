@@ -90,7 +90,11 @@ def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float],
                     claims: int | None = None) -> str:
     """One line: the runs missing in all studies and the models they need trained, a model
     that several studies read (Liu et al. 2020b Tables 2 and 4 shift and fine-tune one)
-    counted once; ``study run`` measures it where it lies once one of them has trained it."""
+    counted once; ``study run`` measures it where it lies once one of them has trained it.
+
+    A run that lacks only a measurement is priced as a training too: a checkout holds the
+    records, not the weights, so on a fresh one its model is trained again (where the weights
+    do lie on disk, ``study run --plan`` says "measure only")."""
     missing = sum(runs_missing(result) for result in results)
     models: dict[tuple[str, int], str] = {}
     for result in results:
@@ -100,7 +104,7 @@ def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float],
             if key is None:
                 continue
             for seed in study.seeds:
-                if seed not in result.seeds_trained.get(row.label, ()):
+                if seed not in result.seeds_found.get(row.label, ()):
                     models[(key, seed)] = study.profile
     priced = [costs[profile] for profile in models.values() if profile in costs]
     cost = (f" (≈ {sum(priced) / 3600:.1f} CPU-h for the {len(priced)} whose profile has a "
@@ -116,7 +120,7 @@ def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float],
 def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
                   link: str = "studies/", claims: int | None = None) -> list[str]:
     """One line per study: paper, table, the command, runs recorded and still needed (with
-    the training cost of those whose model is not trained yet, where measured), claims with a
+    their training cost where measured: see :func:`models_to_train`), claims with a
     verdict."""
     lines = ["| study | paper | table | profile | runs recorded | runs needed | claims with a "
              "verdict | command |", "|---|---|---|---|---:|---|---:|---|"]
@@ -124,11 +128,9 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
         study = result.study
         recorded = sum(len(seeds) for seeds in result.seeds_found.values())
         needed = runs_missing(result)
-        to_train = len(study.rows) * len(study.seeds) - sum(
-            len(seeds) for seeds in result.seeds_trained.values())
         cost = costs.get(study.profile)
         need = str(needed) if not needed or cost is None else \
-            f"{needed} (≈ {to_train * cost / 3600:.1f} CPU-h of training)"
+            f"{needed} (≈ {needed * cost / 3600:.1f} CPU-h of training)"
         counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
         lines.append(f"| [{study.name}]({link}{study.name}.md) | {paper_name(study.paper)} | "
                      f"{study.table} | `{study.profile}` | {recorded}/{recorded + needed} | "

@@ -217,9 +217,6 @@ class StudyResult:
     seeds_found: Mapping[str, tuple[int, ...]]  # row label → seeds with every record it reads
     outcomes: Mapping[str, Outcome]  # claim id → verdict
     sources: tuple[Path, ...]  # the records read
-    #: row label → seeds whose model is trained (every record, or a train or evaluate one): a
-    #: seed that lacks only a measurement (a fine-tune, word retrieval) needs no training
-    seeds_trained: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     #: row label → what the row trains (:func:`model_key`): rows of several studies with one
     #: key and seed are one model, trained once
     model_keys: Mapping[str, str] = field(default_factory=dict)
@@ -354,12 +351,7 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
     wanted = {key for keys in needed.values() for key in keys}
     sources = tuple(sorted({record.path for (_, _, kind, variant), record in chosen.items()
                             if (kind, variant) in wanted}))
-    seeds_trained = {row.label: tuple(seed for seed in study.seeds
-                                      if seed in seeds_found[row.label] or any(
-                                          (row.label, seed, kind, "") in chosen
-                                          for kind in ("train", "evaluate")))
-                     for row in study.rows}
-    return StudyResult(study, cells, seeds_found, outcomes, sources, seeds_trained,
+    return StudyResult(study, cells, seeds_found, outcomes, sources,
                        {label: model_key(c) for label, c in configurations.items()})
 
 
