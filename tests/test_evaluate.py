@@ -82,6 +82,24 @@ def test_untrained_model_is_not_multilingual_and_evaluation_is_deterministic(
             assert 0.0 <= value <= 1.0, key
 
 
+def test_lang_pos_models_report_their_position_diagonal(project: Config) -> None:
+    """A lang-pos model's evaluation reads its position embeddings (Figures 5 and 8 of Dufter
+    & Schütze 2020) from the two halves the encoder uses; a model with shared positions
+    has no second half and reports none."""
+    from multilab.evaluation import metrics
+
+    run = resolve_run(project, "lang-pos", 0)
+    model = build_model(run.model, 4096, 0)
+    found = evaluate_model(model, run, dev_sentences=20, train_sentences=20)
+    weights = model.bert.embeddings.position_embeddings.weight
+    assert {k: found[k] for k in found if k.startswith("position.")} == \
+        metrics.position_diagonal(weights, project.train.max_length)
+    shared = resolve_run(project, "original", 0)
+    plain = evaluate_model(build_model(shared.model, 4096, 0), shared, dev_sentences=20,
+                           train_sentences=20)
+    assert not any(key.startswith("position.") for key in plain)
+
+
 def test_all_layers_are_evaluated_and_agree_with_the_default_ones(project: Config) -> None:
     """evaluate.layers = "all" gives every layer 0..12, and layers 0 and 8 equal the default
     evaluation's (the layer choice changes what is reported, not how it is computed)."""

@@ -137,3 +137,26 @@ def test_retrieval_directions_agree_for_symmetric_similarities() -> None:
     score = metrics.retrieval_score(english, 2 * fake)
     assert score.p1_forward == score.p1_backward
     assert score.p1 == pytest.approx(score.p1_forward)
+
+
+def test_position_diagonal_reads_figures_5_and_8() -> None:
+    """Shared structure (Fake-English position p a noisy copy of English p) gives a diagonal,
+    the same copies in reversed order (inverted Fake-English) none, and noise from position
+    90 on lowers the rare positions' similarity below the frequent ones'."""
+    generator = torch.Generator().manual_seed(0)
+    length = 128
+    english = torch.randn(length, 16, generator=generator)
+    copy = english + 0.3 * torch.randn(length, 16, generator=generator)
+    copy[metrics.RARE_POSITION:] = torch.randn(length - metrics.RARE_POSITION, 16,
+                                               generator=generator)
+    shared = metrics.position_diagonal(torch.cat([english, copy]), length)
+    assert shared["position.diagonal"] > 0.5
+    assert shared["position.diagonal"] == pytest.approx(
+        shared["position.cos.same"] - shared["position.cos.other"])
+    assert shared["position.cos.same.frequent"] > 0.9 > 0.2 > shared["position.cos.same.rare"]
+    inverted = metrics.position_diagonal(torch.cat([english, copy.flip(0)]), length)
+    assert abs(inverted["position.diagonal"]) < 0.1
+    short = metrics.position_diagonal(torch.cat([english[:64], copy[:64]]), 64)
+    assert "position.cos.same.rare" not in short and "position.diagonal" in short
+    with pytest.raises(ValueError, match="lang-pos needs 256"):
+        metrics.position_diagonal(english, length)

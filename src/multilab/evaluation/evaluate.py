@@ -346,6 +346,9 @@ def evaluate_model(
         results["ppl_dev"] = perplexity(model, encoder, dev, _parallel(run.recipe), mask_prob,
                                         seed, ev.batch_size)
         part_done("ppl_dev")
+    if run.recipe.language_positions:  # Figures 5 and 8: the position embeddings' diagonal
+        results |= metrics.position_diagonal(
+            model.bert.embeddings.position_embeddings.weight, cfg.train.max_length)
     results["eval_seconds"] = time.perf_counter() - started
     results["eval_sentences"] = len(dev)
     model.train(was_training)

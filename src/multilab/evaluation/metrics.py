@@ -132,3 +132,37 @@ def masked_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, int]:
 def perplexity(total_nll: float, count: int) -> float:
     """exp of the mean NLL; NaN when nothing was masked (rather than a misleading 1.0)."""
     return math.exp(total_nll / count) if count else float("nan")
+
+
+#: Dufter & Schütze 2020 §3.2 on Figures 5 and 8: "In the range 90–128 (a rare sentence
+#: length) the similarities look random": positions from here on are the rare ones.
+RARE_POSITION = 90
+
+
+def position_diagonal(positions: torch.Tensor, max_length: int) -> dict[str, float]:
+    """Figures 5 and 8 of Dufter & Schütze 2020 as numbers, for a model with
+    language-specific position embeddings (lang-pos: English ids ``0..max_length-1``,
+    Fake-English ``max_length..2·max_length-1``).
+
+    The figures show the cosine similarity of every English position embedding with every
+    Fake-English one: a bright diagonal (position p of one language most like position p of
+    the other) for model 1, none for model 9 (inverted Fake-English), noise from position 90
+    on. Read as numbers: ``position.cos.same`` is the mean similarity of p with p,
+    ``position.cos.other`` the mean over p ≠ q, ``position.diagonal`` their difference (0: no
+    diagonal), and ``position.cos.same.frequent`` / ``.rare`` the diagonal's mean before and
+    from position 90 (:data:`RARE_POSITION`; absent when ``max_length`` ≤ 90)."""
+    if positions.shape[0] < 2 * max_length:
+        raise ValueError(f"{positions.shape[0]} position embeddings, lang-pos needs "
+                         f"{2 * max_length}")
+    weights = positions.detach().float().cpu()
+    english = F.normalize(weights[:max_length], dim=1)
+    other = F.normalize(weights[max_length:2 * max_length], dim=1)
+    similarity = english @ other.T
+    same = similarity.diagonal()
+    off = (similarity.sum() - same.sum()) / (max_length * (max_length - 1))
+    out = {"position.cos.same": float(same.mean()), "position.cos.other": float(off),
+           "position.diagonal": float(same.mean() - off)}
+    if max_length > RARE_POSITION:
+        out["position.cos.same.frequent"] = float(same[:RARE_POSITION].mean())
+        out["position.cos.same.rare"] = float(same[RARE_POSITION:].mean())
+    return out

@@ -67,6 +67,16 @@ _AT_LAYER = {"retrieval_p1": "verse retrieval ρ (P@1)", "translation_p1": "word
              "align_f1": "word alignment F1"}
 
 
+#: words for the position embeddings of lang-pos models (metrics.position_diagonal)
+_POSITIONS = {
+    "position.diagonal": "position embeddings: diagonal (same − other position cosine)",
+    "position.cos.same": "position embeddings: cosine of position p with p",
+    "position.cos.other": "position embeddings: cosine of p with q ≠ p",
+    "position.cos.same.frequent": "position embeddings: cosine of p with p, p < 90",
+    "position.cos.same.rare": "position embeddings: cosine of p with p, p ≥ 90",
+}
+
+
 def metric_words(metric: str, figure: FigureSpec | None = None) -> str:
     """An axis title in words: the figure's own (``axis_titles``), the metric table's label,
     or words for the study metrics' forms; the key itself where none is known."""
@@ -84,6 +94,8 @@ def metric_words(metric: str, figure: FigureSpec | None = None) -> str:
                  "mds": "accuracy after the shift on"}.get(parts[1])
         if words:
             return f"{words} {parts[2]}" + (" over in-language)" if parts[1] == "ratio" else "")
+    if metric in _POSITIONS:
+        return _POSITIONS[metric]
     if parts[0] == "ppl_dev" and len(parts) == 2:
         return f"MLM perplexity, dev, {parts[1]}"
     if parts[0] == "mrr" and len(parts) == 3 and parts[2].startswith("l"):
