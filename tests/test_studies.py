@@ -353,6 +353,68 @@ def test_study_run_plan_takes_seeds_and_rows_from_the_command_line(tmp_path: Pat
         capsys.readouterr().err
 
 
+def test_study_run_again_plans_rows_whose_records_exist(tmp_path: Path) -> None:
+    """A record written before a metric existed (curve points, position embeddings) keeps
+    its (row, seed) found; ``--again`` plans it anew with every record and no model reused,
+    and only for the rows named (never a whole study by accident: one line, exit 2)."""
+    from multilab.studies.runner import missing_runs
+
+    results = tmp_path / "results"
+    _analysis_records(results)
+    spec = {"name": "liu2020b-again", "paper": "liu2020b", "table": "Table 2", "title": "toy",
+            "languages": ["3", "fake"], "profile": "quick", "seeds": [42], "paper_seeds": None,
+            "claims": [], "metrics": ["mrr.3-fake.best"],
+            "rows": [{"modification": "original"}]}
+    study = load_study(_spec(tmp_path, **spec), CLAIMS)
+    assert missing_runs(study, iter_records(results)) == []
+    again = missing_runs(study, iter_records(results), again=True)
+    assert [(s.row.label, s.seed, s.needs, s.fingerprints) for s in again] == [
+        ("original", 42, (("mrr", "3-fake"),), ())]
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    where = ["--set", f"paths.results={results}"]
+    common = ["study", "run", "toy-study", "--studies", str(folder), "--plan", "--again"]
+    assert main([*where, *common]) == 2
+    assert main([*where, *common, "--rows", "lang-pos", "--seeds", "1"]) == 0
+
+
+def test_a_curve_or_correlation_read_as_two_arms(tmp_path: Path) -> None:
+    """Dufter & Schütze 2020's "with knn-replace multilinguality rises earlier" (shape
+    "above the original curve at early steps") read at one curve point: knn-replace against
+    original, greater; a positive correlation read at two points of one row: the arm of
+    higher x greater. A two-arm binding without its metric is refused in one line."""
+    from dataclasses import replace
+
+    from multilab.studies.spec import ClaimEntry, _check_claim
+    from multilab.studies.tables import Cell, claim_outcome, comparison_text
+
+    study = _lab_toy(tmp_path, paper="dufter2020", seeds=[0, 1, 2],
+                     metrics=["curve.mu.at20", "mu"],
+                     rows=[{"label": "knn-replace", "modification": "knn-replace"},
+                           {"label": "original", "modification": "original"}])
+    claim = CLAIMS["dufter2020-f7-knn-replace-earlier"]
+    bound = replace(claim, compare={**claim.compare, "a": "knn-replace", "b": "original",
+                                    "metric": "curve.mu.at20"})
+    cells = {("knn-replace", "curve.mu.at20"): Cell((0.30, 0.32, 0.31), ("cpu",) * 3),
+             ("original", "curve.mu.at20"): Cell((0.10, 0.12, 0.11), ("cpu",) * 3)}
+    outcome = claim_outcome(study, bound, cells)
+    assert outcome.verdict is Verdict.HELD
+    assert comparison_text(bound) == ("knn-replace > original on curve.mu.at20 (above the "
+                                      "original curve at early steps)")
+    cells[("original", "curve.mu.at20")] = Cell((0.40, 0.42, 0.41), ("cpu",) * 3)
+    assert claim_outcome(study, bound, cells).verdict is Verdict.NOT_HELD
+    rare = CLAIMS["dufter2020-f5-rare-positions"]
+    pair = replace(rare, compare={**rare.compare, "a": "original", "b": "original",
+                                  "metric": "curve.mu.at20", "metric_b": "mu"})
+    cells[("original", "mu")] = Cell((0.10, 0.12, 0.11), ("cpu",) * 3)
+    assert claim_outcome(study, pair, cells).verdict is Verdict.HELD  # positive: a > b
+    with pytest.raises(UserError, match="read as two arms, it needs a, b, metric"):
+        _check_claim(study, ClaimEntry("dufter2020-f7-knn-replace-earlier", compare={
+            "a": "knn-replace", "b": "original"}), CLAIMS)
+
+
 def test_a_flat_curve_is_no_step_differing_and_never_held_without_a_margin() -> None:
     """K et al. 2020 Table 5's "heads have no significant effect" (``shape: flat``) on the
     lab's study: each step between rows is the rule's ``equal``, so Δs that move within seed

@@ -627,16 +627,19 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
     seeds = [check_seed(_as_int(s.strip()), "--seeds") for s in args.seeds.split(",")
              if s.strip()] if args.seeds else None
     rows = split_row_names(args.rows, studies) if args.rows else None
+    if args.again and not rows:
+        raise UserError("--again needs --rows: the rows to train again (e.g. --rows original "
+                        "--seeds 43,44), never a whole study by accident")
     base = ["--params", args.params, *(f"--set={value}" for value in args.set or [])]
     resolved = (Path(args.params), args.set or [])  # what the runs will resolve to
     for study in studies:  # every study's --stack checked before anything runs
         check_stack_size(study, args.stack, seeds, rows)
     if args.queue and not args.plan:
-        _queue_studies(args, cfg, [(s, missing_runs(s, records, seeds, rows, *resolved))
-                                   for s in studies])
+        _queue_studies(args, cfg, [(s, missing_runs(s, records, seeds, rows, *resolved,
+                                                    again=args.again)) for s in studies])
         return
     for study in studies:
-        steps = missing_runs(study, records, seeds, rows, *resolved)
+        steps = missing_runs(study, records, seeds, rows, *resolved, again=args.again)
         if args.plan or not steps:
             booked = {b.key: b for b in read_ledger(cfg.paths.results) if not b.stale()}
             lines = []
@@ -1016,6 +1019,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rows", help="run: only these rows (labels or the table's IDs; a label "
                                   "with commas as written), e.g. original,lang-pos or 0,1")
     p.add_argument("--plan", action="store_true", help="run: say what is missing, run nothing")
+    p.add_argument("--again", action="store_true",
+                   help="run: train and measure the --rows again although their records "
+                        "exist (records written before a metric existed: curve points, "
+                        "position embeddings); the new records are read, the old stay")
     p.add_argument("--queue", action="store_true",
                    help="run: queue the missing runs as DVC experiments (`dvc exp run "
                         "--queue`), to run with `dvc queue start -j N` (a GPU server)")

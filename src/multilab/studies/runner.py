@@ -67,11 +67,13 @@ class Step:
 
 def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] | None = None,
                  rows: Sequence[str] | None = None, params: Path = DEFAULT_PARAMS,
-                 overrides: Sequence[str] = ()) -> list[Step]:
+                 overrides: Sequence[str] = (), again: bool = False) -> list[Step]:
     """The (row, seed) pairs lacking a record their metrics read, in the spec's order (the
     rows resolved from ``params`` and ``overrides``, as the runs will be: :func:`collect`).
     Static rows (``multilab static``) and similarity records (two models) are not run
-    here."""
+    here. ``again``: every picked pair, all its records, and no model reused from
+    elsewhere (a record that predates a metric — curve points, position embeddings — gets
+    that metric only from a model trained and measured anew)."""
     wanted_seeds = tuple(seeds) if seeds else study.seeds
     unknown = [label for label in rows or () if study.row(label) is None]
     if unknown:
@@ -87,6 +89,9 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
             continue
         sources = [key for key in row_sources(study, row) if key[0] not in MODEL_LESS]
         for seed in wanted_seeds:
+            if again:
+                steps.append(Step(row, seed, tuple(sources)))
+                continue
             needs = tuple(key for key in sources if (row.label, seed, *key) not in chosen)
             if needs:
                 steps.append(Step(row, seed, needs, _fingerprints(chosen, row, seed)))

@@ -402,6 +402,12 @@ def bind_claim(claim: Claim, entry: ClaimEntry) -> Claim:
 PAPERS_OWN = ("direction", "shape", "paper", "over")
 #: the claim kinds a study computes
 COMPUTED_KINDS = ("rows", "paper", "curve", "similarity", "correlation")
+#: a curve or correlation claim a study reads at two points, as a rows claim: arms ``a`` and
+#: ``b`` on ``metric`` (and ``metric_b``), the direction the claim's own (a curve's shape:
+#: "above the original curve at early steps" is knn-replace > original on ``curve.mu.at20``;
+#: a positive correlation: the arm of higher x > the other)
+TWO_ARM_KINDS = ("curve", "correlation")
+TWO_ARM_FIELDS = ("a", "b", "metric")
 
 
 def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -> None:
@@ -411,7 +417,8 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
     claim = claims[entry.id]
     if claim.paper != study.paper:
         raise _fail(source, f"claim {entry.id!r} is {claim.paper}'s, the study is {study.paper}'s")
-    valid = (*COMPARE_FIELDS[claim.kind], *OPTIONAL_COMPARE)
+    valid = (*COMPARE_FIELDS[claim.kind], *OPTIONAL_COMPARE,
+             *(TWO_ARM_FIELDS if claim.kind in TWO_ARM_KINDS else ()))
     _reject_unknown(entry.compare, valid, source, f"claim {entry.id}: compare: ")
     fixed = sorted(set(entry.compare) & set(PAPERS_OWN))
     if fixed:
@@ -423,13 +430,19 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
     labels = ", ".join(row.label for row in study.rows)
     compare = claim.compare
     named = {"rows": ("a", "b"), "paper": ("row",), "similarity": ("a",)}.get(claim.kind, ())
+    if claim.kind in TWO_ARM_KINDS and ("a" in entry.compare or "b" in entry.compare):
+        missing = [key for key in TWO_ARM_FIELDS if key not in entry.compare]
+        if missing:
+            raise _fail(source, f"claim {entry.id}: compare: read as two arms, it needs "
+                        f"{', '.join(TWO_ARM_FIELDS)} (missing {missing[0]!r})")
+        named = ("a", "b")
     for key in named:
         try:
             group_rows(study, str(compare[key]))
         except KeyError as missing:
             raise _fail(source, f"claim {entry.id}: row {missing.args[0]!r} is not a row of the "
                         f"study; rows: {labels} (or mark the claim pending: why)") from None
-    if claim.kind in ("curve", "correlation"):
+    if claim.kind in TWO_ARM_KINDS and "a" not in compare:
         for label in compare.get("rows", ()):
             if study.row(str(label)) is None:
                 raise _fail(source, f"claim {entry.id}: row {label!r} is not a row of the "
@@ -505,9 +518,10 @@ def claim_metrics(claim: Claim, study: Study) -> list[str]:
     """The study metrics a claim reads (a layer curve reads its first and last layer, or
     the two metrics a study binds: the earlier layers' and the later layers')."""
     compare = claim.compare
-    if claim.kind == "rows" and "metric_b" in compare:
+    two_arms = claim.kind in TWO_ARM_KINDS and "a" in compare
+    if (claim.kind == "rows" or two_arms) and "metric_b" in compare:
         return [resolve_metric(str(compare[key]), study) for key in ("metric", "metric_b")]
-    if claim.kind in ("rows", "paper"):
+    if claim.kind in ("rows", "paper") or two_arms:
         return [resolve_metric(str(compare["metric"]), study)]
     if claim.kind == "curve" and compare["over"] == "layers":
         if isinstance(compare["metric"], list):  # bound as [earlier layers, later layers]

@@ -39,6 +39,7 @@ from multilab.studies.metrics import (
 from multilab.studies.records import Record
 from multilab.studies.settings import row_configuration
 from multilab.studies.spec import (
+    TWO_ARM_KINDS,
     Row,
     Study,
     bind_claim,
@@ -392,6 +393,16 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         if outcome.verdict is Verdict.NOT_COMPARABLE and study.paper_comparable:
             return replace(outcome, reason=study.paper_comparable)
         return outcome
+    if claim.kind in TWO_ARM_KINDS and "a" in compare:  # read at two points: a against b
+        direction = two_arm_direction(claim)
+        if direction is None:
+            return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} of {_claimed(claim)!r} read "
+                           f"as two arms is not computed ({COMPUTED_SHAPES}; a correlation: "
+                           "positive or negative)")
+        metric = resolve_metric(str(compare["metric"]), study)
+        metric_b = resolve_metric(str(compare.get("metric_b", metric)), study)
+        return _compare_groups(study, cells, metric, str(compare["a"]), str(compare["b"]),
+                               direction, margin, metric_b)
     if claim.kind == "curve" and compare["over"] == "layers":
         first, *_, last = claim_metrics(claim, study)
         row = label(compare["rows"][0])
@@ -411,10 +422,26 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
     return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} claim is not computed yet")
 
 
-#: a curve's shape (its first word) → the direction every step of it is tested in
+#: a curve's shape (its first word) → the direction every step of it is tested in (``above``
+#: / ``below``: one curve against another, read as two arms)
 CURVE_DIRECTIONS = {"increasing": "greater", "rising": "greater", "decreasing": "less",
-                    "flat": "equal"}
-COMPUTED_SHAPES = "increasing, rising, decreasing or flat only"
+                    "flat": "equal", "above": "greater", "below": "less"}
+COMPUTED_SHAPES = "increasing, rising, decreasing, flat, above or below only"
+#: a correlation's direction → arm a (the higher x) against arm b, when read as two arms
+CORRELATION_ARMS = {"positive": "greater", "negative": "less"}
+
+
+def _claimed(claim: Claim) -> str:
+    return str(claim.compare["shape" if claim.kind == "curve" else "direction"])
+
+
+def two_arm_direction(claim: Claim) -> str | None:
+    """The direction of a curve or correlation claim a study reads as two arms (spec.py,
+    ``TWO_ARM_FIELDS``): the curve's shape word, or the correlation's sign with arm a the
+    higher x. None: a shape no two-arm test can stand for."""
+    if claim.kind == "curve":
+        return curve_direction(_claimed(claim))
+    return CORRELATION_ARMS.get(_claimed(claim))
 
 
 def curve_direction(shape: str) -> str | None:
@@ -673,6 +700,13 @@ def escape(text: str) -> str:
 
 def comparison_text(claim: Claim) -> str:
     compare = claim.compare
+    if claim.kind in TWO_ARM_KINDS and "a" in compare:
+        direction = two_arm_direction(claim)
+        sign = {"less": "<", "greater": ">", "equal": "="}.get(direction or "", "?")
+        if "metric_b" in compare:
+            return (f"{compare['a']} on {compare['metric']} {sign} {compare['b']} on "
+                    f"{compare['metric_b']} ({_claimed(claim)})")
+        return f"{compare['a']} {sign} {compare['b']} on {compare['metric']} ({_claimed(claim)})"
     if claim.kind == "rows":
         sign = {"less": "<", "greater": ">", "equal": "="}[str(compare["direction"])]
         if "metric_b" in compare:
