@@ -289,12 +289,18 @@ def main() -> None:
                         help="time whole steps at --time-ks on the CPU, the next batch "
                              "built in a worker thread against in turn")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--tf32", action="store_true",
+                        help="float32 matrix products on the GPU's TF32 tensor cores (another "
+                             "arithmetic: an arm to measure, not the trainer's setting)")
     parser.add_argument("--batch", type=int, default=None,
                         help="BERT-small's batch instead of the profile's (the op count does "
                              "not depend on it; the CPU's time does)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.tf32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     record: dict[str, Any] = {
         "what": "stacked training (training/stacked.py) vs one model at a time: kernel-like "
                 "aten ops per model-step and aggregate model-steps/s",

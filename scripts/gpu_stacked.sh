@@ -20,8 +20,12 @@ HERE="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$OUT"
 
 pack() {
-  (cd "$OUT" && tar -czf stacked-gpu.tmp stacked-gpu.json bench.log gpu.txt 2>/dev/null \
-    && mv stacked-gpu.tmp stacked-gpu.tgz)
+  (cd "$OUT" || exit
+   files=()
+   for f in stacked-gpu.json stacked-gpu-tf32.json bench.log gpu.txt; do
+     [ -f "$f" ] && files+=("$f")
+   done
+   tar -czf stacked-gpu.tmp "${files[@]}" && mv stacked-gpu.tmp stacked-gpu.tgz)
 }
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
@@ -33,5 +37,16 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
   --device "${DEVICE:-cuda}" --data synthetic --kernel-ks 1 8 --time-ks $KS --separate-ks 1 \
   --steps "$STEPS" --warmup 3 --out "$OUT/stacked-gpu.json") > "$OUT/bench.log" 2>&1
 echo "benchmark rc=$?" | tee -a "$OUT/bench.log"
+# the same stacks with float32 products on TF32 tensor cores (docs/PERFORMANCE.md: at k >= 32
+# the device part is compute-bound, not launch-bound; TF32 is the arithmetic lever there)
+TF32_KS="${TF32_KS-32 64}"             # empty: no TF32 arm
+if [ -n "$TF32_KS" ]; then
+  # shellcheck disable=SC2086
+  (cd "$HERE/benchmarks" && PYTHONPATH="$HERE/src" timeout "${TF32_LIMIT:-120}" "$PYTHON" \
+    bench_stacked.py --device "${DEVICE:-cuda}" --data synthetic --kernel-ks --time-ks \
+    $TF32_KS --separate-ks --steps "$STEPS" --warmup 3 --tf32 \
+    --out "$OUT/stacked-gpu-tf32.json") >> "$OUT/bench.log" 2>&1
+  echo "tf32 benchmark rc=$?" | tee -a "$OUT/bench.log"
+fi
 pack
 grep -E "^\{'k'" "$OUT/bench.log"
