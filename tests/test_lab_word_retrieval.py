@@ -48,6 +48,12 @@ def test_english_to_fake_english_per_layer_beside_the_untrained_twin(
     # layer 0 of the original setup: a word and its fake twin differ only in the (separate,
     # untied) word embedding, so the two models differ there too
     assert record["trained"] != record["untrained"]
+    # English source words by part of speech (Liu et al. 2020a Table 1), trained model only
+    groups = record["trained"][8]["pos"]
+    assert set(groups) == {"noun", "verb", "adj", "adv", "closed", "open"}
+    assert groups["open"]["queries"] >= groups["noun"]["queries"] > 0
+    assert groups["closed"]["queries"] > 0 and 0 < groups["closed"]["mrr"] <= 1
+    assert "pos" not in record["untrained"][8]
 
 
 def test_train_rows_only_under_the_models_own_configuration(trained: Config,

@@ -355,8 +355,8 @@ def test_study_run_plan_takes_seeds_and_rows_from_the_command_line(tmp_path: Pat
 
 def test_study_run_again_plans_rows_whose_records_exist(tmp_path: Path) -> None:
     """A record written before a metric existed (curve points, position embeddings) keeps
-    its (row, seed) found; ``--again`` plans it anew with every record and no model reused,
-    and only for the rows named (never a whole study by accident: one line, exit 2)."""
+    its (row, seed) found; ``--again`` plans it anew with every record, and only for the
+    rows named (never a whole study by accident: one line, exit 2)."""
     from multilab.studies.runner import missing_runs
 
     results = tmp_path / "results"
@@ -368,8 +368,9 @@ def test_study_run_again_plans_rows_whose_records_exist(tmp_path: Path) -> None:
     study = load_study(_spec(tmp_path, **spec), CLAIMS)
     assert missing_runs(study, iter_records(results)) == []
     again = missing_runs(study, iter_records(results), again=True)
-    assert [(s.row.label, s.seed, s.needs, s.fingerprints) for s in again] == [
-        ("original", 42, (("mrr", "3-fake"),), ())]
+    assert [(s.row.label, s.seed, s.needs) for s in again] == [
+        ("original", 42, (("mrr", "3-fake"),))]
+    assert again[0].fingerprints  # a model still on disk is measured, not trained again
     folder = tmp_path / "studies"
     folder.mkdir()
     shutil.copytree(STUDIES / "claims", folder / "claims")
@@ -600,6 +601,10 @@ def test_downstream_metrics_name_editions_and_records_key_iso_codes() -> None:
                                                {"layer": 8, "mrr": 0.6}]}, 8.0),
     ("mrr.3-s.best", "mrr", {"trained": [{"layer": 3, "mrr": None}]}, None),
     ("mrr.3-s.l5", "mrr", {"trained": [{"layer": 3, "mrr": 0.3}]}, None),
+    ("mrr.3-fake.pos.adj", "mrr",  # a part of speech at the best layer overall (layer 8)
+     {"trained": [{"layer": 0, "mrr": 0.2, "pos": {"adj": {"mrr": 0.9, "queries": 4}}},
+                  {"layer": 8, "mrr": 0.6, "pos": {"adj": {"mrr": 0.7, "queries": 4}}}]}, 0.7),
+    ("mrr.3-s.pos.closed", "mrr", {"trained": [{"layer": 3, "mrr": 0.3}]}, None),  # no groups
     ("translate.3-s.bleu1.l2.a1", "translate",
      {"alphas": [0, 1], "layers": [2, 4], "bleu1": [[0.1, 0.2], [0.3, 0.4]]},
      ("translate", "3-s", 0.3)),
@@ -659,7 +664,8 @@ def test_a_metric_reads_its_number_or_none_from_a_record(metric: str, kind: str,
 
 
 @pytest.mark.parametrize("metric", [
-    "mrr.3-s", "downstream.s", "downstream.delta.s", "translate.3-s.bleu2.l1.a1",
+    "mrr.3-s", "mrr.3-s.pos.pronoun", "downstream.s", "downstream.delta.s",
+    "translate.3-s.bleu2.l1.a1",
     "translate.3-s.bleu1.l1.x1", "static.skipgram.5.rall.mrr", "similarity.cka.layer4",
 ])
 def test_a_metric_of_no_known_form_is_a_value_error(metric: str) -> None:

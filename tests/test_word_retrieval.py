@@ -25,6 +25,10 @@ def test_mrr_by_hand():
     assert result.mrr == pytest.approx((1 / 2 + 1 + 1 / 3) / 3)
     assert result.precision_at_1 == pytest.approx(1 / 3)
     assert (result.queries, result.skipped) == (3, 0)
+    # each query's source word and rank: MRR over a class of source words
+    assert result.ranks == (("a", 2), ("b", 1), ("c", 3))
+    assert result.mrr_of(["a", "c"]) == (pytest.approx((1 / 2 + 1 / 3) / 2), 2)
+    assert result.mrr_of(["q"]) == (None, 0)
 
 
 def test_candidates_are_the_dictionary_targets_unless_all_are_asked():

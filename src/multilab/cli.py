@@ -1020,9 +1020,10 @@ def build_parser() -> argparse.ArgumentParser:
                                   "with commas as written), e.g. original,lang-pos or 0,1")
     p.add_argument("--plan", action="store_true", help="run: say what is missing, run nothing")
     p.add_argument("--again", action="store_true",
-                   help="run: train and measure the --rows again although their records "
-                        "exist (records written before a metric existed: curve points, "
-                        "position embeddings); the new records are read, the old stay")
+                   help="run: measure the --rows again although their records exist "
+                        "(records written before a metric existed: position embeddings, MRR "
+                        "by part of speech, curve points), training a model not on disk; "
+                        "the new records are read, the old stay")
     p.add_argument("--queue", action="store_true",
                    help="run: queue the missing runs as DVC experiments (`dvc exp run "
                         "--queue`), to run with `dvc queue start -j N` (a GPU server)")

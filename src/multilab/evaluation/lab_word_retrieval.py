@@ -35,6 +35,7 @@ from multilab.config import Config, RunConfig
 from multilab.data.dictionary import induce_dictionary
 from multilab.data.inputs import INVERTED, InputEncoder
 from multilab.data.layout import layout, tokenized_verses
+from multilab.data.pos_lexicon import POS_GROUPS, pos_groups
 from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation.evaluate import evaluation_device
@@ -42,6 +43,7 @@ from multilab.evaluation.token_translation import dev_rows, model_pair
 from multilab.evaluation.word_retrieval import ContextualWordVectors, word_retrieval
 from multilab.files import write_json
 from multilab.lab.enfake import unicode_fake
+from multilab.lab.languages import Language
 from multilab.lab.modifications import file_stem
 from multilab.training.model import build_model, load_model
 from multilab.training.model_dir import model_fingerprint
@@ -163,6 +165,15 @@ def model_train_rows(cfg: Config, run: RunConfig, done: dict[str, Any], model_di
     return None
 
 
+def english_groups(language: Language, words: Sequence[str]) -> dict[str, list[str]]:
+    """The source words of each part-of-speech group (:mod:`multilab.data.pos_lexicon`)
+    where the source is an English edition (Liu et al. 2020a Table 1); else none."""
+    if language.transform is not None or language.base_iso != "en":
+        return {}
+    tagged = pos_groups(words)
+    return {group: [w for w in words if group in tagged[w]] for group in POS_GROUPS}
+
+
 def lab_word_retrieval(cfg: Config, model_dir: Path, source: str, target: str,
                        sentences: int) -> dict[str, Any]:
     """MRR / P@1 per layer of the trained model and of its untrained twin (module doc)."""
@@ -183,12 +194,18 @@ def lab_word_retrieval(cfg: Config, model_dir: Path, source: str, target: str,
         target_words, target_vectors = word_vectors(
             model, encoder, [rows[tgt][i] for i in keep], tgt, tokenizers[tgt])
         dictionary = pairs or exact_pairs(kind, source_words, target_words)
+        groups = english_groups(cfg.language_list[src], source_words) if name == "trained" else {}
         layers = []
         for layer in range(source_vectors.shape[1]):
             score = word_retrieval(source_words, source_vectors[:, layer], target_words,
                                    target_vectors[:, layer], dictionary)
-            layers.append({"layer": layer, "mrr": score.mrr, "p1": score.precision_at_1,
-                           "queries": score.queries, "skipped": score.skipped})
+            entry = {"layer": layer, "mrr": score.mrr, "p1": score.precision_at_1,
+                     "queries": score.queries, "skipped": score.skipped}
+            if groups:
+                entry["pos"] = {group: dict(zip(("mrr", "queries"), score.mrr_of(words),
+                                                strict=True))
+                                for group, words in groups.items()}
+            layers.append(entry)
         results[name] = layers
     return {
         "model_dir": str(model_dir), "modification": run.modification, "seed": run.seed,

@@ -39,12 +39,21 @@ Candidates = Literal["dictionary", "all"]
 
 @dataclass(frozen=True)
 class WordRetrieval:
-    """MRR and P@1 over ``queries`` queries; ``skipped`` dictionary pairs had no vector."""
+    """MRR and P@1 over ``queries`` queries; ``skipped`` dictionary pairs had no vector;
+    ``ranks``: each query's source word and rank (for MRR by a class of source words)."""
 
     mrr: float
     precision_at_1: float
     queries: int
     skipped: int
+    ranks: tuple[tuple[str, int], ...] = ()
+
+    def mrr_of(self, words: Iterable[str]) -> tuple[float | None, int]:
+        """MRR over the queries whose source word is one of ``words``, and their count
+        (None: no such query)."""
+        wanted = set(words)
+        found = [1.0 / rank for word, rank in self.ranks if word in wanted]
+        return (float(np.mean(found)) if found else None), len(found)
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
@@ -95,18 +104,19 @@ def word_retrieval(
         return int((row >= row[column[gold]]).sum())  # itself + every candidate tying or above
 
     if multiple == "pair":
-        ranks = [rank(s, t) for s, t in kept]
+        queries = [(s, rank(s, t)) for s, t in kept]
     else:
         gold: dict[int, list[int]] = {}
         for s, t in kept:
             gold.setdefault(s, []).append(t)
-        ranks = [min(rank(s, t) for t in ts) for s, ts in gold.items()]
-    ranks_array = np.asarray(ranks, dtype=np.float64)
+        queries = [(s, min(rank(s, t) for t in ts)) for s, ts in gold.items()]
+    ranks_array = np.asarray([r for _, r in queries], dtype=np.float64)
     return WordRetrieval(
         mrr=float(np.mean(1.0 / ranks_array)),
         precision_at_1=float(np.mean(ranks_array == 1)),
-        queries=len(ranks),
+        queries=len(queries),
         skipped=skipped,
+        ranks=tuple((source_words[s], r) for s, r in queries),
     )
 
 

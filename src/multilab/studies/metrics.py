@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from multilab.data.pos_lexicon import POS_GROUPS
 from multilab.studies.records import Record, flatten
 
 #: record kinds measured on no single lab model: a static row's embeddings (``multilab
@@ -104,9 +105,24 @@ def _best(entries: Any, key: str, what: str) -> float | None:
     return float(top[key] if what == "value" else top["layer"])
 
 
+def _pos_at_best(entries: Any, group: str) -> float | None:
+    """MRR of one part-of-speech group's queries at the layer of the best MRR overall (the
+    layer ``best`` reads), where the record has groups (an English source)."""
+    rows = [e for e in entries or () if isinstance(e, Mapping) and e.get("mrr") is not None]
+    if not rows:
+        return None
+    found = (max(rows, key=lambda e: e["mrr"]).get("pos") or {}).get(group) or {}
+    return float(found["mrr"]) if found.get("mrr") is not None else None
+
+
 def _mrr_reader(rest: list[str]) -> Callable[[Record], float | None]:
     """``l<k>`` (MRR at layer k), ``best``, ``best_layer``, ``p1.l<k>``, ``untrained.l<k>``,
-    ``untrained.best``."""
+    ``untrained.best``, ``pos.<group>`` (a part-of-speech group of English source words at
+    the best layer: noun, verb, adj, adv, open, closed)."""
+    if len(rest) == 2 and rest[0] == "pos":
+        if rest[1] not in POS_GROUPS:
+            raise ValueError(rest[1])
+        return lambda r: _pos_at_best(r.data["result"].get("trained"), rest[1])
     side = "trained"
     if rest[:1] == ["untrained"]:
         side, rest = "untrained", rest[1:]
@@ -265,7 +281,8 @@ def metric_source(metric: str) -> Source:
       ``downstream.ratio.<edition>``: that accuracy over the fine-tuning language's own;
       ``downstream.mds.<edition>`` / ``downstream.mds_unshifted.<edition>``: a
       ``downstream --mds`` record's accuracy with and without the shift.
-    - ``mrr.<source>-<target>.<l<k>|best|best_layer|p1.l<k>|untrained.l<k>>``: word retrieval.
+    - ``mrr.<source>-<target>.<l<k>|best|best_layer|p1.l<k>|untrained.l<k>|pos.<group>>``:
+      word retrieval (``pos``: English source words of one part-of-speech group).
     - ``translate.<source>-<target>.<convert_rate|bleu1>.<l<k>.a<α>|best|best_layer|
       best_alpha|best.l<a>-<b>.a<α>>``, ``translate.<pair>.unshifted.<measure>``: token
       translation.

@@ -71,9 +71,9 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
     """The (row, seed) pairs lacking a record their metrics read, in the spec's order (the
     rows resolved from ``params`` and ``overrides``, as the runs will be: :func:`collect`).
     Static rows (``multilab static``) and similarity records (two models) are not run
-    here. ``again``: every picked pair, all its records, and no model reused from
-    elsewhere (a record that predates a metric — curve points, position embeddings — gets
-    that metric only from a model trained and measured anew)."""
+    here. ``again``: every picked pair with all its records, for records that predate a
+    metric (position embeddings, MRR by part of speech: measured anew; curve points: a model
+    trained anew, unless its model still lies on disk, which is then only measured)."""
     wanted_seeds = tuple(seeds) if seeds else study.seeds
     unknown = [label for label in rows or () if study.row(label) is None]
     if unknown:
@@ -90,7 +90,7 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
         sources = [key for key in row_sources(study, row) if key[0] not in MODEL_LESS]
         for seed in wanted_seeds:
             if again:
-                steps.append(Step(row, seed, tuple(sources)))
+                steps.append(Step(row, seed, tuple(sources), _fingerprints(chosen, row, seed)))
                 continue
             needs = tuple(key for key in sources if (row.label, seed, *key) not in chosen)
             if needs:
