@@ -456,6 +456,8 @@ def test_models_two_studies_share_are_counted_once_in_the_runs_needed(tmp_path: 
     assert models_to_train(results, {}, claims=len(CLAIMS)).endswith(
         f"{len(CLAIMS) - 3} of the {len(CLAIMS)} claims are in no study yet: their runs are "
         "not counted here.")  # the toy binds 3 claims, its twin and the wider one none
+    assert models_to_train(results, {}, claims=3).endswith(" Every one of the 3 claims is in a "
+                                                           "study.")
 
 
 def test_rows_on_the_command_line_keep_a_label_that_has_commas() -> None:

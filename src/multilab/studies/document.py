@@ -109,9 +109,12 @@ def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float],
     priced = [costs[profile] for profile in models.values() if profile in costs]
     cost = (f" (≈ {sum(priced) / 3600:.1f} CPU-h for the {len(priced)} whose profile has a "
             "measured CPU cost)") if priced else ""
-    unbound = "" if claims is None else (
-        f" {claims - len({e.id for r in results for e in r.study.claims})} of the {claims} "
-        "claims are in no study yet: their runs are not counted here.")
+    outside = None if claims is None else \
+        claims - len({e.id for r in results for e in r.study.claims})
+    unbound = "" if outside is None else (
+        f" Every one of the {claims} claims is in a study." if outside == 0 else
+        f" {outside} of the {claims} claims are in no study yet: their runs are not counted "
+        "here.")
     return (f"In all: {missing} runs missing; they need {len(models)} models trained{cost}, a "
             "model that several studies read counted once (`study run` measures a model "
             f"another study has trained where it lies).{unbound}")
