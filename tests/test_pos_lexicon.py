@@ -21,3 +21,20 @@ def test_open_is_the_four_lexical_classes_and_closed_shares_no_tag_with_them() -
     lexical = POS_GROUPS["noun"] | POS_GROUPS["verb"] | POS_GROUPS["adj"] | POS_GROUPS["adv"]
     assert POS_GROUPS["open"] == lexical
     assert not POS_GROUPS["closed"] & lexical
+
+
+def test_a_missing_textblob_is_one_line(monkeypatch) -> None:
+    """Where TextBlob is not installed (a bare GPU image), the lexicon's absence is a one-line
+    UserError naming the package, not a traceback after the work."""
+    import pytest
+
+    from multilab.data import pos_lexicon
+    from multilab.errors import UserError
+
+    monkeypatch.setattr(pos_lexicon, "LEXICON", ("multilab_no_such_package", "en-lexicon.txt"))
+    pos_lexicon.brill_lexicon.cache_clear()
+    try:
+        with pytest.raises(UserError, match=r"pip install textblob==0\.20\.1"):
+            pos_lexicon.brill_lexicon()
+    finally:
+        pos_lexicon.brill_lexicon.cache_clear()

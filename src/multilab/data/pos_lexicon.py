@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from functools import cache
 from importlib.resources import files
 
+from multilab.errors import UserError
+
 #: the groups of Liu et al. 2020a's Table 1 → the Penn Treebank tags in each
 POS_GROUPS: dict[str, frozenset[str]] = {
     "noun": frozenset({"NN", "NNS", "NNP", "NNPS"}),
@@ -40,8 +42,13 @@ LEXICON = ("textblob.en", "en-lexicon.txt")
 
 @cache
 def brill_lexicon() -> dict[str, str]:
-    """word → its most likely Penn Treebank tag (Brill's lexicon as TextBlob bundles it)."""
-    text = files(LEXICON[0]).joinpath(LEXICON[1]).read_text(encoding="utf-8")
+    """word → its most likely Penn Treebank tag (Brill's lexicon as TextBlob bundles it).
+    UserError, in one line, where TextBlob is not installed."""
+    try:
+        text = files(LEXICON[0]).joinpath(LEXICON[1]).read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError) as err:
+        raise UserError(f"MRR by part of speech reads Brill's lexicon from TextBlob, which is "
+                        f"not installed here ({err}): pip install textblob==0.20.1") from None
     tags: dict[str, str] = {}
     for line in text.splitlines():
         if not line or line.startswith(";;;"):

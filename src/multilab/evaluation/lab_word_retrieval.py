@@ -35,7 +35,7 @@ from multilab.config import Config, RunConfig
 from multilab.data.dictionary import induce_dictionary
 from multilab.data.inputs import INVERTED, InputEncoder
 from multilab.data.layout import layout, tokenized_verses
-from multilab.data.pos_lexicon import POS_GROUPS, pos_groups
+from multilab.data.pos_lexicon import POS_GROUPS, brill_lexicon, pos_groups
 from multilab.data.vocab import load_tokenizer
 from multilab.errors import UserError
 from multilab.evaluation.evaluate import evaluation_device
@@ -170,6 +170,7 @@ def english_groups(language: Language, words: Sequence[str]) -> dict[str, list[s
     where the source is an English edition (Liu et al. 2020a Table 1); else none."""
     if language.transform is not None or language.base_iso != "en":
         return {}
+    brill_lexicon()  # read once, and first: a missing TextBlob is one line before any work
     tagged = pos_groups(words)
     return {group: [w for w in words if group in tagged[w]] for group in POS_GROUPS}
 
@@ -178,6 +179,7 @@ def lab_word_retrieval(cfg: Config, model_dir: Path, source: str, target: str,
                        sentences: int) -> dict[str, Any]:
     """MRR / P@1 per layer of the trained model and of its untrained twin (module doc)."""
     src, tgt, run, done = model_pair(cfg, model_dir, source, target, sentences)
+    english_groups(cfg.language_list[src], [])  # a missing lexicon: one line, before the work
     encoder = study_encoder(run)
     tokenizers = language_tokenizers(cfg)
     pairs, kind = dictionary_of(cfg, src, tgt, tokenizers)
