@@ -353,7 +353,7 @@ def test_study_run_plan_takes_seeds_and_rows_from_the_command_line(tmp_path: Pat
         capsys.readouterr().err
 
 
-def test_study_run_again_plans_rows_whose_records_exist(tmp_path: Path) -> None:
+def test_study_run_again_plans_rows_whose_records_exist(tmp_path: Path, capsys) -> None:
     """A record written before a metric existed (curve points, position embeddings) keeps
     its (row, seed) found; ``--again`` plans it anew with every record, and only for the
     rows named (never a whole study by accident: one line, exit 2)."""
@@ -379,6 +379,7 @@ def test_study_run_again_plans_rows_whose_records_exist(tmp_path: Path) -> None:
     common = ["study", "run", "toy-study", "--studies", str(folder), "--plan", "--again"]
     assert main([*where, *common]) == 2
     assert main([*where, *common, "--rows", "lang-pos", "--seeds", "1"]) == 0
+    assert "1 run(s) to measure again (--again)" in capsys.readouterr().out
 
 
 def test_a_curve_or_correlation_read_as_two_arms(tmp_path: Path) -> None:

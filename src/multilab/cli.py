@@ -650,7 +650,8 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
                 lines.append(f"\n  {step.row.label} seed {step.seed}"
                              + (f" (under way: {held.by} since {held.since})" if held else "")
                              + (f" (measure only: trained in {trained})" if trained else ""))
-            print(f"study {study.name}: {len(steps)} run(s) missing" + "".join(lines))
+            what = "to measure again (--again)" if args.again else "missing"
+            print(f"study {study.name}: {len(steps)} run(s) {what}" + "".join(lines))
             continue
         run_study(study, steps, lambda argv: main(base + argv), Path.cwd(),
                   results=cfg.paths.results, stack=args.stack,
