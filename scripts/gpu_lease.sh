@@ -5,7 +5,8 @@
 #
 # Here, from a clean checkout (the records name its commit):
 #   bash scripts/gpu_lease.sh prepare STUDY     # gpu_in/: the study's corpora and vocabulary
-#                                               # (built here: the GPU copy has no Bible), COMMIT;
+#                                               # (built here: the GPU copy has no Bible), its
+#                                               # editions' exports (data/bible), COMMIT;
 #                                               # .whl/: mlflow and the dependencies the GPU image
 #                                               # lacks (docs/GPU.md, "Carried to the machine")
 # There (carry gpu_in and .whl):
@@ -25,8 +26,27 @@ if [ "$mode" = prepare ]; then
   [ -z "$(git status --porcelain --untracked-files=no)" ] || { echo "commit first: the records name HEAD"; exit 2; }
   artifacts="${ARTIFACTS:-artifacts}/studies/$STUDY"
   [ -f "$artifacts/corpora/train.txt" ] || { echo "build $artifacts first (multilab study run $STUDY builds it)"; exit 2; }
-  rm -rf gpu_in && mkdir -p "gpu_in/$STUDY"
+  rm -rf gpu_in && mkdir -p "gpu_in/$STUDY" gpu_in/bible
   cp -r "$artifacts/corpora" "$artifacts/vocab" "gpu_in/$STUDY/"
+  # the study's Bible editions as exports (4-5 MB each): the downstream task and the silver
+  # dictionaries read verses, and the GPU image has no Bible database
+  codes=$(PYTHONPATH=src "${PYTHON:-.venv/bin/python}" - "$STUDY" <<'PY'
+import sys
+from pathlib import Path
+from multilab.lab.languages import parse_languages
+from multilab.studies.claims import load_claims
+from multilab.studies.spec import load_studies
+from multilab.studies.tables import row_languages
+study = load_studies(Path("studies"), load_claims(Path("studies/claims")))[sys.argv[1]]
+codes = {language.edition for row in study.rows
+         for language in parse_languages(row_languages(study, row)) if not language.from_user_corpus}
+print(" ".join(sorted(codes)))
+PY
+) || exit 1
+  for code in $codes; do
+    [ -f "data/bible/$code.tsv" ] || PYTHONPATH=src "${PYTHON:-.venv/bin/python}" -m multilab corpus export --edition "$code" || exit 1
+    cp "data/bible/$code.tsv" gpu_in/bible/
+  done
   git rev-parse HEAD > gpu_in/COMMIT
   grep -qx '/gpu_in/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; printf '/gpu_in/\n/.whl/\n' >> .git/info/exclude; }
   du -sh gpu_in .whl 2>/dev/null
@@ -54,6 +74,7 @@ echo "source commit: $MULTILAB_SOURCE_COMMIT (the copy's git says $(git rev-pars
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MULTILAB_THREADS=1 TQDM_MININTERVAL=30
 export MULTILAB_MIXED_PRECISION="${MULTILAB_MIXED_PRECISION:-no}"   # fp32: faster for BERT-small
 [ -d "gpu_in/$STUDY" ] && mkdir -p artifacts/studies && cp -r --update=none "gpu_in/$STUDY" artifacts/studies/
+[ -d gpu_in/bible ] && mkdir -p data/bible && cp --update=none gpu_in/bible/*.tsv data/bible/ 2>/dev/null
 stamp=$(mktemp) && touch "$stamp"
 pack() {
   { find results -type f -name '*.json' -newer "$stamp" -print0
