@@ -25,7 +25,7 @@ shift 2
 if [ "$mode" = prepare ]; then
   [ -z "$(git status --porcelain --untracked-files=no)" ] || { echo "commit first: the records name HEAD"; exit 2; }
   artifacts="${ARTIFACTS:-artifacts}/studies/$STUDY"
-  [ -f "$artifacts/corpora/train.txt" ] || { echo "build $artifacts first (multilab study run $STUDY builds it)"; exit 2; }
+  [ -f "$artifacts/corpora/train.txt" ] || { echo "build $artifacts first: multilab study run $STUDY --prepare"; exit 2; }
   rm -rf gpu_in && mkdir -p "gpu_in/$STUDY" gpu_in/bible
   cp -r "$artifacts/corpora" "$artifacts/vocab" "gpu_in/$STUDY/"
   # the study's Bible editions as exports (4-5 MB each): the downstream task and the silver

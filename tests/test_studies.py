@@ -382,6 +382,28 @@ def test_study_run_again_plans_rows_whose_records_exist(tmp_path: Path, capsys) 
     assert "1 run(s) to measure again (--again)" in capsys.readouterr().out
 
 
+def test_study_run_prepare_builds_only_the_data(tmp_path: Path) -> None:
+    """``study run --prepare`` (a GPU lease's first step, here): each artifacts folder's
+    corpora and vocabulary built once, nothing trained or measured, nothing booked; an
+    unknown row is one line."""
+    from multilab.studies.runner import pick_rows, prepare_study
+
+    study = load_study(_spec(tmp_path), CLAIMS)  # original and lang-pos share one folder
+    calls: list[list[str]] = []
+
+    def command(argv: list[str]) -> int:
+        calls.append([a for a in argv if not a.startswith("--set")])
+        return 0
+
+    folders = prepare_study(study, pick_rows(study, None), command, tmp_path, lambda _: None)
+    assert calls == [["corpus", "build"], ["vocab"]]
+    assert folders == [tmp_path / "artifacts" / "studies" / study.name]
+    assert not (tmp_path / "results").exists()
+    assert [row.label for row in pick_rows(study, ["1"])] == ["lang-pos"]
+    with pytest.raises(UserError, match="rows of toy-study are original, lang-pos"):
+        pick_rows(study, ["inv-order"])
+
+
 def test_a_curve_or_correlation_read_as_two_arms(tmp_path: Path) -> None:
     """Dufter & Schütze 2020's "with knn-replace multilinguality rises earlier" (shape
     "above the original curve at early steps") read at one curve point: knn-replace against

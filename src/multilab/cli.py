@@ -618,6 +618,8 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
     from multilab.studies.runner import (
         check_stack_size,
         missing_runs,
+        pick_rows,
+        prepare_study,
         run_study,
         study_model_dir,
         trained_elsewhere,
@@ -634,6 +636,12 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
     resolved = (Path(args.params), args.set or [])  # what the runs will resolve to
     for study in studies:  # every study's --stack checked before anything runs
         check_stack_size(study, args.stack, seeds, rows)
+    if args.prepare:
+        for study in studies:
+            for folder in prepare_study(study, pick_rows(study, rows),
+                                        lambda argv: main(base + argv), Path.cwd()):
+                print(f"study {study.name}: data in {folder}")
+        return
     if args.queue and not args.plan:
         _queue_studies(args, cfg, [(s, missing_runs(s, records, seeds, rows, *resolved,
                                                     again=args.again)) for s in studies])
@@ -1020,6 +1028,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rows", help="run: only these rows (labels or the table's IDs; a label "
                                   "with commas as written), e.g. original,lang-pos or 0,1")
     p.add_argument("--plan", action="store_true", help="run: say what is missing, run nothing")
+    p.add_argument("--prepare", action="store_true",
+                   help="run: build only the rows' data (corpora, vocabulary, knn spaces), "
+                        "train nothing (for a machine that trains without the Bible)")
     p.add_argument("--again", action="store_true",
                    help="run: measure the --rows again although their records exist "
                         "(records written before a metric existed: position embeddings, MRR "

@@ -75,17 +75,11 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
     metric (position embeddings, MRR by part of speech: measured anew; curve points: a model
     trained anew, unless its model still lies on disk, which is then only measured)."""
     wanted_seeds = tuple(seeds) if seeds else study.seeds
-    unknown = [label for label in rows or () if study.row(label) is None]
-    if unknown:
-        ids = [row.paper_id for row in study.rows if row.paper_id is not None]
-        raise UserError(f"--rows {unknown[0]!r}: rows of {study.name} are "
-                        f"{', '.join(row.label for row in study.rows)}"
-                        + (f" (or their IDs {', '.join(ids)})" if ids else ""))
-    wanted = {study.row(name).label for name in rows or ()}  # an ID names its row's label
+    picked = pick_rows(study, rows)
     chosen = collect(study, list(records), params, overrides)
     steps = []
-    for row in study.rows:
-        if (wanted and row.label not in wanted) or row.static:
+    for row in picked:
+        if row.static:
             continue
         sources = [key for key in row_sources(study, row) if key[0] not in MODEL_LESS]
         for seed in wanted_seeds:
@@ -96,6 +90,19 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
             if needs:
                 steps.append(Step(row, seed, needs, _fingerprints(chosen, row, seed)))
     return steps
+
+
+def pick_rows(study: Study, rows: Sequence[str] | None) -> list[Row]:
+    """The study's rows named by ``--rows`` (labels or the table's IDs), in the spec's order;
+    all without it. An unknown name: one line naming the rows and IDs."""
+    unknown = [label for label in rows or () if study.row(label) is None]
+    if unknown:
+        ids = [row.paper_id for row in study.rows if row.paper_id is not None]
+        raise UserError(f"--rows {unknown[0]!r}: rows of {study.name} are "
+                        f"{', '.join(row.label for row in study.rows)}"
+                        + (f" (or their IDs {', '.join(ids)})" if ids else ""))
+    wanted = {study.row(name).label for name in rows or ()}  # an ID names its row's label
+    return [row for row in study.rows if not wanted or row.label in wanted]
 
 
 def _fingerprints(chosen: Mapping[tuple[str, int, str, str], Record], row: Row,
@@ -213,6 +220,18 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
                 runner.run(settings, *argv)
         finally:
             runner.release([step])
+
+
+def prepare_study(study: Study, rows: Sequence[Row], command: Command, root: Path,
+                  say: Callable[[str], None] = print) -> list[Path]:
+    """Only the data of ``rows`` (corpora, vocabulary, knn spaces), as ``study run`` builds
+    it before training: for a machine that trains without building (a GPU lease without the
+    Bible, ``scripts/gpu_lease.sh prepare``). Returns the artifacts folders."""
+    runner = _Runner(study, command, root, say, None)
+    for row in rows:
+        if not row.static:
+            runner.prepare(row)
+    return sorted(runner.prepared)
 
 
 def check_stack_size(study: Study, stack: int, seeds: Sequence[int] | None,
