@@ -404,6 +404,44 @@ def test_study_run_prepare_builds_only_the_data(tmp_path: Path) -> None:
         pick_rows(study, ["inv-order"])
 
 
+def test_study_next_lists_the_claims_nearest_to_a_verdict(tmp_path: Path, capsys) -> None:
+    """Seed 0 of both rows recorded (one seed: indicative): the comparison of the two rows
+    needs seeds 1 and 2 of both (four models), original's layer curve seeds 1 and 2 of
+    original (two, shared with it), cheapest first; a paper claim the study cannot compare is
+    left out; a record that lacks a number the claim reads is a run --again."""
+    from multilab.studies.planning import claim_plans, plan_lines
+
+    study = load_study(_spec(tmp_path, claims=[LANG_POS, "dufter2020-t1-r1-paper",
+                                               "dufter2020-t1-r0-retrieval-layer8"],
+                             paper_comparable="no: toy"), CLAIMS)
+    results = tmp_path / "results"
+    for modification, metrics in (("original", {"mu": 0.3}), ("lang-pos", {"mu": 0.1})):
+        write_record(results, "multilab-smoke", "evaluate",
+                     {"metrics": metrics | {"retrieval_p1.l0": 0.1, "retrieval_p1.l8": 0.2}},
+                     model={"modification": modification, "seed": 0, "fingerprint": "f"},
+                     config=_model_config("smoke", "3,fake", modification))
+    write_record(results, "multilab-smoke", "evaluate", {"metrics": {"retrieval_p1.l0": 0.1}},
+                 model={"modification": "lang-pos", "seed": 1, "fingerprint": "g"},
+                 config=_model_config("smoke", "3,fake", "lang-pos"))  # no mu: older
+    result = study_result(study, iter_records(results), CLAIMS)
+    plans = claim_plans([result], CLAIMS)
+    assert [plan.claim for plan in plans] == ["dufter2020-t1-r0-retrieval-layer8", LANG_POS]
+    plan = next(p for p in plans if p.claim == LANG_POS)
+    assert sorted(plan.runs) == [("lang-pos", 1), ("lang-pos", 2), ("original", 1),
+                                 ("original", 2)]
+    assert len(plan.models) == 4 and plan.again == (("lang-pos", 1),)
+    assert plan.commands() == [
+        "multilab study run toy-study --rows lang-pos,original --seeds 1,2",
+        "multilab study run toy-study --rows lang-pos --seeds 1 --again"]
+    lines = plan_lines(plans, {"smoke": 1800.0}, {"toy-study": "smoke"}, limit=5)
+    assert lines[1].startswith("     2    1.0  dufter2020-t1-r0-retrieval-layer8 (toy-study: "
+                               "original s1, original s2)")
+    assert lines[3].startswith("     4    2.0  dufter2020-t1-r1-lang-pos (toy-study: ")
+    assert lines[-1].startswith("These 2 claims need 4 models")  # original's two shared
+    assert main(["study", "next", "--limit", "0"]) == 2
+    assert "--limit 0: must be >= 1" in capsys.readouterr().err
+
+
 def test_a_curve_or_correlation_read_as_two_arms(tmp_path: Path) -> None:
     """Dufter & Schütze 2020's "with knn-replace multilinguality rises earlier" (shape
     "above the original curve at early steps") read at one curve point: knn-replace against

@@ -555,7 +555,8 @@ def cmd_study(args: argparse.Namespace) -> None:
     folder = Path(args.studies)
     claims = load_claims(folder / "claims")
     studies = load_studies(folder, claims)
-    names = list(studies) if args.all or args.action == "list" else args.names
+    names = list(studies) if args.all or (args.action in ("list", "next") and not args.names) \
+        else args.names
     unknown = [name for name in names if name not in studies]
     if unknown or not names:
         raise UserError(f"study {unknown[0] if unknown else '(none)'!r}; name one of "
@@ -566,6 +567,16 @@ def cmd_study(args: argparse.Namespace) -> None:
         records = list(iter_records(cfg.paths.results))
     results = [study_result(studies[name], records, claims, Path(args.params), args.set or [])
                for name in names]
+    if args.action == "next":
+        from multilab.studies.document import run_costs
+        from multilab.studies.planning import claim_plans, plan_lines
+
+        if args.limit < 1:
+            raise UserError(f"--limit {args.limit}: must be >= 1")
+        print("\n".join(plan_lines(claim_plans(results, claims), run_costs(records),
+                                    {r.study.name: r.study.profile for r in results},
+                                    args.limit)))
+        return
     if args.action in ("list", "run"):
         lines = []
         for result in results:
@@ -1022,8 +1033,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_figures)
     p = add("study", help="the papers' tables as studies: list them, or report a "
             "study's rows and claim verdicts from the records in results/")
-    p.add_argument("action", choices=["list", "report", "run"],
-                   help="run: train and evaluate the (row, seed) pairs without a record")
+    p.add_argument("action", choices=["list", "report", "run", "next"],
+                   help="run: train and evaluate the (row, seed) pairs without a record; "
+                        "next: the claims fewest trainings away from a verdict, and those runs")
+    p.add_argument("--limit", type=int, default=15, help="next: how many claims (default 15)")
     p.add_argument("--seeds", help="run: only these seeds, e.g. 42,43")
     p.add_argument("--rows", help="run: only these rows (labels or the table's IDs; a label "
                                   "with commas as written), e.g. original,lang-pos or 0,1")

@@ -1,0 +1,162 @@
+"""Which runs to train next: the claims nearest to a verdict, cheapest first.
+
+A claim gets a verdict (held, did not hold, not separable) once every row it reads has
+:data:`~multilab.studies.verdict.MIN_SEEDS` seeds with all their records. For each claim of a
+study that is still *indicative* or *not measured* (and neither pending, not testable, nor a
+comparison with a paper whose magnitude the study cannot match), this module lists the
+(row, seed) runs missing to get there — the study's seeds in order, as ``study run`` would
+take them — and their cost in models to train, a model that several claims (or studies)
+share counted once. ``multilab study next`` prints them; the lab's background runs pick from
+the top (issue 52: most claims per CPU hour first).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from multilab.studies.claims import Claim
+from multilab.studies.spec import (
+    TWO_ARM_KINDS,
+    Row,
+    Study,
+    bind_claim,
+    claim_metrics,
+    group_rows,
+)
+from multilab.studies.tables import StudyResult
+from multilab.studies.verdict import MIN_SEEDS, Verdict
+
+#: the verdicts a claim may still move from by training
+OPEN = (Verdict.INDICATIVE, Verdict.NOT_MEASURED)
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    """One claim's way to a verdict: the runs it lacks and the models they train."""
+
+    claim: str
+    study: str
+    runs: tuple[tuple[str, int], ...]  # (row label, seed)
+    models: frozenset[tuple[str, int]]  # (model key, seed): a model shared is one
+    #: runs whose records exist but lack a number the claim reads (written before the
+    #: metric existed): ``study run --again``
+    again: tuple[tuple[str, int], ...] = ()
+
+    def commands(self) -> list[str]:
+        """The ``study run`` commands that train them."""
+        out = []
+        for runs, flag in ((tuple(r for r in self.runs if r not in self.again), ""),
+                           (self.again, " --again")):
+            if runs:
+                rows = ",".join(sorted({label for label, _ in runs}))
+                seeds = ",".join(str(seed) for seed in sorted({seed for _, seed in runs}))
+                out.append(f"multilab study run {self.study} --rows {shlex.quote(rows)} "
+                           f"--seeds {seeds}{flag}")
+        return out
+
+
+def claim_rows(study: Study, claim: Claim) -> list[Row]:
+    """The rows a bound claim reads (both arms; every row of a curve or correlation)."""
+    compare = claim.compare
+    if claim.kind == "rows" or (claim.kind in TWO_ARM_KINDS and "a" in compare):
+        names = [compare["a"], compare["b"]]
+    elif claim.kind == "paper":
+        names = [compare["row"]]
+    elif claim.kind == "similarity":
+        names = [compare["a"]]
+    elif claim.kind in ("curve", "correlation"):
+        names = list(compare.get("rows") or [row.label for row in study.rows])
+    else:
+        return []
+    rows: dict[str, Row] = {}
+    for name in names:
+        try:
+            _, group = group_rows(study, str(name))
+        except KeyError:
+            return []
+        rows |= {row.label: row for row in group}
+    return list(rows.values())
+
+
+def _compared_with_paper(study: Study, claim: Claim) -> bool:
+    """A paper claim whose magnitude the study cannot compare: no run makes it a verdict."""
+    if claim.kind != "paper" or study.paper_comparable is None:
+        return False
+    row = study.row(str(claim.compare["row"]))
+    return not (row and row.paper_comparable)
+
+
+def claim_plans(results: Sequence[StudyResult], claims: Mapping[str, Claim]
+                ) -> list[ClaimPlan]:
+    """Every open claim's runs to a verdict, fewest models first (then most claims per
+    study order). A claim whose study has fewer than 3 seeds, or whose rows already have
+    their seeds (a record lacking a metric: ``study run --again``), is left out."""
+    plans = []
+    for result in results:
+        study = result.study
+        for entry in study.claims:
+            outcome = result.outcomes.get(entry.id)
+            if outcome is None or outcome.verdict not in OPEN or entry.pending or \
+                    entry.not_testable or not claims[entry.id].testable:
+                continue
+            claim = bind_claim(claims[entry.id], entry)
+            if _compared_with_paper(study, claim):
+                continue
+            rows = [row for row in claim_rows(study, claim) if not row.static]
+            if not rows:
+                continue
+            metrics = claim_metrics(claim, study)
+            runs: list[tuple[str, int]] = []
+            for row in rows:
+                # the seeds with a number in every column the claim reads (a record that
+                # lacks one, written before its metric existed, does not count)
+                have = set(study.seeds)
+                for metric in metrics:
+                    cell = result.cells.get((row.label, metric))
+                    have &= set(cell.seeds) if cell is not None else set()
+                wanted = max(0, MIN_SEEDS - len(have))
+                missing = [seed for seed in study.seeds if seed not in have][:wanted]
+                if len(missing) < wanted:
+                    runs = []
+                    break
+                runs += [(row.label, seed) for seed in missing]
+            if not runs:
+                continue
+            again = tuple(run for run in runs
+                          if run[1] in result.seeds_found.get(run[0], ()))
+            models = frozenset((result.model_keys.get(label, f"{study.name}/{label}"), seed)
+                               for label, seed in runs)
+            plans.append(ClaimPlan(entry.id, study.name, tuple(runs), models, again))
+    return sorted(plans, key=lambda plan: len(plan.models))
+
+
+def plan_lines(plans: Sequence[ClaimPlan], cost: Mapping[str, float],
+               profiles: Mapping[str, str], limit: int) -> list[str]:
+    """The cheapest ``limit`` run sets, claims that need the same runs together, fewest
+    models per claim first: their cost and commands; then what they need together (a model
+    shared counted once). ``cost``: CPU seconds per model by profile; ``profiles``: study →
+    profile."""
+    if not plans:
+        return ["No claim is a training away from a verdict."]
+    groups: dict[tuple, list[ClaimPlan]] = {}
+    for plan in plans:
+        groups.setdefault((plan.study, plan.runs), []).append(plan)
+    ranked = sorted(groups.values(),
+                    key=lambda group: (len(group[0].models) / len(group), -len(group)))
+    lines = [f"{'models':>6}  {'CPU-h':>5}  claims (study: runs)"]
+    for group in ranked[:limit]:
+        first = group[0]
+        seconds = cost.get(profiles[first.study])
+        hours = f"{len(first.models) * seconds / 3600:5.1f}" if seconds else "    –"
+        runs = ", ".join(f"{label} s{seed}" + (" (again)" if (label, seed) in first.again
+                                                else "") for label, seed in first.runs)
+        lines.append(f"{len(first.models):>6}  {hours}  {', '.join(p.claim for p in group)} "
+                     f"({first.study}: {runs})")
+        lines += [f"{'':>14}{command}" for command in first.commands()]
+    shown = [plan for group in ranked[:limit] for plan in group]
+    models = {model for plan in shown for model in plan.models}
+    lines.append(f"These {len(shown)} claims need {len(models)} models (a model shared "
+                 f"counted once); {len(plans)} open claims can be reached by training.")
+    return lines
