@@ -442,6 +442,42 @@ def test_study_next_lists_the_claims_nearest_to_a_verdict(tmp_path: Path, capsys
     assert "--limit 0: must be >= 1" in capsys.readouterr().err
 
 
+def test_a_claim_of_two_parts_holds_only_when_both_hold(tmp_path: Path) -> None:
+    """Figure 6's "multilinguality rises very late at a stage where model fit improvements
+    are flat" read as two two-arm parts in the claim's direction (``all``): μ's later gain
+    above its earlier one, and the training perplexity's earlier drop above its later one;
+    held when both hold, did not hold when one fails; a part without its metric is one
+    line."""
+    from dataclasses import replace
+
+    from multilab.studies.spec import ClaimEntry, _check_claim
+    from multilab.studies.tables import Cell, claim_outcome, comparison_text
+
+    late, early = "curve.mu.at80 minus curve.mu.at60", "curve.mu.at40 minus curve.mu.at20"
+    fit_early = "curve.ppl_train.at20 minus curve.ppl_train.at40"
+    fit_late = "curve.ppl_train.at60 minus curve.ppl_train.at80"
+    study = _lab_toy(tmp_path, paper="dufter2020", seeds=[0, 1, 2],
+                     metrics=[late, early, fit_early, fit_late],
+                     rows=[{"label": "original", "modification": "original"}])
+    claim = CLAIMS["dufter2020-f6-rises-late"]
+    parts = [{"a": "original", "b": "original", "metric": late, "metric_b": early},
+             {"a": "original", "b": "original", "metric": fit_early, "metric_b": fit_late}]
+    bound = replace(claim, compare={**claim.compare, "all": parts})
+    cpu = ("cpu",) * 3
+    cells = {("original", late): Cell((0.11, 0.10, 0.12), cpu),
+             ("original", early): Cell((0.08, 0.09, 0.085), cpu),
+             ("original", fit_early): Cell((60.0, 58.0, 61.0), cpu),
+             ("original", fit_late): Cell((24.0, 25.0, 23.0), cpu)}
+    assert claim_outcome(study, bound, cells).verdict is Verdict.HELD
+    assert comparison_text(bound).startswith(f"original on {late} > original on {early} and ")
+    cells[("original", fit_late)] = Cell((90.0, 95.0, 92.0), cpu)  # the fit still improving
+    outcome = claim_outcome(study, bound, cells)
+    assert outcome.verdict is Verdict.NOT_HELD and "of the 2 parts" in outcome.reason
+    with pytest.raises(UserError, match="read as two arms, it needs a, b, metric"):
+        _check_claim(study, ClaimEntry("dufter2020-f6-rises-late", compare={
+            "all": [{"a": "original", "b": "original"}]}), CLAIMS)
+
+
 def test_a_curve_or_correlation_read_as_two_arms(tmp_path: Path) -> None:
     """Dufter & Schütze 2020's "with knn-replace multilinguality rises earlier" (shape
     "above the original curve at early steps") read at one curve point: knn-replace against

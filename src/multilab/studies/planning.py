@@ -24,6 +24,7 @@ from multilab.studies.spec import (
     bind_claim,
     claim_metrics,
     group_rows,
+    two_arm_parts,
 )
 from multilab.studies.tables import StudyResult
 from multilab.studies.verdict import MIN_SEEDS, Verdict
@@ -60,7 +61,9 @@ class ClaimPlan:
 def claim_rows(study: Study, claim: Claim) -> list[Row]:
     """The rows a bound claim reads (both arms; every row of a curve or correlation)."""
     compare = claim.compare
-    if claim.kind == "rows" or (claim.kind in TWO_ARM_KINDS and "a" in compare):
+    if claim.kind in TWO_ARM_KINDS and (parts := two_arm_parts(compare)):
+        names = [part[key] for part in parts for key in ("a", "b")]
+    elif claim.kind == "rows":
         names = [compare["a"], compare["b"]]
     elif claim.kind == "paper":
         names = [compare["row"]]

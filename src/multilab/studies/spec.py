@@ -408,6 +408,18 @@ COMPUTED_KINDS = ("rows", "paper", "curve", "similarity", "correlation")
 #: a positive correlation: the arm of higher x > the other)
 TWO_ARM_KINDS = ("curve", "correlation")
 TWO_ARM_FIELDS = ("a", "b", "metric")
+#: a claim of two parts ("μ rises late, once the training perplexity has flattened") read as
+#: several two-arm comparisons, each in the claim's direction, held only when all hold:
+#: ``all: [{a, b, metric, metric_b}, …]``
+ALL_OF = "all"
+
+
+def two_arm_parts(compare: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The two-arm comparisons a bound curve or correlation claim is read as (none: it is
+    read as a curve or correlation)."""
+    if ALL_OF in compare:
+        return list(compare[ALL_OF])
+    return [compare] if "a" in compare else []
 
 
 def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -> None:
@@ -418,7 +430,7 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
     if claim.paper != study.paper:
         raise _fail(source, f"claim {entry.id!r} is {claim.paper}'s, the study is {study.paper}'s")
     valid = (*COMPARE_FIELDS[claim.kind], *OPTIONAL_COMPARE,
-             *(TWO_ARM_FIELDS if claim.kind in TWO_ARM_KINDS else ()))
+             *((*TWO_ARM_FIELDS, ALL_OF) if claim.kind in TWO_ARM_KINDS else ()))
     _reject_unknown(entry.compare, valid, source, f"claim {entry.id}: compare: ")
     fixed = sorted(set(entry.compare) & set(PAPERS_OWN))
     if fixed:
@@ -430,19 +442,35 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
     labels = ", ".join(row.label for row in study.rows)
     compare = claim.compare
     named = {"rows": ("a", "b"), "paper": ("row",), "similarity": ("a",)}.get(claim.kind, ())
-    if claim.kind in TWO_ARM_KINDS and ("a" in entry.compare or "b" in entry.compare):
-        missing = [key for key in TWO_ARM_FIELDS if key not in entry.compare]
-        if missing:
-            raise _fail(source, f"claim {entry.id}: compare: read as two arms, it needs "
-                        f"{', '.join(TWO_ARM_FIELDS)} (missing {missing[0]!r})")
-        named = ("a", "b")
+    if ALL_OF in entry.compare:
+        parts = entry.compare[ALL_OF]
+        if not isinstance(parts, list) or not parts or not all(
+                isinstance(part, Mapping) for part in parts):
+            raise _fail(source, f"claim {entry.id}: compare: all: a list of two-arm readings "
+                        f"({{{', '.join(TWO_ARM_FIELDS)}[, metric_b]}})")
+        for part in parts:
+            _reject_unknown(part, (*TWO_ARM_FIELDS, "metric_b"), source,
+                            f"claim {entry.id}: compare: all: ")
+    for part in entry.compare.get(ALL_OF, [entry.compare]):
+        if claim.kind in TWO_ARM_KINDS and ("a" in part or "b" in part or ALL_OF in
+                                            entry.compare):
+            missing = [key for key in TWO_ARM_FIELDS if key not in part]
+            if missing:
+                raise _fail(source, f"claim {entry.id}: compare: read as two arms, it needs "
+                            f"{', '.join(TWO_ARM_FIELDS)} (missing {missing[0]!r})")
+            for key in ("a", "b"):
+                try:
+                    group_rows(study, str(part[key]))
+                except KeyError as missing_row:
+                    raise _fail(source, f"claim {entry.id}: row {missing_row.args[0]!r} is "
+                                f"not a row of the study; rows: {labels}") from None
     for key in named:
         try:
             group_rows(study, str(compare[key]))
         except KeyError as missing:
             raise _fail(source, f"claim {entry.id}: row {missing.args[0]!r} is not a row of the "
                         f"study; rows: {labels} (or mark the claim pending: why)") from None
-    if claim.kind in TWO_ARM_KINDS and "a" not in compare:
+    if claim.kind in TWO_ARM_KINDS and not two_arm_parts(compare):
         for label in compare.get("rows", ()):
             if study.row(str(label)) is None:
                 raise _fail(source, f"claim {entry.id}: row {label!r} is not a row of the "
@@ -518,6 +546,10 @@ def claim_metrics(claim: Claim, study: Study) -> list[str]:
     """The study metrics a claim reads (a layer curve reads its first and last layer, or
     the two metrics a study binds: the earlier layers' and the later layers')."""
     compare = claim.compare
+    if claim.kind in TWO_ARM_KINDS and ALL_OF in compare:
+        return list(dict.fromkeys(resolve_metric(str(part[key]), study)
+                                  for part in compare[ALL_OF]
+                                  for key in ("metric", "metric_b") if key in part))
     two_arms = claim.kind in TWO_ARM_KINDS and "a" in compare
     if (claim.kind == "rows" or two_arms) and "metric_b" in compare:
         return [resolve_metric(str(compare[key]), study) for key in ("metric", "metric_b")]

@@ -46,6 +46,7 @@ from multilab.studies.spec import (
     claim_metrics,
     group_rows,
     resolve_metric,
+    two_arm_parts,
 )
 from multilab.studies.verdict import (
     Arm,
@@ -393,16 +394,20 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         if outcome.verdict is Verdict.NOT_COMPARABLE and study.paper_comparable:
             return replace(outcome, reason=study.paper_comparable)
         return outcome
-    if claim.kind in TWO_ARM_KINDS and "a" in compare:  # read at two points: a against b
+    if claim.kind in TWO_ARM_KINDS and (parts := two_arm_parts(compare)):  # a against b
         direction = two_arm_direction(claim)
         if direction is None:
             return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} of {_claimed(claim)!r} read "
                            f"as two arms is not computed ({COMPUTED_SHAPES}; a correlation: "
                            "positive or negative)")
-        metric = resolve_metric(str(compare["metric"]), study)
-        metric_b = resolve_metric(str(compare.get("metric_b", metric)), study)
-        return _compare_groups(study, cells, metric, str(compare["a"]), str(compare["b"]),
-                               direction, margin, metric_b)
+        each = {}
+        for part in parts:
+            metric = resolve_metric(str(part["metric"]), study)
+            metric_b = resolve_metric(str(part.get("metric_b", metric)), study)
+            each[_part_text(part)] = _compare_groups(
+                study, cells, metric, str(part["a"]), str(part["b"]), direction, margin,
+                metric_b)
+        return next(iter(each.values())) if len(each) == 1 else _worst(each, "parts")
     if claim.kind == "curve" and compare["over"] == "layers":
         first, *_, last = claim_metrics(claim, study)
         row = label(compare["rows"][0])
@@ -429,6 +434,16 @@ CURVE_DIRECTIONS = {"increasing": "greater", "rising": "greater", "decreasing": 
 COMPUTED_SHAPES = "increasing, rising, decreasing, flat, above or below only"
 #: a correlation's direction → arm a (the higher x) against arm b, when read as two arms
 CORRELATION_ARMS = {"positive": "greater", "negative": "less"}
+#: shapes only a two-arm reading computes (arm a: the later part of the curve): "rises late"
+#: is the later window's gain above the earlier window's
+TWO_ARM_SHAPES = {"rises late": "greater"}
+
+
+def _part_text(part: Mapping[str, Any]) -> str:
+    """One two-arm reading in words: ``a on m`` against ``b on m_b``."""
+    if "metric_b" in part:
+        return f"{part['a']} on {part['metric']} vs {part['b']} on {part['metric_b']}"
+    return f"{part['a']} vs {part['b']} on {part['metric']}"
 
 
 def _claimed(claim: Claim) -> str:
@@ -440,7 +455,9 @@ def two_arm_direction(claim: Claim) -> str | None:
     ``TWO_ARM_FIELDS``): the curve's shape word, or the correlation's sign with arm a the
     higher x. None: a shape no two-arm test can stand for."""
     if claim.kind == "curve":
-        return curve_direction(_claimed(claim))
+        shape = _claimed(claim)
+        return next((direction for words, direction in TWO_ARM_SHAPES.items()
+                     if shape.startswith(words)), None) or curve_direction(shape)
     return CORRELATION_ARMS.get(_claimed(claim))
 
 
@@ -700,13 +717,13 @@ def escape(text: str) -> str:
 
 def comparison_text(claim: Claim) -> str:
     compare = claim.compare
-    if claim.kind in TWO_ARM_KINDS and "a" in compare:
+    if claim.kind in TWO_ARM_KINDS and (parts := two_arm_parts(compare)):
         direction = two_arm_direction(claim)
         sign = {"less": "<", "greater": ">", "equal": "="}.get(direction or "", "?")
-        if "metric_b" in compare:
-            return (f"{compare['a']} on {compare['metric']} {sign} {compare['b']} on "
-                    f"{compare['metric_b']} ({_claimed(claim)})")
-        return f"{compare['a']} {sign} {compare['b']} on {compare['metric']} ({_claimed(claim)})"
+        texts = [(f"{part['a']} on {part['metric']} {sign} {part['b']} on {part['metric_b']}"
+                  if "metric_b" in part else f"{part['a']} {sign} {part['b']} on "
+                  f"{part['metric']}") for part in parts]
+        return " and ".join(texts) + f" ({_claimed(claim)})"
     if claim.kind == "rows":
         sign = {"less": "<", "greater": ">", "equal": "="}[str(compare["direction"])]
         if "metric_b" in compare:
