@@ -398,8 +398,8 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         direction = two_arm_direction(claim)
         if direction is None:
             return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} of {_claimed(claim)!r} read "
-                           f"as two arms is not computed ({COMPUTED_SHAPES}; a correlation: "
-                           "positive or negative)")
+                           f"as two arms is not computed (a curve: {', '.join(TWO_ARM_SHAPES)}"
+                           f" or {COMPUTED_SHAPES}; a correlation: positive or negative)")
         each = {}
         for part in parts:
             metric = resolve_metric(str(part["metric"]), study)
@@ -427,23 +427,23 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
     return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} claim is not computed yet")
 
 
-#: a curve's shape (its first word) → the direction every step of it is tested in (``above``
-#: / ``below``: one curve against another, read as two arms)
+#: a curve's shape (its first word) → the direction every step of it is tested in
 CURVE_DIRECTIONS = {"increasing": "greater", "rising": "greater", "decreasing": "less",
-                    "flat": "equal", "above": "greater", "below": "less"}
-COMPUTED_SHAPES = "increasing, rising, decreasing, flat, above or below only"
+                    "flat": "equal"}
+COMPUTED_SHAPES = "increasing, rising, decreasing or flat only"
 #: a correlation's direction → arm a (the higher x) against arm b, when read as two arms
 CORRELATION_ARMS = {"positive": "greater", "negative": "less"}
-#: shapes only a two-arm reading computes (arm a: the later part of the curve): "rises late"
-#: is the later window's gain above the earlier window's
-TWO_ARM_SHAPES = {"rises late": "greater"}
+#: shapes only a two-arm reading computes: one curve ``above`` / ``below`` another (arm a the
+#: first named), a curve that ``rises late`` (arm a: the later window's gain)
+TWO_ARM_SHAPES = {"above": "greater", "below": "less", "rises late": "greater"}
+SIGNS = {"less": "<", "greater": ">", "equal": "="}
 
 
-def _part_text(part: Mapping[str, Any]) -> str:
+def _part_text(part: Mapping[str, Any], sign: str = "vs") -> str:
     """One two-arm reading in words: ``a on m`` against ``b on m_b``."""
     if "metric_b" in part:
-        return f"{part['a']} on {part['metric']} vs {part['b']} on {part['metric_b']}"
-    return f"{part['a']} vs {part['b']} on {part['metric']}"
+        return f"{part['a']} on {part['metric']} {sign} {part['b']} on {part['metric_b']}"
+    return f"{part['a']} {sign} {part['b']} on {part['metric']}"
 
 
 def _claimed(claim: Claim) -> str:
@@ -718,14 +718,11 @@ def escape(text: str) -> str:
 def comparison_text(claim: Claim) -> str:
     compare = claim.compare
     if claim.kind in TWO_ARM_KINDS and (parts := two_arm_parts(compare)):
-        direction = two_arm_direction(claim)
-        sign = {"less": "<", "greater": ">", "equal": "="}.get(direction or "", "?")
-        texts = [(f"{part['a']} on {part['metric']} {sign} {part['b']} on {part['metric_b']}"
-                  if "metric_b" in part else f"{part['a']} {sign} {part['b']} on "
-                  f"{part['metric']}") for part in parts]
-        return " and ".join(texts) + f" ({_claimed(claim)})"
+        sign = SIGNS.get(two_arm_direction(claim) or "", "?")
+        return " and ".join(_part_text(part, sign) for part in parts) + \
+            f" ({_claimed(claim)})"
     if claim.kind == "rows":
-        sign = {"less": "<", "greater": ">", "equal": "="}[str(compare["direction"])]
+        sign = SIGNS[str(compare["direction"])]
         if "metric_b" in compare:
             return (f"{compare['a']} on {compare['metric']} {sign} {compare['b']} on "
                     f"{compare['metric_b']}")
