@@ -641,7 +641,7 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
              if s.strip()] if args.seeds else None
     rows = split_row_names(args.rows, studies) if args.rows else None
     if args.again and not rows:
-        raise UserError("--again needs --rows: the rows to train again (e.g. --rows original "
+        raise UserError("--again needs --rows: the rows to measure again (e.g. --rows original "
                         "--seeds 43,44), never a whole study by accident")
     base = ["--params", args.params, *(f"--set={value}" for value in args.set or [])]
     resolved = (Path(args.params), args.set or [])  # what the runs will resolve to
