@@ -476,6 +476,15 @@ def test_a_claim_of_two_parts_holds_only_when_both_hold(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="read as two arms, it needs a, b, metric"):
         _check_claim(study, ClaimEntry("dufter2020-f6-rises-late", compare={
             "all": [{"a": "original", "b": "original"}]}), CLAIMS)
+    # a rows claim of the paper's, aggregated over parts in its own direction (K et al.'s
+    # "lexical overlap plays a negligible role", each language on its own column)
+    aggregate = CLAIMS["k2020-s1-no-overlap-crosslingual"]
+    both = replace(aggregate, compare={**aggregate.compare, "all": [
+        {"a": "original", "b": "original", "metric": late, "metric_b": early},
+        {"a": "original", "b": "original", "metric": fit_early, "metric_b": fit_late}]})
+    assert comparison_text(both).endswith("(greater)")
+    outcome = claim_outcome(study, both, cells)
+    assert outcome.verdict is Verdict.NOT_HELD and "of the 2 parts" in outcome.reason
 
 
 def test_a_curve_or_correlation_read_as_two_arms(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from multilab.studies.claims import Claim
 from multilab.studies.spec import (
-    TWO_ARM_KINDS,
     Row,
     Study,
     bind_claim,
@@ -61,7 +60,7 @@ class ClaimPlan:
 def claim_rows(study: Study, claim: Claim) -> list[Row]:
     """The rows a bound claim reads (both arms; every row of a curve or correlation)."""
     compare = claim.compare
-    if claim.kind in TWO_ARM_KINDS and (parts := two_arm_parts(compare)):
+    if parts := two_arm_parts(claim):
         names = [part[key] for part in parts for key in ("a", "b")]
     elif claim.kind == "rows":
         names = [compare["a"], compare["b"]]

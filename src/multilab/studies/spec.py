@@ -414,12 +414,20 @@ TWO_ARM_FIELDS = ("a", "b", "metric")
 ALL_OF = "all"
 
 
-def two_arm_parts(compare: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The two-arm comparisons a bound curve or correlation claim is read as (none: it is
-    read as a curve or correlation)."""
-    if ALL_OF in compare:
+#: the claim kinds a study may read as ``all`` of several two-arm parts (a rows claim: a
+#: paper-level aggregate, "overlap plays a negligible role" over Spanish, Hindi and Russian,
+#: each part on its own language's rows and column, in the claim's direction)
+ALL_OF_KINDS = ("rows", *TWO_ARM_KINDS)
+
+
+def two_arm_parts(claim: Claim) -> list[Mapping[str, Any]]:
+    """The two-arm comparisons a bound claim is read as, each in the claim's direction:
+    its ``all`` parts, or a curve or correlation read at two points; none: the claim is read
+    as its kind says."""
+    compare = claim.compare
+    if ALL_OF in compare and claim.kind in ALL_OF_KINDS:
         return list(compare[ALL_OF])
-    return [compare] if "a" in compare else []
+    return [compare] if claim.kind in TWO_ARM_KINDS and "a" in compare else []
 
 
 def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -> None:
@@ -430,7 +438,8 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
     if claim.paper != study.paper:
         raise _fail(source, f"claim {entry.id!r} is {claim.paper}'s, the study is {study.paper}'s")
     valid = (*COMPARE_FIELDS[claim.kind], *OPTIONAL_COMPARE,
-             *((*TWO_ARM_FIELDS, ALL_OF) if claim.kind in TWO_ARM_KINDS else ()))
+             *(TWO_ARM_FIELDS if claim.kind in TWO_ARM_KINDS else ()),
+             *((ALL_OF,) if claim.kind in ALL_OF_KINDS else ()))
     _reject_unknown(entry.compare, valid, source, f"claim {entry.id}: compare: ")
     fixed = sorted(set(entry.compare) & set(PAPERS_OWN))
     if fixed:
@@ -442,7 +451,8 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
     labels = ", ".join(row.label for row in study.rows)
     compare = claim.compare
     named = {"rows": ("a", "b"), "paper": ("row",), "similarity": ("a",)}.get(claim.kind, ())
-    if ALL_OF in entry.compare:
+    if ALL_OF in entry.compare:  # the parts name the rows (the claim's own a, b are words)
+        named = ()
         parts = entry.compare[ALL_OF]
         if not isinstance(parts, list) or not parts or not all(
                 isinstance(part, Mapping) for part in parts):
@@ -452,8 +462,8 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
             _reject_unknown(part, (*TWO_ARM_FIELDS, "metric_b"), source,
                             f"claim {entry.id}: compare: all: ")
     for part in entry.compare.get(ALL_OF, [entry.compare]):
-        if claim.kind in TWO_ARM_KINDS and ("a" in part or "b" in part or ALL_OF in
-                                            entry.compare):
+        if ALL_OF in entry.compare or (claim.kind in TWO_ARM_KINDS and
+                                       ("a" in part or "b" in part)):
             missing = [key for key in TWO_ARM_FIELDS if key not in part]
             if missing:
                 raise _fail(source, f"claim {entry.id}: compare: read as two arms, it needs "
@@ -470,7 +480,7 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
         except KeyError as missing:
             raise _fail(source, f"claim {entry.id}: row {missing.args[0]!r} is not a row of the "
                         f"study; rows: {labels} (or mark the claim pending: why)") from None
-    if claim.kind in TWO_ARM_KINDS and not two_arm_parts(compare):
+    if claim.kind in TWO_ARM_KINDS and not two_arm_parts(claim):
         for label in compare.get("rows", ()):
             if study.row(str(label)) is None:
                 raise _fail(source, f"claim {entry.id}: row {label!r} is not a row of the "
@@ -546,7 +556,7 @@ def claim_metrics(claim: Claim, study: Study) -> list[str]:
     """The study metrics a claim reads (a layer curve reads its first and last layer, or
     the two metrics a study binds: the earlier layers' and the later layers')."""
     compare = claim.compare
-    if claim.kind in TWO_ARM_KINDS and ALL_OF in compare:
+    if claim.kind in ALL_OF_KINDS and ALL_OF in compare:
         return list(dict.fromkeys(resolve_metric(str(part[key]), study)
                                   for part in compare[ALL_OF]
                                   for key in ("metric", "metric_b") if key in part))

@@ -39,7 +39,6 @@ from multilab.studies.metrics import (
 from multilab.studies.records import Record
 from multilab.studies.settings import row_configuration
 from multilab.studies.spec import (
-    TWO_ARM_KINDS,
     Row,
     Study,
     bind_claim,
@@ -373,7 +372,7 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         row = study.row(str(name))
         return row.label if row is not None else str(name)
 
-    if claim.kind == "rows":
+    if claim.kind == "rows" and not two_arm_parts(claim):
         metric = resolve_metric(str(compare["metric"]), study)
         metric_b = resolve_metric(str(compare.get("metric_b", metric)), study)
         return _compare_groups(study, cells, metric, str(compare["a"]), str(compare["b"]),
@@ -394,7 +393,7 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         if outcome.verdict is Verdict.NOT_COMPARABLE and study.paper_comparable:
             return replace(outcome, reason=study.paper_comparable)
         return outcome
-    if claim.kind in TWO_ARM_KINDS and (parts := two_arm_parts(compare)):  # a against b
+    if parts := two_arm_parts(claim):  # a against b, part by part
         direction = two_arm_direction(claim)
         if direction is None:
             return Outcome(Verdict.NOT_MEASURED, f"a {claim.kind} of {_claimed(claim)!r} read "
@@ -447,13 +446,16 @@ def _part_text(part: Mapping[str, Any], sign: str = "vs") -> str:
 
 
 def _claimed(claim: Claim) -> str:
+    """The claim's own words for its direction: a curve's shape, else its direction."""
     return str(claim.compare["shape" if claim.kind == "curve" else "direction"])
 
 
 def two_arm_direction(claim: Claim) -> str | None:
-    """The direction of a curve or correlation claim a study reads as two arms (spec.py,
-    ``TWO_ARM_FIELDS``): the curve's shape word, or the correlation's sign with arm a the
-    higher x. None: a shape no two-arm test can stand for."""
+    """The direction of a claim a study reads as two-arm parts (spec.py,
+    :func:`two_arm_parts`): a rows claim's own, a curve's shape word, a correlation's sign
+    with arm a the higher x. None: a shape no two-arm test can stand for."""
+    if claim.kind == "rows":
+        return str(claim.compare["direction"])
     if claim.kind == "curve":
         shape = _claimed(claim)
         return next((direction for words, direction in TWO_ARM_SHAPES.items()
@@ -717,7 +719,7 @@ def escape(text: str) -> str:
 
 def comparison_text(claim: Claim) -> str:
     compare = claim.compare
-    if claim.kind in TWO_ARM_KINDS and (parts := two_arm_parts(compare)):
+    if parts := two_arm_parts(claim):
         sign = SIGNS.get(two_arm_direction(claim) or "", "?")
         return " and ".join(_part_text(part, sign) for part in parts) + \
             f" ({_claimed(claim)})"
