@@ -430,8 +430,9 @@ def test_study_next_lists_the_claims_nearest_to_a_verdict(tmp_path: Path, capsys
     assert sorted(plan.runs) == [("lang-pos", 1), ("lang-pos", 2), ("original", 1),
                                  ("original", 2)]
     assert len(plan.models) == 4 and plan.again == (("lang-pos", 1),)
-    assert plan.commands() == [
-        "multilab study run toy-study --rows lang-pos,original --seeds 1,2",
+    assert plan.commands() == [  # exactly the runs: lang-pos seed 1 only --again
+        "multilab study run toy-study --rows lang-pos --seeds 2",
+        "multilab study run toy-study --rows original --seeds 1,2",
         "multilab study run toy-study --rows lang-pos --seeds 1 --again"]
     lines = plan_lines(plans, {"smoke": 1800.0}, {"toy-study": "smoke"}, limit=5)
     assert lines[1].startswith("     2    1.0  dufter2020-t1-r0-retrieval-layer8 (toy-study: "

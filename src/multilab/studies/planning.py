@@ -45,15 +45,21 @@ class ClaimPlan:
     again: tuple[tuple[str, int], ...] = ()
 
     def commands(self) -> list[str]:
-        """The ``study run`` commands that train them."""
+        """The ``study run`` commands that train them: one per set of rows that lack the
+        same seeds (rows × seeds of a command is exactly the runs, never one more)."""
         out = []
         for runs, flag in ((tuple(r for r in self.runs if r not in self.again), ""),
                            (self.again, " --again")):
-            if runs:
-                rows = ",".join(sorted({label for label, _ in runs}))
-                seeds = ",".join(str(seed) for seed in sorted({seed for _, seed in runs}))
+            seeds_of: dict[str, list[int]] = {}
+            for label, seed in runs:
+                seeds_of.setdefault(label, []).append(seed)
+            by_seeds: dict[tuple[int, ...], list[str]] = {}
+            for label, seeds in seeds_of.items():
+                by_seeds.setdefault(tuple(sorted(seeds)), []).append(label)
+            for seeds, labels in by_seeds.items():
+                rows = ",".join(sorted(labels))
                 out.append(f"multilab study run {self.study} --rows {shlex.quote(rows)} "
-                           f"--seeds {seeds}{flag}")
+                           f"--seeds {','.join(map(str, seeds))}{flag}")
         return out
 
 
