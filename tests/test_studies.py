@@ -451,7 +451,7 @@ def test_a_claim_of_two_parts_holds_only_when_both_hold(tmp_path: Path) -> None:
     line."""
     from dataclasses import replace
 
-    from multilab.studies.spec import ClaimEntry, _check_claim
+    from multilab.studies.spec import ClaimEntry, _check_claim, claim_row_names
     from multilab.studies.tables import Cell, claim_outcome, comparison_text
 
     late, early = "curve.mu.at80 minus curve.mu.at60", "curve.mu.at40 minus curve.mu.at20"
@@ -477,6 +477,10 @@ def test_a_claim_of_two_parts_holds_only_when_both_hold(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="read as two arms, it needs a, b, metric"):
         _check_claim(study, ClaimEntry("dufter2020-f6-rises-late", compare={
             "all": [{"a": "original", "b": "original"}]}), CLAIMS)
+    with pytest.raises(UserError, match="row 'inv-order' is not a row of the study"):
+        _check_claim(study, ClaimEntry("dufter2020-f6-rises-late", compare={
+            "all": [parts[0], {**parts[1], "b": "inv-order"}]}), CLAIMS)
+    assert claim_row_names(study, bound) == ["original"] * 4  # the parts', not the claim's words
     # a rows claim of the paper's, aggregated over parts in its own direction (K et al.'s
     # "lexical overlap plays a negligible role", each language on its own column)
     aggregate = CLAIMS["k2020-s1-no-overlap-crosslingual"]

@@ -22,8 +22,8 @@ from multilab.studies.spec import (
     Study,
     bind_claim,
     claim_metrics,
+    claim_row_names,
     group_rows,
-    two_arm_parts,
 )
 from multilab.studies.tables import StudyResult
 from multilab.studies.verdict import MIN_SEEDS, Verdict
@@ -65,23 +65,10 @@ class ClaimPlan:
 
 def claim_rows(study: Study, claim: Claim) -> list[Row]:
     """The rows a bound claim reads (both arms; every row of a curve or correlation)."""
-    compare = claim.compare
-    if parts := two_arm_parts(claim):
-        names = [part[key] for part in parts for key in ("a", "b")]
-    elif claim.kind == "rows":
-        names = [compare["a"], compare["b"]]
-    elif claim.kind == "paper":
-        names = [compare["row"]]
-    elif claim.kind == "similarity":
-        names = [compare["a"]]
-    elif claim.kind in ("curve", "correlation"):
-        names = list(compare.get("rows") or [row.label for row in study.rows])
-    else:
-        return []
     rows: dict[str, Row] = {}
-    for name in names:
+    for name in claim_row_names(study, claim):
         try:
-            _, group = group_rows(study, str(name))
+            _, group = group_rows(study, name)
         except KeyError:
             return []
         rows |= {row.label: row for row in group}

@@ -430,6 +430,20 @@ def two_arm_parts(claim: Claim) -> list[Mapping[str, Any]]:
     return [compare] if claim.kind in TWO_ARM_KINDS and "a" in compare else []
 
 
+def claim_row_names(study: Study, claim: Claim) -> list[str]:
+    """The row names a bound claim reads, as written (``mean of A, B`` stays one name): both
+    arms of each two-arm part, a rows claim's a and b, a paper claim's row, a similarity's
+    row, or a curve's or correlation's rows (every row of the study where it names none)."""
+    compare = claim.compare
+    if parts := two_arm_parts(claim):
+        return [str(part[key]) for part in parts for key in ("a", "b") if key in part]
+    if named := {"rows": ("a", "b"), "paper": ("row",), "similarity": ("a",)}.get(claim.kind):
+        return [str(compare[key]) for key in named if key in compare]
+    if claim.kind in ("curve", "correlation"):
+        return [str(name) for name in compare.get("rows") or [row.label for row in study.rows]]
+    return []
+
+
 def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -> None:
     source = study.source
     if entry.id not in claims:
@@ -449,10 +463,7 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
         return
     claim = bind_claim(claim, entry)
     labels = ", ".join(row.label for row in study.rows)
-    compare = claim.compare
-    named = {"rows": ("a", "b"), "paper": ("row",), "similarity": ("a",)}.get(claim.kind, ())
-    if ALL_OF in entry.compare:  # the parts name the rows (the claim's own a, b are words)
-        named = ()
+    if ALL_OF in entry.compare:
         parts = entry.compare[ALL_OF]
         if not isinstance(parts, list) or not parts or not all(
                 isinstance(part, Mapping) for part in parts):
@@ -462,29 +473,17 @@ def _check_claim(study: Study, entry: ClaimEntry, claims: Mapping[str, Claim]) -
             _reject_unknown(part, (*TWO_ARM_FIELDS, "metric_b"), source,
                             f"claim {entry.id}: compare: all: ")
     for part in entry.compare.get(ALL_OF, [entry.compare]):
-        if ALL_OF in entry.compare or (claim.kind in TWO_ARM_KINDS and
-                                       ("a" in part or "b" in part)):
-            missing = [key for key in TWO_ARM_FIELDS if key not in part]
-            if missing:
-                raise _fail(source, f"claim {entry.id}: compare: read as two arms, it needs "
-                            f"{', '.join(TWO_ARM_FIELDS)} (missing {missing[0]!r})")
-            for key in ("a", "b"):
-                try:
-                    group_rows(study, str(part[key]))
-                except KeyError as missing_row:
-                    raise _fail(source, f"claim {entry.id}: row {missing_row.args[0]!r} is "
-                                f"not a row of the study; rows: {labels}") from None
-    for key in named:
+        two_arms = claim.kind in TWO_ARM_KINDS and ("a" in part or "b" in part)
+        missing = [key for key in TWO_ARM_FIELDS if key not in part]
+        if (ALL_OF in entry.compare or two_arms) and missing:
+            raise _fail(source, f"claim {entry.id}: compare: read as two arms, it needs "
+                        f"{', '.join(TWO_ARM_FIELDS)} (missing {missing[0]!r})")
+    for name in claim_row_names(study, claim):
         try:
-            group_rows(study, str(compare[key]))
-        except KeyError as missing:
-            raise _fail(source, f"claim {entry.id}: row {missing.args[0]!r} is not a row of the "
-                        f"study; rows: {labels} (or mark the claim pending: why)") from None
-    if claim.kind in TWO_ARM_KINDS and not two_arm_parts(claim):
-        for label in compare.get("rows", ()):
-            if study.row(str(label)) is None:
-                raise _fail(source, f"claim {entry.id}: row {label!r} is not a row of the "
-                            f"study; rows: {labels}")
+            group_rows(study, name)
+        except KeyError as missing_row:
+            raise _fail(source, f"claim {entry.id}: row {missing_row.args[0]!r} is not a row of "
+                        f"the study; rows: {labels} (or mark the claim pending: why)") from None
     metric_names = claim_metrics(claim, study)
     for metric in metric_names:
         if metric not in study.metrics:
