@@ -404,6 +404,51 @@ def test_study_run_prepare_builds_only_the_data(tmp_path: Path) -> None:
         pick_rows(study, ["inv-order"])
 
 
+def test_a_superseding_study_gives_the_claims_both_test_their_verdict(tmp_path: Path) -> None:
+    """Table 3 in a regime where transfer is readable supersedes its first runs: for a claim
+    both studies test, the successor's outcome, once it has measured one, is the claim's (in
+    the summary's verdicts, the findings and ``study next``), even where the first study's
+    counts and the successor's does not; until then, and for a claim only the first tests,
+    the first's stands. A bad or unknown successor name is one line."""
+    from dataclasses import replace
+
+    from multilab.studies.document import findings_block
+    from multilab.studies.planning import claim_plans
+    from multilab.studies.tables import claim_verdicts, render_study
+    from multilab.studies.verdict import Outcome
+
+    layer8 = "dufter2020-t1-r0-retrieval-layer8"
+    first = load_study(_spec(tmp_path, name="toy-first", claims=[LANG_POS, layer8]), CLAIMS)
+    second = replace(load_study(_spec(tmp_path, name="toy-second", claims=[LANG_POS]), CLAIMS),
+                     supersedes="toy-first")
+    held = Outcome(Verdict.HELD, "3 seeds", p=0.01)
+    results = [replace(study_result(first, iter(()), CLAIMS),
+                       outcomes={LANG_POS: held, layer8: held}),
+               replace(study_result(second, iter(()), CLAIMS),
+                       outcomes={LANG_POS: Outcome(Verdict.NOT_MEASURED, "none")})]
+    assert claim_verdicts(results, CLAIMS)[LANG_POS] is Verdict.HELD  # no successor records
+    results[1] = replace(results[1], outcomes={LANG_POS: Outcome(Verdict.INDICATIVE, "1 seed")})
+    verdicts = claim_verdicts(results, CLAIMS)
+    assert verdicts[LANG_POS] is Verdict.INDICATIVE and verdicts[layer8] is Verdict.HELD
+    findings = "\n".join(findings_block(results, CLAIMS))
+    assert findings.count("**held**") == 1 and "**indicative**" in findings
+    assert all(plan.study != "toy-first" or plan.claim != LANG_POS
+               for plan in claim_plans(results, CLAIMS))
+    assert "Superseded by [toy-second](toy-second.md)" in render_study(
+        results[0], CLAIMS, superseded_by="toy-second")
+    assert "Supersedes [toy-first](toy-first.md)" in render_study(results[1], CLAIMS)
+    for bad in ("toy-second", "Toy", 3):
+        with pytest.raises(UserError, match=re.escape(f"supersedes {bad!r}: the name of "
+                                                      "another study")):
+            load_study(_spec(tmp_path, name="toy-second", supersedes=bad), CLAIMS)
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    _spec(folder, name="toy-second", supersedes="toy-gone")
+    with pytest.raises(UserError, match="supersedes 'toy-gone': no such study; studies: "
+                                        "toy-second"):
+        load_studies(folder, CLAIMS)
+
+
 def test_study_next_lists_the_claims_nearest_to_a_verdict(tmp_path: Path, capsys) -> None:
     """Seed 0 of both rows recorded (one seed: indicative): the comparison of the two rows
     needs seeds 1 and 2 of both (four models), original's layer curve seeds 1 and 2 of

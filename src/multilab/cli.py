@@ -593,7 +593,9 @@ def cmd_study(args: argparse.Namespace) -> None:
             print("  ".join([*cells, line[5]]))
         return
     out = Path(args.out)
-    texts = {out / f"{r.study.name}.md": render_study(r, claims, figure_lines(r))
+    successors = {r.study.supersedes: r.study.name for r in results if r.study.supersedes}
+    texts = {out / f"{r.study.name}.md": render_study(r, claims, figure_lines(r),
+                                                      successors.get(r.study.name))
              for r in results}
     if args.all:
         verdicts = claim_verdicts(results, claims)

@@ -18,7 +18,13 @@ from multilab.errors import UserError
 from multilab.studies.claims import PAPERS, Claim, paper_name
 from multilab.studies.records import Record
 from multilab.studies.spec import bind_claim
-from multilab.studies.tables import SUMMARY_COLUMNS, StudyResult, comparison_text, escape
+from multilab.studies.tables import (
+    SUMMARY_COLUMNS,
+    StudyResult,
+    comparison_text,
+    escape,
+    outcomes_of_record,
+)
 from multilab.studies.verdict import Verdict
 
 #: the blocks REPRODUCTION.md holds, in the order they are written into a new document
@@ -153,23 +159,21 @@ def findings_block(results: Sequence[StudyResult], claims: Mapping[str, Claim],
     """Every claim a study measured (a verdict or indicative), by paper: wording, the
     comparison, the verdict with its p-value and the study it comes from."""
     lines: list[str] = []
-    shown: set[str] = set()
+    of_record = outcomes_of_record(results)
     for key, name in PAPERS.items():
         rows = []
-        for result in results:
-            for claim_id, outcome in result.outcomes.items():
-                entry = next(e for e in result.study.claims if e.id == claim_id)
-                claim = bind_claim(claims[claim_id], entry)
-                if claim.paper != key or claim_id in shown or outcome.verdict not in (
-                        *(v for v in Verdict if v.counts), Verdict.INDICATIVE):
-                    continue
-                shown.add(claim_id)
-                p = "" if outcome.p is None else f"{outcome.p:.3g}"
-                wording = claim.wording if len(claim.wording) <= 160 else \
-                    claim.wording[:157].rstrip() + "…"
-                rows.append(f"| {escape(wording)} ({claim.where}) | "
-                            f"{escape(comparison_text(claim))} | **{outcome.verdict}** | {p} | "
-                            f"[{result.study.name}]({link}{result.study.name}.md) |")
+        for claim_id, (result, outcome) in of_record.items():
+            entry = next(e for e in result.study.claims if e.id == claim_id)
+            claim = bind_claim(claims[claim_id], entry)
+            if claim.paper != key or outcome.verdict not in (
+                    *(v for v in Verdict if v.counts), Verdict.INDICATIVE):
+                continue
+            p = "" if outcome.p is None else f"{outcome.p:.3g}"
+            wording = claim.wording if len(claim.wording) <= 160 else \
+                claim.wording[:157].rstrip() + "…"
+            rows.append(f"| {escape(wording)} ({claim.where}) | "
+                        f"{escape(comparison_text(claim))} | **{outcome.verdict}** | {p} | "
+                        f"[{result.study.name}]({link}{result.study.name}.md) |")
         if rows:
             lines += [f"### {name}", "", "| claim (the paper's words) | comparison | verdict "
                       "| p | study |", "|---|---|---|---:|---|", *rows, ""]

@@ -25,7 +25,7 @@ from multilab.studies.spec import (
     claim_row_names,
     group_rows,
 )
-from multilab.studies.tables import StudyResult
+from multilab.studies.tables import StudyResult, superseded
 from multilab.studies.verdict import MIN_SEEDS, Verdict
 
 #: the verdicts a claim may still move from by training
@@ -89,9 +89,12 @@ def claim_plans(results: Sequence[StudyResult], claims: Mapping[str, Claim]
     study order). A claim whose study has fewer than 3 seeds, or whose rows already have
     their seeds (a record lacking a metric: ``study run --again``), is left out."""
     plans = []
+    replaced = superseded(results)
     for result in results:
         study = result.study
         for entry in study.claims:
+            if (study.name, entry.id) in replaced:  # its successor's runs decide it
+                continue
             outcome = result.outcomes.get(entry.id)
             if outcome is None or outcome.verdict not in OPEN or entry.pending or \
                     entry.not_testable or not claims[entry.id].testable:

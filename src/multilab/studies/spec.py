@@ -34,6 +34,10 @@ Example (abridged)::
 call (``benchmarks/results/gpu-h200-2026-11-27/``): GPU reruns of one configuration are not
 bit-identical, so a study of one call must not take a rerun's record of the same model.
 
+``supersedes`` (optional): the name of a study whose verdicts this one's replace for the
+claims both test (Table 3 in a regime where transfer is readable supersedes its first,
+barely multilingual runs); the superseded study keeps its table and records.
+
 ``fine_tune`` (study or row, optional): the edition a downstream record's classifier was
 fine-tuned on (``multilab downstream --languages``: the first one). A model fine-tuned in both
 directions has two downstream records; without ``fine_tune`` a row takes the newest of them.
@@ -84,7 +88,7 @@ from multilab.studies.verdict import PaperValue
 
 SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds", "settings",
                "paper_seeds", "paper_decimals", "paper_comparable", "metrics", "rows", "claims",
-               "about", "records_from", "fine_tune", "figures")
+               "about", "records_from", "fine_tune", "figures", "supersedes")
 _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds", "metrics",
              "rows")
 ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable",
@@ -153,6 +157,9 @@ class Study:
     records_from: str | None = None  # only records imported from under this path
     fine_tune: str | None = None  # the downstream records' fine-tuning edition (None: any)
     figures: tuple[FigureSpec, ...] = ()
+    # the study whose verdicts this one's replace for the claims both test (a regime that
+    # makes the table readable: its records are the table's records of record)
+    supersedes: str | None = None
 
     def row(self, label: str) -> Row | None:
         """The row of this label or alias, else of this paper ID where one row has it (the
@@ -379,13 +386,18 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     fine_tune = raw.get("fine_tune")
     if fine_tune is not None and not isinstance(fine_tune, str):
         raise _fail(source, f"fine_tune {fine_tune!r}: an edition code, or null")
+    supersedes = raw.get("supersedes")
+    if supersedes is not None and (not isinstance(supersedes, str) or supersedes == name
+                                   or not _NAME.match(supersedes)):
+        raise _fail(source, f"supersedes {supersedes!r}: the name of another study, or null")
     study = Study(name=name, paper=raw["paper"], table=str(raw["table"]), title=str(raw["title"]),
                   languages=tuple(str(code) for code in languages), profile=raw["profile"],
                   seeds=tuple(seeds), settings=settings, paper_seeds=paper_seeds,
                   paper_decimals=decimals,
                   paper_comparable=not_comparable, metrics=metrics, rows=rows, claims=entries,
                   about=raw.get("about"), source=source, records_from=records_from,
-                  fine_tune=fine_tune, figures=_figures(raw.get("figures"), metrics, source))
+                  fine_tune=fine_tune, figures=_figures(raw.get("figures"), metrics, source),
+                  supersedes=supersedes)
     for entry in entries:
         _check_claim(study, entry, claims)
     return study
@@ -586,4 +598,8 @@ def load_studies(folder: Path, claims: Mapping[str, Claim]) -> dict[str, Study]:
     for source in sorted(Path(folder).glob("*.yaml")):
         study = load_study(source, claims)
         studies[study.name] = study
+    for study in studies.values():
+        if study.supersedes is not None and study.supersedes not in studies:
+            raise _fail(study.source, f"supersedes {study.supersedes!r}: no such study; "
+                        f"studies: {', '.join(studies)}")
     return studies

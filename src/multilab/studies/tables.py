@@ -671,9 +671,10 @@ def _paper_text(row: Row, metric: str) -> str:
 
 
 def render_study(result: StudyResult, claims: Mapping[str, Claim],
-                 figures: Iterable[str] = ()) -> str:
+                 figures: Iterable[str] = (), superseded_by: str | None = None) -> str:
     """A study's markdown: its table, ``figures`` (markdown lines, drawn from the same
-    cells: :mod:`multilab.studies.figures`) and its claims with their verdicts."""
+    cells: :mod:`multilab.studies.figures`) and its claims with their verdicts;
+    ``superseded_by``: the study whose verdicts replace this one's (its ``supersedes``)."""
     study = result.study
     lines = [f"# {study.name}: {paper_name(study.paper)}, {study.table}", "",
              f"{study.title}. Languages [{', '.join(study.languages)}], profile `{study.profile}`"
@@ -681,6 +682,14 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
              + (f", settings {dict(study.settings)}" if study.settings else "") + ".", ""]
     if study.about:
         lines += [study.about.strip(), ""]
+    if study.supersedes:
+        lines += [f"Supersedes [{study.supersedes}]({study.supersedes}.md): for the claims "
+                  "both test, this study's verdicts, once it has measured them, are the "
+                  "claims' (the claims summary reads them); that study keeps its table.", ""]
+    if superseded_by:
+        lines += [f"Superseded by [{superseded_by}]({superseded_by}.md): for the claims both "
+                  "test, that study's verdicts, once it has measured them, are the claims'; "
+                  "this table stays as what it measured.", ""]
     if study.records_from:
         lines += [f"Only records imported from `{study.records_from}` are read (one run's "
                   "models: a rerun of the same configuration elsewhere is another draw).", ""]
@@ -752,17 +761,40 @@ SUMMARY_COLUMNS = (Verdict.HELD, Verdict.NOT_HELD, Verdict.NOT_SEPARABLE, Verdic
                    Verdict.NOT_COMPARABLE, Verdict.NOT_TESTABLE, Verdict.NOT_MEASURED)
 
 
-def claim_verdicts(results: Iterable[StudyResult], claims: Mapping[str, Claim]
-                   ) -> dict[str, Verdict]:
-    """Every claim's verdict: a study's where one tests it (the first counting verdict
-    wins), *not testable* where the claim says so, else *not measured*."""
-    verdicts: dict[str, Verdict] = {}
-    for claim in claims.values():
-        verdicts[claim.id] = Verdict.NOT_MEASURED if claim.testable else Verdict.NOT_TESTABLE
+def superseded(results: Iterable[StudyResult]) -> set[tuple[str, str]]:
+    """``(study, claim id)`` outcomes that a superseding study's replace: every claim the
+    study that ``supersedes`` it has measured (its verdict is the claim's, whatever it is;
+    until it has records the first study's stands)."""
+    return {(result.study.supersedes, claim_id) for result in results
+            if result.study.supersedes for claim_id, outcome in result.outcomes.items()
+            if outcome.verdict is not Verdict.NOT_MEASURED}
+
+
+def outcomes_of_record(results: Iterable[StudyResult]
+                       ) -> dict[str, tuple[StudyResult, Outcome]]:
+    """Each claim's outcome of record and its study: the first study's that has measured it,
+    replaced by the first counting verdict where that is not one; a superseded study's
+    outcome is not read where its successor tests the claim."""
+    results = list(results)
+    replaced = superseded(results)
+    chosen: dict[str, tuple[StudyResult, Outcome]] = {}
     for result in results:
         for claim_id, outcome in result.outcomes.items():
-            current = verdicts[claim_id]
-            if current is Verdict.NOT_MEASURED or (outcome.verdict.counts
-                                                   and not current.counts):
-                verdicts[claim_id] = outcome.verdict
+            if (result.study.name, claim_id) in replaced:
+                continue
+            current = chosen.get(claim_id)
+            if current is None or current[1].verdict is Verdict.NOT_MEASURED or (
+                    outcome.verdict.counts and not current[1].verdict.counts):
+                chosen[claim_id] = (result, outcome)
+    return chosen
+
+
+def claim_verdicts(results: Iterable[StudyResult], claims: Mapping[str, Claim]
+                   ) -> dict[str, Verdict]:
+    """Every claim's verdict: its outcome of record's (:func:`outcomes_of_record`), *not
+    testable* where the claim says so, else *not measured*."""
+    verdicts = {claim.id: Verdict.NOT_MEASURED if claim.testable else Verdict.NOT_TESTABLE
+                for claim in claims.values()}
+    for claim_id, (_, outcome) in outcomes_of_record(results).items():
+        verdicts[claim_id] = outcome.verdict
     return verdicts
