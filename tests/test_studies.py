@@ -479,7 +479,8 @@ def test_study_next_lists_the_claims_nearest_to_a_verdict(tmp_path: Path, capsys
         "multilab study run toy-study --rows lang-pos --seeds 2",
         "multilab study run toy-study --rows original --seeds 1,2",
         "multilab study run toy-study --rows lang-pos --seeds 1 --again"]
-    lines = plan_lines(plans, {"smoke": 1800.0}, {"toy-study": "smoke"}, limit=5)
+    lines = plan_lines(plans, {("toy-study", "original"): 1800.0,
+                               ("toy-study", "lang-pos"): 1800.0}, limit=5)
     assert lines[1].startswith("     2    1.0  dufter2020-t1-r0-retrieval-layer8 (toy-study: "
                                "original s1, original s2)")
     assert lines[3].startswith("     4    2.0  dufter2020-t1-r1-lang-pos (toy-study: ")
@@ -1575,7 +1576,8 @@ def test_the_cost_of_a_run_is_the_fastest_cpu_training(tmp_path: Path) -> None:
 def test_runs_needed_price_every_missing_run_as_a_training(tmp_path: Path) -> None:
     """Seed 0 has every record, seed 1 a trained and evaluated model that lacks its fine-tune,
     seed 2 nothing: two runs needed, both priced as trainings (a checkout holds the records,
-    not the weights, so seed 1's model is trained again on a fresh one)."""
+    not the weights, so seed 1's model is trained again on a fresh one), at the profile's
+    fastest training until the row has one of its own."""
     from multilab.studies.document import models_to_train, studies_block
 
     study = _lab_toy(tmp_path, seeds=[0, 1, 2], metrics=["retrieval_p1.l8", "downstream.ratio.s"],
@@ -1591,6 +1593,14 @@ def test_runs_needed_price_every_missing_run_as_a_training(tmp_path: Path) -> No
     line = studies_block([result], {"quick": 3600.0})[2]
     assert "| 1/3 | 2 (≈ 2.0 CPU-h of training) |" in line, line
     assert "2 models trained (≈ 2.0 CPU-h" in models_to_train([result], {"quick": 3600.0})
+    # the row's own training on record (seed 0, 30 min) prices its other seeds, not the
+    # profile's fastest (a smaller row's)
+    write_record(results, "x", "train", LAB_TOY_RECORDS[2][1], config=config,
+                 model={"modification": "original", "seed": 0, "fingerprint": "f0"})
+    result = study_result(study, iter_records(results), CLAIMS)
+    assert result.train_seconds == {"base": 1800.0}
+    assert "| 1/3 | 2 (≈ 1.0 CPU-h of training) |" in studies_block([result], {"quick": 900.0})[2]
+    assert "2 models trained (≈ 1.0 CPU-h" in models_to_train([result], {"quick": 900.0})
 
 
 @pytest.mark.parametrize(("metric", "words"), [

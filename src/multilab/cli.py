@@ -573,9 +573,10 @@ def cmd_study(args: argparse.Namespace) -> None:
 
         if args.limit < 1:
             raise UserError(f"--limit {args.limit}: must be >= 1")
-        print("\n".join(plan_lines(claim_plans(results, claims), run_costs(records),
-                                    {r.study.name: r.study.profile for r in results},
-                                    args.limit)))
+        costs = run_costs(records)
+        print("\n".join(plan_lines(claim_plans(results, claims),
+                                    {(r.study.name, row.label): r.run_seconds(row.label, costs)
+                                     for r in results for row in r.study.rows}, args.limit)))
         return
     if args.action in ("list", "run"):
         lines = []

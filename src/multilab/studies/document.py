@@ -102,7 +102,7 @@ def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float],
     records, not the weights, so on a fresh one its model is trained again (where the weights
     do lie on disk, ``study run --plan`` says "measure only")."""
     missing = sum(runs_missing(result) for result in results)
-    models: dict[tuple[str, int], str] = {}
+    models: dict[tuple[str, int], float | None] = {}
     for result in results:
         study = result.study
         for row in study.rows:
@@ -111,8 +111,8 @@ def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float],
                 continue
             for seed in study.seeds:
                 if seed not in result.seeds_found.get(row.label, ()):
-                    models[(key, seed)] = study.profile
-    priced = [costs[profile] for profile in models.values() if profile in costs]
+                    models[(key, seed)] = result.run_seconds(row.label, costs)
+    priced = [seconds for seconds in models.values() if seconds is not None]
     cost = (f" (≈ {sum(priced) / 3600:.1f} CPU-h for the {len(priced)} whose profile has a "
             "measured CPU cost)") if priced else ""
     outside = None if claims is None else \
@@ -137,9 +137,12 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
         study = result.study
         recorded = sum(len(seeds) for seeds in result.seeds_found.values())
         needed = runs_missing(result)
-        cost = costs.get(study.profile)
-        need = str(needed) if not needed or cost is None else \
-            f"{needed} (≈ {needed * cost / 3600:.1f} CPU-h of training)"
+        prices = [result.run_seconds(row.label, costs) for row in study.rows
+                  if not row.static for seed in study.seeds
+                  if seed not in result.seeds_found.get(row.label, ())]
+        cost = sum(price for price in prices if price is not None)
+        need = str(needed) if not needed or not cost else \
+            f"{needed} (≈ {cost / 3600:.1f} CPU-h of training)"
         counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
         lines.append(f"| [{study.name}]({link}{study.name}.md) | {paper_name(study.paper)} | "
                      f"{study.table} | `{study.profile}` | {recorded}/{recorded + needed} | "
@@ -147,10 +150,12 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
                      f"`multilab study run {study.name}` |")
     lines += ["", models_to_train(results, costs, claims)]
     if costs:
-        lines += ["", "Training cost per model: the fastest recorded CPU training's step "
-                  "time (" + ", ".join(f"`{profile}` {seconds / 60:.0f} min"
-                                      for profile, seconds in sorted(costs.items()))
-                  + ", one thread on the machine that ran them; evaluation not included)."]
+        lines += ["", "Training cost per model: the fastest recorded CPU training of the "
+                  "row (another seed), else of its profile (" +
+                  ", ".join(f"`{profile}` {seconds / 60:.0f} min"
+                            for profile, seconds in sorted(costs.items()))
+                  + ": a lower bound for a row larger than the profile's smallest); one "
+                  "thread on the machine that ran them, evaluation not included."]
     return lines
 
 

@@ -130,12 +130,12 @@ def claim_plans(results: Sequence[StudyResult], claims: Mapping[str, Claim]
     return sorted(plans, key=lambda plan: len(plan.models))
 
 
-def plan_lines(plans: Sequence[ClaimPlan], cost: Mapping[str, float],
-               profiles: Mapping[str, str], limit: int) -> list[str]:
+def plan_lines(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str], float | None],
+               limit: int) -> list[str]:
     """The cheapest ``limit`` run sets, claims that need the same runs together, fewest
     models per claim first: their cost and commands; then what they need together (a model
-    shared counted once). ``cost``: CPU seconds per model by profile; ``profiles``: study →
-    profile."""
+    shared counted once). ``run_seconds``: (study, row label) → CPU seconds of one more seed
+    of the row (:meth:`StudyResult.run_seconds`), None where unknown."""
     if not plans:
         return ["No claim is a training away from a verdict."]
     groups: dict[tuple, list[ClaimPlan]] = {}
@@ -146,8 +146,10 @@ def plan_lines(plans: Sequence[ClaimPlan], cost: Mapping[str, float],
     lines = [f"{'models':>6}  {'CPU-h':>5}  claims (study: runs)"]
     for group in ranked[:limit]:
         first = group[0]
-        seconds = cost.get(profiles[first.study])
-        hours = f"{len(first.models) * seconds / 3600:5.1f}" if seconds else "    –"
+        prices = [run_seconds.get((first.study, label)) for label, _ in first.runs]
+        # per model (two rows of one model are one training): the runs' mean price
+        hours = "    –" if None in prices else \
+            f"{sum(prices) / len(prices) * len(first.models) / 3600:5.1f}"
         runs = ", ".join(f"{label} s{seed}" + (" (again)" if (label, seed) in first.again
                                                 else "") for label, seed in first.runs)
         lines.append(f"{len(first.models):>6}  {hours}  {', '.join(p.claim for p in group)} "

@@ -221,6 +221,15 @@ class StudyResult:
     #: row label → what the row trains (:func:`model_key`): rows of several studies with one
     #: key and seed are one model, trained once
     model_keys: Mapping[str, str] = field(default_factory=dict)
+    #: row label → the seconds of its fastest CPU training on record (any seed): what
+    #: another seed of the row costs
+    train_seconds: Mapping[str, float] = field(default_factory=dict)
+
+    def run_seconds(self, label: str, profile_seconds: Mapping[str, float]) -> float | None:
+        """What training one more seed of a row costs on the CPU: its own fastest training
+        on record, else its profile's fastest (``profile_seconds``; a lower bound for a
+        row larger than the profile's smallest), else unknown."""
+        return self.train_seconds.get(label, profile_seconds.get(self.study.profile))
 
 
 Chosen = dict[tuple[str, int, str, str], Record]
@@ -353,7 +362,21 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
     sources = tuple(sorted({record.path for (_, _, kind, variant), record in chosen.items()
                             if (kind, variant) in wanted}))
     return StudyResult(study, cells, seeds_found, outcomes, sources,
-                       {label: model_key(c) for label, c in configurations.items()})
+                       {label: model_key(c) for label, c in configurations.items()},
+                       _train_seconds(chosen))
+
+
+def _train_seconds(chosen: Chosen) -> dict[str, float]:
+    """Row label → its fastest CPU training's ``step_seconds`` among the chosen records
+    (GPU trainings left out: the costs are CPU hours)."""
+    fastest: dict[str, float] = {}
+    for (label, _, kind, _), record in chosen.items():
+        spent = record.data.get("result", {}).get("step_seconds")
+        device = str(record.data["provenance"].get("machine", {}).get("device", "cpu"))
+        if kind == "train" and isinstance(spent, int | float) and spent > 0 and \
+                device.startswith("cpu"):
+            fastest[label] = min(float(spent), fastest.get(label, float(spent)))
+    return fastest
 
 
 def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Cell],
