@@ -4,7 +4,7 @@
 # group of rows, each runner with its own MLflow store; whatever finished comes back packed.
 #
 # Here, from a clean checkout (the records name its commit):
-#   bash scripts/gpu_lease.sh prepare STUDY     # gpu_in/: the study's corpora and vocabulary
+#   bash scripts/gpu_lease.sh prepare STUDY     # gpu_in/: the study's corpora, vocabulary, knn spaces
 #                                               # (built here: the GPU copy has no Bible), its
 #                                               # editions' exports (data/bible), COMMIT;
 #                                               # .whl/: mlflow and the dependencies the GPU image
@@ -28,6 +28,8 @@ if [ "$mode" = prepare ]; then
   [ -f "$artifacts/corpora/train.txt" ] || { echo "build $artifacts first: multilab study run $STUDY --prepare"; exit 2; }
   rm -rf gpu_in && mkdir -p "gpu_in/$STUDY" gpu_in/bible
   cp -r "$artifacts/corpora" "$artifacts/vocab" "gpu_in/$STUDY/"
+  # knn-replace rows read the knn spaces (fastText + VecMap, minutes of CPU): built here too
+  [ -d "$artifacts/spaces" ] && cp -r "$artifacts/spaces" "gpu_in/$STUDY/"
   # the study's Bible editions as exports (4-5 MB each): the downstream task and the silver
   # dictionaries read verses, and the GPU image has no Bible database
   codes=$(PYTHONPATH=src "${PYTHON:-.venv/bin/python}" - "$STUDY" <<'PY'
