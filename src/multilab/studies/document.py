@@ -151,7 +151,8 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
     lines += ["", models_to_train(results, costs, claims)]
     if costs:
         lines += ["", "Training cost per model: the fastest recorded CPU training of the "
-                  "row (another seed), else of its profile (" +
+                  "row (another seed), else of its shape and steps per language (another row "
+                  "or study; scaled by its number of languages), else of its profile (" +
                   ", ".join(f"`{profile}` {seconds / 60:.0f} min"
                             for profile, seconds in sorted(costs.items()))
                   + ": a lower bound for a row larger than the profile's smallest); one "

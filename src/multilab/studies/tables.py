@@ -221,14 +221,14 @@ class StudyResult:
     #: row label → what the row trains (:func:`model_key`): rows of several studies with one
     #: key and seed are one model, trained once
     model_keys: Mapping[str, str] = field(default_factory=dict)
-    #: row label → the seconds of its fastest CPU training on record (any seed): what
-    #: another seed of the row costs
+    #: row label → the seconds of one more of its CPU trainings, from the records: its own
+    #: fastest (any seed), else one of the same shape's (:func:`_train_seconds`)
     train_seconds: Mapping[str, float] = field(default_factory=dict)
 
     def run_seconds(self, label: str, profile_seconds: Mapping[str, float]) -> float | None:
-        """What training one more seed of a row costs on the CPU: its own fastest training
-        on record, else its profile's fastest (``profile_seconds``; a lower bound for a
-        row larger than the profile's smallest), else unknown."""
+        """What training one more seed of a row costs on the CPU: from its own or a
+        same-shape training on record, else its profile's fastest (``profile_seconds``; a
+        lower bound for a row larger than the profile's smallest), else unknown."""
         return self.train_seconds.get(label, profile_seconds.get(self.study.profile))
 
 
@@ -330,8 +330,9 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
                  ) -> StudyResult:
     """The study's table and verdicts from ``records`` (which belong to which row:
     :func:`collect`, the rows resolved from ``params`` and ``overrides``)."""
+    records = list(records)
     configurations = row_configurations(study, params, overrides)
-    chosen = collect(study, list(records), params, overrides, configurations)
+    chosen = collect(study, records, params, overrides, configurations)
     cells: dict[tuple[str, str], Cell] = {}
     for row in study.rows:
         for metric in study.metrics:
@@ -361,21 +362,54 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
     wanted = {key for keys in needed.values() for key in keys}
     sources = tuple(sorted({record.path for (_, _, kind, variant), record in chosen.items()
                             if (kind, variant) in wanted}))
+    trainings = [record for record in records if _cpu_seconds(record) is not None]
     return StudyResult(study, cells, seeds_found, outcomes, sources,
                        {label: model_key(c) for label, c in configurations.items()},
-                       _train_seconds(chosen))
+                       _train_seconds(chosen, configurations, trainings))
 
 
-def _train_seconds(chosen: Chosen) -> dict[str, float]:
-    """Row label → its fastest CPU training's ``step_seconds`` among the chosen records
-    (GPU trainings left out: the costs are CPU hours)."""
+#: what a training's cost follows besides its number of languages: the model's shape and
+#: the steps per language (the profile's text, epochs and batches)
+COST_KEYS = ("profile", "model.hidden_size", "model.intermediate_size",
+             "model.num_hidden_layers", "model.batch_size", "corpus.train_scope", "train.epochs",
+             "train.max_train_sentences", "train.max_length")
+
+
+def _cpu_seconds(record: Record) -> float | None:
+    """A CPU training record's ``step_seconds`` (None: another kind, a GPU's, or older)."""
+    spent = record.data.get("result", {}).get("step_seconds")
+    device = str(record.data["provenance"].get("machine", {}).get("device", "cpu"))
+    if record.kind == "train" and isinstance(spent, int | float) and spent > 0 and \
+            device.startswith("cpu"):
+        return float(spent)
+    return None
+
+
+def _language_count(configuration: Mapping[str, Any]) -> int:
+    languages = configuration.get("languages") or ()
+    return len(languages.split(",") if isinstance(languages, str) else languages) or 1
+
+
+def _train_seconds(chosen: Chosen, configurations: Mapping[str, Mapping[str, Any]],
+                   trainings: Sequence[Record]) -> dict[str, float]:
+    """Row label → the CPU seconds of one more of its trainings: its own fastest on record,
+    else the fastest of the same shape and steps per language (:data:`COST_KEYS`, any
+    modification or study) scaled by the number of languages (a three-language model has
+    half again the steps of a two-language one). GPU trainings are left out: CPU hours."""
     fastest: dict[str, float] = {}
     for (label, _, kind, _), record in chosen.items():
-        spent = record.data.get("result", {}).get("step_seconds")
-        device = str(record.data["provenance"].get("machine", {}).get("device", "cpu"))
-        if kind == "train" and isinstance(spent, int | float) and spent > 0 and \
-                device.startswith("cpu"):
-            fastest[label] = min(float(spent), fastest.get(label, float(spent)))
+        if kind == "train" and (spent := _cpu_seconds(record)) is not None:
+            fastest[label] = min(spent, fastest.get(label, spent))
+    for label, configuration in configurations.items():
+        if label in fastest:
+            continue
+        similar = [spent * _language_count(configuration) / _language_count(config)
+                   for record in trainings
+                   if (spent := _cpu_seconds(record)) is not None
+                   and all(_same((config := record.data["config"]).get(key),
+                                 configuration.get(key)) for key in COST_KEYS)]
+        if similar:
+            fastest[label] = min(similar)
     return fastest
 
 
