@@ -454,7 +454,7 @@ def test_study_next_lists_the_claims_nearest_to_a_verdict(tmp_path: Path, capsys
     needs seeds 1 and 2 of both (four models), original's layer curve seeds 1 and 2 of
     original (two, shared with it), cheapest first; a paper claim the study cannot compare is
     left out; a record that lacks a number the claim reads is a run --again."""
-    from multilab.studies.planning import claim_plans, plan_lines
+    from multilab.studies.planning import cheapest_verdicts, claim_plans, plan_lines
 
     study = load_study(_spec(tmp_path, claims=[LANG_POS, "dufter2020-t1-r1-paper",
                                                "dufter2020-t1-r0-retrieval-layer8"],
@@ -485,6 +485,9 @@ def test_study_next_lists_the_claims_nearest_to_a_verdict(tmp_path: Path, capsys
                                "original s1, original s2)")
     assert lines[3].startswith("     4    2.0  dufter2020-t1-r1-lang-pos (toy-study: ")
     assert lines[-1].startswith("These 2 claims need 4 models")  # original's two shared
+    prices = {("toy-study", "original"): 1800.0, ("toy-study", "lang-pos"): None}
+    assert cheapest_verdicts(plans, prices, 1) == (1, 2, 3600.0, 0)
+    assert cheapest_verdicts(plans, prices, 5) == (2, 4, 3600.0, 2)  # lang-pos's unpriced
     assert main(["study", "next", "--limit", "0"]) == 2
     assert "--limit 0: must be >= 1" in capsys.readouterr().err
 

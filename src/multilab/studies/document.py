@@ -207,11 +207,43 @@ def new_document(blocks: Mapping[str, list[str]]) -> str:
     return "\n".join(parts)
 
 
+#: the lab's goal for claims with a verdict (issue "the lab at work": 80 of the papers'
+#: claims, each on ≥ 3 seeds in every arm)
+VERDICT_GOAL = 80
+
+
+def goal_line(results: Sequence[StudyResult], claims: Mapping[str, Claim],
+              verdicts: Mapping[str, Verdict], costs: Mapping[str, float],
+              goal: int = VERDICT_GOAL) -> str:
+    """How far the claims with a verdict are from ``goal`` and what the cheapest runs to it
+    cost on the CPU (:func:`multilab.studies.planning.cheapest_verdicts`)."""
+    from multilab.studies.planning import cheapest_verdicts, claim_plans
+
+    have = sum(1 for verdict in verdicts.values() if verdict.counts)
+    if have >= goal:
+        return f"**{have} claims have a verdict**, the goal of {goal} reached."
+    seconds = {(r.study.name, row.label): r.run_seconds(row.label, costs)
+               for r in results for row in r.study.rows}
+    reached, models, spent, unpriced = cheapest_verdicts(claim_plans(results, claims),
+                                                         seconds, goal - have)
+    cost = f" (≈ {spent / 3600:.0f} CPU-h of training" + (
+        f" for {models - unpriced}; {unpriced} of a profile never trained on a CPU, a GPU's)"
+        if unpriced else ")")
+    head = f"**{have} claims have a verdict**; the goal is {goal}."
+    if reached < goal - have:
+        return (f"{head} Training can give {reached} more: {models} models{cost}, "
+                "`multilab study next` lists them; the rest need a GPU's budget, a "
+                "measurement not built, or are not testable.")
+    return (f"{head} The cheapest {reached} more need {models} models trained{cost}; "
+            "`multilab study next` lists them, cheapest first.")
+
+
 def reproduction_blocks(results: Sequence[StudyResult], claims: Mapping[str, Claim],
                         verdicts: Mapping[str, Verdict], records: Iterable[Record]
                         ) -> dict[str, list[str]]:
     costs = run_costs(records)
-    return {"summary": summary_block(verdicts, claims),
+    return {"summary": [*summary_block(verdicts, claims), "",
+                        goal_line(results, claims, verdicts, costs)],
             "studies": studies_block(results, costs, claims=len(claims)),
             "findings": findings_block(results, claims)}
 

@@ -130,6 +130,41 @@ def claim_plans(results: Sequence[StudyResult], claims: Mapping[str, Claim]
     return sorted(plans, key=lambda plan: len(plan.models))
 
 
+def ranked_groups(plans: Sequence[ClaimPlan]) -> list[list[ClaimPlan]]:
+    """Claims that need the same runs of one study together, fewest models per claim first
+    (then the larger group)."""
+    groups: dict[tuple, list[ClaimPlan]] = {}
+    for plan in plans:
+        groups.setdefault((plan.study, plan.runs), []).append(plan)
+    return sorted(groups.values(),
+                  key=lambda group: (len(group[0].models) / len(group), -len(group)))
+
+
+def cheapest_verdicts(plans: Sequence[ClaimPlan],
+                      run_seconds: Mapping[tuple[str, str], float | None],
+                      wanted: int) -> tuple[int, int, float, int]:
+    """The cheapest way to ``wanted`` more claims with a verdict, taking the run sets in
+    :func:`ranked_groups` order (a claim two studies could test counted once): (claims
+    reached, at most ``wanted``; models to train, a model shared counted once; the CPU
+    seconds of those with a price; how many have none: a profile never trained on a CPU)."""
+    reached: set[str] = set()
+    price: dict[tuple[str, int], float | None] = {}
+    for group in ranked_groups(plans):
+        if len(reached) >= wanted:
+            break
+        fresh = [plan for plan in group if plan.claim not in reached]
+        if not fresh:
+            continue
+        first = group[0]
+        prices = [run_seconds.get((first.study, label)) for label, _ in first.runs]
+        each = None if None in prices else sum(prices) / len(prices)  # type: ignore[arg-type]
+        for model in first.models:
+            price.setdefault(model, each)
+        reached |= {plan.claim for plan in fresh[:wanted - len(reached)]}
+    known = [seconds for seconds in price.values() if seconds is not None]
+    return len(reached), len(price), sum(known), len(price) - len(known)
+
+
 def plan_lines(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str], float | None],
                limit: int) -> list[str]:
     """The cheapest ``limit`` run sets, claims that need the same runs together, fewest
@@ -138,11 +173,7 @@ def plan_lines(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
     of the row (:meth:`StudyResult.run_seconds`), None where unknown."""
     if not plans:
         return ["No claim is a training away from a verdict."]
-    groups: dict[tuple, list[ClaimPlan]] = {}
-    for plan in plans:
-        groups.setdefault((plan.study, plan.runs), []).append(plan)
-    ranked = sorted(groups.values(),
-                    key=lambda group: (len(group[0].models) / len(group), -len(group)))
+    ranked = ranked_groups(plans)
     lines = [f"{'models':>6}  {'CPU-h':>5}  claims (study: runs)"]
     for group in ranked[:limit]:
         first = group[0]
