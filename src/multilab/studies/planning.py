@@ -140,6 +140,15 @@ def ranked_groups(plans: Sequence[ClaimPlan]) -> list[list[ClaimPlan]]:
                   key=lambda group: (len(group[0].models) / len(group), -len(group)))
 
 
+def model_seconds(plan: ClaimPlan, run_seconds: Mapping[tuple[str, str], float | None]
+                  ) -> float | None:
+    """A plan's CPU seconds per model: its runs' mean price (two rows of one model are one
+    training, so a plan is priced per model, not per run); None where a run has none."""
+    prices = [run_seconds.get((plan.study, label)) for label, _ in plan.runs]
+    known = [price for price in prices if price is not None]
+    return sum(known) / len(known) if known and len(known) == len(prices) else None
+
+
 def cheapest_verdicts(plans: Sequence[ClaimPlan],
                       run_seconds: Mapping[tuple[str, str], float | None],
                       wanted: int) -> tuple[int, int, float, int]:
@@ -156,8 +165,7 @@ def cheapest_verdicts(plans: Sequence[ClaimPlan],
         if not fresh:
             continue
         first = group[0]
-        prices = [run_seconds.get((first.study, label)) for label, _ in first.runs]
-        each = None if None in prices else sum(prices) / len(prices)  # type: ignore[arg-type]
+        each = model_seconds(first, run_seconds)
         for model in first.models:
             price.setdefault(model, each)
         reached |= {plan.claim for plan in fresh[:wanted - len(reached)]}
@@ -177,10 +185,8 @@ def plan_lines(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
     lines = [f"{'models':>6}  {'CPU-h':>5}  claims (study: runs)"]
     for group in ranked[:limit]:
         first = group[0]
-        prices = [run_seconds.get((first.study, label)) for label, _ in first.runs]
-        # per model (two rows of one model are one training): the runs' mean price
-        hours = "    –" if None in prices else \
-            f"{sum(prices) / len(prices) * len(first.models) / 3600:5.1f}"
+        each = model_seconds(first, run_seconds)
+        hours = "    –" if each is None else f"{each * len(first.models) / 3600:5.1f}"
         runs = ", ".join(f"{label} s{seed}" + (" (again)" if (label, seed) in first.again
                                                 else "") for label, seed in first.runs)
         lines.append(f"{len(first.models):>6}  {hours}  {', '.join(p.claim for p in group)} "
