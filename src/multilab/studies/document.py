@@ -22,6 +22,7 @@ from multilab.studies.tables import (
     SUMMARY_COLUMNS,
     StudyResult,
     comparison_text,
+    cpu_training_seconds,
     escape,
     outcomes_of_record,
 )
@@ -76,12 +77,8 @@ def run_costs(records: Iterable[Record]) -> dict[str, float]:
     records are left out (the column counts CPU hours)."""
     seconds: dict[str, list[float]] = {}
     for record in records:
-        if record.kind != "train":
-            continue
-        device = str(record.data.get("provenance", {}).get("machine", {}).get("device", "cpu"))
-        spent = record.data.get("result", {}).get("step_seconds")
-        if isinstance(spent, int | float) and spent > 0 and device.startswith("cpu"):
-            seconds.setdefault(str(record.model.get("profile")), []).append(float(spent))
+        if (spent := cpu_training_seconds(record)) is not None:
+            seconds.setdefault(str(record.model.get("profile")), []).append(spent)
     return {profile: min(values) for profile, values in seconds.items()}
 
 

@@ -362,7 +362,7 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
     wanted = {key for keys in needed.values() for key in keys}
     sources = tuple(sorted({record.path for (_, _, kind, variant), record in chosen.items()
                             if (kind, variant) in wanted}))
-    trainings = [record for record in records if _cpu_seconds(record) is not None]
+    trainings = [record for record in records if cpu_training_seconds(record) is not None]
     return StudyResult(study, cells, seeds_found, outcomes, sources,
                        {label: model_key(c) for label, c in configurations.items()},
                        _train_seconds(chosen, configurations, trainings))
@@ -375,7 +375,7 @@ COST_KEYS = ("profile", "model.hidden_size", "model.intermediate_size",
              "train.max_train_sentences", "train.max_length")
 
 
-def _cpu_seconds(record: Record) -> float | None:
+def cpu_training_seconds(record: Record) -> float | None:
     """A CPU training record's ``step_seconds`` (None: another kind, a GPU's, or older)."""
     spent = record.data.get("result", {}).get("step_seconds")
     device = str(record.data["provenance"].get("machine", {}).get("device", "cpu"))
@@ -398,14 +398,14 @@ def _train_seconds(chosen: Chosen, configurations: Mapping[str, Mapping[str, Any
     half again the steps of a two-language one). GPU trainings are left out: CPU hours."""
     fastest: dict[str, float] = {}
     for (label, _, kind, _), record in chosen.items():
-        if kind == "train" and (spent := _cpu_seconds(record)) is not None:
+        if kind == "train" and (spent := cpu_training_seconds(record)) is not None:
             fastest[label] = min(spent, fastest.get(label, spent))
     for label, configuration in configurations.items():
         if label in fastest:
             continue
         similar = [spent * _language_count(configuration) / _language_count(config)
                    for record in trainings
-                   if (spent := _cpu_seconds(record)) is not None
+                   if (spent := cpu_training_seconds(record)) is not None
                    and all(_same((config := record.data["config"]).get(key),
                                  configuration.get(key)) for key in COST_KEYS)]
         if similar:
