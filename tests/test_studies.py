@@ -408,8 +408,9 @@ def test_a_superseding_study_gives_the_claims_both_test_their_verdict(tmp_path: 
     """Table 3 in a regime where transfer is readable supersedes its first runs: for a claim
     both studies test, the successor's outcome, once it has measured one, is the claim's (in
     the summary's verdicts, the findings and ``study next``), even where the first study's
-    counts and the successor's does not; until then, and for a claim only the first tests,
-    the first's stands. A bad or unknown successor name is one line."""
+    counts and the successor's does not; for a claim the successor has not measured yet
+    the first's stands, and no run is planned for a claim that has a verdict. A bad or
+    unknown successor name is one line."""
     from dataclasses import replace
 
     from multilab.studies.document import findings_block
@@ -419,7 +420,8 @@ def test_a_superseding_study_gives_the_claims_both_test_their_verdict(tmp_path: 
 
     layer8 = "dufter2020-t1-r0-retrieval-layer8"
     first = load_study(_spec(tmp_path, name="toy-first", claims=[LANG_POS, layer8]), CLAIMS)
-    second = replace(load_study(_spec(tmp_path, name="toy-second", claims=[LANG_POS]), CLAIMS),
+    second = replace(load_study(_spec(tmp_path, name="toy-second", claims=[LANG_POS, layer8]),
+                                CLAIMS),
                      supersedes="toy-first")
     held = Outcome(Verdict.HELD, "3 seeds", p=0.01)
     results = [replace(study_result(first, iter(()), CLAIMS),
@@ -427,13 +429,15 @@ def test_a_superseding_study_gives_the_claims_both_test_their_verdict(tmp_path: 
                replace(study_result(second, iter(()), CLAIMS),
                        outcomes={LANG_POS: Outcome(Verdict.NOT_MEASURED, "none")})]
     assert claim_verdicts(results, CLAIMS)[LANG_POS] is Verdict.HELD  # no successor records
-    results[1] = replace(results[1], outcomes={LANG_POS: Outcome(Verdict.INDICATIVE, "1 seed")})
+    results[1] = replace(results[1], outcomes={LANG_POS: Outcome(Verdict.INDICATIVE, "1 seed"),
+                                               layer8: Outcome(Verdict.NOT_MEASURED, "none")})
     verdicts = claim_verdicts(results, CLAIMS)
     assert verdicts[LANG_POS] is Verdict.INDICATIVE and verdicts[layer8] is Verdict.HELD
     findings = "\n".join(findings_block(results, CLAIMS))
     assert findings.count("**held**") == 1 and "**indicative**" in findings
-    assert all(plan.study != "toy-first" or plan.claim != LANG_POS
-               for plan in claim_plans(results, CLAIMS))
+    # no runs planned for a superseded outcome, nor for a claim another study has decided
+    assert {(plan.study, plan.claim) for plan in claim_plans(results, CLAIMS)} == {
+        ("toy-second", LANG_POS)}
     assert "Superseded by [toy-second](toy-second.md)" in render_study(
         results[0], CLAIMS, superseded_by="toy-second")
     assert "Supersedes [toy-first](toy-first.md)" in render_study(results[1], CLAIMS)

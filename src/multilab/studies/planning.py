@@ -25,7 +25,7 @@ from multilab.studies.spec import (
     claim_row_names,
     group_rows,
 )
-from multilab.studies.tables import StudyResult, superseded
+from multilab.studies.tables import StudyResult, outcomes_of_record, superseded
 from multilab.studies.verdict import MIN_SEEDS, Verdict
 
 #: the verdicts a claim may still move from by training
@@ -87,14 +87,17 @@ def claim_plans(results: Sequence[StudyResult], claims: Mapping[str, Claim]
                 ) -> list[ClaimPlan]:
     """Every open claim's runs to a verdict, fewest models first (then most claims per
     study order). A claim whose study has fewer than 3 seeds, or whose rows already have
-    their seeds (a record lacking a metric: ``study run --again``), is left out."""
+    their seeds (a record lacking a metric: ``study run --again``), or that another study
+    has given a verdict, is left out."""
     plans = []
     replaced = superseded(results)
+    decided = {claim_id for claim_id, (_, outcome) in outcomes_of_record(results).items()
+               if outcome.verdict.counts}
     for result in results:
         study = result.study
         for entry in study.claims:
-            if (study.name, entry.id) in replaced:  # its successor's runs decide it
-                continue
+            if (study.name, entry.id) in replaced or entry.id in decided:
+                continue  # its successor's runs decide it, or another study's verdict has
             outcome = result.outcomes.get(entry.id)
             if outcome is None or outcome.verdict not in OPEN or entry.pending or \
                     entry.not_testable or not claims[entry.id].testable:
