@@ -10,6 +10,8 @@
 #   bash scripts/seed003_similarity.sh                         # quick profile, English–French
 #   bash scripts/seed003_similarity.sh -p paper l s r c        # the paper's four pairs
 #   bash scripts/seed003_similarity.sh -p smoke --verses 40 s  # the tests' run
+#   bash scripts/seed003_similarity.sh --seed 43 l             # one more seed of a pair (no
+#                                                              # control): a study row's script
 #
 # English vs Fake-English: seed 000's Fake-English is English with every id shifted; a model
 # trained on it alone sees English with its embedding rows permuted, which is an English model
@@ -20,12 +22,14 @@ cd "$(dirname "$0")/.."
 
 PROFILE=quick
 VERSES=1000
+SEED=
 EDITIONS=()
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     -p|--profile) PROFILE=${2:?--profile needs a name}; shift 2 ;;
     --verses) VERSES=${2:?--verses needs a number}; shift 2 ;;
+    --seed) SEED=${2:?--seed needs a number}; shift 2 ;;
     -h|--help) usage 0 ;;
     -*) echo "seed003_similarity.sh: unknown option $1" >&2; usage ;;
     *) EDITIONS+=("$1"); shift ;;
@@ -51,6 +55,16 @@ train() {  # edition seed: corpora and vocabulary once per edition, then the mod
   "$MULTILAB" $(settings "$1") train --modification original --seed "$2"
 }
 
+if [ -n "$SEED" ]; then  # one seed of each pair: both models at it, no control
+  case "$SEED" in *[!0-9]*) echo "seed003_similarity.sh: --seed $SEED: a whole number" >&2; exit 2 ;; esac
+  for edition in 3 "${EDITIONS[@]}"; do train "$edition" "$SEED"; done
+  # shellcheck disable=SC2046
+  for edition in "${EDITIONS[@]}"; do
+    "$MULTILAB" $(settings 3) similarity "$(model 3 "$SEED")" "$(model "$edition" "$SEED")" \
+      --languages "3,$edition" --verses "$VERSES"
+  done
+  exit 0
+fi
 for edition in 3 "${EDITIONS[@]}"; do train "$edition" 42; done
 train 3 43
 # shellcheck disable=SC2046

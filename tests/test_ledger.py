@@ -4,6 +4,7 @@ process here, an old one from elsewhere) are taken over; a runner releases what 
 from __future__ import annotations
 
 import os
+import re
 import socket
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -79,3 +80,40 @@ def test_the_runner_skips_a_booked_run_and_releases_its_own(tmp_path: Path) -> N
                        "failed"):
         run_study(study, [Step(lang_pos, 1)], failing, tmp_path, said.append, results=results)
     assert not (results / ledger.LEDGER).exists()
+
+
+def test_a_row_with_a_script_is_run_by_it_for_each_missing_seed(tmp_path: Path) -> None:
+    """A similarity row (two models: the runner cannot train it) names the command that
+    writes its records: ``study run`` plans the seeds it lacks, runs the command from the
+    project root with the seed filled in, booked in the ledger and released, and stops on
+    its failure in one line naming the command."""
+    import sys
+    from dataclasses import replace
+
+    from multilab.studies.runner import missing_runs
+
+    script = f"{sys.executable} -c \"open('ran-{{seed}}', 'w')\""
+    study = load_study(_spec(tmp_path, languages=["3", "l"], seeds=[42, 43],
+                             metrics=["similarity.cka.best"], claims=[], rows=[
+                                 {"label": "English–French", "modification": "original",
+                                  "script": script}]), CLAIMS)
+    steps = missing_runs(study, [])
+    assert [(step.row.label, step.seed) for step in steps] == [("English–French", 42),
+                                                                ("English–French", 43)]
+    results = tmp_path / "results"
+
+    def command(argv: list[str]) -> int:  # nothing of multilab's own is run
+        raise AssertionError(argv)
+
+    said: list[str] = []
+    run_study(study, steps, command, tmp_path, said.append, results=results)
+    assert (tmp_path / "ran-42").exists() and (tmp_path / "ran-43").exists()
+    assert any("English–French seed 43: " in line for line in said)
+    assert not (results / ledger.LEDGER).exists()
+    broken = replace(study.rows[0], script="false {seed}")
+    with pytest.raises(UserError, match=r"`false 44` failed \(exit 1"):
+        run_study(study, [Step(broken, 44)], command, tmp_path, said.append, results=results)
+    assert not (results / ledger.LEDGER).exists()
+    with pytest.raises(UserError, match=re.escape("script 'run.sh': a command with {seed} in")):
+        load_study(_spec(tmp_path, rows=[{"modification": "original", "script": "run.sh"}]),
+                   CLAIMS)

@@ -657,8 +657,14 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
                 print(f"study {study.name}: data in {folder}")
         return
     if args.queue and not args.plan:
-        _queue_studies(args, cfg, [(s, missing_runs(s, records, seeds, rows, *resolved,
-                                                    again=args.again)) for s in studies])
+        plans = [(s, missing_runs(s, records, seeds, rows, *resolved, again=args.again))
+                 for s in studies]
+        for study, steps in plans:  # a DVC experiment trains one workspace model
+            for step in (step for step in steps if step.row.script):
+                print(f"study {study.name}: {step.row.label} seed {step.seed} not queued: its "
+                      f"script writes it (`multilab study run {study.name}` runs it)")
+        _queue_studies(args, cfg, [(s, [step for step in steps if not step.row.script])
+                                   for s, steps in plans])
         return
     for study in studies:
         steps = missing_runs(study, records, seeds, rows, *resolved, again=args.again)
@@ -670,6 +676,8 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
                 here = Path()  # relative: the plan names the folder as a user would
                 trained = trained_elsewhere(step, here, study_model_dir(study, here, step))
                 lines.append(f"\n  {step.row.label} seed {step.seed}"
+                             + (f" (by its script: {step.row.script.format(seed=step.seed)})"
+                                if step.row.script else "")
                              + (f" (under way: {held.by} since {held.since})" if held else "")
                              + (f" (measure only: trained in {trained})" if trained else ""))
             what = "to measure again (--again)" if args.again else "missing"

@@ -26,6 +26,8 @@ stays below the command line in the import structure.
 
 from __future__ import annotations
 
+import shlex
+import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -70,10 +72,11 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
                  overrides: Sequence[str] = (), again: bool = False) -> list[Step]:
     """The (row, seed) pairs lacking a record their metrics read, in the spec's order (the
     rows resolved from ``params`` and ``overrides``, as the runs will be: :func:`collect`).
-    Static rows (``multilab static``) and similarity records (two models) are not run
-    here. ``again``: every picked pair with all its records, for records that predate a
-    metric (position embeddings, MRR by part of speech: measured anew; curve points: a model
-    trained anew, unless its model still lies on disk, which is then only measured)."""
+    Static rows (``multilab static``) are not run here, nor similarity records (two
+    models) unless the row names the ``script`` that writes them. ``again``: every picked
+    pair with all its records, for records that predate a metric (position embeddings, MRR
+    by part of speech: measured anew; curve points: a model trained anew, unless its model
+    still lies on disk, which is then only measured)."""
     wanted_seeds = tuple(seeds) if seeds else study.seeds
     picked = pick_rows(study, rows)
     chosen = collect(study, list(records), params, overrides)
@@ -81,7 +84,8 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
     for row in picked:
         if row.static:
             continue
-        sources = [key for key in row_sources(study, row) if key[0] not in MODEL_LESS]
+        sources = [key for key in row_sources(study, row)  # a script writes any kind
+                   if row.script is not None or key[0] not in MODEL_LESS]
         for seed in wanted_seeds:
             if again:
                 steps.append(Step(row, seed, tuple(sources), _fingerprints(chosen, row, seed)))
@@ -195,8 +199,15 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
     fingerprint is the one ``fingerprint_of`` gives for the row here (the same configuration
     and the same bytes of data: without it, nothing is reused)."""
     runner = _Runner(study, command, root, say, results)
+    for step in [step for step in steps if step.row.script is not None]:
+        if runner.book([step]):
+            try:
+                runner.script(step)
+            finally:
+                runner.release([step])
     to_train = []
-    for step in steps:  # a model trained already (another study's) is only measured: first
+    for step in [step for step in steps if step.row.script is None]:
+        # a model trained already (another study's) is only measured: first
         folder = runner.reusable(step, fingerprint_of) if fingerprint_of else None
         if folder is None:
             to_train.append(step)
@@ -297,6 +308,20 @@ class _Runner:
             raise UserError(f"study {self.study.name}: `multilab {' '.join(argv)}` failed (its "
                             "message is above); fix it and run `multilab study run "
                             f"{self.study.name}` again: finished runs are kept")
+
+    def script(self, step: Step) -> None:
+        """A row's own command (its ``script``, ``{seed}`` filled in), from the project
+        root: it writes the records the runner cannot (a similarity of two models)."""
+        argv = shlex.split(str(step.row.script).format(seed=step.seed))
+        self.say(f"study {self.study.name}: {step.row.label} seed {step.seed}: "
+                 f"{shlex.join(argv)}")
+        code = subprocess.run(argv, cwd=self.root, check=False).returncode
+        if (stop := stops.stop_of_exit_status(code)) is not None:
+            raise stop
+        if code != 0:
+            raise UserError(f"study {self.study.name}: `{shlex.join(argv)}` failed (exit "
+                            f"{code}; its message is above); fix it and run `multilab study "
+                            f"run {self.study.name}` again: finished runs are kept")
 
     def book(self, steps: Sequence[Step]) -> list[Step]:
         """The steps this runner now holds (all, without a ledger); the others are said."""

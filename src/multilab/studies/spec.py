@@ -59,6 +59,11 @@ from it::
 the study's ``mrr.<pair>.…`` and ``translate.<pair>.…`` metrics, so rows of different pairs
 share columns.
 
+``script`` (row): the command that writes the row's records where ``study run`` cannot train
+the row itself (a similarity record of two independently trained models), with ``{seed}`` in
+it: ``study run`` runs it from the project root for each seed the row lacks, booked in the
+run ledger as any run.
+
 ``static: true`` (row): the row is the static embeddings of the study's corpus (``multilab
 static``, seeded by the row's seed), not a lab model; it reads ``static.*`` metrics only and
 needs no modification. A similarity record (two models) belongs to the row of its first
@@ -92,7 +97,7 @@ SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds
 _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds", "metrics",
              "rows")
 ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable",
-              "fine_tune", "static", "pair")
+              "fine_tune", "static", "pair", "script")
 CLAIM_ENTRY_FIELDS = ("id", "pending", "not_testable", "compare")
 FIGURE_FIELDS = ("name", "title", "x", "y", "axis_titles")
 PROFILES = ("smoke", "quick", "paper", "real", "real-quick")
@@ -114,6 +119,9 @@ class Row:
     fine_tune: str | None = None  # the downstream records' fine-tuning edition (None: any)
     static: bool = False  # the static embeddings of the corpus (multilab static), no model
     pair: str | None = None  # ``<pair>`` in the study's metrics: ``3-s`` (source-target)
+    #: the command that writes the row's records, run from the project root with ``{seed}``
+    #: filled in, for a row ``study run`` cannot train itself (a similarity of two models)
+    script: str | None = None
 
 
 @dataclass(frozen=True)
@@ -245,8 +253,13 @@ def _row(raw: Any, index: int, metrics: tuple[str, ...], paper_seeds: int | None
     pair = raw.get("pair")
     if pair is not None and (not isinstance(pair, str) or "-" not in pair):
         raise _fail(source, f"row {label}: pair {pair!r}: <source>-<target>, e.g. 3-s")
+    script = raw.get("script")
+    if script is not None and (not isinstance(script, str) or "{seed}" not in script):
+        raise _fail(source, f"row {label}: script {script!r}: a command with {{seed}} in it, "
+                    "e.g. 'bash scripts/seed003_similarity.sh --seed {seed} l'")
     return Row(label=label, modification=modification, aliases=tuple(aliases),
                paper_comparable=comparable, fine_tune=fine_tune, static=static, pair=pair,
+               script=script,
                paper_id=None if raw.get("id") is None else str(raw["id"]),
                paper={key: _paper_value(value, paper_seeds, source, f"row {label}: {key}")
                       for key, value in paper.items()},
