@@ -494,6 +494,10 @@ def test_study_next_lists_the_claims_nearest_to_a_verdict(tmp_path: Path, capsys
     assert cheapest_verdicts(plans, prices, 5) == (2, 4, 3600.0, 2)  # lang-pos's unpriced
     assert main(["study", "next", "--limit", "0"]) == 2
     assert "--limit 0: must be >= 1" in capsys.readouterr().err
+    # --cpu: the committed studies' plans a CPU can price; the paper's budget is left out
+    assert main(["study", "next", "--cpu", "--limit", "50"]) == 0
+    listed = capsys.readouterr().out
+    assert "study run" in listed and "dufter2020-table1-paper" not in listed
 
 
 def test_a_claim_of_two_parts_holds_only_when_both_hold(tmp_path: Path) -> None:

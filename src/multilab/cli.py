@@ -574,9 +574,14 @@ def cmd_study(args: argparse.Namespace) -> None:
         if args.limit < 1:
             raise UserError(f"--limit {args.limit}: must be >= 1")
         costs = run_costs(records)
-        print("\n".join(plan_lines(claim_plans(results, claims),
-                                    {(r.study.name, row.label): r.run_seconds(row.label, costs)
-                                     for r in results for row in r.study.rows}, args.limit)))
+        prices = {(r.study.name, row.label): r.run_seconds(row.label, costs)
+                  for r in results for row in r.study.rows}
+        plans = claim_plans(results, claims)
+        if args.cpu:  # what a CPU can train: runs whose profile a CPU has trained before
+            plans = [plan for plan in plans
+                     if all(prices.get((plan.study, label)) is not None
+                            for label, _ in plan.runs)]
+        print("\n".join(plan_lines(plans, prices, args.limit)))
         return
     if args.action in ("list", "run"):
         lines = []
@@ -1048,6 +1053,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run: train and evaluate the (row, seed) pairs without a record; "
                         "next: the claims fewest trainings away from a verdict, and those runs")
     p.add_argument("--limit", type=int, default=15, help="next: how many claims (default 15)")
+    p.add_argument("--cpu", action="store_true",
+                   help="next: only runs with a CPU price (their profile has trained on a CPU; "
+                        "the paper's budget is a GPU's)")
     p.add_argument("--seeds", help="run: only these seeds, e.g. 42,43")
     p.add_argument("--rows", help="run: only these rows (labels or the table's IDs; a label "
                                   "with commas as written), e.g. original,lang-pos or 0,1")
