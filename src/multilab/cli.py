@@ -681,7 +681,7 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
                 here = Path()  # relative: the plan names the folder as a user would
                 trained = trained_elsewhere(step, here, study_model_dir(study, here, step))
                 lines.append(f"\n  {step.row.label} seed {step.seed}"
-                             + (f" (by its script: {step.row.script.format(seed=step.seed)})"
+                             + (f" (by its script: {step.row.script_command(step.seed)})"
                                 if step.row.script else "")
                              + (f" (under way: {held.by} since {held.since})" if held else "")
                              + (f" (measure only: trained in {trained})" if trained else ""))

@@ -301,27 +301,26 @@ class _Runner:
 
     def run(self, settings: list[str], *argv: str) -> None:
         args = [f"--set={value}" for value in settings] + list(argv)
-        code = self.command(args)
-        if (stop := stops.stop_of_exit_status(code)) is not None:  # it said so: stop as well
+        self._check(self.command(args), f"multilab {' '.join(argv)}")
+
+    def _check(self, code: int, shown: str) -> None:
+        """A command's exit status: a stop it said it took is this run's stop as well; a
+        failure is one line naming the command."""
+        if (stop := stops.stop_of_exit_status(code)) is not None:
             raise stop
         if code != 0:
-            raise UserError(f"study {self.study.name}: `multilab {' '.join(argv)}` failed (its "
+            raise UserError(f"study {self.study.name}: `{shown}` failed (exit {code}; its "
                             "message is above); fix it and run `multilab study run "
                             f"{self.study.name}` again: finished runs are kept")
 
     def script(self, step: Step) -> None:
         """A row's own command (its ``script``, ``{seed}`` filled in), from the project
         root: it writes the records the runner cannot (a similarity of two models)."""
-        argv = shlex.split(str(step.row.script).format(seed=step.seed))
+        argv = shlex.split(step.row.script_command(step.seed))
         self.say(f"study {self.study.name}: {step.row.label} seed {step.seed}: "
                  f"{shlex.join(argv)}")
-        code = subprocess.run(argv, cwd=self.root, check=False).returncode
-        if (stop := stops.stop_of_exit_status(code)) is not None:
-            raise stop
-        if code != 0:
-            raise UserError(f"study {self.study.name}: `{shlex.join(argv)}` failed (exit "
-                            f"{code}; its message is above); fix it and run `multilab study "
-                            f"run {self.study.name}` again: finished runs are kept")
+        self._check(subprocess.run(argv, cwd=self.root, check=False).returncode,
+                    shlex.join(argv))
 
     def book(self, steps: Sequence[Step]) -> list[Step]:
         """The steps this runner now holds (all, without a ledger); the others are said."""

@@ -123,6 +123,10 @@ class Row:
     #: filled in, for a row ``study run`` cannot train itself (a similarity of two models)
     script: str | None = None
 
+    def script_command(self, seed: int) -> str:
+        """The row's ``script`` for one seed (``{seed}`` filled in)."""
+        return str(self.script).format(seed=seed)
+
 
 @dataclass(frozen=True)
 class ClaimEntry:
