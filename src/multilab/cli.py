@@ -569,13 +569,11 @@ def cmd_study(args: argparse.Namespace) -> None:
                for name in names]
     if args.action == "next":
         from multilab.studies.document import run_costs
-        from multilab.studies.planning import claim_plans, plan_lines
+        from multilab.studies.planning import claim_plans, plan_lines, run_prices
 
         if args.limit < 1:
             raise UserError(f"--limit {args.limit}: must be >= 1")
-        costs = run_costs(records)
-        prices = {(r.study.name, row.label): r.run_seconds(row.label, costs)
-                  for r in results for row in r.study.rows}
+        prices = run_prices(results, run_costs(records))
         plans = claim_plans(results, claims)
         if args.cpu:  # what a CPU can train: runs whose profile a CPU has trained before
             plans = [plan for plan in plans

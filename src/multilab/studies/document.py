@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from multilab.errors import UserError
 from multilab.studies.claims import PAPERS, Claim, paper_name
+from multilab.studies.planning import cheapest_verdicts, claim_plans, run_prices
 from multilab.studies.records import Record
 from multilab.studies.spec import bind_claim
 from multilab.studies.tables import (
@@ -214,15 +215,11 @@ def goal_line(results: Sequence[StudyResult], claims: Mapping[str, Claim],
               goal: int = VERDICT_GOAL) -> str:
     """How far the claims with a verdict are from ``goal`` and what the cheapest runs to it
     cost on the CPU (:func:`multilab.studies.planning.cheapest_verdicts`)."""
-    from multilab.studies.planning import cheapest_verdicts, claim_plans
-
     have = sum(1 for verdict in verdicts.values() if verdict.counts)
     if have >= goal:
         return f"**{have} claims have a verdict**, the goal of {goal} reached."
-    seconds = {(r.study.name, row.label): r.run_seconds(row.label, costs)
-               for r in results for row in r.study.rows}
-    reached, models, spent, unpriced = cheapest_verdicts(claim_plans(results, claims),
-                                                         seconds, goal - have)
+    reached, models, spent, unpriced = cheapest_verdicts(
+        claim_plans(results, claims), run_prices(results, costs), goal - have)
     cost = f" (≈ {spent / 3600:.0f} CPU-h of training" + (
         f" for {models - unpriced}; {unpriced} of a profile never trained on a CPU, a GPU's)"
         if unpriced else ")")

@@ -143,6 +143,14 @@ def ranked_groups(plans: Sequence[ClaimPlan]) -> list[list[ClaimPlan]]:
                   key=lambda group: (len(group[0].models) / len(group), -len(group)))
 
 
+def run_prices(results: Sequence[StudyResult], profile_seconds: Mapping[str, float]
+               ) -> dict[tuple[str, str], float | None]:
+    """(study, row label) → the CPU seconds of one more seed of the row
+    (:meth:`StudyResult.run_seconds`), None where unknown."""
+    return {(result.study.name, row.label): result.run_seconds(row.label, profile_seconds)
+            for result in results for row in result.study.rows}
+
+
 def model_seconds(plan: ClaimPlan, run_seconds: Mapping[tuple[str, str], float | None]
                   ) -> float | None:
     """A plan's CPU seconds per model: its runs' mean price (two rows of one model are one
