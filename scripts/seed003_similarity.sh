@@ -55,23 +55,18 @@ train() {  # edition seed: corpora and vocabulary once per edition, then the mod
   "$MULTILAB" $(settings "$1") train --modification original --seed "$2"
 }
 
-if [ -n "$SEED" ]; then  # one seed of each pair: both models at it, no control
-  case "$SEED" in *[!0-9]*) echo "seed003_similarity.sh: --seed $SEED: a whole number" >&2; exit 2 ;; esac
-  for edition in 3 "${EDITIONS[@]}"; do train "$edition" "$SEED"; done
-  # shellcheck disable=SC2046
-  for edition in "${EDITIONS[@]}"; do
-    "$MULTILAB" $(settings 3) similarity "$(model 3 "$SEED")" "$(model "$edition" "$SEED")" \
-      --languages "3,$edition" --verses "$VERSES"
-  done
-  exit 0
-fi
-for edition in 3 "${EDITIONS[@]}"; do train "$edition" 42; done
-train 3 43
+CONTROL=yes  # English against a second English seed (42 against 43), only without --seed
+[ -n "$SEED" ] && CONTROL=
+SEED=${SEED:-42}
+case "$SEED" in *[!0-9]*) echo "seed003_similarity.sh: --seed $SEED: a whole number" >&2; exit 2 ;; esac
+for edition in 3 "${EDITIONS[@]}"; do train "$edition" "$SEED"; done
+[ -z "$CONTROL" ] || train 3 43
 # shellcheck disable=SC2046
 for edition in "${EDITIONS[@]}"; do
-  "$MULTILAB" $(settings 3) similarity "$(model 3 42)" "$(model "$edition" 42)" \
+  "$MULTILAB" $(settings 3) similarity "$(model 3 "$SEED")" "$(model "$edition" "$SEED")" \
     --languages "3,$edition" --verses "$VERSES"
 done
+[ -z "$CONTROL" ] && exit 0
 # shellcheck disable=SC2046
 "$MULTILAB" $(settings 3) similarity "$(model 3 42)" "$(model 3 43)" --languages 3,3 \
   --verses "$VERSES"
