@@ -569,16 +569,14 @@ def cmd_study(args: argparse.Namespace) -> None:
                for name in names]
     if args.action == "next":
         from multilab.studies.document import run_costs
-        from multilab.studies.planning import claim_plans, plan_lines, run_prices
+        from multilab.studies.planning import claim_plans, model_seconds, plan_lines, run_prices
 
         if args.limit < 1:
             raise UserError(f"--limit {args.limit}: must be >= 1")
         prices = run_prices(results, run_costs(records))
         plans = claim_plans(results, claims)
         if args.cpu:  # what a CPU can train: runs whose profile a CPU has trained before
-            plans = [plan for plan in plans
-                     if all(prices.get((plan.study, label)) is not None
-                            for label, _ in plan.runs)]
+            plans = [plan for plan in plans if model_seconds(plan, prices) is not None]
         print("\n".join(plan_lines(plans, prices, args.limit)))
         return
     if args.action in ("list", "run"):

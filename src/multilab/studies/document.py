@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from multilab.errors import UserError
 from multilab.studies.claims import PAPERS, Claim, paper_name
 from multilab.studies.planning import cheapest_verdicts, claim_plans, run_prices
 from multilab.studies.records import Record
-from multilab.studies.spec import bind_claim
+from multilab.studies.spec import Row, bind_claim
 from multilab.studies.tables import (
     SUMMARY_COLUMNS,
     StudyResult,
@@ -83,11 +83,17 @@ def run_costs(records: Iterable[Record]) -> dict[str, float]:
     return {profile: min(values) for profile, values in seconds.items()}
 
 
-def runs_missing(result: StudyResult) -> int:
+def unrecorded(result: StudyResult) -> Iterator[tuple[Row, int]]:
     """The (row, seed) pairs of a study without every record its metrics read."""
-    study = result.study
-    return len(study.rows) * len(study.seeds) - sum(
-        len(seeds) for seeds in result.seeds_found.values())
+    for row in result.study.rows:
+        for seed in result.study.seeds:
+            if seed not in result.seeds_found.get(row.label, ()):
+                yield row, seed
+
+
+def runs_missing(result: StudyResult) -> int:
+    """How many (row, seed) pairs of a study lack a record its metrics read."""
+    return sum(1 for _ in unrecorded(result))
 
 
 def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float],
@@ -102,14 +108,9 @@ def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float],
     missing = sum(runs_missing(result) for result in results)
     models: dict[tuple[str, int], float | None] = {}
     for result in results:
-        study = result.study
-        for row in study.rows:
-            key = result.model_keys.get(row.label)
-            if key is None:
-                continue
-            for seed in study.seeds:
-                if seed not in result.seeds_found.get(row.label, ()):
-                    models[(key, seed)] = result.run_seconds(row.label, costs)
+        for row, seed in unrecorded(result):
+            if (key := result.model_keys.get(row.label)) is not None:
+                models[(key, seed)] = result.run_seconds(row.label, costs)
     priced = [seconds for seconds in models.values() if seconds is not None]
     cost = (f" (≈ {sum(priced) / 3600:.1f} CPU-h for the {len(priced)} whose profile has a "
             "measured CPU cost)") if priced else ""
@@ -135,9 +136,8 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
         study = result.study
         recorded = sum(len(seeds) for seeds in result.seeds_found.values())
         needed = runs_missing(result)
-        prices = [result.run_seconds(row.label, costs) for row in study.rows
-                  if not row.static for seed in study.seeds
-                  if seed not in result.seeds_found.get(row.label, ())]
+        prices = [result.run_seconds(row.label, costs) for row, _ in unrecorded(result)
+                  if not row.static]
         cost = sum(price for price in prices if price is not None)
         need = str(needed) if not needed or not cost else \
             f"{needed} (≈ {cost / 3600:.1f} CPU-h of training)"
