@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 from mlflow.tracking import MlflowClient
 
 from multilab import stops, tracking
@@ -80,3 +81,59 @@ def test_a_stop_a_library_replaced_still_ends_the_run_killed(tmp_path: Path) -> 
     assert isinstance(caught.value.__cause__, RuntimeError)
     assert MlflowClient().get_run(run_id).info.status == tracking.KILLED
     assert signal.getsignal(signal.SIGTERM) is not stops._on_stop  # the handler is put back
+
+
+def _stops_after(target: object, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``target.name`` sends this process SIGTERM as it is first called: a stop that lands
+    while the store writes a run's status, at a chosen place instead of by chance."""
+    original, calls = getattr(target, name), []
+
+    def stopping(*args, **kwargs):
+        calls.append(name)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, stopping)
+
+
+def test_a_stop_as_a_finished_run_is_ended_leaves_it_finished_not_running(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flake of `test_sigterm_to_dvc_repro_reaches_the_training`: the lifeline's SIGTERM
+    landed while the training's run was being ended FINISHED; the write was cut and the run
+    stayed RUNNING. The stop now waits for the write and is raised after it."""
+    cfg = smoke_config(tmp_path)
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    _stops_after(MlflowClient, "set_terminated", monkeypatch)
+    with pytest.raises(Terminated), tracking.run(experiment, name="ending") as run_id:
+        pass
+    monkeypatch.undo()
+    assert MlflowClient().get_run(run_id).info.status == tracking.FINISHED
+
+
+def test_a_second_stop_while_a_stopped_run_is_ended_keeps_it_killed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = smoke_config(tmp_path)
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    with pytest.raises(Terminated), tracking.run(experiment, name="stopped") as run_id:
+        _stops_after(MlflowClient, "set_terminated", monkeypatch)
+        os.kill(os.getpid(), signal.SIGTERM)
+    monkeypatch.undo()
+    assert MlflowClient().get_run(run_id).info.status == tracking.KILLED
+
+
+def test_a_stop_while_a_run_is_started_ends_it_killed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop landing inside ``start_run`` (which marks a resumed run RUNNING) used to go up
+    before the run was held, leaving it RUNNING; it now ends the run it started KILLED."""
+    cfg = smoke_config(tmp_path)
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    with tracking.run(experiment, name="first") as run_id:
+        pass
+    body_ran = False
+    _stops_after(SqlAlchemyStore, "update_run_info", monkeypatch)  # start_run's resume
+    with pytest.raises(Terminated), tracking.run(experiment, run_id=run_id):
+        body_ran = True
+    monkeypatch.undo()
+    assert not body_ran
+    assert MlflowClient().get_run(run_id).info.status == tracking.KILLED

@@ -64,6 +64,10 @@ slow = pytest.mark.slow
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.slow]  # every test trains (in-process or in a subprocess)
 SHORT = {"train.max_train_sentences": 64}  # 4 steps, a checkpoint after each but the last
+#: the SIGTERM-to-DVC test's epochs (24 steps): the lifeline's stop (≤ 1 s after DVC ends) must
+#: land mid-training even when a loaded machine lets the test see checkpoint 2 late; at 8
+#: steps the training could reach its end first
+LONG_EPOCHS = 6
 
 
 def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -265,16 +269,17 @@ def test_second_training_of_one_model_is_refused(project: Config, tmp_path: Path
 # --------------------------------------------------------------------------- item 2
 
 
-def _dvc_repo(built_project: Path, root: Path) -> Path:
+def _dvc_repo(built_project: Path, root: Path, epochs: int = 2) -> Path:
     """A git + DVC repository with the project's train stage (its out, ``persist: true``),
-    the smoke profile cut to 8 steps, and the corpora and vocabulary committed."""
+    the smoke profile cut to 8 steps (``epochs`` 2), and the corpora and vocabulary
+    committed."""
     repo = root / "repo"
     (repo / "artifacts").mkdir(parents=True)
     for name in ("corpora", "vocab"):
         shutil.copytree(built_project / "artifacts" / name, repo / "artifacts" / name)
     params = yaml.safe_load(PARAMS.read_text())
     params |= {"profile": "smoke", "study": ["original"], "seeds": [0]}
-    params["profiles"]["smoke"]["train"] |= {"max_train_sentences": 128,
+    params["profiles"]["smoke"]["train"] |= {"max_train_sentences": 128, "epochs": epochs,
                                             "checkpoint_every": 1, "eval_points": []}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["train"]
@@ -424,7 +429,7 @@ def test_sigterm_to_dvc_repro_reaches_the_training(built_project: Path, tmp_path
     """Issue 53, case 5: `kill <pid of dvc repro>` left `multilab train` running as an orphan
     holding train.lock, and the next `dvc repro` was refused until it ended. Now the training
     ends too (run KILLED, checkpoint kept) and the next `dvc repro` resumes it to FINISHED."""
-    repo = _dvc_repo(built_project, tmp_path)
+    repo = _dvc_repo(built_project, tmp_path, epochs=LONG_EPOCHS)
     cfg = load_config(repo / "params.yaml", {"paths": {"artifacts": str(repo / "artifacts"),
                                                       "mlruns": str(repo / "mlruns"),
                                                       "results": str(repo / "results")}})
@@ -447,7 +452,7 @@ def test_sigterm_to_dvc_repro_reaches_the_training(built_project: Path, tmp_path
     second = subprocess.run([DVC, "repro"], cwd=repo, env=_dvc_env(), text=True,
                             capture_output=True, timeout=LAUNCH_TIMEOUT)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    assert read_done(run.model_dir)["steps"] == STEPS
+    assert read_done(run.model_dir)["steps"] == STEPS * LONG_EPOCHS // 2
     assert run_statuses(cfg) == ["FINISHED"]  # the same run, resumed
 
 

@@ -75,13 +75,16 @@ def run(
                     run_id, mlflow.get_tracking_uri())
         run_id, tags = None, tags | {RESTORED_TAG: run_id}
     with stops.catching():
-        active = server_call(mlflow.start_run)(
-            run_id=run_id, experiment_id=None if run_id else experiment_id, run_name=name,
-            tags=tags,
-        )
-        status = FAILED
+        status, started = FAILED, None
         try:
-            yield active.info.run_id
+            # a stop that lands while the store marks the run RUNNING is raised once it has
+            # (inside this try, so the run it started ends KILLED, not RUNNING)
+            with stops.deferred():
+                started = server_call(mlflow.start_run)(
+                    run_id=run_id, experiment_id=None if run_id else experiment_id,
+                    run_name=name, tags=tags,
+                ).info.run_id
+            yield started
             status = RUNNING if suspend else FINISHED
         except (KeyboardInterrupt, Terminated, StoppedEarly):
             status = KILLED
@@ -96,7 +99,8 @@ def run(
                 raise
             raise lost from err
         finally:
-            _end_run(active.info.run_id, status)
+            if started is not None:  # None: the store refused to start it
+                _end_run(started, status)
 
 
 @contextlib.contextmanager
@@ -111,12 +115,13 @@ def held_runs(run_ids: Callable[[], Iterable[str]]) -> Iterator[None]:
             stopped = isinstance(err, KeyboardInterrupt | Terminated | StoppedEarly) or \
                 stops.received() is not None
             status = KILLED if stopped else FAILED
-            for run_id in run_ids():
-                try:
-                    MlflowClient().set_terminated(run_id, status)
-                except Exception as failed:  # the store is gone: the first error wins
-                    log.warning("could not mark run %s %s (%s); the next train of it will",
-                                run_id, status, " ".join(str(failed).split())[:200])
+            with stops.deferred():  # a second stop waits for the runs' ends (_end_run)
+                for run_id in run_ids():
+                    try:
+                        MlflowClient().set_terminated(run_id, status)
+                    except Exception as failed:  # the store is gone: the first error wins
+                        log.warning("could not mark run %s %s (%s); the next train of it "
+                                    "will", run_id, status, " ".join(str(failed).split())[:200])
             raise
 
 
@@ -133,12 +138,17 @@ def _run_exists(run_id: str) -> bool:
 def _end_run(run_id: str, status: str) -> None:
     """End the active run; if the store cannot be written (server gone, disk full), say so
     once and let the first error be the one reported: the run stays RUNNING there until the
-    next ``train`` of it (or ``report``) ends it as an orphan, or its resume reopens it."""
-    try:
-        mlflow.end_run(status=status)
-    except Exception as err:  # any store failure; the error of the body wins
-        log.warning("could not mark run %s %s (%s); the next train or report of it will",
-                    run_id, status, " ".join(str(err).split())[:200])
+    next ``train`` of it (or ``report``) ends it as an orphan, or its resume reopens it.
+
+    A stop signal that lands meanwhile is raised once the status is written: cut in the
+    middle, the store's write was lost and the run stayed RUNNING (a SIGTERM as a training
+    wrote FINISHED). A training that finished is FINISHED even if stopped as it ended."""
+    with stops.deferred():
+        try:
+            mlflow.end_run(status=status)
+        except Exception as err:  # any store failure; the error of the body wins
+            log.warning("could not mark run %s %s (%s); the next train or report of it will",
+                        run_id, status, " ".join(str(err).split())[:200])
 
 
 @server_call
