@@ -15,6 +15,8 @@ median per tenth of its steps:
 
     .venv/bin/python benchmarks/bench_allocator_pair.py --db mlruns/mlflow.db \\
         --run default=<run id> --run fixed-128k=<run id> --out benchmarks/results/x.json
+
+Two trainings in two clones log to two stores: give ``--db`` twice, in the order of ``--run``.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ def windows(arms: dict[str, list[tuple[float, int, float]]], seconds: float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", type=Path, required=True, help="the MLflow store (sqlite)")
+    parser.add_argument("--db", type=Path, action="append", required=True,
+                        help="the MLflow store (sqlite); twice: each arm's, in --run's order")
     parser.add_argument("--run", action="append", required=True, metavar="NAME=RUN_ID",
                         help="two arms: a name and the MLflow run id")
     parser.add_argument("--window", type=float, default=120.0, help="seconds per window")
@@ -74,11 +77,16 @@ def main() -> None:
     args = parser.parse_args()
     if len(args.run) != 2 or not all("=" in item for item in args.run):
         parser.error("--run NAME=RUN_ID twice: the default arm and the other")
-    arms = {name: steps_of(args.db, run) for name, run in
-            (item.split("=", 1) for item in args.run)}
-    empty = [name for name, steps in arms.items() if not steps]
-    if empty:
-        parser.error(f"--run {empty[0]}: no tokens_per_s logged in {args.db}")
+    if len(args.db) not in (1, 2):
+        parser.error("--db once (both arms' store) or twice (each arm's, in --run's order)")
+    stores = args.db * 2 if len(args.db) == 1 else args.db
+    arms = {}
+    for (name, run), db in zip((item.split("=", 1) for item in args.run), stores, strict=True):
+        if name in arms:
+            parser.error(f"--run {name}: two arms of one name")
+        arms[name] = steps_of(db, run)
+        if not arms[name]:
+            parser.error(f"--run {name}: no tokens_per_s logged in {db}")
     first, second = arms
     paired = windows(arms, args.window)
     for row in paired:
