@@ -1,0 +1,45 @@
+"""scripts/background.sh: a command in the background at one thread and nice 19, in a
+scheduling group of its own at nice 19 (so it yields to work started in any terminal), its
+output and start/end lines in the log; a log that cannot be written is one line, exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from tests.helpers import ROOT
+
+SCRIPT = ROOT / "scripts" / "background.sh"
+PROBE = 'echo "threads=$OMP_NUM_THREADS nice=$(nice) $(cat /proc/self/autogroup)"'
+
+
+def _ended(log: Path, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text()
+        if " exit " in text:
+            return text
+        time.sleep(0.05)
+    raise AssertionError(f"no end line in {log}: {log.read_text()!r}")
+
+
+def test_the_command_runs_at_one_thread_and_nice_19_in_its_own_group(tmp_path: Path) -> None:
+    log = tmp_path / "lane.log"
+    started = subprocess.run(["bash", str(SCRIPT), str(log), "FLAG=set", "sh", "-c",
+                              PROBE + '; echo "flag=$FLAG"; exit 3'],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert started.returncode == 0 and "started in the background, session" in started.stdout
+    text = _ended(log)
+    assert "threads=1 nice=19" in text and "flag=set" in text
+    if Path("/proc/self/autogroup").exists():  # Linux with autogroup scheduling
+        assert text.split("nice=19", 1)[1].split("\n", 1)[0].strip().endswith("nice 19")
+    assert "exit 3: FLAG=set sh -c" in text
+
+
+def test_a_log_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "missing" / "x.log"), "true"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"background.sh: cannot write the log {tmp_path / 'missing' / 'x.log'}"]
