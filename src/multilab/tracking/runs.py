@@ -115,13 +115,9 @@ def held_runs(run_ids: Callable[[], Iterable[str]]) -> Iterator[None]:
             stopped = isinstance(err, KeyboardInterrupt | Terminated | StoppedEarly) or \
                 stops.received() is not None
             status = KILLED if stopped else FAILED
-            with stops.deferred():  # a second stop waits for the runs' ends (_end_run)
+            with stops.deferred():  # a second stop waits until every run is ended
                 for run_id in run_ids():
-                    try:
-                        MlflowClient().set_terminated(run_id, status)
-                    except Exception as failed:  # the store is gone: the first error wins
-                        log.warning("could not mark run %s %s (%s); the next train of it "
-                                    "will", run_id, status, " ".join(str(failed).split())[:200])
+                    _end_run(run_id, status, active=False)
             raise
 
 
@@ -135,17 +131,21 @@ def _run_exists(run_id: str) -> bool:
     return True
 
 
-def _end_run(run_id: str, status: str) -> None:
-    """End the active run; if the store cannot be written (server gone, disk full), say so
-    once and let the first error be the one reported: the run stays RUNNING there until the
-    next ``train`` of it (or ``report``) ends it as an orphan, or its resume reopens it.
+def _end_run(run_id: str, status: str, active: bool = True) -> None:
+    """End the active run (``active=False``: a run held between visits, by its id); if the
+    store cannot be written (server gone, disk full), say so once and let the first error be
+    the one reported: the run stays RUNNING there until the next ``train`` of it (or
+    ``report``) ends it as an orphan, or its resume reopens it.
 
     A stop signal that lands meanwhile is raised once the status is written: cut in the
     middle, the store's write was lost and the run stayed RUNNING (a SIGTERM as a training
     wrote FINISHED). A training that finished is FINISHED even if stopped as it ended."""
     with stops.deferred():
         try:
-            mlflow.end_run(status=status)
+            if active:
+                mlflow.end_run(status=status)
+            else:
+                MlflowClient().set_terminated(run_id, status)
         except Exception as err:  # any store failure; the error of the body wins
             log.warning("could not mark run %s %s (%s); the next train or report of it will",
                         run_id, status, " ".join(str(err).split())[:200])
