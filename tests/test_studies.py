@@ -487,7 +487,8 @@ def test_study_next_lists_the_claims_nearest_to_a_verdict(tmp_path: Path, capsys
                                ("toy-study", "lang-pos"): 1800.0}, limit=5)
     assert lines[1].startswith("     2    1.0  dufter2020-t1-r0-retrieval-layer8 (toy-study: "
                                "original s1, original s2)")
-    assert lines[3].startswith("     4    2.0  dufter2020-t1-r1-lang-pos (toy-study: ")
+    # original s1, s2 are trained by the line above: lang-pos adds its own two
+    assert lines[3].startswith("     2    1.0  dufter2020-t1-r1-lang-pos (toy-study: ")
     assert lines[-1].startswith("These 2 claims need 4 models")  # original's two shared
     prices = {("toy-study", "original"): 1800.0, ("toy-study", "lang-pos"): None}
     assert cheapest_verdicts(plans, prices, 1) == (1, 2, 3600.0, 0)
@@ -498,6 +499,30 @@ def test_study_next_lists_the_claims_nearest_to_a_verdict(tmp_path: Path, capsys
     assert main(["study", "next", "--cpu", "--limit", "50"]) == 0
     listed = capsys.readouterr().out
     assert "study run" in listed and "dufter2020-table1-paper" not in listed
+
+
+def test_the_schedule_takes_most_claims_per_cpu_hour_first() -> None:
+    """Issue 52's order: a run set of two cheap models before one of a single slow model
+    (more models, fewer CPU seconds per claim); one a CPU cannot price last; a claim two
+    studies could test decided once; a model trained above is free below."""
+    from multilab.studies.planning import ClaimPlan, cheapest_verdicts, schedule
+
+    def plan(claim: str, study: str, *runs: tuple[str, int]) -> ClaimPlan:
+        return ClaimPlan(claim, study, runs, tuple((f"{study}/{r}", s) for r, s in runs))
+
+    slow = plan("slow", "a", ("big", 1))
+    cheap = plan("cheap", "a", ("small", 1), ("small", 2))
+    shared = plan("shared", "a", ("small", 1), ("other", 1))
+    gpu = plan("gpu", "b", ("paper", 1))
+    twice = plan("cheap", "b", ("tiny", 1))  # the same claim in a second study, dearer
+    prices = {("a", "big"): 3600.0, ("a", "small"): 600.0, ("a", "other"): 1200.0,
+              ("b", "paper"): None, ("b", "tiny"): 1800.0}
+    steps = schedule([slow, gpu, twice, shared, cheap], prices)
+    assert [[p.claim for p in step.plans] for step in steps] == [
+        ["cheap"], ["shared"], ["slow"], ["gpu"]]
+    assert [len(step.models) for step in steps] == [2, 1, 1, 1]
+    assert [step.seconds for step in steps] == [1200.0, 1200.0, 3600.0, None]
+    assert cheapest_verdicts([slow, gpu, twice, shared, cheap], prices, 4) == (4, 5, 6000.0, 1)
 
 
 def test_a_claim_of_two_parts_holds_only_when_both_hold(tmp_path: Path) -> None:

@@ -569,14 +569,15 @@ def cmd_study(args: argparse.Namespace) -> None:
                for name in names]
     if args.action == "next":
         from multilab.studies.document import run_costs
-        from multilab.studies.planning import claim_plans, model_seconds, plan_lines, run_prices
+        from multilab.studies.planning import claim_plans, plan_lines, run_prices
 
         if args.limit < 1:
             raise UserError(f"--limit {args.limit}: must be >= 1")
         prices = run_prices(results, run_costs(records))
         plans = claim_plans(results, claims)
         if args.cpu:  # what a CPU can train: runs whose profile a CPU has trained before
-            plans = [plan for plan in plans if model_seconds(plan, prices) is not None]
+            plans = [plan for plan in plans
+                     if None not in plan.priced_models(prices).values()]
         print("\n".join(plan_lines(plans, prices, args.limit)))
         return
     if args.action in ("list", "run"):
@@ -1047,7 +1048,7 @@ def build_parser() -> argparse.ArgumentParser:
             "study's rows and claim verdicts from the records in results/")
     p.add_argument("action", choices=["list", "report", "run", "next"],
                    help="run: train and evaluate the (row, seed) pairs without a record; "
-                        "next: the claims fewest trainings away from a verdict, and those runs")
+                        "next: the runs that bring claims to a verdict, most claims per CPU hour first")
     p.add_argument("--limit", type=int, default=15, help="next: how many claims (default 15)")
     p.add_argument("--cpu", action="store_true",
                    help="next: only runs with a CPU price (their profile has trained on a CPU; "

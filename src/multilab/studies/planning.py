@@ -39,10 +39,26 @@ class ClaimPlan:
     claim: str
     study: str
     runs: tuple[tuple[str, int], ...]  # (row label, seed)
-    models: frozenset[tuple[str, int]]  # (model key, seed): a model shared is one
+    #: the model each run trains, (model key, seed), in the order of ``runs``: two rows of
+    #: one model are one training
+    run_models: tuple[tuple[str, int], ...]
     #: runs whose records exist but lack a number the claim reads (written before the
     #: metric existed): ``study run --again``
     again: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def models(self) -> frozenset[tuple[str, int]]:
+        """The models it trains, a model shared counted once."""
+        return frozenset(self.run_models)
+
+    def priced_models(self, run_seconds: Mapping[tuple[str, str], float | None]
+                      ) -> dict[tuple[str, int], float | None]:
+        """Each model's CPU seconds: its own row's price (two rows of one model: the
+        first's); None where the row has none."""
+        prices: dict[tuple[str, int], float | None] = {}
+        for (label, _), model in zip(self.runs, self.run_models, strict=True):
+            prices.setdefault(model, run_seconds.get((self.study, label)))
+        return prices
 
     def commands(self) -> list[str]:
         """The ``study run`` commands that train them: one per set of rows that lack the
@@ -127,20 +143,67 @@ def claim_plans(results: Sequence[StudyResult], claims: Mapping[str, Claim]
                 continue
             again = tuple(run for run in runs
                           if run[1] in result.seeds_found.get(run[0], ()))
-            models = frozenset((result.model_keys.get(label, f"{study.name}/{label}"), seed)
+            run_models = tuple((result.model_keys.get(label, f"{study.name}/{label}"), seed)
                                for label, seed in runs)
-            plans.append(ClaimPlan(entry.id, study.name, tuple(runs), models, again))
+            plans.append(ClaimPlan(entry.id, study.name, tuple(runs), run_models, again))
     return sorted(plans, key=lambda plan: len(plan.models))
 
 
-def ranked_groups(plans: Sequence[ClaimPlan]) -> list[list[ClaimPlan]]:
-    """Claims that need the same runs of one study together, fewest models per claim first
-    (then the larger group)."""
+def _claim_groups(plans: Sequence[ClaimPlan]) -> list[list[ClaimPlan]]:
+    """Claims that need the same runs of one study together."""
     groups: dict[tuple, list[ClaimPlan]] = {}
     for plan in plans:
         groups.setdefault((plan.study, plan.runs), []).append(plan)
-    return sorted(groups.values(),
-                  key=lambda group: (len(group[0].models) / len(group), -len(group)))
+    return list(groups.values())
+
+
+@dataclass(frozen=True)
+class Step:
+    """One run set of a :func:`schedule`: the claims it brings to a verdict that no earlier
+    step did, and the models it adds to the earlier steps' (their CPU seconds: None where a
+    model has no price)."""
+
+    plans: tuple[ClaimPlan, ...]
+    models: frozenset[tuple[str, int]]
+    seconds: float | None
+
+
+def schedule(plans: Sequence[ClaimPlan],
+             run_seconds: Mapping[tuple[str, str], float | None]) -> list[Step]:
+    """The run sets in the order to train them: each time the one with the fewest CPU
+    seconds per claim it newly decides, a model an earlier step trains counted as free
+    (greedy weighted set cover: claims share models, ``original``'s seeds above all); run
+    sets a CPU cannot price after those, fewest new models per claim first; a tie goes to
+    the larger set. A claim two studies could test is decided once."""
+    groups = _claim_groups(plans)
+    price: dict[tuple[str, int], float | None] = {}
+    for group in groups:
+        for model, seconds in group[0].priced_models(run_seconds).items():
+            price.setdefault(model, seconds)
+    def seconds_of(models: frozenset[tuple[str, int]]) -> float | None:
+        prices = [price[model] for model in models]
+        return None if None in prices else sum(prices)
+
+    trained: set[tuple[str, int]] = set()
+    reached: set[str] = set()
+    steps: list[Step] = []
+    while True:
+        best, best_key = None, None
+        for index, group in enumerate(groups):
+            fresh = tuple(plan for plan in group if plan.claim not in reached)
+            if not fresh:
+                continue
+            new = group[0].models - trained
+            seconds = seconds_of(new)
+            per_claim = (len(new) if seconds is None else seconds) / len(fresh)
+            key = (seconds is None, per_claim, -len(fresh), index)
+            if best_key is None or key < best_key:
+                best, best_key = Step(fresh, new, seconds), key
+        if best is None:
+            return steps
+        steps.append(best)
+        trained |= best.models
+        reached |= {plan.claim for plan in best.plans}
 
 
 def run_prices(results: Sequence[StudyResult], profile_seconds: Mapping[str, float]
@@ -151,60 +214,49 @@ def run_prices(results: Sequence[StudyResult], profile_seconds: Mapping[str, flo
             for result in results for row in result.study.rows}
 
 
-def model_seconds(plan: ClaimPlan, run_seconds: Mapping[tuple[str, str], float | None]
-                  ) -> float | None:
-    """A plan's CPU seconds per model: its runs' mean price (two rows of one model are one
-    training, so a plan is priced per model, not per run); None where a run has none."""
-    prices = [run_seconds.get((plan.study, label)) for label, _ in plan.runs]
-    known = [price for price in prices if price is not None]
-    return sum(known) / len(known) if known and len(known) == len(prices) else None
-
-
 def cheapest_verdicts(plans: Sequence[ClaimPlan],
                       run_seconds: Mapping[tuple[str, str], float | None],
                       wanted: int) -> tuple[int, int, float, int]:
     """The cheapest way to ``wanted`` more claims with a verdict, taking the run sets in
-    :func:`ranked_groups` order (a claim two studies could test counted once): (claims
-    reached, at most ``wanted``; models to train, a model shared counted once; the CPU
-    seconds of those with a price; how many have none: a profile never trained on a CPU)."""
-    reached: set[str] = set()
-    price: dict[tuple[str, int], float | None] = {}
-    for group in ranked_groups(plans):
-        if len(reached) >= wanted:
+    :func:`schedule` order: (claims reached, at most ``wanted``; models to train, a model
+    shared counted once; the CPU seconds of those with a price; how many have none: a
+    profile never trained on a CPU)."""
+    reached, models, spent, unpriced = 0, 0, 0.0, 0
+    for step in schedule(plans, run_seconds):
+        if reached >= wanted:
             break
-        fresh = [plan for plan in group if plan.claim not in reached]
-        if not fresh:
-            continue
-        first = group[0]
-        each = model_seconds(first, run_seconds)
-        for model in first.models:
-            price.setdefault(model, each)
-        reached |= {plan.claim for plan in fresh[:wanted - len(reached)]}
-    known = [seconds for seconds in price.values() if seconds is not None]
-    return len(reached), len(price), sum(known), len(price) - len(known)
+        reached += min(len(step.plans), wanted - reached)
+        models += len(step.models)
+        if step.seconds is None:
+            unpriced += len(step.models)
+        else:
+            spent += step.seconds
+    return reached, models, spent, unpriced
 
 
 def plan_lines(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str], float | None],
                limit: int) -> list[str]:
-    """The cheapest ``limit`` run sets, claims that need the same runs together, fewest
-    models per claim first: their cost and commands; then what they need together (a model
-    shared counted once). ``run_seconds``: (study, row label) → CPU seconds of one more seed
-    of the row (:meth:`StudyResult.run_seconds`), None where unknown."""
+    """The first ``limit`` run sets of the :func:`schedule`, claims that need the same runs
+    together: the models each adds to those above it, their CPU hours, its claims and
+    commands; then what they need together. ``run_seconds``: (study, row label) → CPU
+    seconds of one more seed of the row (:meth:`StudyResult.run_seconds`), None where
+    unknown."""
     if not plans:
         return ["No claim is a training away from a verdict."]
-    ranked = ranked_groups(plans)
-    lines = [f"{'models':>6}  {'CPU-h':>5}  claims (study: runs)"]
-    for group in ranked[:limit]:
-        first = group[0]
-        each = model_seconds(first, run_seconds)
-        hours = "    –" if each is None else f"{each * len(first.models) / 3600:5.1f}"
+    steps = schedule(plans, run_seconds)[:limit]
+    lines = [f"{'models':>6}  {'CPU-h':>5}  claims (study: runs; models listed above not "
+             "counted again)"]
+    for step in steps:
+        first = step.plans[0]
+        hours = "    –" if step.seconds is None else f"{step.seconds / 3600:5.1f}"
         runs = ", ".join(f"{label} s{seed}" + (" (again)" if (label, seed) in first.again
                                                 else "") for label, seed in first.runs)
-        lines.append(f"{len(first.models):>6}  {hours}  {', '.join(p.claim for p in group)} "
-                     f"({first.study}: {runs})")
+        lines.append(f"{len(step.models):>6}  {hours}  "
+                     f"{', '.join(p.claim for p in step.plans)} ({first.study}: {runs})")
         lines += [f"{'':>14}{command}" for command in first.commands()]
-    shown = [plan for group in ranked[:limit] for plan in group]
-    models = {model for plan in shown for model in plan.models}
-    lines.append(f"These {len(shown)} claims need {len(models)} models (a model shared "
-                 f"counted once); {len(plans)} open claims can be reached by training.")
+    shown = sum(len(step.plans) for step in steps)
+    models = sum(len(step.models) for step in steps)
+    lines.append(f"These {shown} claims need {models} models (a model shared counted "
+                 f"once); {len({plan.claim for plan in plans})} open claims can be reached "
+                 "by training.")
     return lines
