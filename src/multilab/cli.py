@@ -1048,8 +1048,9 @@ def build_parser() -> argparse.ArgumentParser:
             "study's rows and claim verdicts from the records in results/")
     p.add_argument("action", choices=["list", "report", "run", "next"],
                    help="run: train and evaluate the (row, seed) pairs without a record; "
-                        "next: the runs that bring claims to a verdict, most claims per CPU hour first")
-    p.add_argument("--limit", type=int, default=15, help="next: how many claims (default 15)")
+                        "next: the runs that bring claims to a verdict, most claims per CPU "
+                        "hour first")
+    p.add_argument("--limit", type=int, default=15, help="next: how many run sets (default 15)")
     p.add_argument("--cpu", action="store_true",
                    help="next: only runs with a CPU price (their profile has trained on a CPU; "
                         "the paper's budget is a GPU's)")
