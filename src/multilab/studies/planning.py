@@ -180,6 +180,7 @@ def schedule(plans: Sequence[ClaimPlan],
     for group in groups:
         for model, seconds in group[0].priced_models(run_seconds).items():
             price.setdefault(model, seconds)
+
     def seconds_of(models: frozenset[tuple[str, int]]) -> float | None:
         prices = [price[model] for model in models]
         return None if None in prices else sum(prices)
