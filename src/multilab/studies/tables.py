@@ -620,7 +620,11 @@ def _above_floor(study: Study, cells: Mapping[tuple[str, str], Cell], claim: Cla
 
 def _worst(each: Mapping[str, Outcome], what: str) -> Outcome:
     """Several tests as one verdict: *held* only when all hold; the worst one otherwise,
-    named (its p: the largest of all when held, the smallest when one failed)."""
+    named (its p: the largest of all when held, the smallest when one failed); a single
+    test is its own outcome, named."""
+    if len(each) == 1:
+        ((name, only),) = each.items()
+        return replace(only, reason=f"{name}: {only.reason}")
     order = (Verdict.NOT_HELD, Verdict.NOT_MEASURED, Verdict.INDICATIVE,
              Verdict.NOT_SEPARABLE, Verdict.HELD)
     worst = min((o.verdict for o in each.values()), key=order.index)
