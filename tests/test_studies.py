@@ -629,6 +629,23 @@ def test_a_flat_curve_is_no_step_differing_and_never_held_without_a_margin() -> 
     assert outcome.verdict is Verdict.NOT_HELD and "3 heads → 16 heads" in outcome.reason
 
 
+def test_a_curve_of_one_step_is_that_steps_test_named() -> None:
+    """Liu et al.'s data-size curves have two rows, so one step: its verdict, p, seeds and
+    test are the claim's, the step named; two steps still give the worst, named."""
+    from dataclasses import replace
+
+    from multilab.studies.tables import _worst
+    from multilab.studies.verdict import Outcome
+
+    held = Outcome(Verdict.HELD, "Welch's t over seeds: p 0.001 < 0.05", p=0.001, n=(3, 3))
+    assert _worst({"2,000 rows → all rows": held}, "steps") == replace(
+        held, reason="2,000 rows → all rows: Welch's t over seeds: p 0.001 < 0.05")
+    failed = Outcome(Verdict.NOT_HELD, "Welch's t over seeds: against", p=0.01, n=(3, 3))
+    two = _worst({"a → b": held, "b → c": failed}, "steps")
+    assert two.verdict is Verdict.NOT_HELD and two.reason.startswith("did not hold for b → c "
+                                                                      "of the 2 steps")
+
+
 def test_models_two_studies_share_are_counted_once_in_the_runs_needed(tmp_path: Path
                                                                      ) -> None:
     """The studies block's last line: a row of another study with the same configuration
