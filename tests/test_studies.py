@@ -406,11 +406,12 @@ def test_study_run_prepare_builds_only_the_data(tmp_path: Path) -> None:
 
 def test_a_superseding_study_gives_the_claims_both_test_their_verdict(tmp_path: Path) -> None:
     """Table 3 in a regime where transfer is readable supersedes its first runs: for a claim
-    both studies test, the successor's outcome, once it has measured one, is the claim's (in
-    the summary's verdicts, the findings and ``study next``), even where the first study's
-    counts and the successor's does not; for a claim the successor has not measured yet
-    the first's stands, and no run is planned for a claim that has a verdict. A bad or
-    unknown successor name is one line."""
+    both studies test, the successor's outcome is the claim's (in the summary's verdicts,
+    the findings and ``study next``) once it is a verdict, whatever it says, or where the
+    first study has no verdict either; a one-seed reading does not displace a three-seed
+    verdict, and for a claim the successor has not measured the first's stands. No run is
+    planned for a claim that has a verdict, and the successor's runs are planned where the
+    first's outcome is replaced. A bad or unknown successor name is one line."""
     from dataclasses import replace
 
     from multilab.studies.document import findings_block
@@ -429,13 +430,30 @@ def test_a_superseding_study_gives_the_claims_both_test_their_verdict(tmp_path: 
                replace(study_result(second, iter(()), CLAIMS),
                        outcomes={LANG_POS: Outcome(Verdict.NOT_MEASURED, "none")})]
     assert claim_verdicts(results, CLAIMS)[LANG_POS] is Verdict.HELD  # no successor records
-    results[1] = replace(results[1], outcomes={LANG_POS: Outcome(Verdict.INDICATIVE, "1 seed"),
+    one_seed = Outcome(Verdict.INDICATIVE, "1 seed")
+    results[1] = replace(results[1], outcomes={LANG_POS: one_seed,
                                                layer8: Outcome(Verdict.NOT_MEASURED, "none")})
+    verdicts = claim_verdicts(results, CLAIMS)  # one seed does not displace three
+    assert verdicts[LANG_POS] is Verdict.HELD and verdicts[layer8] is Verdict.HELD
+    assert "**indicative**" not in "\n".join(findings_block(results, CLAIMS))
+    assert not claim_plans(results, CLAIMS)  # both claims have a verdict
+    # where the first study has no verdict either, the successor's reading is the claim's
+    results[0] = replace(results[0], outcomes={LANG_POS: Outcome(Verdict.INDICATIVE, "1 seed"),
+                                               layer8: held})
+    assert claim_verdicts(results, CLAIMS)[LANG_POS] is Verdict.INDICATIVE
+    # the successor's verdict is the claim's, whatever it says
+    results[0] = replace(results[0], outcomes={LANG_POS: held, layer8: held})
+    results[1] = replace(results[1], outcomes={
+        LANG_POS: Outcome(Verdict.NOT_SEPARABLE, "3 seeds", p=0.4),
+        layer8: Outcome(Verdict.NOT_MEASURED, "none")})
     verdicts = claim_verdicts(results, CLAIMS)
-    assert verdicts[LANG_POS] is Verdict.INDICATIVE and verdicts[layer8] is Verdict.HELD
+    assert verdicts[LANG_POS] is Verdict.NOT_SEPARABLE and verdicts[layer8] is Verdict.HELD
     findings = "\n".join(findings_block(results, CLAIMS))
-    assert findings.count("**held**") == 1 and "**indicative**" in findings
-    # no runs planned for a superseded outcome, nor for a claim another study has decided
+    assert findings.count("**held**") == 1 and "**not separable from seed noise**" in findings
+    # runs are planned for the successor's open claim, not the replaced or decided ones
+    results[1] = replace(results[1], outcomes={LANG_POS: one_seed,
+                                               layer8: Outcome(Verdict.NOT_MEASURED, "none")})
+    results[0] = replace(results[0], outcomes={LANG_POS: one_seed, layer8: held})
     assert {(plan.study, plan.claim) for plan in claim_plans(results, CLAIMS)} == {
         ("toy-second", LANG_POS)}
     assert "Superseded by [toy-second](toy-second.md)" in render_study(

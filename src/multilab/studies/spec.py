@@ -35,8 +35,9 @@ call (``benchmarks/results/gpu-h200-2026-11-27/``): GPU reruns of one configurat
 bit-identical, so a study of one call must not take a rerun's record of the same model.
 
 ``supersedes`` (optional): the name of a study whose verdicts this one's replace for the
-claims both test (Table 3 in a regime where transfer is readable supersedes its first,
-barely multilingual runs); the superseded study keeps its table and records.
+claims both test, once this one's are verdicts too (Table 3 in a regime where transfer is
+readable supersedes its first, barely multilingual runs); the superseded study keeps its
+table and records.
 
 ``fine_tune`` (study or row, optional): the edition a downstream record's classifier was
 fine-tuned on (``multilab downstream --languages``: the first one). A model fine-tuned in both

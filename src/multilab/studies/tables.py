@@ -745,12 +745,14 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
         lines += [study.about.strip(), ""]
     if study.supersedes:
         lines += [f"Supersedes [{study.supersedes}]({study.supersedes}.md): for the claims "
-                  "both test, this study's verdicts, once it has measured them, are the "
-                  "claims' (the claims summary reads them); that study keeps its table.", ""]
+                  "both test, this study's outcome is the claim's (the claims summary reads "
+                  "it) once it is a verdict (≥ 3 seeds in every arm), or where that study has "
+                  "no verdict either; that study keeps its table.", ""]
     if superseded_by:
         lines += [f"Superseded by [{superseded_by}]({superseded_by}.md): for the claims both "
-                  "test, that study's verdicts, once it has measured them, are the claims'; "
-                  "this table stays as what it measured.", ""]
+                  "test, that study's outcome is the claim's once it is a verdict (≥ 3 seeds "
+                  "in every arm), or where this study has no verdict either; this table stays "
+                  "as what it measured.", ""]
     if study.records_from:
         lines += [f"Only records imported from `{study.records_from}` are read (one run's "
                   "models: a rerun of the same configuration elsewhere is another draw).", ""]
@@ -824,11 +826,23 @@ SUMMARY_COLUMNS = (Verdict.HELD, Verdict.NOT_HELD, Verdict.NOT_SEPARABLE, Verdic
 
 def superseded(results: Iterable[StudyResult]) -> set[tuple[str, str]]:
     """``(study, claim id)`` outcomes that a superseding study's replace: every claim the
-    study that ``supersedes`` it has measured (its verdict is the claim's, whatever it is;
-    until it has records the first study's stands)."""
-    return {(result.study.supersedes, claim_id) for result in results
-            if result.study.supersedes for claim_id, outcome in result.outcomes.items()
-            if outcome.verdict is not Verdict.NOT_MEASURED}
+    study that ``supersedes`` it has measured, once its outcome is a verdict (≥ 3 seeds in
+    every arm: then it is the claim's, whatever it says) or where the first study's is not
+    one either. A one-seed reading does not displace a three-seed verdict; until then the
+    first study's stands."""
+    results = list(results)
+    by_name = {result.study.name: result for result in results}
+    replaced = set()
+    for result in results:
+        first = by_name.get(result.study.supersedes) if result.study.supersedes else None
+        if first is None:
+            continue
+        for claim_id, outcome in result.outcomes.items():
+            before = first.outcomes.get(claim_id)
+            if outcome.verdict is not Verdict.NOT_MEASURED and (
+                    outcome.verdict.counts or before is None or not before.verdict.counts):
+                replaced.add((first.study.name, claim_id))
+    return replaced
 
 
 def outcomes_of_record(results: Iterable[StudyResult]
