@@ -832,7 +832,7 @@ def superseded(results: Iterable[StudyResult]) -> set[tuple[str, str]]:
     first study's stands."""
     results = list(results)
     by_name = {result.study.name: result for result in results}
-    replaced = set()
+    replaced: set[tuple[str, str]] = set()
     for result in results:
         first = by_name.get(result.study.supersedes) if result.study.supersedes else None
         if first is None:
