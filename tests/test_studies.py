@@ -438,8 +438,7 @@ def test_a_superseding_study_gives_the_claims_both_test_their_verdict(tmp_path: 
     assert "**indicative**" not in "\n".join(findings_block(results, CLAIMS))
     assert not claim_plans(results, CLAIMS)  # both claims have a verdict
     # where the first study has no verdict either, the successor's reading is the claim's
-    results[0] = replace(results[0], outcomes={LANG_POS: Outcome(Verdict.INDICATIVE, "1 seed"),
-                                               layer8: held})
+    results[0] = replace(results[0], outcomes={LANG_POS: one_seed, layer8: held})
     assert claim_verdicts(results, CLAIMS)[LANG_POS] is Verdict.INDICATIVE
     # the successor's verdict is the claim's, whatever it says
     results[0] = replace(results[0], outcomes={LANG_POS: held, layer8: held})
