@@ -4,15 +4,21 @@ and a stop that a library replaced by its own error still ends the run KILLED.""
 from __future__ import annotations
 
 import io
+import itertools
 import os
+import random
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
+from mlflow import active_run
 from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 from mlflow.tracking import MlflowClient
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from multilab import stops, tracking
 from multilab.errors import Terminated
@@ -137,3 +143,54 @@ def test_a_stop_while_a_run_is_started_ends_it_killed(
     monkeypatch.undo()
     assert not body_ran
     assert MlflowClient().get_run(run_id).info.status == tracking.KILLED
+
+
+def test_a_stop_inside_a_store_write_waits_for_it_and_the_run_ends_killed(
+        tmp_path: Path) -> None:
+    """A stop landing inside MLflow's SQLite session (here: as the step metrics are
+    inserted) waits for the write, which is kept, and is raised right after it."""
+    cfg = smoke_config(tmp_path)
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    inserts: list[str] = []
+
+    def stop_in_the_write(_conn, _cursor, statement: str, *_args) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO METRICS"):
+            inserts.append(statement)
+            if len(inserts) == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    event.listen(Engine, "before_cursor_execute", stop_in_the_write)
+    try:
+        with pytest.raises(Terminated), tracking.run(experiment, name="sending") as run_id:
+            tracking.log_step_rows(run_id, [{"step": 1.0, "loss": 2.5}], {"train/loss": "loss"})
+            pytest.fail("the stop was not raised after the write")
+    finally:
+        event.remove(Engine, "before_cursor_execute", stop_in_the_write)
+    assert inserts  # the signal was sent inside the store's session
+    run = MlflowClient().get_run(run_id)
+    assert run.info.status == tracking.KILLED
+    assert [m.value for m in MlflowClient().get_metric_history(run_id, "train/loss")] == [2.5]
+
+
+def test_stops_at_random_moments_of_sending_steps_end_every_run_killed(tmp_path: Path) -> None:
+    """The flake of `test_sigterm_to_dvc_repro_reaches_the_training` in CI: the lifeline's
+    SIGTERM landed inside MLflow's SQLite session while a training's step metrics were sent;
+    the cut session kept its transaction open, ending the run waited out SQLite's busy
+    timeout ("database is locked") and the run stayed RUNNING (without the fix this loop
+    fails at once: the store stays locked). Stops at seeded random moments: every run KILLED."""
+    cfg = smoke_config(tmp_path)
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    keys = {f"train/m{i}": "loss" for i in range(10)}
+    delays = random.Random(0).sample(range(5, 150), 12)
+    for delay_ms in delays:
+        timer = threading.Timer(delay_ms / 1000, os.kill, (os.getpid(), signal.SIGTERM))
+        with pytest.raises(Terminated), tracking.run(experiment, name=f"{delay_ms} ms"):
+            timer.start()
+            for step in itertools.count(0, 20):
+                tracking.log_step_rows(active_run().info.run_id,
+                                       [{"step": step + k, "loss": 1.0} for k in range(20)],
+                                       keys)
+        timer.join()
+    runs = MlflowClient().search_runs([experiment], max_results=100)
+    assert len(runs) == len(delays)
+    assert {run.info.status for run in runs} == {tracking.KILLED}

@@ -24,17 +24,20 @@ from mlflow.tracking import MlflowClient
 
 from multilab.config import Paths
 from multilab.progress import quiet_transformers
-from multilab.tracking.store import point_at, server_call, tracking_uri
+from multilab.tracking.store import point_at, server_call, tracking_uri, uninterrupted
 
 
+@uninterrupted
 def log_params(params: dict[str, Any]) -> None:
     mlflow.log_params({k: str(v)[:6000] for k, v in params.items()})
 
 
+@uninterrupted
 def log_metrics(metrics: dict[str, float], step: int | None = None) -> None:
     mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=step)
 
 
+@uninterrupted
 def log_step_rows(run_id: str, rows: list[dict[str, float]], keys: dict[str, str]) -> None:
     """Per-step metrics of many steps in few requests: ``keys`` maps metric → row field.
 
@@ -49,6 +52,7 @@ def log_step_rows(run_id: str, rows: list[dict[str, float]], keys: dict[str, str
         client.log_batch(run_id, metrics=values[start : start + 1000], synchronous=True)
 
 
+@uninterrupted
 def log_artifact(path: Path, folder: str | None = None) -> None:
     mlflow.log_artifact(str(path), artifact_path=folder)
 
@@ -108,6 +112,7 @@ def set_tags(paths: Paths, run_id: str, tags: dict[str, Any]) -> None:
         client.set_tag(run_id, key, str(value))
 
 
+@uninterrupted
 def log_datasets(files: dict[str, tuple[Path, str]], digests: dict[str, str]) -> None:
     """Log corpora as MLflow datasets of the active run: ``files`` maps a dataset name to
     (path, context), ``digests`` the name to its hash (the hash that enters the fingerprint).

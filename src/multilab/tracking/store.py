@@ -3,7 +3,8 @@
 Default store: ``sqlite:///<project>/mlruns/mlflow.db`` with artefacts in ``mlruns/artifacts``
 (the file store is legacy since MLflow 3.7). ``MLFLOW_TRACKING_URI`` overrides it for a server,
 which gets :data:`HTTP_SETTINGS` (fail in seconds, not minutes); a server that stops answering
-is one line (:func:`server_call`). Each experiment is tagged a model-training experiment; the
+is one line (:func:`server_call`), and a stop signal never lands inside a call to the local
+store (:func:`uninterrupted`). Each experiment is tagged a model-training experiment; the
 stages whose numbers are no model's metrics log to experiments of their own.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from typing import Any, TypeVar
 import mlflow
 from mlflow.tracking import MlflowClient
 
+from multilab import stops
 from multilab.config import Paths
 from multilab.errors import UserError
 
@@ -112,10 +115,35 @@ def lost_server(err: BaseException) -> UserError | None:
     )
 
 
-def server_call(func: Callable[..., _Result]) -> Callable[..., _Result]:
-    """A tracking function whose lost server is one line (:func:`lost_server`)."""
+def uninterrupted(func: Callable[..., _Result]) -> Callable[..., _Result]:
+    """A tracking function that a stop signal (SIGTERM, Ctrl-C) waits for on a local store.
+
+    Why: a stop raised inside MLflow's SQLite session (a training's step metrics being sent)
+    left that session's connection, held by the exception's traceback, with its transaction
+    open; ending the run KILLED then waited SQLite's 20 s busy timeout, failed with "database
+    is locked", and the run stayed RUNNING (CI saw it in the SIGTERM-to-``dvc repro`` test).
+    A local call takes milliseconds, so the stop is raised right after it. A server's calls
+    are not deferred: an interrupted request holds nothing here, and a dead server's retries
+    would hold the stop back for seconds. Other threads (the stacked trainer's sender) are
+    left alone: signals interrupt the main thread only."""
 
     @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> _Result:
+        if threading.current_thread() is not threading.main_thread() or \
+                mlflow.get_tracking_uri().startswith(("http:", "https:")):
+            return func(*args, **kwargs)
+        with stops.deferred():
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def server_call(func: Callable[..., _Result]) -> Callable[..., _Result]:
+    """A tracking function whose lost server is one line (:func:`lost_server`), and which a
+    stop signal waits for on a local store (:func:`uninterrupted`)."""
+
+    @functools.wraps(func)
+    @uninterrupted
     def wrapper(*args: Any, **kwargs: Any) -> _Result:
         try:
             return func(*args, **kwargs)
