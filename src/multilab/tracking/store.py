@@ -3,7 +3,7 @@
 Default store: ``sqlite:///<project>/mlruns/mlflow.db`` with artefacts in ``mlruns/artifacts``
 (the file store is legacy since MLflow 3.7). ``MLFLOW_TRACKING_URI`` overrides it for a server,
 which gets :data:`HTTP_SETTINGS` (fail in seconds, not minutes); a server that stops answering
-is one line (:func:`server_call`), and a stop signal never lands inside a call to the local
+is one line (:func:`server_call`), and a stop signal never lands inside a call to a database
 store (:func:`uninterrupted`). Each experiment is tagged a model-training experiment; the
 stages whose numbers are no model's metrics log to experiments of their own.
 """
@@ -116,13 +116,14 @@ def lost_server(err: BaseException) -> UserError | None:
 
 
 def uninterrupted(func: Callable[..., _Result]) -> Callable[..., _Result]:
-    """A tracking function that a stop signal (SIGTERM, Ctrl-C) waits for on a local store.
+    """A tracking function that a stop signal (SIGTERM, Ctrl-C) waits for, unless the store is
+    a server: on a database store (SQLite, the default, or any other SQLAlchemy one).
 
     Why: a stop raised inside MLflow's SQLite session (a training's step metrics being sent)
     left that session's connection, held by the exception's traceback, with its transaction
     open; ending the run KILLED then waited SQLite's 20 s busy timeout, failed with "database
     is locked", and the run stayed RUNNING (CI saw it in the SIGTERM-to-``dvc repro`` test).
-    A local call takes milliseconds, so the stop is raised right after it. A server's calls
+    Such a call takes milliseconds, so the stop is raised right after it. A server's calls
     are not deferred: an interrupted request holds nothing here, and a dead server's retries
     would hold the stop back for seconds. Other threads (the stacked trainer's sender) are
     left alone: signals interrupt the main thread only."""
