@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from mlflow import active_run
 from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 from mlflow.tracking import MlflowClient
 from sqlalchemy import event
@@ -184,12 +183,11 @@ def test_stops_at_random_moments_of_sending_steps_end_every_run_killed(tmp_path:
     delays = random.Random(0).sample(range(5, 150), 12)
     for delay_ms in delays:
         timer = threading.Timer(delay_ms / 1000, os.kill, (os.getpid(), signal.SIGTERM))
-        with pytest.raises(Terminated), tracking.run(experiment, name=f"{delay_ms} ms"):
+        with pytest.raises(Terminated), tracking.run(experiment, name=f"{delay_ms} ms") as run_id:
             timer.start()
             for step in itertools.count(0, 20):
-                tracking.log_step_rows(active_run().info.run_id,
-                                       [{"step": step + k, "loss": 1.0} for k in range(20)],
-                                       keys)
+                tracking.log_step_rows(run_id, [{"step": step + k, "loss": 1.0}
+                                                for k in range(20)], keys)
         timer.join()
     runs = MlflowClient().search_runs([experiment], max_results=100)
     assert len(runs) == len(delays)
