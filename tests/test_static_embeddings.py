@@ -19,6 +19,7 @@ from multilab.evaluation.token_translation import dev_rows
 from multilab.evaluation.word_retrieval import word_retrieval
 from multilab.reporting.liu_sections import liu_sections
 from multilab.resolve import resolve_run
+from multilab.studies.records import iter_records
 from multilab.training.model import build_model
 from tests.helpers import cli_args, run_statuses
 
@@ -140,6 +141,20 @@ def test_cli_writes_one_json_and_a_finished_run(project: Config, capsys, tmp_pat
         record["run_id"], "word-retrieval")
     assert {Path(a.path).name for a in logged} == {"mrr-by-train-rows-3-fake.png",
                                                     "mrr-by-window-3-fake.png"}
+
+
+def test_each_seed_leaves_its_own_record(project: Config, tmp_path: Path) -> None:
+    """A second seed is a second measurement of the static row: it must not replace the
+    first seed's record (both are what the study's mean over seeds reads)."""
+    for seed in (1, 2):
+        assert project_cli(project, "static", "--models", "skipgram", "--rows", "64",
+                           "--windows", "2", "--source", "3", "--target", "fake",
+                           "--sentences", "30", "--dim", "16", "--epochs", "1",
+                           "--seed", str(seed), "--out", str(tmp_path / f"s{seed}.json")) == 0
+    found = [record for record in iter_records(project.paths.results)
+             if record.kind == "static"]
+    assert sorted(record.data["result"]["seed"] for record in found) == [1, 2]
+    assert len({record.path for record in found}) == 2
 
 
 @pytest.mark.parametrize("option, value, named", [

@@ -168,6 +168,10 @@ LANG_POS = "dufter2020-t1-r1-lang-pos"
     ({"rows": [ORIGINAL | {"aliases": "base"}]}, "row original: aliases must be a list of names"),
     ({"rows": [ORIGINAL | {"fine_tune": 3}]}, "row original: fine_tune 3: an edition code"),
     ({"rows": [ORIGINAL | {"pair": "3s"}]}, "row original: pair '3s': <source>-<target>"),
+    ({"rows": [ORIGINAL | {"seeds": [7]}]},
+     "row original: seeds [7]: some of the study's seeds (0, 1, 2), each once"),
+    ({"rows": [ORIGINAL | {"seeds": [1, 1]}]}, "row original: seeds [1, 1]: some of the"),
+    ({"rows": [ORIGINAL | {"seeds": []}]}, "row original: seeds []: some of the"),
     ({"claims": [{"pending": "later"}]}, "an entry is a claim id or {id: …, pending: why}"),
     ({"claims": [{"id": LANG_POS, "compare": ["mu"]}]},
      f"claim {LANG_POS}: compare must map the claim's compare fields"),
@@ -1692,6 +1696,31 @@ def test_runs_needed_price_every_missing_run_as_a_training(tmp_path: Path) -> No
     assert result.train_seconds == {"base": 1800.0}
     assert "| 1/3 | 2 (≈ 1.0 CPU-h of training) |" in studies_block([result], {"quick": 900.0})[2]
     assert "2 models trained (≈ 1.0 CPU-h" in models_to_train([result], {"quick": 900.0})
+
+
+def test_a_row_of_its_own_seeds_is_complete_with_them(tmp_path: Path) -> None:
+    """A row measured once by design (a control pair: ``seeds: [0]``) needs no other seed: the
+    table says 1/1, the document counts no run needed, and ``study run`` plans none, while
+    the study's other row still lacks its seeds 1 and 2."""
+    from multilab.studies.document import runs_missing, studies_block
+    from multilab.studies.runner import missing_runs
+
+    study = _lab_toy(tmp_path, seeds=[0, 1, 2], metrics=["retrieval_p1.l8"],
+                     rows=[{"label": "base", "modification": "original"},
+                           {"label": "control", "modification": "original", "seeds": [0],
+                            "settings": {"train.epochs": 2}}])
+    results = tmp_path / "results"
+    for label, settings in (("base", {}), ("control", {"train.epochs": 2})):
+        write_record(results, "x", "evaluate", LAB_TOY_RECORDS[0][1],
+                     config=_model_config("quick", "3,s", **settings),
+                     model={"modification": "original", "seed": 0, "fingerprint": label})
+    records = list(iter_records(results))
+    result = study_result(study, records, CLAIMS)
+    assert result.seeds_found == {"base": (0,), "control": (0,)}
+    assert runs_missing(result) == 2
+    assert [(step.row.label, step.seed) for step in missing_runs(study, records)] == \
+        [("base", 1), ("base", 2)]
+    assert "| 2/4 | 2" in studies_block([result], {"quick": 3600.0})[2]
 
 
 @pytest.mark.parametrize(("metric", "words"), [

@@ -372,7 +372,9 @@ def cmd_static(args: argparse.Namespace) -> None:
                              for label, score in row["zero_shot"]["test"].items())
         print(f"  {row['model']:8s} rows {row['rows']:>6} window {row['window']:>3}: MRR "
               f"{row['mrr']:.3f} (P@1 {row['p1']:.3f}); {accuracy} ({row['seconds']:.0f} s)")
-    _record(cfg, "static", record, qualifier=f"{record['source']}-{record['target']}")
+    # one record per seed: a second seed is another measurement, not a newer one of the first
+    _record(cfg, "static", record,
+            qualifier=f"{record['source']}-{record['target']}-seed{record['seed']}")
     print(f"JSON: {path}")
 
 
@@ -587,7 +589,7 @@ def cmd_study(args: argparse.Namespace) -> None:
             recorded = sum(len(seeds) for seeds in result.seeds_found.values())
             counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
             lines.append((study.name, paper_name(study.paper), study.table,
-                          f"runs {recorded}/{len(study.rows) * len(study.seeds)}",
+                          f"runs {recorded}/{sum(len(study.seeds_of(row)) for row in study.rows)}",
                           f"claims {counted}/{len(result.outcomes)} with a verdict",
                           f"multilab study report {study.name}"))
         widths = [max(len(line[i]) for line in lines) for i in range(5)]  # columns line up

@@ -86,7 +86,7 @@ def run_costs(records: Iterable[Record]) -> dict[str, float]:
 def unrecorded(result: StudyResult) -> Iterator[tuple[Row, int]]:
     """The (row, seed) pairs of a study without every record its metrics read."""
     for row in result.study.rows:
-        for seed in result.study.seeds:
+        for seed in result.study.seeds_of(row):
             if seed not in result.seeds_found.get(row.label, ()):
                 yield row, seed
 

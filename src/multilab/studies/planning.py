@@ -129,12 +129,12 @@ def claim_plans(results: Sequence[StudyResult], claims: Mapping[str, Claim]
             for row in rows:
                 # the seeds with a number in every column the claim reads (a record that
                 # lacks one, written before its metric existed, does not count)
-                have = set(study.seeds)
+                have = set(study.seeds_of(row))
                 for metric in metrics:
                     cell = result.cells.get((row.label, metric))
                     have &= set(cell.seeds) if cell is not None else set()
                 wanted = max(0, MIN_SEEDS - len(have))
-                missing = [seed for seed in study.seeds if seed not in have][:wanted]
+                missing = [seed for seed in study.seeds_of(row) if seed not in have][:wanted]
                 if len(missing) < wanted:
                     runs = []
                     break

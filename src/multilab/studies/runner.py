@@ -86,7 +86,7 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
             continue
         sources = [key for key in row_sources(study, row)  # a script writes any kind
                    if row.script is not None or key[0] not in MODEL_LESS]
-        for seed in wanted_seeds:
+        for seed in (seed for seed in wanted_seeds if seed in study.seeds_of(row)):
             if again:
                 steps.append(Step(row, seed, tuple(sources), _fingerprints(chosen, row, seed)))
                 continue

@@ -65,6 +65,11 @@ the row itself (a similarity record of two independently trained models), with `
 it: ``study run`` runs it from the project root for each seed the row lacks, booked in the
 run ledger as any run.
 
+``seeds`` (row, optional): the seeds the row is measured at, some of the study's: a row that
+is one measurement by design (English against a second English seed, the control of Conneau
+et al. 2020 §5) is complete with its one record, not "1 of 3 seeds"; the runner, the run
+counts and the table's seeds column read the row's seeds.
+
 ``static: true`` (row): the row is the static embeddings of the study's corpus (``multilab
 static``, seeded by the row's seed), not a lab model; it reads ``static.*`` metrics only and
 needs no modification. A similarity record (two models) belongs to the row of its first
@@ -98,7 +103,7 @@ SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds
 _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds", "metrics",
              "rows")
 ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable",
-              "fine_tune", "static", "pair", "script")
+              "fine_tune", "static", "pair", "script", "seeds")
 CLAIM_ENTRY_FIELDS = ("id", "pending", "not_testable", "compare")
 FIGURE_FIELDS = ("name", "title", "x", "y", "axis_titles")
 PROFILES = ("smoke", "quick", "paper", "real", "real-quick")
@@ -123,6 +128,9 @@ class Row:
     #: the command that writes the row's records, run from the project root with ``{seed}``
     #: filled in, for a row ``study run`` cannot train itself (a similarity of two models)
     script: str | None = None
+    #: the seeds this row is measured at, where fewer than the study's: a row that is one
+    #: measurement by design (a control pair of two seeds); None: the study's seeds
+    seeds: tuple[int, ...] | None = None
 
     def script_command(self, seed: int) -> str:
         """The row's ``script`` for one seed (``{seed}`` filled in)."""
@@ -184,6 +192,10 @@ class Study:
         by_id = [row for row in self.rows if row.paper_id is not None and row.paper_id == label]
         return by_id[0] if len(by_id) == 1 else None
 
+    def seeds_of(self, row: Row) -> tuple[int, ...]:
+        """The seeds a row is measured at: its own where it names them, else the study's."""
+        return self.seeds if row.seeds is None else row.seeds
+
 
 def split_row_names(text: str, studies: Sequence[Study]) -> list[str]:
     """``--rows`` as row names: split at commas, but a label that has commas itself (``row 8
@@ -224,7 +236,7 @@ def _paper_value(value: Any, paper_seeds: int | None, source: Path, where: str) 
 
 
 def _row(raw: Any, index: int, metrics: tuple[str, ...], paper_seeds: int | None,
-         source: Path) -> Row:
+         source: Path, study_seeds: tuple[int, ...]) -> Row:
     if not isinstance(raw, dict):
         raise _fail(source, f"row {index + 1}: a mapping of {', '.join(ROW_FIELDS)}")
     _reject_unknown(raw, ROW_FIELDS, source, f"row {index + 1}: ")
@@ -262,9 +274,15 @@ def _row(raw: Any, index: int, metrics: tuple[str, ...], paper_seeds: int | None
     if script is not None and (not isinstance(script, str) or "{seed}" not in script):
         raise _fail(source, f"row {label}: script {script!r}: a command with {{seed}} in it, "
                     "e.g. 'bash scripts/seed003_similarity.sh --seed {seed} l'")
+    seeds = raw.get("seeds")
+    if seeds is not None and (not isinstance(seeds, list) or not seeds or not all(
+            isinstance(seed, int) and not isinstance(seed, bool) and seed in study_seeds
+            for seed in seeds) or len(set(seeds)) != len(seeds)):
+        raise _fail(source, f"row {label}: seeds {seeds!r}: some of the study's seeds "
+                    f"({', '.join(map(str, study_seeds))}), each once")
     return Row(label=label, modification=modification, aliases=tuple(aliases),
                paper_comparable=comparable, fine_tune=fine_tune, static=static, pair=pair,
-               script=script,
+               script=script, seeds=None if seeds is None else tuple(seeds),
                paper_id=None if raw.get("id") is None else str(raw["id"]),
                paper={key: _paper_value(value, paper_seeds, source, f"row {label}: {key}")
                       for key, value in paper.items()},
@@ -392,7 +410,8 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
         raise _fail(source, "settings must map --set keys to values")
     if not isinstance(raw["rows"], list) or not raw["rows"]:
         raise _fail(source, "rows must be a non-empty list")
-    rows = tuple(_row(r, i, metrics, paper_seeds, source) for i, r in enumerate(raw["rows"]))
+    rows = tuple(_row(r, i, metrics, paper_seeds, source, tuple(seeds))
+                 for i, r in enumerate(raw["rows"]))
     labels = [name for row in rows for name in (row.label, *row.aliases)]
     if len(set(labels)) != len(labels):
         raise _fail(source, f"two rows share a label or alias: {labels}")

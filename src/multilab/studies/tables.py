@@ -268,8 +268,8 @@ def collect(study: Study, records: Iterable[Record], params: Path = DEFAULT_PARA
         configurations = row_configurations(study, params, overrides)
     chosen: Chosen = {}
     for record in records:
-        for seed in study.seeds:
-            for row in study.rows:
+        for row in study.rows:
+            for seed in study.seeds_of(row):
                 if not _matches(record, study, row, seed, configurations.get(row.label)):
                     continue
                 key = (row.label, seed, record.kind, record_variant(record))
@@ -307,7 +307,7 @@ def study_kinds(study: Study) -> tuple[str, ...]:
 def _cell(study: Study, chosen: Chosen, row: Row, metric: str) -> Cell:
     """One row's values of one metric over the seeds (a Δ: per seed, where both exist)."""
     values, devices, seeds = [], [], []
-    for seed in study.seeds:
+    for seed in study.seeds_of(row):
         numbers, kinds = [], set()
         for source in metric_sources(row_metric(row, metric)):
             if (source.kind == "static") != row.static:
@@ -341,7 +341,7 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
         majority = Source("downstream", "", lambda r: r.metrics.get("majority.accuracy"))
         for row in study.rows:
             values, devices, seeds = [], [], []
-            for seed in study.seeds:
+            for seed in study.seeds_of(row):
                 record = chosen.get((row.label, seed, "downstream", ""))
                 if record is not None and (value := majority.read(record)) is not None:
                     values.append(value)
@@ -349,7 +349,7 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
                     seeds.append(seed)
             cells[(row.label, MAJORITY_CELL)] = Cell(tuple(values), tuple(devices), tuple(seeds))
     needed = {row.label: row_sources(study, row) for row in study.rows}
-    seeds_found = {row.label: tuple(seed for seed in study.seeds
+    seeds_found = {row.label: tuple(seed for seed in study.seeds_of(row)
                                     if needed[row.label] and all(
                                         (row.label, seed, *key) in chosen
                                         for key in needed[row.label]))
@@ -771,7 +771,7 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
                  for m in study.metrics]
         found = result.seeds_found[row.label]
         lines.append(f"| {row.paper_id or ''} | {row.label} | " + " | ".join(cells)
-                     + f" | {len(found)}/{len(study.seeds)} |")
+                     + f" | {len(found)}/{len(study.seeds_of(row))} |")
     lines += ["", *figures]
     lines += ["## Claims", "", "| claim | where | comparison | verdict | p | why |",
               "|---|---|---|---|---|---|"]
