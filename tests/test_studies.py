@@ -1650,13 +1650,15 @@ def test_the_cost_of_a_run_is_the_fastest_cpu_training(tmp_path: Path) -> None:
 def test_a_row_never_trained_is_priced_by_a_training_of_its_shape(tmp_path: Path) -> None:
     """A row without a training of its own is priced by the fastest CPU training of the same
     shape and steps per language (another modification, another study), scaled by its
-    number of languages; a row of another shape has no such price (its profile's is used)."""
+    number of languages (a character vocabulary: its own unit's, else a word piece's as a lower
+    bound); a row of another shape has no such price (its profile's is used)."""
     study = _lab_toy(tmp_path, seeds=[0, 1], metrics=["retrieval_p1.l8"], rows=[
         {"label": "base", "modification": "original"},
         {"label": "lang-pos", "modification": "lang-pos"},
         {"label": "three", "modification": "original", "settings": {"languages": "[3, s, i]"}},
         {"label": "wide", "modification": "original",
-         "settings": {"models.small.hidden_size": 128}}])
+         "settings": {"models.small.hidden_size": 128}},
+        {"label": "chars", "modification": "original", "settings": {"vocab.unit": "char"}}])
     results = tmp_path / "results"
     for seconds, device in ((1800.0, "cpu: x"), (2400.0, "cpu: x"), (60.0, "cuda: H200")):
         write_record(results, "x", "train", {"step_seconds": seconds},
@@ -1664,8 +1666,18 @@ def test_a_row_never_trained_is_priced_by_a_training_of_its_shape(tmp_path: Path
                          "commit": "abc", "date": "2026-11-29", "machine": {"device": device}},
                      model={"modification": "original", "seed": 0, "fingerprint": f"{seconds}"})
     result = study_result(study, iter_records(results), CLAIMS)
-    assert result.train_seconds == {"base": 1800.0, "lang-pos": 1800.0, "three": 2700.0}
+    # a character vocabulary (its sentences fill max_length) steps dearer: a word piece
+    # training of its shape is a lower bound, taken until one of its own unit exists
+    assert result.train_seconds == {"base": 1800.0, "lang-pos": 1800.0, "three": 2700.0,
+                                    "chars": 1800.0}
     assert result.run_seconds("wide", {"quick": 900.0}) == 900.0
+    write_record(results, "x", "train", {"step_seconds": 5400.0},
+                 config=_model_config("quick", "3,s", **{"vocab.unit": "char"}),
+                 origin={"commit": "abc", "date": "2026-12-04", "machine": {"device": "cpu"}},
+                 model={"modification": "original", "seed": 0, "fingerprint": "chars"})
+    result = study_result(study, iter_records(results), CLAIMS)
+    assert result.train_seconds["chars"] == 5400.0
+    assert result.train_seconds["base"] == 1800.0
 
 
 def test_runs_needed_price_every_missing_run_as_a_training(tmp_path: Path) -> None:

@@ -227,8 +227,8 @@ class StudyResult:
 
     def run_seconds(self, label: str, profile_seconds: Mapping[str, float]) -> float | None:
         """What training one more seed of a row costs on the CPU: from its own or a
-        same-shape training on record, else its profile's fastest (``profile_seconds``; a
-        lower bound for a row larger than the profile's smallest), else unknown."""
+        same-shape training on record (:func:`_train_seconds`), else its profile's
+        fastest (``profile_seconds``; a lower bound), else unknown."""
         return self.train_seconds.get(label, profile_seconds.get(self.study.profile))
 
 
@@ -370,9 +370,12 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
 
 #: what a training's cost follows besides its number of languages: the model's shape and
 #: the steps per language (the profile's text, epochs and batches)
-COST_KEYS = ("profile", "model.hidden_size", "model.intermediate_size",
-             "model.num_hidden_layers", "model.batch_size", "corpus.train_scope", "train.epochs",
-             "train.max_train_sentences", "train.max_length")
+SHAPE_KEYS = ("profile", "model.hidden_size", "model.intermediate_size",
+              "model.num_hidden_layers", "model.batch_size", "corpus.train_scope",
+              "train.epochs", "train.max_train_sentences", "train.max_length")
+#: ... and the tokens per sentence (a character vocabulary fills ``max_length``: a step takes
+#: about three times a word's)
+COST_KEYS = (*SHAPE_KEYS, "vocab.unit")
 
 
 def cpu_training_seconds(record: Record) -> float | None:
@@ -395,21 +398,24 @@ def _train_seconds(chosen: Chosen, configurations: Mapping[str, Mapping[str, Any
     """Row label → the CPU seconds of one more of its trainings: its own fastest on record,
     else the fastest of the same shape and steps per language (:data:`COST_KEYS`, any
     modification or study) scaled by the number of languages (a three-language model has
-    half again the steps of a two-language one). GPU trainings are left out: CPU hours."""
+    half again the steps of a two-language one), else — a lower bound for a character
+    vocabulary — the fastest of the same shape with another unit (:data:`SHAPE_KEYS`). GPU
+    trainings are left out: CPU hours."""
     fastest: dict[str, float] = {}
     for (label, _, kind, _), record in chosen.items():
         if kind == "train" and (spent := cpu_training_seconds(record)) is not None:
             fastest[label] = min(spent, fastest.get(label, spent))
     for label, configuration in configurations.items():
-        if label in fastest:
-            continue
-        similar = [spent * _language_count(configuration) / _language_count(config)
-                   for record in trainings
-                   if (spent := cpu_training_seconds(record)) is not None
-                   and all(_same((config := record.data["config"]).get(key),
-                                 configuration.get(key)) for key in COST_KEYS)]
-        if similar:
-            fastest[label] = min(similar)
+        for keys in (COST_KEYS, SHAPE_KEYS):
+            if label in fastest:
+                break
+            similar = [spent * _language_count(configuration) / _language_count(config)
+                       for record in trainings
+                       if (spent := cpu_training_seconds(record)) is not None
+                       and all(_same((config := record.data["config"]).get(key),
+                                     configuration.get(key)) for key in keys)]
+            if similar:
+                fastest[label] = min(similar)
     return fastest
 
 
