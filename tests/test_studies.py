@@ -103,6 +103,36 @@ def test_the_reproduction_document_keeps_its_prose_and_needs_its_blocks(tmp_path
     assert not (tmp_path / "docs" / "studies" / "toy-study.md").exists()
 
 
+def test_a_report_names_the_records_git_does_not_hold(tmp_path: Path, capsys) -> None:
+    """The documents test regenerates them from the committed records on a fresh clone: a
+    report written while a record lies uncommitted says so (the CI failure of 2026-12-04)."""
+    import subprocess
+
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    results = tmp_path / "results"
+    _toy_records(results)
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "results")
+    git("commit", "-q", "-m", "records")
+    args = ["--set", f"paths.results={results}", "study", "report", "toy-study",
+            "--out", str(tmp_path / "out"), "--studies", str(folder)]
+    assert main(args) == 0
+    assert "not committed" not in capsys.readouterr().err
+    late = next(results.rglob("*.json"))
+    late.rename(late.with_name("late.json"))
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "warning: 2 file(s) under" in err and "late.json" in err
+
+
 SPEC = {"name": "toy-study", "paper": "dufter2020", "table": "Table 1", "title": "toy",
         "languages": ["3", "fake"], "profile": "smoke", "seeds": [0, 1, 2], "paper_seeds": 5,
         "metrics": ["mu", "retrieval_p1.l0", "retrieval_p1.l8"],

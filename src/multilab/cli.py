@@ -618,6 +618,20 @@ def cmd_study(args: argparse.Namespace) -> None:
     for result in results:  # the figures the markdown links, from the same cells
         for path in write_figures(result, out):
             print(f"wrote {path} (and its .pdf)")
+    _warn_uncommitted_records(cfg.paths.results)
+
+
+def _warn_uncommitted_records(results: Path) -> None:
+    """One warning when the documents just written read records that git does not hold:
+    the documents test regenerates them from the committed records on a fresh clone."""
+    from multilab.source import uncommitted_files
+
+    pending = uncommitted_files(results)
+    if pending:
+        shown = ", ".join(pending[:3]) + (f" and {len(pending) - 3} more" if len(pending) > 3
+                                          else "")
+        print(f"warning: {len(pending)} file(s) under {results} not committed ({shown}): "
+              "commit them with the documents, which read them", file=sys.stderr)
 
 
 def _as_int(text: str) -> int | str:

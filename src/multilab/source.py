@@ -39,3 +39,16 @@ def source_commit(root: Path | None = None) -> str | None:
     if os.environ.get(SOURCE_COMMIT_ENV):
         return os.environ[SOURCE_COMMIT_ENV]
     return _git(root or Path.cwd(), "rev-parse", "HEAD")
+
+
+def uncommitted_files(folder: Path) -> list[str] | None:
+    """Files under ``folder`` that git does not track or that differ from the commit (None
+    outside a git checkout). The generated study documents are checked against the committed
+    records on a fresh clone, so a document written from a record not yet committed fails
+    there: ``study report`` names such records."""
+    if not folder.is_dir() or _git(folder, "rev-parse", "HEAD") is None:
+        return None
+    listed = _git(folder, "status", "--porcelain", "--untracked-files=all", "--", ".")
+    if listed is None:
+        return None
+    return sorted(line[3:] for line in listed.splitlines() if line.strip())
