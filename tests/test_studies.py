@@ -1701,12 +1701,16 @@ def test_a_row_never_trained_is_priced_by_a_training_of_its_shape(tmp_path: Path
     assert result.train_seconds == {"base": 1800.0, "lang-pos": 1800.0, "three": 2700.0,
                                     "chars": 1800.0}
     assert result.run_seconds("wide", {"quick": 900.0}) == 900.0
+    # what a plan that must finish in time may rely on: no bound, neither unit's nor profile's
+    assert result.lower_bounds == {"chars"}
+    assert result.measured_seconds("chars") is None and result.measured_seconds("wide") is None
+    assert result.measured_seconds("three") == 2700.0
     write_record(results, "x", "train", {"step_seconds": 5400.0},
                  config=_model_config("quick", "3,s", **{"vocab.unit": "char"}),
                  origin={"commit": "abc", "date": "2026-12-04", "machine": {"device": "cpu"}},
                  model={"modification": "original", "seed": 0, "fingerprint": "chars"})
     result = study_result(study, iter_records(results), CLAIMS)
-    assert result.train_seconds["chars"] == 5400.0
+    assert result.train_seconds["chars"] == 5400.0 and result.measured_seconds("chars") == 5400.0
     assert result.train_seconds["base"] == 1800.0
 
 

@@ -580,6 +580,9 @@ def cmd_study(args: argparse.Namespace) -> None:
         if args.cpu:  # what a CPU can train: runs whose profile a CPU has trained before
             plans = [plan for plan in plans
                      if None not in plan.priced_models(prices).values()]
+        if args.lanes is not None or args.hours is not None:
+            print("\n".join(_lane_plan(args, plans, results, records)))
+            return
         print("\n".join(plan_lines(plans, prices, args.limit)))
         return
     if args.action in ("list", "run"):
@@ -632,6 +635,27 @@ def _warn_uncommitted_records(results: Path) -> None:
                                           else "")
         print(f"warning: {len(pending)} file(s) under {results} not committed ({shown}): "
               "commit them with the documents, which read them", file=sys.stderr)
+
+
+def _lane_plan(args: argparse.Namespace, plans: list, results: list, records: list
+               ) -> list[str]:
+    """``study next --lanes N --hours H``: the runs that fit in N background lanes of H hours,
+    as lines to read, or (``--shell``) one command line per lane for scripts/lanes.sh."""
+    from multilab.studies.lanes import lane_lines, measure_seconds, pack_lanes
+
+    lanes = 2 if args.lanes is None else args.lanes
+    hours = 2.5 if args.hours is None else args.hours
+    if lanes < 1:
+        raise UserError(f"--lanes {lanes}: must be >= 1")
+    if not hours > 0:
+        raise UserError(f"--hours {hours:g}: must be > 0")
+    # lanes rely on measured prices only, not on a profile's or another unit's lower bound
+    measured = {(result.study.name, row.label): result.measured_seconds(row.label)
+                for result in results for row in result.study.rows}
+    packed = pack_lanes(plans, measured, measure_seconds(records), lanes, hours)
+    if args.shell:
+        return [lane.shell() for lane in packed if lane.jobs]
+    return lane_lines(packed, hours)
 
 
 def _as_int(text: str) -> int | str:
@@ -1067,6 +1091,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "next: the runs that bring claims to a verdict, most claims per CPU "
                         "hour first")
     p.add_argument("--limit", type=int, default=15, help="next: how many run sets (default 15)")
+    p.add_argument("--lanes", type=int, help="next: pack the runs into N background lanes "
+                   "(one thread each) of --hours each, in the order to train (default 2)")
+    p.add_argument("--hours", type=float, help="next: the hours a lane has (default 2.5): "
+                   "only runs whose model is estimated to finish in them")
+    p.add_argument("--shell", action="store_true",
+                   help="next --lanes: one shell command line per lane (scripts/lanes.sh)")
     p.add_argument("--cpu", action="store_true",
                    help="next: only runs with a CPU price (their profile has trained on a CPU; "
                         "the paper's budget is a GPU's)")

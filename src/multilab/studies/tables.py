@@ -224,12 +224,21 @@ class StudyResult:
     #: row label → the seconds of one more of its CPU trainings, from the records: its own
     #: fastest (any seed), else one of the same shape's (:func:`_train_seconds`)
     train_seconds: Mapping[str, float] = field(default_factory=dict)
+    #: the labels of ``train_seconds`` that are a lower bound only: a training of the same
+    #: shape with another vocabulary unit (a character row priced by a word-piece training)
+    lower_bounds: frozenset[str] = frozenset()
 
     def run_seconds(self, label: str, profile_seconds: Mapping[str, float]) -> float | None:
         """What training one more seed of a row costs on the CPU: from its own or a
         same-shape training on record (:func:`_train_seconds`), else its profile's
         fastest (``profile_seconds``; a lower bound), else unknown."""
         return self.train_seconds.get(label, profile_seconds.get(self.study.profile))
+
+    def measured_seconds(self, label: str) -> float | None:
+        """:meth:`run_seconds` where the records measure it — the row's own training or one
+        of the same shape, unit and steps — and None where it would be a lower bound: what a
+        plan that must finish in time may rely on."""
+        return None if label in self.lower_bounds else self.train_seconds.get(label)
 
 
 Chosen = dict[tuple[str, int, str, str], Record]
@@ -363,9 +372,10 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
     sources = tuple(sorted({record.path for (_, _, kind, variant), record in chosen.items()
                             if (kind, variant) in wanted}))
     trainings = [record for record in records if cpu_training_seconds(record) is not None]
+    seconds, lower_bounds = _train_seconds(chosen, configurations, trainings)
     return StudyResult(study, cells, seeds_found, outcomes, sources,
                        {label: model_key(c) for label, c in configurations.items()},
-                       _train_seconds(chosen, configurations, trainings))
+                       seconds, lower_bounds)
 
 
 #: what a training's cost follows besides its number of languages: the model's shape and
@@ -394,14 +404,15 @@ def _language_count(configuration: Mapping[str, Any]) -> int:
 
 
 def _train_seconds(chosen: Chosen, configurations: Mapping[str, Mapping[str, Any]],
-                   trainings: Sequence[Record]) -> dict[str, float]:
+                   trainings: Sequence[Record]) -> tuple[dict[str, float], frozenset[str]]:
     """Row label → the CPU seconds of one more of its trainings: its own fastest on record,
     else the fastest of the same shape and steps per language (:data:`COST_KEYS`, any
     modification or study) scaled by the number of languages (a three-language model has
     half again the steps of a two-language one), else — a lower bound for a character
     vocabulary — the fastest of the same shape with another unit (:data:`SHAPE_KEYS`). GPU
-    trainings are left out: CPU hours."""
+    trainings are left out: CPU hours. Second: the labels priced by that lower bound."""
     fastest: dict[str, float] = {}
+    bounded: set[str] = set()
     for (label, _, kind, _), record in chosen.items():
         if kind == "train" and (spent := cpu_training_seconds(record)) is not None:
             fastest[label] = min(spent, fastest.get(label, spent))
@@ -416,7 +427,9 @@ def _train_seconds(chosen: Chosen, configurations: Mapping[str, Mapping[str, Any
                                      configuration.get(key)) for key in keys)]
             if similar:
                 fastest[label] = min(similar)
-    return fastest
+                if keys is SHAPE_KEYS:
+                    bounded.add(label)
+    return fastest, frozenset(bounded)
 
 
 def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Cell],

@@ -1,0 +1,109 @@
+"""A session's background lanes (`multilab study next --lanes N --hours H`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from multilab.cli import main
+from multilab.studies.lanes import BESIDE_ANOTHER_LANE, measure_seconds, pack_lanes
+from multilab.studies.planning import ClaimPlan
+from multilab.studies.records import Record
+
+
+def _plan(claim: str, study: str, *runs: tuple[str, int], key: str | None = None
+          ) -> ClaimPlan:
+    """A claim's runs; ``key`` names the model of every run (two studies, one model)."""
+    return ClaimPlan(claim, study, runs, tuple((key or f"{study}/{r}", s) for r, s in runs))
+
+
+def test_whole_run_sets_first_then_single_models_where_they_fit() -> None:
+    """Two lanes of an hour, 5 minutes of measurement a model. The cheapest set (two
+    20-minute models) goes in whole, one model a lane; the 50-minute set does not fit beside
+    it and waits; the set of two 30-minute models fills both lanes to the hour; no unpriced
+    model is planned."""
+    minutes = 60 / BESIDE_ANOTHER_LANE  # a price whose lane time is a whole minute
+    plans = [_plan("cheap", "a", ("small", 1), ("small", 2)),
+             _plan("slow", "a", ("big", 1)),
+             _plan("pair", "a", ("mid", 1), ("mid", 2)),
+             _plan("gpu", "b", ("paper", 1))]
+    prices = {("a", "small"): 20 * minutes, ("a", "big"): 50 * minutes,
+              ("a", "mid"): 30 * minutes, ("b", "paper"): None}
+    lanes = pack_lanes(plans, prices, {"a": 5 * 60.0}, lanes=2, hours=1.0)
+    assert [[job.model for job in lane.jobs] for lane in lanes] == [
+        [("a/small", 1), ("a/mid", 1)], [("a/small", 2), ("a/mid", 2)]]
+    assert [lane.seconds for lane in lanes] == pytest.approx([3600.0, 3600.0])  # 25 + 35 min
+    assert lanes[0].shell() == ("multilab study run a --rows small --seeds 1; "
+                                "multilab study run a --rows mid --seeds 1")
+    # a longer session: 'slow' fits too, and nothing the GPU needs is planned
+    longer = pack_lanes(plans, prices, {"a": 5 * 60.0}, lanes=2, hours=2.0)
+    planned = {job.model for lane in longer for job in lane.jobs}
+    assert ("a/big", 1) in planned and ("b/paper", 1) not in planned
+    # a set that cannot fit whole gives its models singly where they fit: one 50-minute
+    # lane of an hour takes one model of a pair of 50-minute models
+    pair = [_plan("pair", "a", ("big", 1), ("big", 2))]
+    single = pack_lanes(pair, prices, {"a": 5 * 60.0}, lanes=1, hours=1.0)
+    assert [job.model for job in single[0].jobs] == [("a/big", 1)]
+
+
+def test_a_model_two_studies_read_runs_in_one_lane_trained_once() -> None:
+    """Liu et al. 2020b's Tables 2 and 4 read one model: its job measures both studies, one
+    after the other in the same lane (another clone would train it again), and its time has
+    both studies' measurements; a row label with spaces and commas is quoted for the shell."""
+    label = "original (vocab.mode union, Default anchors)"
+    plans = [_plan("first", "t4", (label, 1), key="shared"),
+             _plan("second", "t2", ("original", 1), key="shared")]
+    prices = {("t4", label): 600.0, ("t2", "original"): 600.0}
+    lanes = pack_lanes(plans, prices, {"t4": 60.0, "t2": 120.0}, lanes=2, hours=1.0)
+    jobs = [job for lane in lanes for job in lane.jobs]
+    assert len(jobs) == 1 and jobs[0].claims == ["first", "second"]
+    assert jobs[0].runs == [("t4", label, 1, False), ("t2", "original", 1, False)]
+    assert jobs[0].seconds == pytest.approx(600 * BESIDE_ANOTHER_LANE + 60 + 120)
+    assert jobs[0].commands()[0] == (
+        "multilab study run t4 --rows 'original (vocab.mode union, Default anchors)' --seeds 1")
+
+
+def _record(path: Path, kind: str, date: str, pid: int, step_seconds: float | None = None
+            ) -> Record:
+    result = {"step_seconds": step_seconds} if step_seconds else {}
+    return Record(path / f"{kind}.json", {
+        "kind": kind, "model": {"modification": "original", "seed": 1},
+        "provenance": {"date": date, "pid": pid, "machine": {"device": "cpu: x"}},
+        "result": result})
+
+
+def test_measurement_time_is_read_from_the_records(tmp_path: Path) -> None:
+    """From a model's training record to the last record its process wrote: the median over
+    a study's models; a measurement by another process (a later --again) is not counted."""
+    study = tmp_path / "results" / "toy" / "original"
+    records = [_record(study / "seed1-a", "train", "2026-12-01T10:00:00+00:00", 7, 1800.0),
+               _record(study / "seed1-a", "evaluate", "2026-12-01T10:02:00+00:00", 7),
+               _record(study / "seed1-a", "downstream", "2026-12-01T10:06:00+00:00", 7),
+               _record(study / "seed1-a", "mrr", "2026-12-03T10:00:00+00:00", 99),
+               _record(study / "seed2-b", "train", "2026-12-01T11:00:00+00:00", 8, 1800.0),
+               _record(study / "seed2-b", "downstream", "2026-12-01T11:10:00+00:00", 8),
+               _record(study / "seed3-c", "train", "2026-12-01T12:00:00+00:00", 9, 1800.0),
+               _record(study / "seed3-c", "downstream", "2026-12-01T12:02:00+00:00", 9)]
+    assert measure_seconds(records) == {"toy": 360.0}
+
+
+def test_study_next_lanes_on_the_committed_studies(capsys) -> None:
+    """The committed studies packed into two lanes: every lane within its hours, each with
+    the command that starts it; --shell gives one command line a lane; bad numbers are one
+    line, exit 2."""
+    assert main(["study", "next", "--lanes", "2", "--hours", "3"]) == 0
+    out = capsys.readouterr().out
+    lanes = [line for line in out.splitlines() if line.startswith("lane ")]
+    assert 1 <= len(lanes) <= 2
+    for line in lanes:
+        planned, budget = (float(x) for x in line.split("≈ ")[1].split(" h")[0].split(" of "))
+        assert 0 < planned <= budget == 3
+    assert "bash scripts/background.sh lane1.log bash -c " in out
+    assert main(["study", "next", "--lanes", "2", "--hours", "3", "--shell"]) == 0
+    shell = capsys.readouterr().out.splitlines()
+    assert 1 <= len(shell) <= 2 and all(line.startswith("multilab study run ") for line in shell)
+    assert main(["study", "next", "--lanes", "0"]) == 2
+    assert "--lanes 0: must be >= 1" in capsys.readouterr().err
+    assert main(["study", "next", "--hours", "-1"]) == 2
+    assert "--hours -1: must be > 0" in capsys.readouterr().err
