@@ -59,9 +59,9 @@ case "$action" in
       else
         git clone -q "$root" "$lane"
       fi
-      (cd "$lane" && bash scripts/setup.sh > "$dir/lane$number.setup.log" 2>&1) &
+      (cd "$lane" && bash scripts/setup.sh > "$dir/setup$number.log" 2>&1) &
     done <<< "$plan"
-    wait || { echo "lanes.sh: a lane's set-up failed (see $dir/lane*.setup.log)" >&2; exit 1; }
+    wait || { echo "lanes.sh: a lane's set-up failed (see $dir/setup*.log)" >&2; exit 1; }
     number=0
     while IFS= read -r line; do
       number=$((number + 1))
@@ -79,7 +79,7 @@ case "$action" in
     ;;
   pause) signal STOP ;;
   resume) signal CONT ;;
-  stop) signal TERM ;;
+  stop) signal TERM; signal CONT ;;  # a paused lane gets its TERM once it runs again
   harvest)
     copied=0
     for lane in "$dir"/lane*/; do
