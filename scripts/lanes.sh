@@ -4,7 +4,9 @@
 # packs into the hours a session has left (whole run sets in the order to train, no model
 # that the records say cannot finish in time). `harvest` copies their records back here.
 #
-#   bash scripts/lanes.sh start [HOURS] [N]   clone, set up, start (default: 2.5 h, 2 lanes)
+#   bash scripts/lanes.sh start [HOURS] [N] [STUDY ...]
+#                                             clone, set up, start (default: 2.5 h, 2 lanes,
+#                                             every study's claims; STUDY: only those studies)
 #   bash scripts/lanes.sh status              each lane's last line
 #   bash scripts/lanes.sh pause | resume      SIGSTOP / SIGCONT every lane (tests, timings)
 #   bash scripts/lanes.sh harvest             copy the lanes' new records into results/
@@ -12,6 +14,7 @@
 #
 # Why clones: a record names the commit and whether src/ differed from it, and this checkout
 # changes while you work; each lane also builds into its own artifacts/ and MLflow store.
+# A second set of lanes for other studies (the real-language ones, say) needs its own LANES_DIR.
 # Lanes live in LANES_DIR (default: lanes/ beside this checkout): laneK/ (the clone, with its
 # .venv), laneK.log, laneK.session. Harvest and commit before the session stops: a new
 # checkout has only what was committed.
@@ -39,6 +42,7 @@ case "$action" in
   start)
     hours="${2:-2.5}"
     lanes="${3:-2}"
+    shift $(($# < 3 ? $# : 3))
     if running; then
       echo "lanes.sh: lanes are running (bash scripts/lanes.sh status); stop them first" >&2
       exit 2
@@ -46,7 +50,7 @@ case "$action" in
     [ -x "$root/.venv/bin/multilab" ] || { echo "lanes.sh: set up first (bash scripts/setup.sh)" >&2; exit 2; }
     git -C "$root" diff --quiet HEAD -- src studies params.yaml \
       || echo "lanes.sh: uncommitted changes to src/, studies/ or params.yaml are not in the lanes (they run HEAD)" >&2
-    plan="$(cd "$root" && .venv/bin/multilab study next --lanes "$lanes" --hours "$hours" --shell)"
+    plan="$(cd "$root" && .venv/bin/multilab study next "$@" --lanes "$lanes" --hours "$hours" --shell)"
     [ -n "$plan" ] || { echo "lanes.sh: nothing fits in $hours h" >&2; exit 0; }
     mkdir -p "$dir"
     rm -f "$dir"/lane*.session
@@ -95,7 +99,7 @@ case "$action" in
     echo "harvested $copied file(s); then: multilab study report --all, and commit" >&2
     ;;
   *)
-    echo "usage: bash scripts/lanes.sh start [HOURS] [N] | status | pause | resume | harvest | stop" >&2
+    echo "usage: bash scripts/lanes.sh start [HOURS] [N] [STUDY ...] | status | pause | resume | harvest | stop" >&2
     exit 2
     ;;
 esac
