@@ -113,7 +113,7 @@ def pack_lanes(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
     budget = hours * 3600
     packed = [Lane() for _ in range(lanes)]
     placed: dict[tuple[str, int], Job] = {}
-    left_over: list[tuple[Job, list[str]]] = []
+    left_over: list[Job] = []
 
     def cost(runs: list[tuple[str, str, int, bool]], model_price: float) -> float:
         studies = {study for study, *_ in runs}
@@ -144,7 +144,7 @@ def pack_lanes(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
                 for model, model_runs in runs.items()]
         where = fit(jobs)
         if where is None:
-            left_over += [(job, claims) for job in jobs]
+            left_over += jobs
             continue
         for job, lane in zip(sorted(jobs, key=lambda j: -j.seconds), where, strict=True):
             lane.jobs.append(job)
@@ -157,7 +157,7 @@ def pack_lanes(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
                         job.seconds += measure.get(run[0], DEFAULT_MEASURE_SECONDS)
                     job.runs.append(run)
             job.claims += [claim for claim in claims if claim not in job.claims]
-    for job, _ in left_over:
+    for job in left_over:
         if job.model in placed:
             continue
         where = fit([job])
