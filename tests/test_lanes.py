@@ -107,3 +107,42 @@ def test_study_next_lanes_on_the_committed_studies(capsys) -> None:
     assert "--lanes 0: must be >= 1" in capsys.readouterr().err
     assert main(["study", "next", "--hours", "-1"]) == 2
     assert "--hours -1: must be > 0" in capsys.readouterr().err
+
+
+def test_a_row_priced_by_a_lower_bound_is_named_not_planned(tmp_path: Path, capsys) -> None:
+    """A toy study: original has a CPU training on record, lang-pos (a character vocabulary)
+    only a word piece's of its shape, a lower bound. Original's seeds 1 and 2 are planned
+    (its layer-8 claim); lang-pos's are not, and the plan says why."""
+    import shutil
+
+    from multilab.studies.records import write_record
+    from tests.test_studies import STUDIES, _model_config, _spec
+
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    char = {"vocab.unit": "char"}
+    _spec(folder, rows=[{"id": "0", "modification": "original"},
+                        {"id": "1", "modification": "lang-pos", "settings": char}],
+          claims=["dufter2020-t1-r1-lang-pos", "dufter2020-t1-r0-retrieval-layer8"])
+    results = tmp_path / "results"
+    metrics = {"mu": 0.3, "retrieval_p1.l0": 0.1, "retrieval_p1.l8": 0.2}
+    for modification, settings in (("original", {}), ("lang-pos", char)):
+        config = _model_config("smoke", "3,fake", modification, **settings)
+        model = {"modification": modification, "seed": 0, "fingerprint": modification}
+        write_record(results, "toy", "evaluate", {"metrics": metrics}, model=model,
+                     config=config)
+    write_record(results, "toy", "train", {"step_seconds": 600.0}, model=model | {
+        "modification": "original", "fingerprint": "original"},
+        config=_model_config("smoke", "3,fake"),
+        origin={"commit": "abc", "date": "2026-12-06T00:00:00+00:00", "machine": {"device": "cpu"}})
+    args = ["--set", f"paths.results={results}", "study", "next", "--studies", str(folder),
+            "--lanes", "1", "--hours", "1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    # two trainings of 600 s x 1.15, each with the default 360 s of measurement (no record
+    # that the training's process measured it)
+    assert out[0] == "lane 1: ≈ 0.6 of 1 h"
+    assert out[1].startswith("  ≈  18 min  toy-study original s1  [")
+    assert out[2].startswith("  ≈  18 min  toy-study original s2  [")
+    assert out[-1] == "left out, their time not measured (a lower bound only): toy-study lang-pos"

@@ -581,7 +581,7 @@ def cmd_study(args: argparse.Namespace) -> None:
             plans = [plan for plan in plans
                      if None not in plan.priced_models(prices).values()]
         if args.lanes is not None or args.hours is not None:
-            print("\n".join(_lane_plan(args, plans, results, records)))
+            print("\n".join(_lane_plan(args, plans, results, records, prices)))
             return
         print("\n".join(plan_lines(plans, prices, args.limit)))
         return
@@ -637,8 +637,8 @@ def _warn_uncommitted_records(results: Path) -> None:
               "commit them with the documents, which read them", file=sys.stderr)
 
 
-def _lane_plan(args: argparse.Namespace, plans: list, results: list, records: list
-               ) -> list[str]:
+def _lane_plan(args: argparse.Namespace, plans: list, results: list, records: list,
+               prices: dict) -> list[str]:
     """``study next --lanes N --hours H``: the runs that fit in N background lanes of H hours,
     as lines to read, or (``--shell``) one command line per lane for scripts/lanes.sh."""
     from multilab.studies.lanes import lane_lines, measure_seconds, pack_lanes
@@ -655,7 +655,13 @@ def _lane_plan(args: argparse.Namespace, plans: list, results: list, records: li
     packed = pack_lanes(plans, measured, measure_seconds(records), lanes, hours)
     if args.shell:
         return [lane.shell() for lane in packed if lane.jobs]
-    return lane_lines(packed, hours)
+    # rows a CPU could train whose time no record measures: they wait for a measurement
+    bounded = sorted({f"{plan.study} {label}" for plan in plans for label, _ in plan.runs
+                      if measured.get((plan.study, label)) is None
+                      and prices.get((plan.study, label)) is not None})
+    return lane_lines(packed, hours) + ([
+        "left out, their time not measured (a lower bound only): " + ", ".join(bounded)]
+        if bounded else [])
 
 
 def _as_int(text: str) -> int | str:
