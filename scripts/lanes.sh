@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The lab's background lanes (issue 52): N trainings of one thread each, nice 19, each in a
 # clone of this checkout's commit, running what `multilab study next --lanes N --hours H`
-# packs into the hours a session has left (whole run sets in the order to train, no model
-# that the records say cannot finish in time). `harvest` copies their records back here.
+# packs into the hours a session has left (whole run sets in the order to train, only models
+# whose records say they finish in time). `harvest` copies their records back here; `start`
+# harvests first, then resets each clone to this checkout's commit.
 #
 #   bash scripts/lanes.sh start [HOURS] [N] [STUDY ...]
 #                                             clone, set up, start (default: 2.5 h, 2 lanes,
@@ -38,6 +39,21 @@ signal() {  # signal every lane's process session
   for sid in $(sessions); do pkill "-$1" -s "$sid" 2>/dev/null || true; done
 }
 
+harvest() {  # copy every lane's new or changed records into this checkout's results/
+  local lane path copied=0
+  for lane in "$dir"/lane*/; do
+    [ -d "$lane/results" ] || continue
+    while IFS= read -r path; do
+      case "$path" in results/ledger.csv|results/.*) continue ;; esac
+      mkdir -p "$root/$(dirname "$path")"
+      cp "$lane/$path" "$root/$path"
+      echo "$path"
+      copied=$((copied + 1))
+    done < <(git -C "$lane" status --porcelain --untracked-files=all -- results | cut -c4-)
+  done
+  echo "harvested $copied file(s); then: multilab study report --all, and commit" >&2
+}
+
 case "$action" in
   start)
     hours="${2:-2.5}"
@@ -50,6 +66,7 @@ case "$action" in
     [ -x "$root/.venv/bin/multilab" ] || { echo "lanes.sh: set up first (bash scripts/setup.sh)" >&2; exit 2; }
     git -C "$root" diff --quiet HEAD -- src studies params.yaml \
       || echo "lanes.sh: uncommitted changes to src/, studies/ or params.yaml are not in the lanes (they run HEAD)" >&2
+    harvest  # what earlier lanes left: the plan reads it, and their clones are reset below
     plan="$(cd "$root" && .venv/bin/multilab study next "$@" --lanes "$lanes" --hours "$hours" --shell)"
     [ -n "$plan" ] || { echo "lanes.sh: nothing fits in $hours h" >&2; exit 0; }
     mkdir -p "$dir"
@@ -84,20 +101,7 @@ case "$action" in
   pause) signal STOP ;;
   resume) signal CONT ;;
   stop) signal TERM; signal CONT ;;  # a paused lane gets its TERM once it runs again
-  harvest)
-    copied=0
-    for lane in "$dir"/lane*/; do
-      [ -d "$lane/results" ] || continue
-      while IFS= read -r path; do
-        case "$path" in results/ledger.csv|results/.*) continue ;; esac
-        mkdir -p "$root/$(dirname "$path")"
-        cp "$lane/$path" "$root/$path"
-        echo "$path"
-        copied=$((copied + 1))
-      done < <(git -C "$lane" status --porcelain --untracked-files=all -- results | cut -c4-)
-    done
-    echo "harvested $copied file(s); then: multilab study report --all, and commit" >&2
-    ;;
+  harvest) harvest ;;
   *)
     echo "usage: bash scripts/lanes.sh start [HOURS] [N] [STUDY ...] | status | pause | resume | harvest | stop" >&2
     exit 2
