@@ -580,7 +580,7 @@ def cmd_study(args: argparse.Namespace) -> None:
         if args.cpu:  # what a CPU can train: runs whose profile a CPU has trained before
             plans = [plan for plan in plans
                      if None not in plan.priced_models(prices).values()]
-        if args.lanes is not None or args.hours is not None:
+        if args.lanes is not None or args.hours is not None or args.shell:
             print("\n".join(_lane_plan(args, plans, results, records, prices)))
             return
         print("\n".join(plan_lines(plans, prices, args.limit)))
