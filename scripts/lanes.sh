@@ -45,6 +45,7 @@ harvest() {  # copy every lane's new or changed records into this checkout's res
     [ -d "$lane/results" ] || continue
     while IFS= read -r path; do
       case "$path" in results/ledger.csv|results/.*) continue ;; esac
+      cmp -s "$lane/$path" "$root/$path" && continue  # here already (an earlier harvest)
       mkdir -p "$root/$(dirname "$path")"
       cp "$lane/$path" "$root/$path"
       echo "$path"
