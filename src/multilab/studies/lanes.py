@@ -9,9 +9,10 @@ run sets that did not fit fill what is left (a model brings its claims nearer to
 alone). One job is one model with every study run that reads it, in one lane: the first run
 trains it, the others measure it where it lies (another clone would train it again).
 
-A model's wall time is estimated from the records: its row's CPU training price
-(:meth:`~multilab.studies.tables.StudyResult.run_seconds`, the fastest training on record)
-times :data:`BESIDE_ANOTHER_LANE`, plus its study's measurement time (:func:`measure_seconds`).
+A model's wall time is estimated from the records: its row's CPU training price where the
+records measure it (:meth:`~multilab.studies.tables.StudyResult.measured_seconds`, the
+fastest training on record; never a lower bound) times :data:`BESIDE_ANOTHER_LANE`, plus
+its study's measurement time (:func:`measure_seconds`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from multilab.studies.planning import ClaimPlan, schedule
+from multilab.studies.planning import ClaimPlan, run_command, schedule
 from multilab.studies.records import Record
 from multilab.studies.tables import cpu_training_seconds
 
@@ -72,8 +73,8 @@ class Job:
 
     def commands(self) -> list[str]:
         """One ``study run`` a run: the first trains the model, the rest measure it."""
-        return [f"multilab study run {study} --rows {shlex.quote(label)} --seeds {seed}"
-                + (" --again" if again else "") for study, label, seed, again in self.runs]
+        return [run_command(study, label, [seed], again)
+                for study, label, seed, again in self.runs]
 
 
 @dataclass
@@ -120,16 +121,16 @@ def pack_lanes(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
         return model_price * BESIDE_ANOTHER_LANE + sum(
             measure.get(study, DEFAULT_MEASURE_SECONDS) for study in studies)
 
-    def fit(jobs: Sequence[Job]) -> list[Lane] | None:
-        """Where each job goes (longest first onto the emptiest lane), or None."""
+    def fit(jobs: Sequence[Job]) -> list[tuple[Job, Lane]] | None:
+        """Each job and its lane (longest first onto the emptiest lane), or None."""
         load = {id(lane): lane.seconds for lane in packed}
-        where: list[Lane] = []
+        where: list[tuple[Job, Lane]] = []
         for job in sorted(jobs, key=lambda j: -j.seconds):
             lane = min(packed, key=lambda lane: load[id(lane)])
             if load[id(lane)] + job.seconds > budget:
                 return None
             load[id(lane)] += job.seconds
-            where.append(lane)
+            where.append((job, lane))
         return where
 
     for step in schedule(plans, run_seconds):
@@ -146,7 +147,7 @@ def pack_lanes(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
         if where is None:
             left_over += jobs
             continue
-        for job, lane in zip(sorted(jobs, key=lambda j: -j.seconds), where, strict=True):
+        for job, lane in where:
             lane.jobs.append(job)
             placed[job.model] = job
         for model, model_runs in _jobs_of(step.plans, needed - {j.model for j in jobs}).items():
@@ -160,9 +161,8 @@ def pack_lanes(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
     for job in left_over:
         if job.model in placed:
             continue
-        where = fit([job])
-        if where is not None:
-            where[0].jobs.append(job)
+        if (where := fit([job])) is not None:
+            where[0][1].jobs.append(job)
             placed[job.model] = job
     return packed
 

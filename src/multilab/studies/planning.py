@@ -73,10 +73,14 @@ class ClaimPlan:
             for label, seeds in seeds_of.items():
                 by_seeds.setdefault(tuple(sorted(seeds)), []).append(label)
             for seeds, labels in by_seeds.items():
-                rows = ",".join(sorted(labels))
-                out.append(f"multilab study run {self.study} --rows {shlex.quote(rows)} "
-                           f"--seeds {','.join(map(str, seeds))}{flag}")
+                out.append(run_command(self.study, ",".join(sorted(labels)), seeds, bool(flag)))
         return out
+
+
+def run_command(study: str, rows: str, seeds: Sequence[int], again: bool = False) -> str:
+    """The ``multilab study run`` line of some rows (labels joined by commas) and seeds."""
+    return (f"multilab study run {study} --rows {shlex.quote(rows)} "
+            f"--seeds {','.join(map(str, seeds))}" + (" --again" if again else ""))
 
 
 def claim_rows(study: Study, claim: Claim) -> list[Row]:
