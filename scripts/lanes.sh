@@ -8,6 +8,9 @@
 #   bash scripts/lanes.sh start [HOURS] [N] [STUDY ...]
 #                                             clone, set up, start (default: 2.5 h, 2 lanes,
 #                                             every study's claims; STUDY: only those studies)
+#   bash scripts/lanes.sh run 'COMMAND' ...   one lane per command instead of the plan: a row
+#                                             the plan leaves out for want of a measured time
+#                                             (benchmarks/bench_row_steps.py prices it)
 #   bash scripts/lanes.sh status              each lane's last line
 #   bash scripts/lanes.sh pause | resume      SIGSTOP / SIGCONT every lane (tests, timings)
 #   bash scripts/lanes.sh harvest             copy the lanes' new records into results/
@@ -56,10 +59,15 @@ harvest() {  # copy every lane's new or changed records into this checkout's res
 }
 
 case "$action" in
-  start)
-    hours="${2:-2.5}"
-    lanes="${3:-2}"
-    shift $(($# < 3 ? $# : 3))
+  start|run)
+    if [ "$action" = start ]; then
+      hours="${2:-2.5}"
+      lanes="${3:-2}"
+      shift $(($# < 3 ? $# : 3))
+    else
+      shift
+      [ $# -gt 0 ] || { echo "lanes.sh run: name the lanes' commands, e.g. 'multilab study run k2020-table10 --rows char --seeds 43'" >&2; exit 2; }
+    fi
     if running; then
       echo "lanes.sh: lanes are running (bash scripts/lanes.sh status); stop them first" >&2
       exit 2
@@ -68,8 +76,12 @@ case "$action" in
     git -C "$root" diff --quiet HEAD -- src studies params.yaml \
       || echo "lanes.sh: uncommitted changes to src/, studies/ or params.yaml are not in the lanes (they run HEAD)" >&2
     harvest  # what earlier lanes left: the plan reads it, and their clones are reset below
-    plan="$(cd "$root" && .venv/bin/multilab study next "$@" --lanes "$lanes" --hours "$hours" --shell)"
-    [ -n "$plan" ] || { echo "lanes.sh: nothing fits in $hours h" >&2; exit 0; }
+    if [ "$action" = start ]; then
+      plan="$(cd "$root" && .venv/bin/multilab study next "$@" --lanes "$lanes" --hours "$hours" --shell)"
+      [ -n "$plan" ] || { echo "lanes.sh: nothing fits in $hours h" >&2; exit 0; }
+    else
+      plan="$(printf '%s\n' "$@")"
+    fi
     mkdir -p "$dir"
     rm -f "$dir"/lane*.session
     number=0
@@ -104,7 +116,7 @@ case "$action" in
   stop) signal TERM; signal CONT ;;  # a paused lane gets its TERM once it runs again
   harvest) harvest ;;
   *)
-    echo "usage: bash scripts/lanes.sh start [HOURS] [N] [STUDY ...] | status | pause | resume | harvest | stop" >&2
+    echo "usage: bash scripts/lanes.sh start [HOURS] [N] [STUDY ...] | run 'COMMAND' ... | status | pause | resume | harvest | stop" >&2
     exit 2
     ;;
 esac

@@ -1680,15 +1680,19 @@ def test_the_cost_of_a_run_is_the_fastest_cpu_training(tmp_path: Path) -> None:
 def test_a_row_never_trained_is_priced_by_a_training_of_its_shape(tmp_path: Path) -> None:
     """A row without a training of its own is priced by the fastest CPU training of the same
     shape and steps per language (another modification, another study), scaled by its
-    number of languages (a character vocabulary: its own unit's, else a word piece's as a lower
-    bound); a row of another shape has no such price (its profile's is used)."""
+    number of languages (a character vocabulary or more heads: its own step's, else a
+    cheaper step's as a lower bound); a row of another shape, or whose trainings of its shape
+    all step dearer, has no such price (its profile's is used)."""
     study = _lab_toy(tmp_path, seeds=[0, 1], metrics=["retrieval_p1.l8"], rows=[
         {"label": "base", "modification": "original"},
         {"label": "lang-pos", "modification": "lang-pos"},
         {"label": "three", "modification": "original", "settings": {"languages": "[3, s, i]"}},
         {"label": "wide", "modification": "original",
          "settings": {"models.small.hidden_size": 128}},
-        {"label": "chars", "modification": "original", "settings": {"vocab.unit": "char"}}])
+        {"label": "heads", "modification": "original",
+         "settings": {"models.small.num_attention_heads": 16}},
+        {"label": "chars", "modification": "original", "settings": {"vocab.unit": "char"}},
+        {"label": "words", "modification": "original", "settings": {"vocab.unit": "word"}}])
     results = tmp_path / "results"
     for seconds, device in ((1800.0, "cpu: x"), (2400.0, "cpu: x"), (60.0, "cuda: H200")):
         write_record(results, "x", "train", {"step_seconds": seconds},
@@ -1697,13 +1701,17 @@ def test_a_row_never_trained_is_priced_by_a_training_of_its_shape(tmp_path: Path
                      model={"modification": "original", "seed": 0, "fingerprint": f"{seconds}"})
     result = study_result(study, iter_records(results), CLAIMS)
     # a character vocabulary (its sentences fill max_length) steps dearer: a word piece
-    # training of its shape is a lower bound, taken until one of its own unit exists
+    # training of its shape is a lower bound, taken until one of its own unit exists; so
+    # does a step at 16 heads of 4 dimensions (2.7 times one head's). A word's step is
+    # cheaper than a word piece's: that training is no bound for it
     assert result.train_seconds == {"base": 1800.0, "lang-pos": 1800.0, "three": 2700.0,
-                                    "chars": 1800.0}
+                                    "heads": 1800.0, "chars": 1800.0}
     assert result.run_seconds("wide", {"quick": 900.0}) == 900.0
+    assert result.run_seconds("words", {"quick": 900.0}) == 900.0
     # what a plan that must finish in time may rely on: no bound, neither unit's nor profile's
-    assert result.lower_bounds == {"chars"}
+    assert result.lower_bounds == {"chars", "heads"}
     assert result.measured_seconds("chars") is None and result.measured_seconds("wide") is None
+    assert result.measured_seconds("heads") is None
     assert result.measured_seconds("three") == 2700.0
     write_record(results, "x", "train", {"step_seconds": 5400.0},
                  config=_model_config("quick", "3,s", **{"vocab.unit": "char"}),
@@ -1711,7 +1719,7 @@ def test_a_row_never_trained_is_priced_by_a_training_of_its_shape(tmp_path: Path
                  model={"modification": "original", "seed": 0, "fingerprint": "chars"})
     result = study_result(study, iter_records(results), CLAIMS)
     assert result.train_seconds["chars"] == 5400.0 and result.measured_seconds("chars") == 5400.0
-    assert result.train_seconds["base"] == 1800.0
+    assert result.train_seconds["base"] == 1800.0 and "words" not in result.train_seconds
 
 
 def test_runs_needed_price_every_missing_run_as_a_training(tmp_path: Path) -> None:

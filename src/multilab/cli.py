@@ -660,7 +660,8 @@ def _lane_plan(args: argparse.Namespace, plans: list, results: list, records: li
                       if measured.get((plan.study, label)) is None
                       and prices.get((plan.study, label)) is not None})
     return lane_lines(packed, hours) + ([
-        "left out, their time not measured (a lower bound only): " + ", ".join(bounded)]
+        "left out, their time not measured (a lower bound only; benchmarks/bench_row_steps.py "
+        "prices one, to run by hand): " + ", ".join(bounded)]
         if bounded else [])
 
 

@@ -150,7 +150,9 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
     if costs:
         lines += ["", "Training cost per model: the fastest recorded CPU training of the "
                   "row (another seed), else of its shape and steps per language (another row "
-                  "or study; scaled by its number of languages), else of its profile (" +
+                  "or study; scaled by its number of languages), else — a lower bound — of "
+                  "its shape with a cheaper step (fewer attention heads; a word piece for a "
+                  "character vocabulary), else of its profile (" +
                   ", ".join(f"`{profile}` {seconds / 60:.0f} min"
                             for profile, seconds in sorted(costs.items()))
                   + ": a lower bound for a row larger than the profile's smallest); one "

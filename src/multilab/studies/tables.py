@@ -383,9 +383,13 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
 SHAPE_KEYS = ("profile", "model.hidden_size", "model.intermediate_size",
               "model.num_hidden_layers", "model.batch_size", "corpus.train_scope",
               "train.epochs", "train.max_train_sentences", "train.max_length")
-#: ... and the tokens per sentence (a character vocabulary fills ``max_length``: a step takes
-#: about three times a word's)
-COST_KEYS = (*SHAPE_KEYS, "vocab.unit")
+#: ... and what a step costs at that shape: the attention heads (16 heads of 4 dimensions:
+#: 2.7 times one head's step) and the tokens per sentence (a character vocabulary fills
+#: ``max_length``: three times a word's step; benchmarks/RESULTS-row-steps.md)
+COST_KEYS = (*SHAPE_KEYS, "model.num_attention_heads", "vocab.unit")
+#: the vocabulary units from the cheapest step to the dearest (the same benchmark: CPU
+#: seconds a step 0.81 word, 1.01 word piece, 3.03 character)
+UNIT_COST_ORDER = ("word", "wordpiece", "char")
 
 
 def cpu_training_seconds(record: Record) -> float | None:
@@ -403,14 +407,26 @@ def _language_count(configuration: Mapping[str, Any]) -> int:
     return len(languages.split(",") if isinstance(languages, str) else languages) or 1
 
 
+def _no_dearer_step(found: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether a training's step costs no more than the row's at the same shape: no more
+    heads, no dearer vocabulary unit (:data:`UNIT_COST_ORDER`): its time is a lower bound."""
+    def unit(config: Mapping[str, Any]) -> int:
+        name = config.get("vocab.unit") or UNIT_COST_ORDER[1]  # older records: word pieces
+        return UNIT_COST_ORDER.index(name) if name in UNIT_COST_ORDER else len(UNIT_COST_ORDER)
+
+    heads = found.get("model.num_attention_heads"), wanted.get("model.num_attention_heads")
+    return None not in heads and float(heads[0]) <= float(heads[1]) and unit(found) <= unit(wanted)
+
+
 def _train_seconds(chosen: Chosen, configurations: Mapping[str, Mapping[str, Any]],
                    trainings: Sequence[Record]) -> tuple[dict[str, float], frozenset[str]]:
     """Row label → the CPU seconds of one more of its trainings: its own fastest on record,
-    else the fastest of the same shape and steps per language (:data:`COST_KEYS`, any
-    modification or study) scaled by the number of languages (a three-language model has
-    half again the steps of a two-language one), else — a lower bound for a character
-    vocabulary — the fastest of the same shape with another unit (:data:`SHAPE_KEYS`). GPU
-    trainings are left out: CPU hours. Second: the labels priced by that lower bound."""
+    else the fastest of the same shape, step cost and steps per language (:data:`COST_KEYS`,
+    any modification or study) scaled by the number of languages (a three-language model has
+    half again the steps of a two-language one), else — a lower bound — the fastest of the
+    same shape whose step is no dearer (fewer heads, a cheaper unit: :func:`_no_dearer_step`;
+    a character row priced by a word piece's training). GPU trainings are left out: CPU
+    hours. Second: the labels priced by that lower bound."""
     fastest: dict[str, float] = {}
     bounded: set[str] = set()
     for (label, _, kind, _), record in chosen.items():
@@ -424,7 +440,8 @@ def _train_seconds(chosen: Chosen, configurations: Mapping[str, Mapping[str, Any
                        for record in trainings
                        if (spent := cpu_training_seconds(record)) is not None
                        and all(_same((config := record.data["config"]).get(key),
-                                     configuration.get(key)) for key in keys)]
+                                     configuration.get(key)) for key in keys)
+                       and (keys is COST_KEYS or _no_dearer_step(config, configuration))]
             if similar:
                 fastest[label] = min(similar)
                 if keys is SHAPE_KEYS:
