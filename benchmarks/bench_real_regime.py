@@ -25,13 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT, machine, write_json
+from common import RESULTS, ROOT, cpu_seconds, machine, write_json
 
 #: (hidden, heads, layers): the sweep's shapes (intermediate size 4 × hidden)
 SHAPES = ((64, 2, 4), (64, 2, 8), (64, 2, 12), (128, 2, 4), (128, 4, 8), (128, 4, 12),
@@ -44,17 +41,6 @@ def shape_settings(hidden: int, heads: int, layers: int) -> list[str]:
     return [f"models.small.hidden_size={hidden}", f"models.small.intermediate_size={4 * hidden}",
             f"models.small.num_attention_heads={heads}",
             f"models.small.num_hidden_layers={layers}"]
-
-
-def cpu_seconds(argv: list[str], env: dict[str, str]) -> float:
-    """User + system CPU seconds of one ``multilab`` command (a child process)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, "-m", "multilab.cli", *argv], env=env, cwd=ROOT,
-                          capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"multilab {' '.join(argv)} failed:\n{done.stderr[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def train_record(results: Path) -> dict[str, Any]:

@@ -26,31 +26,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT, machine, write_json
+from common import RESULTS, ROOT, cpu_seconds, machine, write_json
 from multilab.data.layout import vocab_built
 from multilab.studies.claims import load_claims
 from multilab.studies.records import iter_records
 from multilab.studies.settings import row_configuration, study_artifacts, study_settings
 from multilab.studies.spec import Study, load_studies, split_row_names
 from multilab.studies.tables import study_result
-
-
-def cpu_seconds(argv: list[str], env: dict[str, str]) -> float:
-    """User + system CPU seconds of one ``multilab`` command (a child process)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, "-m", "multilab.cli", *argv], env=env, cwd=ROOT,
-                          capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"multilab {' '.join(argv)} failed:\n{done.stderr[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def trained_steps(results: Path) -> tuple[int, int]:
@@ -113,7 +99,10 @@ def main() -> None:
     args = parser.parse_args()
     folder = ROOT / "studies"
     claims = load_claims(folder / "claims")
-    study = load_studies(folder, claims)[args.study]
+    studies = load_studies(folder, claims)
+    if args.study not in studies:
+        raise SystemExit(f"study {args.study!r}: not a study ({', '.join(studies)})")
+    study = studies[args.study]
     labels = split_row_names(args.rows, [study])
     result = study_result(study, list(iter_records(ROOT / "results")), claims,
                           ROOT / "params.yaml")

@@ -12,7 +12,9 @@ import datetime as dt
 import json
 import os
 import platform
+import resource
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -72,6 +74,18 @@ def git_state() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
+
+
+def cpu_seconds(argv: list[str], env: dict[str, str]) -> float:
+    """User + system CPU seconds of one ``multilab`` command (a child process): the
+    measure on a shared machine, where wall time depends on what else runs."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([sys.executable, "-m", "multilab.cli", *argv], env=env, cwd=ROOT,
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"multilab {' '.join(argv)} failed:\n{done.stderr[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def load_average() -> list[float]:
