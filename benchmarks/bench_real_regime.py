@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT, cpu_seconds, machine, write_json
+from common import RESULTS, ROOT, cpu_seconds, machine, train_record, write_json
 
 #: (hidden, heads, layers): the sweep's shapes (intermediate size 4 × hidden)
 SHAPES = ((64, 2, 4), (64, 2, 8), (64, 2, 12), (128, 2, 4), (128, 4, 8), (128, 4, 12),
@@ -41,12 +41,6 @@ def shape_settings(hidden: int, heads: int, layers: int) -> list[str]:
     return [f"models.small.hidden_size={hidden}", f"models.small.intermediate_size={4 * hidden}",
             f"models.small.num_attention_heads={heads}",
             f"models.small.num_hidden_layers={layers}"]
-
-
-def train_record(results: Path) -> dict[str, Any]:
-    """The newest train record under ``results``."""
-    newest = max(results.rglob("train.json"), key=lambda p: p.stat().st_mtime)
-    return json.loads(newest.read_text())["result"]
 
 
 def estimate_minutes(step_s: float, steps: int, reference_step_s: float,

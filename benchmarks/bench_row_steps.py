@@ -30,20 +30,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT, cpu_seconds, machine, write_json
+from common import RESULTS, ROOT, cpu_seconds, machine, train_record, write_json
 from multilab.data.layout import vocab_built
 from multilab.studies.claims import load_claims
 from multilab.studies.records import iter_records
 from multilab.studies.settings import row_configuration, study_artifacts, study_settings
 from multilab.studies.spec import Study, load_studies, split_row_names
 from multilab.studies.tables import study_result
-
-
-def trained_steps(results: Path) -> tuple[int, int]:
-    """(steps, steps an epoch) of the newest train record under ``results``."""
-    newest = max(results.rglob("train.json"), key=lambda p: p.stat().st_mtime)
-    result = json.loads(newest.read_text())["result"]
-    return result["steps"], result["steps_per_epoch"]
 
 
 def row_step_cost(study: Study, label: str, root: Path, short: int, long: int,
@@ -71,13 +64,13 @@ def row_step_cost(study: Study, label: str, root: Path, short: int, long: int,
 
     fresh()
     cpu_seconds([*settings, "--set=train.epochs=0.01", *train], env)
-    per_epoch = trained_steps(root / "results")[1]
+    per_epoch = train_record(root / "results")["steps_per_epoch"]
     runs = []
     for steps in (short, long):
         fresh()
         seconds = cpu_seconds([*settings, f"--set=train.epochs={steps / per_epoch:.6f}",
                                *train], env)
-        runs.append((trained_steps(root / "results")[0], seconds))
+        runs.append((train_record(root / "results")["steps"], seconds))
     (short_steps, short_s), (long_steps, long_s) = runs
     epochs = float(row_configuration(study, row, ROOT / "params.yaml")["epochs"])
     return {"row": row.label, "modification": row.modification,

@@ -88,6 +88,12 @@ def cpu_seconds(argv: list[str], env: dict[str, str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def train_record(results: Path) -> dict[str, Any]:
+    """The result of the newest train record under ``results`` (a scratch project's)."""
+    newest = max(results.rglob("train.json"), key=lambda p: p.stat().st_mtime)
+    return json.loads(newest.read_text())["result"]
+
+
 def load_average() -> list[float]:
     """1/5/15-minute load averages: the CPU is shared, so every result says how busy it was."""
     return [round(x, 2) for x in os.getloadavg()]
