@@ -542,14 +542,50 @@ def test_study_next_lists_the_claims_nearest_to_a_verdict(tmp_path: Path, capsys
     assert lines[3].startswith("     2    1.0  dufter2020-t1-r1-lang-pos (toy-study: ")
     assert lines[-1].startswith("These 2 claims need 4 models")  # original's two shared
     prices = {("toy-study", "original"): 1800.0, ("toy-study", "lang-pos"): None}
-    assert cheapest_verdicts(plans, prices, 1) == (1, 2, 3600.0, 0)
-    assert cheapest_verdicts(plans, prices, 5) == (2, 4, 3600.0, 2)  # lang-pos's unpriced
+    assert cheapest_verdicts(plans, prices, 1) == (1, 2, 3600.0, 0, 0)
+    assert cheapest_verdicts(plans, prices, 5) == (2, 4, 3600.0, 2, 0)  # lang-pos's unpriced
+    # a price that is a lower bound only (a cheaper step's training): counted, and marked
+    bounded = {("toy-study", "lang-pos")}
+    both = {("toy-study", "original"): 1800.0, ("toy-study", "lang-pos"): 1800.0}
+    assert cheapest_verdicts(plans, both, 5, bounded) == (2, 4, 7200.0, 0, 2)
+    lines = plan_lines(plans, both, limit=5, lower_bounds=bounded)
+    assert lines[1].startswith("     2    1.0  dufter2020-t1-r0-retrieval-layer8")
+    assert lines[3].startswith("     2  ≥ 1.0  dufter2020-t1-r1-lang-pos")
+    assert lines[-1].startswith("≥: a lower bound")
     assert main(["study", "next", "--limit", "0"]) == 2
     assert "--limit 0: must be >= 1" in capsys.readouterr().err
     # --cpu: the committed studies' plans a CPU can price; the paper's budget is left out
     assert main(["study", "next", "--cpu", "--limit", "50"]) == 0
     listed = capsys.readouterr().out
     assert "study run" in listed and "dufter2020-table1-paper" not in listed
+
+
+def test_the_goal_line_says_what_the_cheapest_verdicts_cost(tmp_path: Path) -> None:
+    """The claims summary's last line: the claims with a verdict, the goal, and the models
+    the cheapest claims to it need with their CPU hours — "≥" while a price is only the
+    profile's fastest (a smaller row's), "≈" once the row's own training prices it."""
+    from multilab.studies.document import goal_line
+
+    study = load_study(_spec(tmp_path, claims=[LANG_POS], paper_comparable="no: toy"), CLAIMS)
+    results = tmp_path / "results"
+    for modification in ("original", "lang-pos"):
+        write_record(results, "multilab-smoke", "evaluate", {"metrics": {"mu": 0.2}},
+                     model={"modification": modification, "seed": 0, "fingerprint": "f"},
+                     config=_model_config("smoke", "3,fake", modification))
+    result = study_result(study, iter_records(results), CLAIMS)
+    line = goal_line([result], CLAIMS, {"other-claim": Verdict.HELD}, {"smoke": 900.0}, goal=2)
+    assert line == ("**1 claims have a verdict**; the goal is 2. The cheapest 1 more need 4 "
+                    "models trained (≥ 1 CPU-h of training, 4 of them priced by a lower bound "
+                    "only); `multilab study next` lists them, cheapest first.")
+    write_record(results, "multilab-smoke", "train", {"step_seconds": 1800.0},
+                 model={"modification": "original", "seed": 0, "fingerprint": "f"},
+                 config=_model_config("smoke", "3,fake"),
+                 origin={"commit": "abc", "date": "2026-12-06", "machine": {"device": "cpu"}})
+    result = study_result(study, iter_records(results), CLAIMS)
+    line = goal_line([result], CLAIMS, {"other-claim": Verdict.HELD}, {"smoke": 900.0}, goal=2)
+    assert "need 4 models trained (≈ 2 CPU-h of training);" in line, line
+    assert goal_line([result], CLAIMS, {"a": Verdict.HELD}, {}, goal=1) == \
+        "**1 claims have a verdict**, the goal of 1 reached."
 
 
 def test_the_schedule_takes_most_claims_per_cpu_hour_first() -> None:
@@ -573,7 +609,7 @@ def test_the_schedule_takes_most_claims_per_cpu_hour_first() -> None:
         ["cheap"], ["shared"], ["slow"], ["gpu"]]
     assert [len(step.models) for step in steps] == [2, 1, 1, 1]
     assert [step.seconds for step in steps] == [1200.0, 1200.0, 3600.0, None]
-    assert cheapest_verdicts([slow, gpu, twice, shared, cheap], prices, 4) == (4, 5, 6000.0, 1)
+    assert cheapest_verdicts([slow, gpu, twice, shared, cheap], prices, 4) == (4, 5, 6000.0, 1, 0)
 
 
 def test_a_claim_of_two_parts_holds_only_when_both_hold(tmp_path: Path) -> None:
@@ -713,7 +749,8 @@ def test_models_two_studies_share_are_counted_once_in_the_runs_needed(tmp_path: 
     assert results[0].model_keys == results[1].model_keys
     assert results[2].model_keys["original"] != results[0].model_keys["original"]
     line = models_to_train(results, {"smoke": 1800.0})
-    assert line.startswith("In all: 15 runs missing; they need 9 models trained (≈ 4.5 CPU-h")
+    assert line.startswith("In all: 15 runs missing; they need 9 models trained (≥ 4.5 CPU-h")
+    assert "9 of them priced by a lower bound only" in line  # the profile's fastest
     assert models_to_train(results, {}, claims=len(CLAIMS)).endswith(
         f"{len(CLAIMS) - 3} of the {len(CLAIMS)} claims are in no study yet: their runs are "
         "not counted here.")  # the toy binds 3 claims, its twin and the wider one none
@@ -1713,6 +1750,9 @@ def test_a_row_never_trained_is_priced_by_a_training_of_its_shape(tmp_path: Path
     assert result.measured_seconds("chars") is None and result.measured_seconds("wide") is None
     assert result.measured_seconds("heads") is None
     assert result.measured_seconds("three") == 2700.0
+    # the documents and `study next` mark a bound's price "≥": a cheaper step's or the profile's
+    assert [label for label in ("base", "three", "wide", "heads", "chars", "words")
+            if result.priced_at_least(label)] == ["wide", "heads", "chars", "words"]
     write_record(results, "x", "train", {"step_seconds": 5400.0},
                  config=_model_config("quick", "3,s", **{"vocab.unit": "char"}),
                  origin={"commit": "abc", "date": "2026-12-04", "machine": {"device": "cpu"}},
@@ -1740,8 +1780,10 @@ def test_runs_needed_price_every_missing_run_as_a_training(tmp_path: Path) -> No
     result = study_result(study, iter_records(results), CLAIMS)
     assert result.seeds_found == {"base": (0,)}
     line = studies_block([result], {"quick": 3600.0})[2]
-    assert "| 1/3 | 2 (≈ 2.0 CPU-h of training) |" in line, line
-    assert "2 models trained (≈ 2.0 CPU-h" in models_to_train([result], {"quick": 3600.0})
+    # the profile's fastest prices a row of its own shape only as a lower bound
+    assert "| 1/3 | 2 (≥ 2.0 CPU-h of training) |" in line, line
+    assert "2 models trained (≥ 2.0 CPU-h for the 2 whose profile has a measured CPU cost, " \
+        "2 of them priced by a lower bound only)" in models_to_train([result], {"quick": 3600.0})
     # the row's own training on record (seed 0, 30 min) prices its other seeds, not the
     # profile's fastest (a smaller row's)
     write_record(results, "x", "train", LAB_TOY_RECORDS[2][1], config=config,

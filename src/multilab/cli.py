@@ -571,7 +571,12 @@ def cmd_study(args: argparse.Namespace) -> None:
                for name in names]
     if args.action == "next":
         from multilab.studies.document import run_costs
-        from multilab.studies.planning import claim_plans, plan_lines, run_prices
+        from multilab.studies.planning import (
+            claim_plans,
+            lower_bound_rows,
+            plan_lines,
+            run_prices,
+        )
 
         if args.limit < 1:
             raise UserError(f"--limit {args.limit}: must be >= 1")
@@ -583,7 +588,7 @@ def cmd_study(args: argparse.Namespace) -> None:
         if args.lanes is not None or args.hours is not None or args.shell:
             print("\n".join(_lane_plan(args, plans, results, records, prices)))
             return
-        print("\n".join(plan_lines(plans, prices, args.limit)))
+        print("\n".join(plan_lines(plans, prices, args.limit, lower_bound_rows(results))))
         return
     if args.action in ("list", "run"):
         lines = []

@@ -16,7 +16,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from multilab.errors import UserError
 from multilab.studies.claims import PAPERS, Claim, paper_name
-from multilab.studies.planning import cheapest_verdicts, claim_plans, run_prices
+from multilab.studies.planning import (
+    cheapest_verdicts,
+    claim_plans,
+    lower_bound_rows,
+    run_prices,
+)
 from multilab.studies.records import Record
 from multilab.studies.spec import Row, bind_claim
 from multilab.studies.tables import (
@@ -106,14 +111,18 @@ def models_to_train(results: Sequence[StudyResult], costs: Mapping[str, float],
     records, not the weights, so on a fresh one its model is trained again (where the weights
     do lie on disk, ``study run --plan`` says "measure only")."""
     missing = sum(runs_missing(result) for result in results)
-    models: dict[tuple[str, int], float | None] = {}
+    models: dict[tuple[str, int], tuple[float | None, bool]] = {}
     for result in results:
         for row, seed in unrecorded(result):
             if (key := result.model_keys.get(row.label)) is not None:
-                models[(key, seed)] = result.run_seconds(row.label, costs)
-    priced = [seconds for seconds in models.values() if seconds is not None]
-    cost = (f" (≈ {sum(priced) / 3600:.1f} CPU-h for the {len(priced)} whose profile has a "
-            "measured CPU cost)") if priced else ""
+                models[(key, seed)] = (result.run_seconds(row.label, costs),
+                                       result.priced_at_least(row.label))
+    priced = [seconds for seconds, _ in models.values() if seconds is not None]
+    bounded = sum(1 for seconds, at_least in models.values()
+                  if seconds is not None and at_least)
+    bound = f", {bounded} of them priced by a lower bound only" if bounded else ""
+    cost = (f" ({'≥' if bounded else '≈'} {sum(priced) / 3600:.1f} CPU-h for the "
+            f"{len(priced)} whose profile has a measured CPU cost{bound})") if priced else ""
     outside = None if claims is None else \
         claims - len({e.id for r in results for e in r.study.claims})
     unbound = "" if outside is None else (
@@ -136,11 +145,13 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
         study = result.study
         recorded = sum(len(seeds) for seeds in result.seeds_found.values())
         needed = runs_missing(result)
-        prices = [result.run_seconds(row.label, costs) for row, _ in unrecorded(result)
-                  if not row.static]
+        rows = [row for row, _ in unrecorded(result) if not row.static]
+        prices = [result.run_seconds(row.label, costs) for row in rows]
         cost = sum(price for price in prices if price is not None)
+        bound = "≥" if any(price is not None and result.priced_at_least(row.label)
+                           for row, price in zip(rows, prices, strict=True)) else "≈"
         need = str(needed) if not needed or not cost else \
-            f"{needed} (≈ {cost / 3600:.1f} CPU-h of training)"
+            f"{needed} ({bound} {cost / 3600:.1f} CPU-h of training)"
         counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
         lines.append(f"| [{study.name}]({link}{study.name}.md) | {paper_name(study.paper)} | "
                      f"{study.table} | `{study.profile}` | {recorded}/{recorded + needed} | "
@@ -156,7 +167,9 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
                   ", ".join(f"`{profile}` {seconds / 60:.0f} min"
                             for profile, seconds in sorted(costs.items()))
                   + ": a lower bound for a row larger than the profile's smallest); one "
-                  "thread on the machine that ran them, evaluation not included."]
+                  "thread on the machine that ran them, evaluation not included. A cost "
+                  "with a lower bound in it is marked ≥ (`benchmarks/bench_row_steps.py` "
+                  "measures such a row's step)."]
     return lines
 
 
@@ -220,11 +233,13 @@ def goal_line(results: Sequence[StudyResult], claims: Mapping[str, Claim],
     have = sum(1 for verdict in verdicts.values() if verdict.counts)
     if have >= goal:
         return f"**{have} claims have a verdict**, the goal of {goal} reached."
-    reached, models, spent, unpriced = cheapest_verdicts(
-        claim_plans(results, claims), run_prices(results, costs), goal - have)
-    cost = f" (≈ {spent / 3600:.0f} CPU-h of training" + (
-        f" for {models - unpriced}; {unpriced} of a profile never trained on a CPU, a GPU's)"
-        if unpriced else ")")
+    reached, models, spent, unpriced, at_least = cheapest_verdicts(
+        claim_plans(results, claims), run_prices(results, costs), goal - have,
+        lower_bound_rows(results))
+    bound = f", {at_least} of them priced by a lower bound only" if at_least else ""
+    cost = f" ({'≥' if at_least else '≈'} {spent / 3600:.0f} CPU-h of training" + (
+        f" for {models - unpriced}{bound}; {unpriced} of a profile never trained on a CPU, a "
+        "GPU's)" if unpriced else f"{bound})")
     head = f"**{have} claims have a verdict**; the goal is {goal}."
     if reached < goal - have:
         return (f"{head} Training can give {reached} more: {models} models{cost}, "

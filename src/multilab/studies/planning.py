@@ -13,8 +13,9 @@ the top (issue 52: most claims per CPU hour first).
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from multilab.studies.claims import Claim
 from multilab.studies.spec import (
@@ -51,14 +52,19 @@ class ClaimPlan:
         """The models it trains, a model shared counted once."""
         return frozenset(self.run_models)
 
+    def model_rows(self) -> dict[tuple[str, int], tuple[str, str]]:
+        """Each model's (study, row label) that prices it: two rows of one model, the
+        first."""
+        rows: dict[tuple[str, int], tuple[str, str]] = {}
+        for (label, _), model in zip(self.runs, self.run_models, strict=True):
+            rows.setdefault(model, (self.study, label))
+        return rows
+
     def priced_models(self, run_seconds: Mapping[tuple[str, str], float | None]
                       ) -> dict[tuple[str, int], float | None]:
-        """Each model's CPU seconds: its own row's price (two rows of one model: the
-        first's); None where the row has none."""
-        prices: dict[tuple[str, int], float | None] = {}
-        for (label, _), model in zip(self.runs, self.run_models, strict=True):
-            prices.setdefault(model, run_seconds.get((self.study, label)))
-        return prices
+        """Each model's CPU seconds: its own row's price (:meth:`model_rows`); None where
+        the row has none."""
+        return {model: run_seconds.get(row) for model, row in self.model_rows().items()}
 
     def commands(self) -> list[str]:
         """The ``study run`` commands that train them: one per set of rows that lack the
@@ -170,20 +176,30 @@ class Step:
     plans: tuple[ClaimPlan, ...]
     models: frozenset[tuple[str, int]]
     seconds: float | None
+    #: how many of ``models`` are priced only by a lower bound (:func:`lower_bound_rows`):
+    #: ``seconds`` is then at least what they cost
+    at_least: int = 0
 
 
 def schedule(plans: Sequence[ClaimPlan],
-             run_seconds: Mapping[tuple[str, str], float | None]) -> list[Step]:
+             run_seconds: Mapping[tuple[str, str], float | None],
+             lower_bounds: Collection[tuple[str, str]] = frozenset()) -> list[Step]:
     """The run sets in the order to train them: each time the one with the fewest CPU
     seconds per claim it newly decides, a model an earlier step trains counted as free
     (greedy weighted set cover: claims share models, ``original``'s seeds above all); run
     sets a CPU cannot price after those, fewest new models per claim first; a tie goes to
-    the larger set. A claim two studies could test is decided once."""
+    the larger set. A claim two studies could test is decided once. A price that is a lower
+    bound (``lower_bounds``: (study, row label)) is ranked as the bound and counted in the
+    step's ``at_least``."""
     groups = _claim_groups(plans)
     price: dict[tuple[str, int], float | None] = {}
+    bounded: set[tuple[str, int]] = set()
     for group in groups:
-        for model, seconds in group[0].priced_models(run_seconds).items():
-            price.setdefault(model, seconds)
+        for model, row in group[0].model_rows().items():
+            if model not in price:
+                price[model] = run_seconds.get(row)
+                if row in lower_bounds:
+                    bounded.add(model)
 
     def seconds_of(models: frozenset[tuple[str, int]]) -> float | None:
         prices = [price[model] for model in models]
@@ -203,7 +219,7 @@ def schedule(plans: Sequence[ClaimPlan],
             per_claim = (len(new) if seconds is None else seconds) / len(fresh)
             key = (seconds is None, per_claim, -len(fresh), index)
             if best_key is None or key < best_key:
-                best, best_key = Step(fresh, new, seconds), key
+                best, best_key = Step(fresh, new, seconds, len(new & bounded)), key
         if best is None:
             return steps
         steps.append(best)
@@ -219,15 +235,31 @@ def run_prices(results: Sequence[StudyResult], profile_seconds: Mapping[str, flo
             for result in results for row in result.study.rows}
 
 
+def lower_bound_rows(results: Sequence[StudyResult]) -> frozenset[tuple[str, str]]:
+    """(study, row label) of the rows whose :func:`run_prices` is a lower bound only
+    (:meth:`StudyResult.priced_at_least`): benchmarks/bench_row_steps.py measures one."""
+    return frozenset((result.study.name, row.label) for result in results
+                     for row in result.study.rows if result.priced_at_least(row.label))
+
+
+class Cheapest(NamedTuple):
+    """What :func:`cheapest_verdicts` finds."""
+
+    reached: int  # claims brought to a verdict, at most the number wanted
+    models: int  # models to train, a model shared counted once
+    seconds: float  # the CPU seconds of those with a price
+    unpriced: int  # models with none: a profile never trained on a CPU
+    at_least: int  # models whose price is a lower bound only: ``seconds`` is at least that
+
+
 def cheapest_verdicts(plans: Sequence[ClaimPlan],
                       run_seconds: Mapping[tuple[str, str], float | None],
-                      wanted: int) -> tuple[int, int, float, int]:
+                      wanted: int, lower_bounds: Collection[tuple[str, str]] = frozenset()
+                      ) -> Cheapest:
     """The cheapest way to ``wanted`` more claims with a verdict, taking the run sets in
-    :func:`schedule` order: (claims reached, at most ``wanted``; models to train, a model
-    shared counted once; the CPU seconds of those with a price; how many have none: a
-    profile never trained on a CPU)."""
-    reached, models, spent, unpriced = 0, 0, 0.0, 0
-    for step in schedule(plans, run_seconds):
+    :func:`schedule` order."""
+    reached, models, spent, unpriced, at_least = 0, 0, 0.0, 0, 0
+    for step in schedule(plans, run_seconds, lower_bounds):
         if reached >= wanted:
             break
         reached += min(len(step.plans), wanted - reached)
@@ -236,24 +268,28 @@ def cheapest_verdicts(plans: Sequence[ClaimPlan],
             unpriced += len(step.models)
         else:
             spent += step.seconds
-    return reached, models, spent, unpriced
+            at_least += step.at_least
+    return Cheapest(reached, models, spent, unpriced, at_least)
 
 
 def plan_lines(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str], float | None],
-               limit: int) -> list[str]:
+               limit: int, lower_bounds: Collection[tuple[str, str]] = frozenset()
+               ) -> list[str]:
     """The first ``limit`` run sets of the :func:`schedule`, claims that need the same runs
     together: the models each adds to those above it, their CPU hours, its claims and
     commands; then what they need together. ``run_seconds``: (study, row label) → CPU
     seconds of one more seed of the row (:meth:`StudyResult.run_seconds`), None where
-    unknown."""
+    unknown; ``lower_bounds``: the rows whose price is a lower bound (their hours get a
+    "≥")."""
     if not plans:
         return ["No claim is a training away from a verdict."]
-    steps = schedule(plans, run_seconds)[:limit]
+    steps = schedule(plans, run_seconds, lower_bounds)[:limit]
     lines = [f"{'models':>6}  {'CPU-h':>5}  claims (study: runs; models listed above not "
              "counted again)"]
     for step in steps:
         first = step.plans[0]
-        hours = "    –" if step.seconds is None else f"{step.seconds / 3600:5.1f}"
+        hours = "    –" if step.seconds is None else \
+            f"{'≥' if step.at_least else ' '}{step.seconds / 3600:4.1f}"
         runs = ", ".join(f"{label} s{seed}" + (" (again)" if (label, seed) in first.again
                                                 else "") for label, seed in first.runs)
         lines.append(f"{len(step.models):>6}  {hours}  "
@@ -264,4 +300,8 @@ def plan_lines(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
     lines.append(f"These {shown} claims need {models} models (a model shared counted "
                  f"once); {len({plan.claim for plan in plans})} open claims can be reached "
                  "by training.")
+    if any(step.at_least for step in steps):
+        lines.append("≥: a lower bound, a model priced by a training of a cheaper step (fewer "
+                     "heads, a cheaper vocabulary unit) or by its profile's fastest; "
+                     "benchmarks/bench_row_steps.py measures its step.")
     return lines

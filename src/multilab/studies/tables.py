@@ -234,6 +234,11 @@ class StudyResult:
         fastest (``profile_seconds``; a lower bound), else unknown."""
         return self.train_seconds.get(label, profile_seconds.get(self.study.profile))
 
+    def priced_at_least(self, label: str) -> bool:
+        """Whether :meth:`run_seconds` of a row is only a lower bound: a training of a
+        cheaper step (fewer heads, a cheaper unit) or its profile's fastest prices it."""
+        return label in self.lower_bounds or label not in self.train_seconds
+
     def measured_seconds(self, label: str) -> float | None:
         """:meth:`run_seconds` where the records measure it — the row's own training or one
         of the same shape, unit and steps — and None where it would be a lower bound: what a
