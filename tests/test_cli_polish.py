@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,32 @@ def test_every_figure_has_a_pdf_for_print_beside_its_png(
     assert main(["--set", f"paths.results={tmp_path / 'results'}", "ids"]) == 2
     assert capsys.readouterr().err == ("multilab: error: MULTILAB_PRINT_FIGURES='sometimes' "
                                        "is not one of yes, no\n")
+
+
+class _ClosedPipe:
+    """Standard output whose reader has gone (`multilab study list | head -1`)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_pipe_ends_the_command_quietly(monkeypatch, capsys) -> None:
+    """A reader that stops early (`| head`) ends the command with the shell's SIGPIPE status
+    (141) and no traceback."""
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    assert main(["study", "list"]) == 141
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow  # starts a multilab process
+def test_a_closed_pipe_leaves_no_traceback_in_a_process() -> None:
+    """The same through a real pipe closed before the command writes: nothing on stderr
+    (Python's flush at exit would otherwise raise a second time)."""
+    process = subprocess.Popen([sys.executable, "-m", "multilab.cli", "study", "list"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # the reader is gone before the first line
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 141 and err.decode() == "", err.decode()

@@ -379,6 +379,9 @@ def test_study_run_plan_takes_seeds_and_rows_from_the_command_line(tmp_path: Pat
     assert "1 run(s) missing" in planned and "lang-pos seed 1" in planned
     assert main([*where, *common, "--seeds", "forty"]) == 2
     assert "--seeds 'forty': must be an integer" in capsys.readouterr().err
+    # a seed the study does not have would plan nothing: named, with the study's seeds
+    assert main([*where, *common, "--seeds", "1,41"]) == 2
+    assert "--seeds 41: not a seed of toy-study; valid: 0, 1, 2" in capsys.readouterr().err
     # a row by the table's ID, as the paper numbers it; an unknown one names labels and IDs
     assert main([*where, *common, "--seeds", "1", "--rows", "1"]) == 0
     assert "lang-pos seed 1" in capsys.readouterr().out

@@ -684,6 +684,7 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
     from multilab.resolve import check_seed
     from multilab.studies.ledger import read_ledger
     from multilab.studies.runner import (
+        check_seeds,
         check_stack_size,
         missing_runs,
         pick_rows,
@@ -702,6 +703,7 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
                         "--seeds 43,44), never a whole study by accident")
     base = ["--params", args.params, *(f"--set={value}" for value in args.set or [])]
     resolved = (Path(args.params), args.set or [])  # what the runs will resolve to
+    check_seeds(studies, seeds, rows)
     for study in studies:  # every study's --stack checked before anything runs
         check_stack_size(study, args.stack, seeds, rows)
     if args.prepare:
@@ -1166,6 +1168,18 @@ def _close_progress_bars() -> None:
             bar.close()
 
 
+def _quiet_stdout() -> None:
+    """Point standard output at the null device: Python flushes it at exit, and a closed
+    pipe would raise there again, as a traceback after the command has ended."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.set = [*(args.set or []), *(getattr(args, "set_after", None) or [])] or None
@@ -1191,6 +1205,9 @@ def main(argv: list[str] | None = None) -> int:
         _close_progress_bars()
         print(f"multilab: error: {message}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `multilab study list | head`: the reader has what it wanted
+        _quiet_stdout()
+        return 128 + 13  # what a shell reports for a command that SIGPIPE stopped
     except (KeyboardInterrupt, Terminated) as err:  # the MLflow run is already ended KILLED
         how = "SIGTERM" if isinstance(err, Terminated) else "interrupted"
         _close_progress_bars()

@@ -245,6 +245,22 @@ def prepare_study(study: Study, rows: Sequence[Row], command: Command, root: Pat
     return sorted(runner.prepared)
 
 
+def check_seeds(studies: Sequence[Study], seeds: Sequence[int] | None,
+                rows: Sequence[str] | None) -> None:
+    """``--seeds``: each one a seed of a picked row of some study. A study's seeds are part of
+    its claims (the verdicts read them); a seed outside them would run nothing, silently."""
+    if not seeds:
+        return
+    offered = sorted({seed for study in studies for row in pick_rows(study, rows)
+                      for seed in study.seeds_of(row)})
+    unknown = [seed for seed in seeds if seed not in offered]
+    if unknown:
+        picked = "the rows picked of " if rows else ""
+        raise UserError(f"--seeds {unknown[0]}: not a seed of {picked}"
+                        f"{', '.join(study.name for study in studies)}; valid: "
+                        f"{', '.join(map(str, offered))}")
+
+
 def check_stack_size(study: Study, stack: int, seeds: Sequence[int] | None,
                      rows: Sequence[str] | None) -> None:
     """``--stack k``: at least 1, and no more than the study's rows x seeds on offer."""
