@@ -4,6 +4,7 @@ output and start/end lines in the log; a log that cannot be written is one line,
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -14,11 +15,16 @@ SCRIPT = ROOT / "scripts" / "background.sh"
 PROBE = 'echo "threads=$OMP_NUM_THREADS nice=$(nice) $(cat /proc/self/autogroup)"'
 
 
+#: the log's end line (``== 2026-12-06T10:16:46Z exit 3: COMMAND``); the start line may hold
+#: the words "exit 3" too, inside the command it names
+END_LINE = re.compile(r"^== \S+ exit -?\d+: ", re.MULTILINE)
+
+
 def _ended(log: Path, timeout: float = 30.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         text = log.read_text()
-        if " exit " in text:
+        if END_LINE.search(text):
             return text
         time.sleep(0.05)
     raise AssertionError(f"no end line in {log}: {log.read_text()!r}")

@@ -341,7 +341,7 @@ COMMANDS: dict[str, Command] = {
         damaged=("study spec not YAML", lambda p: p.write_text("rows: [a, b\n"),
                  "studies/dufter2020-table1.yaml", ("dufter2020-table1.yaml", "YAML"))),
     "study run": Command(
-        ("study", "run", "dufter2020-table1", "--studies", "{root}/studies", "--seeds", "0",
+        ("study", "run", "dufter2020-table1", "--studies", "{root}/studies", "--seeds", "42",
          "--plan"), model=True, own=("studies",), writes=False, tracking=False,
         damaged=("record JSON cut short", _truncate, "results/*/untrained/*/evaluate.json",
                  ("evaluate.json",))),
