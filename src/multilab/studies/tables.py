@@ -243,7 +243,7 @@ class StudyResult:
         """:meth:`run_seconds` where the records measure it — the row's own training or one
         of the same shape, unit and steps — and None where it would be a lower bound: what a
         plan that must finish in time may rely on."""
-        return None if label in self.lower_bounds else self.train_seconds.get(label)
+        return None if self.priced_at_least(label) else self.train_seconds[label]
 
 
 Chosen = dict[tuple[str, int, str, str], Record]
