@@ -36,7 +36,9 @@ if [ "$mode" = prepare ]; then
   rm -rf "gpu_in/$STUDY" && mkdir -p "gpu_in/$STUDY" gpu_in/bible
   cp -r "$artifacts/corpora" "$artifacts/vocab" "gpu_in/$STUDY/"
   # knn-replace rows read the knn spaces (fastText + VecMap, minutes of CPU): built here too
-  [ -d "$artifacts/spaces" ] && cp -r "$artifacts/spaces" "gpu_in/$STUDY/"
+  # (training reads knn.pt and the mapped space's words; the raw per-language vectors stay here)
+  [ -d "$artifacts/spaces" ] && cp -r "$artifacts/spaces" "gpu_in/$STUDY/" \
+    && find "gpu_in/$STUDY/spaces" -name '*.vec' ! -name '*mapped.vec' -delete
   # rows with settings of their own have data of their own (row-LABEL/): only the ROWS named
   for row in "$@"; do
     [ -d "$artifacts/row-$row" ] && cp -r "$artifacts/row-$row" "gpu_in/$STUDY/"
