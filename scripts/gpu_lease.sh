@@ -75,7 +75,7 @@ OUT="${OUT:?set OUT to a folder for the results}"
 DEADLINE="${DEADLINE:-560}"      # seconds for this call: ends inside a 600-s command
 BENCH="${BENCH:-110}"            # seconds for the benchmark
 STACK="${STACK:-3}"              # models per stack in each runner
-LOGS=/tmp/multilab-gpu-lease
+LOGS="${LEASE_DIR:-/tmp/multilab-gpu-lease}"   # the runners' logs, pids and work copy
 # the runners work in a copy: they outlive the call (own sessions) for a `collect` call on the
 # same warm machine, and that call's re-sent checkout must not land under them
 WORK="$LOGS/work"
@@ -132,9 +132,9 @@ cd "$WORK" || exit 1
 export PYTHONPATH="$WORK/src${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p artifacts/studies data/bible
 for dir in gpu_in/*/; do   # every prepared study's corpora, vocabulary, spaces, row data
-  [ "$dir" = gpu_in/bible/ ] || cp -r --update=none "$dir" artifacts/studies/
+  [ "$dir" = gpu_in/bible/ ] || cp -r "$dir" artifacts/studies/
 done
-cp --update=none gpu_in/bible/*.tsv data/bible/ 2>/dev/null
+cp gpu_in/bible/*.tsv data/bible/ 2>/dev/null
 touch "$LOGS/stamp" && : > "$LOGS/pids"
 echo "runners: ${#@} for $((DEADLINE - SECONDS))s of this call" | tee -a "$OUT/lease.txt"
 i=0
@@ -148,4 +148,4 @@ for spec in "$@"; do   # [STUDY:]ROWS[@SEEDS]: one runner each, in its own sessi
   sleep 1
 done
 watch_runners
-nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/lease.txt" 2>/dev/null
+nvidia-smi --query-gpu=memory.used --format=csv,noheader >> "$OUT/lease.txt" 2>/dev/null || true
