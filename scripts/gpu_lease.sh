@@ -10,8 +10,8 @@
 #                                               # gpu_in/: the study's corpora, vocabulary, knn spaces
 #                                               # (built here: the GPU copy has no Bible), its
 #                                               # editions' exports (data/bible), COMMIT;
-#                                               # .whl/: mlflow and the dependencies the GPU image
-#                                               # lacks (docs/GPU.md, "Carried to the machine")
+#   bash scripts/gpu_wheels.sh                  # .whl/: mlflow and the other packages the GPU
+#                                               # image lacks
 # There (carry gpu_in.tar.xz and .whl):
 #   OUT=dir bash scripts/gpu_lease.sh run STUDY '[STUDY2:]ROWS[@SEEDS]' ...   # one runner each:
 #                                                  # --rows ROWS (and --seeds SEEDS), in stacks of
@@ -142,8 +142,10 @@ for spec in "$@"; do   # [STUDY:]ROWS[@SEEDS]: one runner each, in its own sessi
   i=$((i + 1)) study="$STUDY" rows="${spec%@*}" seeds=()
   case "$rows" in *:*) study="${rows%%:*}" rows="${rows#*:}" ;; esac
   [ "$spec" != "${spec%@*}" ] && seeds=(--seeds "${spec##*@}")
-  setsid python3 -m multilab --set "paths.mlruns=$LOGS/mlruns-$i" study run "$study" \
-    --rows "$rows" "${seeds[@]}" --stack "$STACK" > "$LOGS/runner-$i.log" 2>&1 < /dev/null &
+  # its exit status ends its log: no call of this script outlives it to wait for it
+  setsid bash -c '"$@"; echo "runner exit $?"' runner python3 -m multilab \
+    --set "paths.mlruns=$LOGS/mlruns-$i" study run "$study" --rows "$rows" "${seeds[@]}" \
+    --stack "$STACK" > "$LOGS/runner-$i.log" 2>&1 < /dev/null &
   echo $! >> "$LOGS/pids"
   sleep 1
 done

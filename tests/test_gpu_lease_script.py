@@ -79,6 +79,7 @@ def test_runners_outlive_the_call_and_a_collect_call_packs_them(tmp_path: Path) 
     collected = _lease(project, tmp_path, "collect", "table-a", out="out2", deadline=30)
     assert collected.returncode == 0, collected.stderr
     assert "still training" not in collected.stdout
+    assert (tmp_path / "lease" / "runner-2.log").read_text().endswith("runner exit 0\n")
     assert _packed(tmp_path / "out2") == {"results/table-a/fast/seed42/train.json",
                                           "results/table-b/slow/seed43/train.json"}
     assert not (project / "results").exists()  # the runners wrote into the copy only
