@@ -13,13 +13,15 @@ from typing import Any
 SOURCE_COMMIT_ENV = "MULTILAB_SOURCE_COMMIT"
 
 
-def _git(cwd: Path, *args: str) -> str | None:
+def _git(cwd: Path, *args: str, strip: bool = True) -> str | None:
     try:
         done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
                               timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() if strip else done.stdout
 
 
 def source_state(root: Path | None = None) -> dict[str, Any]:
@@ -48,7 +50,9 @@ def uncommitted_files(folder: Path) -> list[str] | None:
     there: ``study report`` names such records."""
     if not folder.is_dir() or _git(folder, "rev-parse", "HEAD") is None:
         return None
-    listed = _git(folder, "status", "--porcelain", "--untracked-files=all", "--", ".")
+    # unstripped: a line's status columns may start with a space (" M path")
+    listed = _git(folder, "status", "--porcelain", "--untracked-files=all", "--", ".",
+                  strip=False)
     if listed is None:
         return None
     return sorted(line[3:] for line in listed.splitlines() if line.strip())
