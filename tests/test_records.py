@@ -118,24 +118,3 @@ def test_a_copied_source_names_its_commit(tmp_path: Path, monkeypatch) -> None:
     assert source_state(tmp_path) == {"commit": "abc1234", "dirty": None, "commit_from": "env"}
     assert source_state(Path.cwd())["commit"] == "abc1234"
 
-
-def test_uncommitted_files_names_each_path_whole(tmp_path: Path) -> None:
-    """A modified tracked file comes first in git's porcelain listing as " M path"; its path
-    must keep its first letter (a stripped listing cut it to "esults/...")."""
-    import subprocess
-
-    from multilab.source import uncommitted_files
-
-    def git(*args: str) -> None:
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                       cwd=tmp_path, check=True, capture_output=True)
-
-    results = tmp_path / "results"
-    results.mkdir()
-    (results / "a.json").write_text("{}")
-    git("init", "-q")
-    git("add", ".")
-    git("commit", "-q", "-m", "records")
-    (results / "a.json").write_text('{"changed": 1}')
-    (results / "b.json").write_text("{}")
-    assert uncommitted_files(results) == ["results/a.json", "results/b.json"]
