@@ -117,4 +117,3 @@ def test_a_copied_source_names_its_commit(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(SOURCE_COMMIT_ENV, "abc1234")
     assert source_state(tmp_path) == {"commit": "abc1234", "dirty": None, "commit_from": "env"}
     assert source_state(Path.cwd())["commit"] == "abc1234"
-
