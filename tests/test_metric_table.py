@@ -57,3 +57,11 @@ def test_summary_over_seeds_keeps_only_metrics_every_seed_has() -> None:
     assert summary["mu"] == pytest.approx((0.3, 0.1414213562))
     assert summarise([{"mu": 0.5}]) == {"mu": (0.5, 0.0)}  # one seed: no spread
     assert summarise([]) == {}
+
+
+def test_a_layer_beyond_table_1_is_headed_as_table_1_heads_its_layers() -> None:
+    assert metric_table.column_title("retrieval_p1.l8") == "L8 ρ"
+    assert metric_table.column_title("retrieval_p1.l12") == "L12 ρ"
+    assert metric_table.column_title("align_f1.l4") == "L4 F1"
+    assert metric_table.column_title("mrr.3-s.l4") == "mrr.3-s.l4"  # no Table 1 symbol
+    assert metric_table.column_title("downstream.ratio.s") == "downstream.ratio.s"

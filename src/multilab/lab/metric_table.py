@@ -40,6 +40,21 @@ METRICS: dict[str, Metric] = {
     )
 }
 
+#: Table 1's column symbols of a per-layer metric, so that a study of other layers heads its
+#: columns the same way (``L4 ρ`` beside ``L0 ρ`` and ``L8 ρ``, not ``retrieval_p1.l4``).
+LAYER_SYMBOLS = {"align_f1": "F1", "retrieval_p1": "ρ", "translation_p1": "τ"}
+
+
+def column_title(key: str) -> str:
+    """A metric's table header: Table 1's column, its form at any other layer, else the key."""
+    if key in METRICS:
+        return METRICS[key].column
+    name, _, layer = key.rpartition(".l")
+    if name in LAYER_SYMBOLS and layer.isdigit():
+        return f"L{layer} {LAYER_SYMBOLS[name]}"
+    return key
+
+
 #: The DVC metrics files (``metrics/study/<row>.json``, ``metrics/variant.json``) name each
 #: metric by its Table 1 column in ASCII (``l8.rho`` for L8 ρ, MLflow's ``retrieval_p1.l8``)
 #: and the seeds behind the means ``seeds``: ``dvc metrics show`` sorts its columns by name,

@@ -28,7 +28,7 @@ from multilab.files import parse_yaml
 from multilab.lab import cells
 from multilab.lab import modifications as mods
 from multilab.lab.cells import number
-from multilab.lab.metric_table import METRICS
+from multilab.lab.metric_table import column_title
 from multilab.studies.claims import LAB, Claim, paper_name
 from multilab.studies.metrics import (
     MODEL_LESS,
@@ -803,8 +803,7 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
     if study.paper_comparable:
         lines += [f"Magnitudes are not comparable with the paper's: {study.paper_comparable}.",
                   ""]
-    header = ["ID", "row", *(METRICS[m].column if m in METRICS else m for m in study.metrics),
-              "seeds"]
+    header = ["ID", "row", *map(column_title, study.metrics), "seeds"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in study.rows:
         cells = [_cell_text(result.cells[(row.label, m)], m)
