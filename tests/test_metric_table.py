@@ -65,3 +65,5 @@ def test_a_layer_beyond_table_1_is_headed_as_table_1_heads_its_layers() -> None:
     assert metric_table.column_title("align_f1.l4") == "L4 F1"
     assert metric_table.column_title("mrr.3-s.l4") == "mrr.3-s.l4"  # no Table 1 symbol
     assert metric_table.column_title("downstream.ratio.s") == "downstream.ratio.s"
+    assert metric_table.split_layer_key("retrieval_p1.l12") == ("retrieval_p1", 12)
+    assert metric_table.split_layer_key("retrieval_p1.l4.3-s") is None  # a language pair's

@@ -1829,6 +1829,7 @@ def test_a_row_of_its_own_seeds_is_complete_with_them(tmp_path: Path) -> None:
     ("mu", "μ (multilinguality score)"),
     ("train.minutes", "training minutes (wall time of the steps)"),
     ("retrieval_p1.l8", "sentence retrieval ρ, layer 8"),
+    ("retrieval_p1.l4", "verse retrieval ρ (P@1), layer 4"),  # a layer Table 1 lacks
     ("downstream.zero_shot.s", "zero-shot accuracy on s"),
     ("downstream.ratio.s", "zero-shot ratio (accuracy on s over in-language)"),
     ("downstream.mds.s", "accuracy after the shift on s"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -40,18 +41,36 @@ METRICS: dict[str, Metric] = {
     )
 }
 
-#: Table 1's column symbols of a per-layer metric, so that a study of other layers heads its
-#: columns the same way (``L4 ρ`` beside ``L0 ρ`` and ``L8 ρ``, not ``retrieval_p1.l4``).
-LAYER_SYMBOLS = {"align_f1": "F1", "retrieval_p1": "ρ", "translation_p1": "τ"}
+
+class LayerMetric(NamedTuple):
+    symbol: str  # Table 1's column symbol: ``L8 ρ``
+    words: str  # a figure axis's words: ``verse retrieval ρ (P@1), layer 8``
+
+
+#: The evaluation metrics measured at a layer (``retrieval_p1.l4``, see ``layer_key``): a study
+#: of other layers than Table 1's 0 and 8 heads and titles them the same way (``L4 ρ`` beside
+#: ``L0 ρ``, not ``retrieval_p1.l4``).
+LAYER_METRICS = {"align_f1": LayerMetric("F1", "word alignment F1"),
+                 "retrieval_p1": LayerMetric("ρ", "verse retrieval ρ (P@1)"),
+                 "translation_p1": LayerMetric("τ", "word translation τ")}
+
+
+def split_layer_key(key: str) -> tuple[str, int] | None:
+    """``layer_key`` undone for a metric of ``LAYER_METRICS``: ``retrieval_p1.l4`` is
+    (``retrieval_p1``, 4); None for any other key (``retrieval_p1.l4.3-s``, ``mrr.3-s.l4``)."""
+    name, _, layer = key.rpartition(".l")
+    if name in LAYER_METRICS and layer.isascii() and layer.isdigit():
+        return name, int(layer)
+    return None
 
 
 def column_title(key: str) -> str:
     """A metric's table header: Table 1's column, its form at any other layer, else the key."""
     if key in METRICS:
         return METRICS[key].column
-    name, _, layer = key.rpartition(".l")
-    if name in LAYER_SYMBOLS and layer.isdigit():
-        return f"L{layer} {LAYER_SYMBOLS[name]}"
+    if split := split_layer_key(key):
+        name, layer = split
+        return f"L{layer} {LAYER_METRICS[name].symbol}"
     return key
 
 

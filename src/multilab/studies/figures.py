@@ -11,12 +11,11 @@ with no point yet writes no file and says so in the markdown.
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from multilab.lab.metric_table import METRICS
+from multilab.lab.metric_table import LAYER_METRICS, METRICS, split_layer_key
 from multilab.studies.spec import FigureSpec, Study
 from multilab.studies.tables import Cell, StudyResult
 
@@ -61,12 +60,6 @@ def figure_points(result: StudyResult, figure: FigureSpec) -> dict[str, list[Poi
     return panels
 
 
-_LAYER = re.compile(r"^(?P<name>[a-z_0-9]+)\.l(?P<layer>\d+)$")
-#: words for the evaluation metrics measured at a layer
-_AT_LAYER = {"retrieval_p1": "verse retrieval ρ (P@1)", "translation_p1": "word translation τ",
-             "align_f1": "word alignment F1"}
-
-
 #: words for the position embeddings of lang-pos models (metrics.position_diagonal)
 _POSITIONS = {
     "position.diagonal": "position embeddings: diagonal (same − other position cosine)",
@@ -87,8 +80,9 @@ def metric_words(metric: str, figure: FigureSpec | None = None) -> str:
     parts = metric.split(".")
     if metric == "train.minutes":
         return "training minutes (wall time of the steps)"
-    if (found := _LAYER.match(metric)) and found["name"] in _AT_LAYER:
-        return f"{_AT_LAYER[found['name']]}, layer {found['layer']}"
+    if split := split_layer_key(metric):
+        name, layer = split
+        return f"{LAYER_METRICS[name].words}, layer {layer}"
     if parts[0] == "downstream" and len(parts) == 3:
         words = {"zero_shot": "zero-shot accuracy on", "ratio": "zero-shot ratio (accuracy on",
                  "mds": "accuracy after the shift on"}.get(parts[1])
