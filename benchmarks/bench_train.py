@@ -63,6 +63,7 @@ from multilab.data.batches import (
 from multilab.data.vocab import BILINGUAL_DIR, load_tokenizer
 from multilab.files import atomic_open
 from multilab.resolve import resolve_run
+from multilab.training.fused_step import FusedObjective
 from multilab.training.model import MaskedLMObjective, build_model
 from multilab.training.train import _accumulate, make_optimizer, train_model
 from multilab.training.training_data import prepare_data
@@ -89,6 +90,7 @@ class Levers:
     # "expected": their sum over the expected count per batch, a constant, so a bucketed
     # batch of short sentences weighs its tokens as a random batch would
     normalise: str = "batch"
+    step: str = "eager"  # the trainer's ``train.step``: "eager" | "fused" (pieces > 1 only)
 
 
 #: the trainer's CPU default (params.yaml: bucket_chunk 1, length_pieces 4)
@@ -162,6 +164,9 @@ class Arm:
         self.objective: Callable[..., torch.Tensor] = MaskedLMObjective(
             self.model, **({} if levers.recompute else {"checkpoint_positions": None})
         )
+        self.fused = FusedObjective(self.model) if levers.step == "fused" else None
+        if self.fused is not None:
+            self.objective = self.fused
         self.full_model: Callable[..., Any] = self.model
         if levers.compile:
             if levers.head == "selected":
@@ -230,6 +235,8 @@ class Arm:
         inputs = self._inputs(self._next_rows())
         prepared = time.perf_counter()
         torch.manual_seed(mix_seed(self.seed, self.step_number))  # dropout of this step
+        if self.fused is not None:
+            self.fused.seed_step(mix_seed(self.seed, self.step_number))
         if self.levers.pieces > 1:  # the trainer's own accumulation (backward inside)
             pieces = self.pieces
             loss = torch.tensor(_accumulate(self.objective, self.accelerator, inputs.masked,

@@ -177,6 +177,10 @@ class TrainConfig:
     #: >1: ``multilab train`` trains its models in stacks of up to this many, each stack one
     #: batched computation (training/train_stacked.py); 1: one model at a time
     stack: int = 1
+    #: how a single model's step runs (``TRAIN_STEPS``): ``eager``, the Hugging Face forward
+    #: with torch's dropout; ``fused``, the unpadded compiled forward with counter-hash
+    #: dropout (training/fused_step.py: another random stream, so another fingerprint)
+    step: str = "eager"
 
 
 @dataclass(frozen=True)
@@ -407,12 +411,16 @@ SEED_DICTIONARIES = ("none", "silver")
 ALL_EDITIONS = "all"
 #: ``evaluate.layers``: the embeddings and every layer of each model
 ALL_LAYERS = "all"
+#: ``train.step``: the first is the default (training/train.py picks the objective)
+TRAIN_STEPS = ("eager", "fused")
+FUSED_STEP = TRAIN_STEPS[1]
 #: What a stacked model's fingerprint says of its trainer (any ``train.stack`` > 1).
 STACKED_TRAINER = "stacked"
 #: Parameters added after models were trained, with their defaults: a fingerprint leaves one
 #: out while it has its default, so those models keep their fingerprints.
 LATER_PARAMS: dict[str, Any] = {"corpus.split_clauses": False,
-                                 "corpus.train_scope": NEW_TESTAMENT_SCOPE}
+                                 "corpus.train_scope": NEW_TESTAMENT_SCOPE,
+                                 "train.step": "eager"}
 #: What a fingerprint leaves out while it has its default, so that the models trained before
 #: it existed keep their fingerprints: the default languages, vocabulary mode and unit, the
 #: later parameters and recipe fields. A record written before one existed lacks it and means

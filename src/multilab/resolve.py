@@ -42,6 +42,7 @@ from multilab.config import (
     SEED_MAX,
     SEED_RULE,
     TRAIN_SCOPES,
+    TRAIN_STEPS,
     VOCAB_JOINT,
     VOCAB_MODES,
     VOCAB_UNITS,
@@ -262,6 +263,14 @@ def _check_run(recipe: mods.Recipe, model: ModelConfig, train: TrainConfig, size
             f"train.length_pieces = {train.length_pieces} with {modification!r}: attending to "
             f"padding needs each batch run whole, padded to its longest row (pieces would "
             f"change the padding every row sees); valid: 1"
+        )
+    unfused = [name for name, on in (("next_sentence", recipe.next_sentence),
+                                     ("separate_layers", recipe.separate_layers),
+                                     ("attend_padding", recipe.attend_padding)) if on]
+    if train.step == "fused" and unfused:
+        raise UserError(
+            f"train.step = fused with {modification!r}: the fused step computes plain "
+            f"BertForMaskedLM on real tokens, not {', '.join(unfused)}; valid: step eager"
         )
     needed = 2 * train.max_length if recipe.language_positions else train.max_length
     if model.max_position_embeddings < needed:
@@ -562,6 +571,13 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
             raise UserError(f"models.{needed} missing; valid sizes: {', '.join(MODEL_SIZES)}")
 
     train = _build(TrainConfig, merged.get("train"), "train")
+    if train.step not in TRAIN_STEPS:
+        raise UserError(f"train.step = {train.step!r}: valid: {', '.join(TRAIN_STEPS)}")
+    if train.step == "fused" and (train.stack > 1 or train.compile):
+        raise UserError(f"train.step = fused with train.stack = {train.stack} and "
+                        f"train.compile = {str(train.compile).lower()}: the fused step is "
+                        "compiled already and trains one model at a time; valid: stack 1 and "
+                        "compile false, or step eager")
     if train.stack > 1 and train.compile:
         raise UserError(f"train.compile = true with train.stack = {train.stack}: a stack runs "
                         "under torch.func.vmap, not torch.compile; valid: compile false, or "

@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from transformers import BertForMaskedLM, get_linear_schedule_with_warmup
 
 from multilab import devices, tracking
-from multilab.config import RunConfig
+from multilab.config import FUSED_STEP, RunConfig
 from multilab.data.batches import (
     BatchOrder,
     Examples,
@@ -54,6 +54,7 @@ from multilab.training.checkpoints import (
     save_final_model,
     training_lock,
 )
+from multilab.training.fused_step import FusedObjective
 from multilab.training.model import CurveHook, MaskedLMObjective, build_model, check_finite_weights
 from multilab.training.model_dir import (
     TRAIN_LOG,
@@ -244,7 +245,8 @@ class _Step:
         self.run, self.examples, self.batches = run, examples, batches
         self.encoder, self.knn_table = encoder, knn_table
         self.optimizer, self.scheduler, self.accelerator = optimizer, scheduler, accelerator
-        objective = MaskedLMObjective(model)
+        self.fused = FusedObjective(model) if run.study.train.step == FUSED_STEP else None
+        objective = self.fused or MaskedLMObjective(model)
         if run.study.train.compile:
             objective = torch.compile(objective)
         # The scheduler is NOT prepared: Accelerate would step it once per process for every
@@ -265,6 +267,8 @@ class _Step:
         masked = mask_tokens(batch, self.encoder, train.mask_prob, run.recipe.replacement,
                              seeded_generator(run.seed, step, 1), self.knn_table)
         torch.manual_seed(mix_seed(run.seed, step, rank))  # dropout of this step
+        if self.fused is not None:  # its counter-hash keys: their own generator
+            self.fused.seed_step(mix_seed(run.seed, step, rank))
         loss = _accumulate(self.objective, accelerator, masked, pieces, world, len(masked.labels))
         if world > 1:  # each rank holds its share; the logged loss is the global batch's
             loss = float(accelerator.reduce(torch.tensor(loss, device=accelerator.device),

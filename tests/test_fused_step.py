@@ -1,0 +1,155 @@
+"""The fused CPU step (training/fused_step.py): the same model as the Hugging Face forward,
+a dropout mask that is a fair coin, a compiled graph that computes what the eager one does,
+and a trainer that resumes to identical weights with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+from multilab.config import Config
+from multilab.errors import StoppedEarly, UserError
+from multilab.resolve import resolve_run
+from multilab.training.fused_step import FusedObjective, hash_dropout, keep_mask
+from multilab.training.model import MaskedLMObjective
+from multilab.training.model_dir import read_done
+from multilab.training.train import train_model
+from tests.helpers import cli_settings, config_of, one_torch_thread, saved_weights
+
+slow = pytest.mark.slow
+
+
+def _model(layers: int = 2, heads: int = 2, seed: int = 0) -> BertForMaskedLM:
+    torch.manual_seed(seed)
+    return BertForMaskedLM(BertConfig(
+        vocab_size=300, hidden_size=32, intermediate_size=64, num_attention_heads=heads,
+        num_hidden_layers=layers, max_position_embeddings=64, type_vocab_size=2,
+        tie_word_embeddings=True))
+
+
+def _piece(rows: int = 6, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """A padded piece of rows of different lengths, 15 % of the real tokens selected."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(3, 20, (rows,), generator=g)
+    width = int(lengths.max())
+    attention = (torch.arange(width)[None] < lengths[:, None]).long()
+    inputs = {
+        "input_ids": torch.randint(5, 300, (rows, width), generator=g) * attention,
+        "attention_mask": attention,
+        "position_ids": torch.arange(width)[None].expand(rows, width).contiguous(),
+        "token_type_ids": (torch.arange(rows)[:, None] % 2).expand(rows, width).contiguous(),
+    }
+    selected = (torch.rand(rows, width, generator=g) < 0.15) & attention.bool()
+    selected[0, 1] = True  # at least one
+    labels = torch.randint(5, 300, (int(selected.sum()),), generator=g)
+    return selected, labels, inputs
+
+
+def test_keep_mask_is_a_fair_coin_and_keys_are_independent() -> None:
+    """Rate 1 - p to three decimals over a million elements; masks of two keys uncorrelated;
+    the same key gives the same mask (what resume relies on)."""
+    shape = (1000, 1000)
+    first = keep_mask(shape, torch.tensor(1, dtype=torch.int32), 0.1)
+    second = keep_mask(shape, torch.tensor(2, dtype=torch.int32), 0.1)
+    assert abs(first.float().mean().item() - 0.9) < 1e-3
+    assert abs(second.float().mean().item() - 0.9) < 1e-3
+    corr = torch.corrcoef(torch.stack([first.flatten().float(), second.flatten().float()]))
+    assert abs(corr[0, 1].item()) < 5e-3
+    # neighbouring elements of one mask are uncorrelated too (no stripes along a row)
+    flat = first.flatten().float()
+    assert abs(torch.corrcoef(torch.stack([flat[:-1], flat[1:]]))[0, 1].item()) < 5e-3
+    assert torch.equal(first, keep_mask(shape, torch.tensor(1, dtype=torch.int32), 0.1))
+    x = torch.ones(shape)
+    dropped = hash_dropout(x, torch.tensor(1, dtype=torch.int32), 0.1)
+    assert torch.equal(dropped == 0, ~first)
+    assert torch.allclose(dropped[first], torch.tensor(1 / 0.9))
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_fused_loss_and_gradients_equal_the_hugging_face_forward(heads: int) -> None:
+    """Without dropout the unpadded forward is BertForMaskedLM's: the summed loss to 1e-5
+    relative, every parameter's gradient to 1e-5 of the model's largest (the key bias's true
+    gradient is zero: softmax ignores a constant per query, so only rounding is left there)."""
+    selected, labels, inputs = _piece()
+    reference, fused = _model(heads=heads), _model(heads=heads)
+    reference.eval()
+    fused.eval()
+    want = MaskedLMObjective(reference)(selected, labels, **inputs)
+    got = FusedObjective(fused, compile=False)(selected, labels, **inputs)
+    assert abs(got.item() - want.item()) <= 1e-5 * abs(want.item())
+    want.backward()
+    got.backward()
+    scale = max(float(p.grad.abs().max()) for p in reference.parameters())
+    for (name, p), (_, q) in zip(reference.named_parameters(), fused.named_parameters(),
+                                 strict=True):
+        assert float((p.grad - q.grad).abs().max()) <= 1e-5 * scale, name
+
+
+@slow
+def test_compiled_graph_computes_the_eager_fused_loss_with_dropout() -> None:
+    """The compiled graph (inductor's C++ loops, integer hash included) gives the loss and
+    gradients of the same function run eagerly, with dropout on and the same keys."""
+    selected, labels, inputs = _piece(rows=9, seed=3)
+    eager, compiled = _model(), _model()
+    results = []
+    for model, do_compile in ((eager, False), (compiled, True)):
+        model.train()
+        objective = FusedObjective(model, compile=do_compile)
+        objective.seed_step(7)  # as the trainer does before a step's pieces
+        loss = objective(selected, labels, **inputs)
+        loss.backward()
+        results.append((float(loss), {n: p.grad for n, p in model.named_parameters()}))
+    (want, want_grads), (got, got_grads) = results
+    assert abs(got - want) <= 1e-4 * abs(want)
+    scale = max(float(grad.abs().max()) for grad in want_grads.values())
+    for name, grad in want_grads.items():
+        assert float((grad - got_grads[name]).abs().max()) <= 1e-4 * scale, name
+
+
+def test_fused_step_is_refused_where_it_would_train_another_model(project: Config,
+                                                                  tmp_path: Path) -> None:
+    """One line naming the value and the valid ones: a bad step name, a stack, NSP."""
+    with pytest.raises(UserError, match=r"train.step = 'fast': valid: eager, fused"):
+        config_of(cli_settings(tmp_path, **{"train.step": "fast"}))
+    with pytest.raises(UserError, match=r"train\.step = fused with train\.stack = 2"):
+        config_of(cli_settings(tmp_path, **{"train.step": "fused", "train.stack": 2}))
+    cfg = config_of(cli_settings(tmp_path, **{"train.step": "fused"}))
+    with pytest.raises(UserError, match=r"next_sentence; valid: step eager"):
+        resolve_run(cfg, "nsp", 0)
+
+
+def test_fused_step_has_its_own_fingerprint(project: Config, tmp_path: Path) -> None:
+    """Another dropout stream is another model; the eager default keeps every fingerprint."""
+    eager = config_of(cli_settings(tmp_path))
+    named = config_of(cli_settings(tmp_path, **{"train.step": "eager"}))
+    fused = config_of(cli_settings(tmp_path, **{"train.step": "fused"}))
+    prints = [resolve_run(c, "original", 0).fingerprint() for c in (eager, named, fused)]
+    assert prints[0] == prints[1] != prints[2]
+
+
+@slow
+def test_fused_training_resumes_to_identical_weights(project: Config, tmp_path: Path) -> None:
+    """Stopped after step 2 and resumed, a fused run ends with the weights of an
+    uninterrupted one (its dropout keys come from the step's seeded generator). At one
+    thread, as the lanes train: at two, inductor's parallel loops sum in a varying order
+    and two uninterrupted runs already differ by float rounding (≈ 1e-7)."""
+    small = {"train.step": "fused", "train.max_train_sentences": 64,
+             "models.small.num_hidden_layers": 2, "evaluate.layers": "[0, 2]"}
+    run = resolve_run(config_of(cli_settings(tmp_path, **small)), "original", 0)
+    finals = []
+    with one_torch_thread():
+        for name, stop in (("whole", None), ("stopped", 2)):
+            model_dir = tmp_path / name
+            if stop:
+                with pytest.raises(StoppedEarly):
+                    train_model(run, stop_after_step=stop, progress=False, model_dir=model_dir)
+            train_model(run, progress=False, model_dir=model_dir)
+            assert read_done(model_dir)["steps"] == 4
+            finals.append(saved_weights(model_dir))
+    whole, resumed = finals
+    assert whole.keys() == resumed.keys()
+    for key, tensor in whole.items():
+        assert torch.equal(tensor, resumed[key]), key
