@@ -641,7 +641,7 @@ def test_a_claim_of_two_parts_holds_only_when_both_hold(tmp_path: Path) -> None:
     bound = replace(claim, compare={**claim.compare, "all": parts})
     cpu = ("cpu",) * 3
     cells = {("original", late): Cell((0.11, 0.10, 0.12), cpu),
-             ("original", early): Cell((0.08, 0.09, 0.085), cpu),
+             ("original", early): Cell((0.08, 0.075, 0.09), cpu),  # paired: one row's
              ("original", fit_early): Cell((60.0, 58.0, 61.0), cpu),
              ("original", fit_late): Cell((24.0, 25.0, 23.0), cpu)}
     assert claim_outcome(study, bound, cells).verdict is Verdict.HELD
@@ -1855,3 +1855,28 @@ def test_a_stopped_command_stops_the_study_run_instead_of_failing_it(tmp_path: P
             _Runner(study, lambda args, code=code: code, tmp_path, print, None).run([], "train")
     with pytest.raises(UserError, match="failed"):
         _Runner(study, lambda args: 1, tmp_path, print, None).run([], "train")
+
+
+def test_two_metrics_of_the_same_models_are_compared_paired(tmp_path: Path) -> None:
+    """Layer 0 against layer 8 of one row (Dufter & Schütze's "retrieval works better on
+    layer 8"): both arms measure the same three models, so the test is the paired t over
+    seeds matched by seed (``scipy.stats.ttest_rel``), not Welch's; two rows are other
+    models, compared unpaired."""
+    from scipy import stats
+
+    from multilab.studies.spec import bind_claim
+    from multilab.studies.tables import Cell, claim_outcome, same_models
+
+    study = load_study(_spec(tmp_path), CLAIMS)
+    cpu = ("cpu",) * 3
+    l0, l8 = (0.50, 0.58, 0.52), (0.61, 0.55, 0.52)
+    cells = {("original", "retrieval_p1.l0"): Cell(l0, cpu, (0, 1, 2)),
+             ("original", "retrieval_p1.l8"): Cell(l8, cpu, (1, 2, 0))}  # seeds reordered
+    claim = CLAIMS["dufter2020-t1-r0-retrieval-layer8"]
+    outcome = claim_outcome(study, bind_claim(claim, study.claims[1]), cells)
+    expected = stats.ttest_rel([0.52, 0.61, 0.55], [0.50, 0.58, 0.52])
+    assert outcome.p == pytest.approx(expected.pvalue)
+    assert outcome.verdict is Verdict.HELD and "paired t over 3 matched seeds" in outcome.reason
+    assert same_models(study, "original", "original", "retrieval_p1.l8", "retrieval_p1.l0")
+    assert not same_models(study, "lang-pos", "original", "mu", None)
+    assert not same_models(study, "original", "original", "mu", "mu")

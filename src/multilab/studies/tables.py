@@ -208,7 +208,7 @@ class Cell:
 
     @property
     def arm(self) -> Arm:
-        return Arm.of(self.values, self.devices)
+        return Arm.of(self.values, self.devices, self.seeds)
 
 
 @dataclass(frozen=True)
@@ -474,7 +474,8 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         metric = resolve_metric(str(compare["metric"]), study)
         metric_b = resolve_metric(str(compare.get("metric_b", metric)), study)
         return _compare_groups(study, cells, metric, str(compare["a"]), str(compare["b"]),
-                               str(compare["direction"]), margin, metric_b)
+                               str(compare["direction"]), margin, metric_b,
+                               claim.relative_bounds)
     if claim.kind == "paper":
         row = study.row(str(compare["row"]))
         metric = resolve_metric(str(compare["metric"]), study)
@@ -503,7 +504,7 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
             metric_b = resolve_metric(str(part.get("metric_b", metric)), study)
             each[_part_text(part)] = _compare_groups(
                 study, cells, metric, str(part["a"]), str(part["b"]), direction, margin,
-                metric_b)
+                metric_b, claim.relative_bounds)
         return next(iter(each.values())) if len(each) == 1 else _worst(each, "parts")
     if claim.kind == "curve" and compare["over"] == "layers":
         first, *_, last = claim_metrics(claim, study)
@@ -513,8 +514,9 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         if direction is None:
             return Outcome(Verdict.NOT_MEASURED, f"a layer curve of shape {shape!r} is not "
                            f"computed ({COMPUTED_SHAPES})")
+        # one row's models at two layers: a paired test over seeds
         return compare_rows(cells[(row, last)].arm, cells[(row, first)].arm, direction,
-                            margin=margin)
+                            margin=margin, paired=True)
     if claim.kind == "curve":
         return _curve_over_rows(study, cells, claim, margin)
     if claim.kind == "similarity":
@@ -630,7 +632,7 @@ def _curve_over_rows(study: Study, cells: Mapping[tuple[str, str], Cell], claim:
         metrics = [resolve_metric(str(m), study) for m in compare["metric"]]
         steps = {f"{before} → {after}": compare_rows(cells[(row.label, after)].arm,
                                                      cells[(row.label, before)].arm,
-                                                     direction, margin=margin)
+                                                     direction, margin=margin, paired=True)
                  for before, after in itertools.pairwise(metrics)}
         return _worst(steps, "steps")
     metric = resolve_metric(str(compare["metric"]), study)
@@ -703,13 +705,14 @@ def _per_seed(study: Study, group: list[Cell],
     counts where every row has it), so the seed stays the unit of replication."""
     per_row = [dict(zip(cell.seeds, zip(cell.values, cell.devices, strict=True), strict=True))
                for cell in group]
-    values, devices = [], []
+    values, devices, seeds = [], [], []
     for seed in study.seeds:
         if all(seed in found for found in per_row):
             values.append(combine([found[seed][0] for found in per_row]))
             kinds = {found[seed][1] for found in per_row}
             devices.append(kinds.pop() if len(kinds) == 1 else "mixed")
-    return Arm.of(values, devices)
+            seeds.append(seed)
+    return Arm.of(values, devices, seeds)
 
 
 def _difference_arm(study: Study, cells: Mapping[tuple[str, str], Cell], rows: list[Row],
@@ -719,13 +722,31 @@ def _difference_arm(study: Study, cells: Mapping[tuple[str, str], Cell], rows: l
     return _per_seed(study, [first, second], lambda pair: pair[0] - pair[1])
 
 
-def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric: str,
-                    a: str, b: str, direction: str, margin: Any,
-                    metric_b: str | None = None) -> Outcome:
-    """Row against row, a group mean against a group mean, or each of several rows against
-    one (all must hold for *held*; one significant failure is *did not hold*)."""
+def same_models(study: Study, a: str, b: str, metric: str, metric_b: str | None) -> bool:
+    """Whether two arms are measurements of the same models: the same row (or the same
+    group of rows) read on two metrics — layer 0 and layer 8 of one row, its open- and
+    closed-class words —, or a row against its own majority-class baseline. Their seeds
+    are then matched, and the test is the paired t (:func:`~multilab.studies.verdict.
+    compare_rows`, ``paired``)."""
     kind_a, rows_a = group_rows(study, a)
     kind_b, rows_b = group_rows(study, b)
+    if kind_b == "majority":
+        return True
+    return (kind_a == kind_b and kind_a != "each" and metric != (metric_b or metric)
+            and [row.label for row in rows_a] == [row.label for row in rows_b])
+
+
+def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric: str,
+                    a: str, b: str, direction: str, margin: Any,
+                    metric_b: str | None = None,
+                    relative: tuple[float | None, float | None] | None = None) -> Outcome:
+    """Row against row, a group mean against a group mean, or each of several rows against
+    one (all must hold for *held*; one significant failure is *did not hold*). Arms of the
+    same models (:func:`same_models`) are compared paired; ``relative``: the claim's
+    criterion, bounds on the relative change a / b − 1."""
+    kind_a, rows_a = group_rows(study, a)
+    kind_b, rows_b = group_rows(study, b)
+    paired = same_models(study, a, b, metric, metric_b)
     if kind_b == "majority":  # the majority class of a's own downstream test, per seed
         if not metric.startswith("downstream."):
             return Outcome(Verdict.NOT_TESTABLE, f"a majority baseline needs a downstream "
@@ -741,14 +762,16 @@ def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric:
         arm_a = (_difference_arm(study, cells, rows_a, metric) if kind_a == "difference"
                  else _group_arm(study, cells, rows_a, metric))
         return _worst({row.label: compare_rows(arm_a, cells[(row.label, metric_b or metric)]
-                                               .arm, direction, margin=margin)
+                                               .arm, direction, margin=margin,
+                                               relative=relative)
                        for row in rows_b}, "rows")
     if kind_a != "each":
         arm_a = (_difference_arm(study, cells, rows_a, metric) if kind_a == "difference"
                  else _group_arm(study, cells, rows_a, metric))
-        return compare_rows(arm_a, arm_b, direction, margin=margin)
+        return compare_rows(arm_a, arm_b, direction, margin=margin, paired=paired,
+                            relative=relative)
     each = {row.label: compare_rows(cells[(row.label, metric)].arm, arm_b, direction,
-                                    margin=margin) for row in rows_a}
+                                    margin=margin, relative=relative) for row in rows_a}
     return _worst(each, "rows")
 
 

@@ -7,9 +7,10 @@ paper's reported value (``compare_with_paper``) — on one metric, over seeds. T
   and a test at :data:`ALPHA` (.05). Between rows: Welch's t-test over the seeds (unequal
   variances; two-sided p); where both arms are measurements of the same models (one row's
   layer 0 and layer 8, its open- and closed-class words: ``paired``), the paired t over the
-  seeds both arms have, matched by seed (``scipy.stats.ttest_rel``). Against the paper: Welch's t-test from the paper's mean, std and
-  seed count where the paper gives all three; a one-sample t-test against the paper's mean
-  where it gives no std or no seed count (the reason says so).
+  seeds both arms have, matched by seed (``scipy.stats.ttest_rel``). Against the paper:
+  Welch's t-test from the paper's mean, std and seed count where the paper gives all three;
+  a one-sample t-test against the paper's mean where it gives no std or no seed count (the
+  reason says so).
 - A claim of a direction (``less`` / ``greater``: "A lowers μ") **held** when the difference
   is significant and has the claimed sign, **did not hold** when it is significant with the
   other sign, and is **not separable from seed noise** when p ≥ α.
