@@ -882,6 +882,15 @@ def escape(text: str) -> str:
 
 
 def comparison_text(claim: Claim) -> str:
+    """A bound claim's comparison in words, with its criterion's bounds where it has one."""
+    text = _comparison_words(claim)
+    if (bounds := claim.relative_bounds) is not None:
+        low, high = ("open" if b is None else f"{b * 100:+.0f} %" for b in bounds)
+        text += f"; criterion: a / b − 1 in [{low}, {high}]"
+    return text
+
+
+def _comparison_words(claim: Claim) -> str:
     compare = claim.compare
     if parts := two_arm_parts(claim):
         sign = SIGNS.get(two_arm_direction(claim) or "", "?")
