@@ -1913,7 +1913,7 @@ def test_the_study_that_speaks_for_a_claim_is_chosen_by_one_rule(tmp_path: Path)
     # at one budget, more seeds; at the same seeds, the paper's real languages
     five = result("toy-c-five", Outcome(Verdict.NOT_HELD, "5 seeds", p=0.01, n=(5, 5)),
                   profile="quick")
-    assert speakers([quick, five])[LANG_POS].why == "more seeds (5, toy-a-quick 3)"
+    assert speakers([quick, five])[LANG_POS].why == "more seeds: 5, toy-a-quick 3"
     real = result("toy-d-real", noise, profile="quick", languages=("3", "s"), rows=tuple(
         replace(row, settings={}) for row in quick.study.rows))
     chosen = speakers([quick, real])[LANG_POS]

@@ -1027,15 +1027,15 @@ def speakers(results: Iterable[StudyResult]) -> dict[str, Speaker]:
 def _why(best: tuple, next_best: tuple, other: str, supersedes: bool) -> str:
     """The first key of :func:`speakers` on which the speaking study beats the next."""
     if best[0] != next_best[0]:
-        return f"a verdict (≥ 3 seeds every arm), {other} none"
+        return f"a verdict on ≥ 3 seeds every arm, {other} none"
     if best[1] != next_best[1]:
         return f"{BUDGET_WORDS[best[1]]}, {other} {BUDGET_WORDS[next_best[1]]}"
     if best[2] != next_best[2]:
-        return f"more seeds ({-best[2]}, {other} {-next_best[2]})"
+        return f"more seeds: {-best[2]}, {other} {-next_best[2]}"
     if best[3] != next_best[3]:
         return f"the paper's real languages, {other} a stand-in (Fake-English)"
     if best[4] != next_best[4] and supersedes:
-        return f"supersedes {other} (budget, seeds and languages tie)"
+        return f"supersedes {other}; budget, seeds and languages tie"
     return f"ties {other} on budget, seeds and languages: first by name"
 
 
