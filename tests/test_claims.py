@@ -79,6 +79,16 @@ def _write(tmp_path: Path, *claims: dict, key: str = "k2020") -> Path:
     ({"compare": ["mu"]}, "compare must be a mapping"),
     ({"wording": "  "}, "wording must be non-empty text"),
     ({"note": 3}, "note must be text or null"),
+    ({"criterion": {"relative_change": [-0.3, 0]}}, "criterion: {relative_change: [<low or "
+     "null>, <high or null>], basis:"),
+    ({"criterion": {"relative_change": [None, None], "basis": "b"}}, "not both null"),
+    ({"criterion": {"relative_change": [0, -0.3], "basis": "b"}}, "low < high"),
+    ({"criterion": {"relative_change": [-0.3, 0], "basis": " "}}, "basis must be non-empty"),
+    ({"criterion": {"relative_change": [0, 0.3], "basis": "b"}},
+     "disagrees with direction 'less' (less: high ≤ 0"),
+    ({"kind": "qualitative", "compare": {},
+      "criterion": {"relative_change": [-0.3, 0], "basis": "b"}},
+     "a criterion binds a claim of kind rows, not qualitative"),
 ])
 def test_a_bad_claim_is_one_line_naming_it(tmp_path: Path, change: dict, message: str
                                            ) -> None:
@@ -135,3 +145,12 @@ def test_a_folder_without_claims_files_is_refused(tmp_path: Path) -> None:
 def test_only_a_row_vs_paper_claim_has_a_paper_value(tmp_path: Path) -> None:
     _, [claim] = load_paper_claims(_write(tmp_path, GOOD))
     assert claim.paper_value is None
+
+
+def test_a_claim_of_a_size_carries_its_criterion(tmp_path: Path) -> None:
+    """"Medium to slight decreases": a slight decrease is at most −31 %, and shown below 0."""
+    slight = GOOD | {"criterion": {"relative_change": [-0.31, 0], "basis": "the paper's IDs"}}
+    _, (claim,) = load_paper_claims(_write(tmp_path, slight))
+    assert claim.relative_bounds == (-0.31, 0)
+    _, (plain,) = load_paper_claims(_write(tmp_path, GOOD))
+    assert plain.relative_bounds is None and plain.criterion is None

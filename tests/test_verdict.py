@@ -152,3 +152,61 @@ def test_a_significant_difference_inside_the_margin_is_equivalence() -> None:
     assert compare_with_paper(ours, PaperValue(0.0), margin=0.005).verdict is Verdict.HELD
     outside = compare_with_paper(Arm.of([0.019, 0.021, 0.02]), PaperValue(0.0), margin=0.005)
     assert outside.verdict is Verdict.NOT_HELD
+
+
+def test_paired_test_equals_scipy_ttest_rel() -> None:
+    """Layer 0 against layer 8 of the same three models: a paired t over seeds matched by
+    seed (the arms list their seeds in different orders), not Welch's."""
+    layer8 = Arm.of([0.52, 0.61, 0.55], seeds=[42, 43, 44])
+    layer0 = Arm.of([0.52, 0.50, 0.58], seeds=[44, 42, 43])  # 42: .50, 43: .58, 44: .52
+    outcome = compare_rows(layer8, layer0, "greater", paired=True)
+    expected = stats.ttest_rel([0.52, 0.61, 0.55], [0.50, 0.58, 0.52])
+    assert outcome.p == pytest.approx(expected.pvalue)
+    assert outcome.difference == pytest.approx(0.08 / 3)
+    assert outcome.verdict is Verdict.HELD and "paired t over 3 matched seeds" in outcome.reason
+    welch_p = compare_rows(layer8, layer0, "greater").p
+    assert welch_p is not None and welch_p > 0.05  # unpaired, the same numbers are noise
+
+
+def test_paired_test_needs_three_matched_seeds() -> None:
+    a = Arm.of([0.5, 0.6, 0.7], seeds=[42, 43, 44])
+    b = Arm.of([0.4, 0.5, 0.6], seeds=[42, 43, 45])
+    outcome = compare_rows(a, b, "greater", paired=True)
+    assert outcome.verdict is Verdict.INDICATIVE and outcome.n == (2, 2)
+
+
+def test_a_slight_decrease_criterion_fails_a_71_percent_drop() -> None:
+    """Dufter & Schütze's row 7 "still a high degree of multilinguality" (at most a slight
+    decrease, ≥ −31 % of the original's μ): our row 7 is 71 % below the original."""
+    original, row7 = Arm.of([0.21, 0.25, 0.275]), Arm.of([0.055, 0.070, 0.085])
+    assert compare_rows(row7, original, "greater").verdict is Verdict.NOT_HELD
+    outcome = compare_rows(row7, original, "equal", relative=[-0.31, None])
+    assert outcome.verdict is Verdict.NOT_HELD
+    assert "relative change -71 %" in outcome.reason and "below the lower bound" in outcome.reason
+    # the linear test of a − 0.69·b: Welch's t with b's variance scaled by 0.69²
+    t, df = welch(row7.mean, row7.std**2, 3, 0.69 * original.mean, (0.69 * original.std)**2, 3)
+    assert outcome.p == pytest.approx(stats.t.cdf(t, df))
+    # a 5 % drop is slight: inside [−31 %, 0), shown one-sided at each bound
+    slight = compare_rows(Arm.of([0.665, 0.67, 0.675]), Arm.of([0.70, 0.705, 0.71]), "less",
+                          relative=[-0.31, 0.0])
+    assert slight.verdict is Verdict.HELD
+
+
+def test_a_relative_equivalence_margin_from_the_papers_spread() -> None:
+    """"Perplexity is stable" at ±26 %, the paper's own largest deviation of IDs 1–8 from ID
+    0: the paper's Table 1 (row 4 273 against row 0 217, +26 %) would pass it."""
+    row0 = Arm.of([217 - 7.8, 217.0, 217 + 7.8])
+    near = compare_rows(Arm.of([226.0, 230.0, 234.0]), row0, "equal", relative=[-0.26, 0.26])
+    assert near.verdict is Verdict.HELD
+    far = compare_rows(Arm.of([350.0, 359.0, 368.0]), row0, "equal", relative=[-0.26, 0.26])
+    assert far.verdict is Verdict.NOT_HELD and "above the upper bound" in far.reason
+    unclear = compare_rows(Arm.of([200.0, 270.0, 330.0]), row0, "equal",
+                           relative=[-0.26, 0.26])
+    assert unclear.verdict is Verdict.NOT_SEPARABLE
+
+
+def test_an_equivalence_held_reports_its_tost_p() -> None:
+    outcome = compare_rows(Arm.of([1.00, 1.01, 0.99]), Arm.of([1.002, 1.012, 0.992]), "equal",
+                           margin=0.05)
+    assert outcome.verdict is Verdict.HELD
+    assert outcome.p is not None and outcome.p < 0.05 and "TOST" in outcome.reason

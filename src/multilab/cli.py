@@ -551,7 +551,13 @@ def cmd_study(args: argparse.Namespace) -> None:
     from multilab.studies.figures import figure_lines, write_figures
     from multilab.studies.records import iter_records
     from multilab.studies.spec import load_studies
-    from multilab.studies.tables import claim_verdicts, render_study, study_result
+    from multilab.studies.tables import (
+        claim_verdicts,
+        multiplicity,
+        render_study,
+        speakers,
+        study_result,
+    )
 
     cfg = _config(args)
     folder = Path(args.studies)
@@ -606,9 +612,17 @@ def cmd_study(args: argparse.Namespace) -> None:
             print("  ".join([*cells, line[5]]))
         return
     out = Path(args.out)
-    successors = {r.study.supersedes: r.study.name for r in results if r.study.supersedes}
+    # who speaks for a claim and its Holm-adjusted p are read over every study, so that a
+    # page reported alone is the page `--all` writes
+    every = results if args.all else [
+        next((r for r in results if r.study.name == name), None)
+        or study_result(study, records, claims, Path(args.params), args.set or [])
+        for name, study in studies.items()]
+    speaking, adjusted = speakers(every), multiplicity(every, claims).adjusted
+    successors = {r.study.supersedes: r.study.name for r in every if r.study.supersedes}
     texts = {out / f"{r.study.name}.md": render_study(r, claims, figure_lines(r),
-                                                      successors.get(r.study.name))
+                                                      successors.get(r.study.name),
+                                                      speaking, adjusted)
              for r in results}
     if args.all:
         verdicts = claim_verdicts(results, claims)

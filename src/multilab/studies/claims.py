@@ -56,8 +56,15 @@ OPTIONAL_COMPARE = ("margin", "metric_b", "rows")
 CORRELATION_DIRECTIONS = ("positive", "negative")
 SCALES = ("bert-small", "bert-base", "mbert", "xlm", "other")
 CLAIM_FIELDS = ("id", "where", "wording", "kind", "compare", "setup", "scale", "testable",
-                "lab", "today", "note")
-_OPTIONAL_FIELDS = ("lab", "today", "note")
+                "lab", "today", "note", "criterion")
+_OPTIONAL_FIELDS = ("lab", "today", "note", "criterion")
+#: A claim of a size ("slight decreases", "drastically lowered", "stable", "similar"): the
+#: bounds ``[low, high]`` (None: open) on the relative change a / b − 1 that the paper's own
+#: words and numbers give it, and where they come from (``basis``); the verdict tests the
+#: bounds instead of the direction alone (:func:`multilab.studies.verdict.compare_relative`)
+CRITERION_FIELDS = ("relative_change", "basis")
+#: the kinds a criterion may bind: a comparison of two arms
+CRITERION_KINDS = ("rows",)
 PAPER_FIELDS = ("key", "citation", "counting")
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
 LOCK_FILE = "ids.lock"
@@ -78,6 +85,16 @@ class Claim:
     lab: str | None
     today: str | None
     note: str | None
+    #: the claim's size as relative-change bounds (:data:`CRITERION_FIELDS`), else None
+    criterion: Mapping[str, Any] | None = None
+
+    @property
+    def relative_bounds(self) -> tuple[float | None, float | None] | None:
+        """The criterion's bounds on the relative change a / b − 1, None without one."""
+        if not self.criterion:
+            return None
+        low, high = self.criterion["relative_change"]
+        return low, high
 
     @property
     def paper_value(self) -> PaperValue | None:
@@ -128,13 +145,47 @@ def _claim(raw: Any, paper: str, source: Path, index: int) -> Claim:
         reason = testable[3:].strip()
     else:
         raise _fail(source, where, f"testable {testable!r}: true, or 'no: <the reason>'")
-    for key in _OPTIONAL_FIELDS:
+    for key in ("lab", "today", "note"):
         if raw.get(key) is not None and not isinstance(raw[key], str):
             raise _fail(source, where, f"{key} must be text or null")
+    criterion = raw.get("criterion")
+    if criterion is not None:
+        _check_criterion(criterion, kind, compare, source, where)
     return Claim(id=claim_id, paper=paper, where=raw["where"], wording=raw["wording"],
                  kind=kind, compare=compare, setup=raw["setup"], scale=raw["scale"],
                  testable=reason is None, untestable_reason=reason, lab=raw.get("lab"),
-                 today=raw.get("today"), note=raw.get("note"))
+                 today=raw.get("today"), note=raw.get("note"), criterion=criterion)
+
+
+def _check_criterion(criterion: Any, kind: str, compare: Mapping[str, Any], source: Path,
+                     where: str) -> None:
+    """``criterion: {relative_change: [low, high], basis: <where the bounds come from>}``,
+    bounds that agree with the claim's direction (less: high ≤ 0; greater: low ≥ 0; equal:
+    0 inside)."""
+    shape = ("criterion: {relative_change: [<low or null>, <high or null>], basis: <the "
+             "paper's words and numbers the bounds come from>}")
+    if not isinstance(criterion, dict) or set(criterion) != set(CRITERION_FIELDS):
+        raise _fail(source, where, shape)
+    if kind not in CRITERION_KINDS:
+        raise _fail(source, where, f"a criterion binds a claim of kind "
+                    f"{', '.join(CRITERION_KINDS)}, not {kind}")
+    bounds = criterion["relative_change"]
+    if not isinstance(bounds, list) or len(bounds) != 2 or not all(
+            bound is None or _number(bound) for bound in bounds) or bounds == [None, None]:
+        raise _fail(source, where, f"relative_change {bounds!r}: [low, high], numbers or null "
+                    "(not both null); " + shape)
+    low, high = bounds
+    if low is not None and high is not None and not low < high:
+        raise _fail(source, where, f"relative_change {bounds!r}: low < high")
+    if not isinstance(criterion["basis"], str) or not criterion["basis"].strip():
+        raise _fail(source, where, "criterion basis must be non-empty text")
+    direction = compare.get("direction")
+    agrees = {"less": high is not None and high <= 0,
+              "greater": low is not None and low >= 0,
+              "equal": (low is None or low < 0) and (high is None or high > 0)}
+    if not agrees.get(str(direction), False):
+        raise _fail(source, where, f"relative_change {bounds!r} disagrees with direction "
+                    f"{direction!r} (less: high ≤ 0; greater: low ≥ 0; equal: 0 inside)")
 
 
 def _check_compare(compare: dict[str, Any], kind: str, source: Path, where: str) -> None:

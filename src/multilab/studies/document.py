@@ -26,11 +26,13 @@ from multilab.studies.records import Record
 from multilab.studies.spec import Row, bind_claim
 from multilab.studies.tables import (
     SUMMARY_COLUMNS,
+    Multiplicity,
     StudyResult,
     comparison_text,
     cpu_training_seconds,
     escape,
-    outcomes_of_record,
+    multiplicity,
+    speakers,
 )
 from multilab.studies.verdict import Verdict
 
@@ -46,9 +48,15 @@ def is_unbacked(claim: Claim, verdict: Verdict) -> bool:
     return verdict is Verdict.NOT_MEASURED and bool(claim.today)
 
 
-def summary_block(verdicts: Mapping[str, Verdict], claims: Mapping[str, Claim]) -> list[str]:
-    """Per paper: claims, with a verdict (≥ 3 seeds in every arm), each verdict, unbacked."""
-    header = ["paper", "claims", "with a verdict (≥ 3 seeds every arm)",
+def summary_block(verdicts: Mapping[str, Verdict], claims: Mapping[str, Claim],
+                  corrected: Multiplicity | None = None) -> list[str]:
+    """Per paper: claims, with a verdict (≥ 3 seeds in every arm), each verdict, unbacked;
+    with ``corrected`` (:func:`~multilab.studies.tables.multiplicity`) also the verdicts
+    held or not held, those of them that survive Holm's correction, and the distinct
+    tests it runs over."""
+    holm_columns = ["held or did not hold", "of which survive Holm (α .05)",
+                    "distinct tests (Holm's m)"] if corrected is not None else []
+    header = ["paper", "claims", "with a verdict (≥ 3 seeds every arm)", *holm_columns,
               *map(str, SUMMARY_COLUMNS), "of which unbacked"]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     totals: Counter[str] = Counter()
@@ -58,20 +66,31 @@ def summary_block(verdicts: Mapping[str, Verdict], claims: Mapping[str, Claim]) 
         row = {"claims": len(mine), "verdict": sum(n for v, n in counts.items() if v.counts),
                "unbacked": sum(is_unbacked(c, verdicts[c.id]) for c in mine),
                **{str(v): counts[v] for v in SUMMARY_COLUMNS}}
+        if corrected is not None:
+            row |= {"significant": corrected.significant.get(key, 0),
+                    "surviving": corrected.surviving.get(key, 0),
+                    "tests": corrected.tests.get(key, 0)}
         totals.update(row)
-        lines.append(_summary_row(name, row))
-    lines.append(_summary_row("**all**", totals))
+        lines.append(_summary_row(name, row, corrected is not None))
+    lines.append(_summary_row("**all**", totals, corrected is not None))
     lines += ["", "*With a verdict*: held, did not hold, or not separable from seed noise, each "
               "from a test over at least 3 seeds in every arm; *indicative* rests on fewer seeds "
               "and is not a verdict. *Unbacked*: not measured here, although an earlier version "
               "of this document gave a number, whose raw file is not in the repository (or not "
               "yet migrated into a record); it counts as not measured until re-run."]
+    if corrected is not None:
+        lines[-1] += (" *Survive Holm*: held or did not hold with the Holm-adjusted p below the "
+                      "same α, the correction run per paper over its *distinct tests* (claims "
+                      "that rest on one comparison — one study, the same arms and metric — are "
+                      "one test); a verdict that does not survive reads *not separable* once "
+                      "corrected.")
     return lines
 
 
-def _summary_row(name: str, row: Mapping[str, int]) -> str:
-    cells = [row["claims"], row["verdict"], *(row[str(v)] for v in SUMMARY_COLUMNS),
-             row["unbacked"]]
+def _summary_row(name: str, row: Mapping[str, int], holm_columns: bool = False) -> str:
+    corrected = [row["significant"], row["surviving"], row["tests"]] if holm_columns else []
+    cells = [row["claims"], row["verdict"], *corrected,
+             *(row[str(v)] for v in SUMMARY_COLUMNS), row["unbacked"]]
     return f"| {name} | " + " | ".join(map(str, cells)) + " |"
 
 
@@ -178,24 +197,29 @@ def findings_block(results: Sequence[StudyResult], claims: Mapping[str, Claim],
     """Every claim a study measured (a verdict or indicative), by paper: wording, the
     comparison, the verdict with its p-value and the study it comes from."""
     lines: list[str] = []
-    of_record = outcomes_of_record(results)
+    of_record = speakers(results)
+    adjusted = multiplicity(results, claims).adjusted
     for key, name in PAPERS.items():
         rows = []
-        for claim_id, (result, outcome) in of_record.items():
+        for claim_id, speaker in of_record.items():
+            result, outcome = speaker.result, speaker.outcome
             entry = next(e for e in result.study.claims if e.id == claim_id)
             claim = bind_claim(claims[claim_id], entry)
             if claim.paper != key or outcome.verdict not in (
                     *(v for v in Verdict if v.counts), Verdict.INDICATIVE):
                 continue
             p = "" if outcome.p is None else f"{outcome.p:.3g}"
+            holm_p = f"{adjusted[claim_id]:.3g}" if claim_id in adjusted else ""
             wording = claim.wording if len(claim.wording) <= 160 else \
                 claim.wording[:157].rstrip() + "…"
+            why = f" ({escape(speaker.why)})" if speaker.why else ""
             rows.append(f"| {escape(wording)} ({claim.where}) | "
                         f"{escape(comparison_text(claim))} | **{outcome.verdict}** | {p} | "
-                        f"[{result.study.name}]({link}{result.study.name}.md) |")
+                        f"{holm_p} | [{result.study.name}]({link}{result.study.name}.md){why} |")
         if rows:
             lines += [f"### {name}", "", "| claim (the paper's words) | comparison | verdict "
-                      "| p | study |", "|---|---|---|---:|---|", *rows, ""]
+                      "| p | Holm p | study (why it speaks) |", "|---|---|---|---:|---:|---|",
+                      *rows, ""]
     return lines[:-1] if lines else ["No claim is measured yet."]
 
 
@@ -253,7 +277,7 @@ def reproduction_blocks(results: Sequence[StudyResult], claims: Mapping[str, Cla
                         verdicts: Mapping[str, Verdict], records: Iterable[Record]
                         ) -> dict[str, list[str]]:
     costs = run_costs(records)
-    return {"summary": [*summary_block(verdicts, claims), "",
+    return {"summary": [*summary_block(verdicts, claims, multiplicity(results, claims)), "",
                         goal_line(results, claims, verdicts, costs)],
             "studies": studies_block(results, costs, claims=len(claims)),
             "findings": findings_block(results, claims)}
@@ -266,6 +290,7 @@ def render_index(results: Sequence[StudyResult], claims: Mapping[str, Claim],
              "Generated by `multilab study report --all` from `studies/` and the records under "
              "`results/`; the verdict rule is in `studies/README.md`, the prose beside these "
              "numbers in [REPRODUCTION.md](../REPRODUCTION.md).", "",
-             *summary_block(verdicts, claims), "", "## Studies", "",
+             *summary_block(verdicts, claims, multiplicity(results, claims)), "",
+             "## Studies", "",
              *studies_block(results, run_costs(records), link="", claims=len(claims))]
     return "\n".join(lines) + "\n"

@@ -16,6 +16,7 @@ import hashlib
 import itertools
 import json
 import statistics
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,11 +49,13 @@ from multilab.studies.spec import (
     two_arm_parts,
 )
 from multilab.studies.verdict import (
+    ALPHA,
     Arm,
     Outcome,
     Verdict,
     compare_rows,
     compare_with_paper,
+    holm,
 )
 
 #: the parameter file a table's rows are resolved from (the command line's default)
@@ -208,7 +211,7 @@ class Cell:
 
     @property
     def arm(self) -> Arm:
-        return Arm.of(self.values, self.devices)
+        return Arm.of(self.values, self.devices, self.seeds)
 
 
 @dataclass(frozen=True)
@@ -474,7 +477,8 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         metric = resolve_metric(str(compare["metric"]), study)
         metric_b = resolve_metric(str(compare.get("metric_b", metric)), study)
         return _compare_groups(study, cells, metric, str(compare["a"]), str(compare["b"]),
-                               str(compare["direction"]), margin, metric_b)
+                               str(compare["direction"]), margin, metric_b,
+                               claim.relative_bounds)
     if claim.kind == "paper":
         row = study.row(str(compare["row"]))
         metric = resolve_metric(str(compare["metric"]), study)
@@ -503,7 +507,7 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
             metric_b = resolve_metric(str(part.get("metric_b", metric)), study)
             each[_part_text(part)] = _compare_groups(
                 study, cells, metric, str(part["a"]), str(part["b"]), direction, margin,
-                metric_b)
+                metric_b, claim.relative_bounds)
         return next(iter(each.values())) if len(each) == 1 else _worst(each, "parts")
     if claim.kind == "curve" and compare["over"] == "layers":
         first, *_, last = claim_metrics(claim, study)
@@ -513,8 +517,9 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         if direction is None:
             return Outcome(Verdict.NOT_MEASURED, f"a layer curve of shape {shape!r} is not "
                            f"computed ({COMPUTED_SHAPES})")
+        # one row's models at two layers: a paired test over seeds
         return compare_rows(cells[(row, last)].arm, cells[(row, first)].arm, direction,
-                            margin=margin)
+                            margin=margin, paired=True)
     if claim.kind == "curve":
         return _curve_over_rows(study, cells, claim, margin)
     if claim.kind == "similarity":
@@ -630,7 +635,7 @@ def _curve_over_rows(study: Study, cells: Mapping[tuple[str, str], Cell], claim:
         metrics = [resolve_metric(str(m), study) for m in compare["metric"]]
         steps = {f"{before} → {after}": compare_rows(cells[(row.label, after)].arm,
                                                      cells[(row.label, before)].arm,
-                                                     direction, margin=margin)
+                                                     direction, margin=margin, paired=True)
                  for before, after in itertools.pairwise(metrics)}
         return _worst(steps, "steps")
     metric = resolve_metric(str(compare["metric"]), study)
@@ -703,13 +708,14 @@ def _per_seed(study: Study, group: list[Cell],
     counts where every row has it), so the seed stays the unit of replication."""
     per_row = [dict(zip(cell.seeds, zip(cell.values, cell.devices, strict=True), strict=True))
                for cell in group]
-    values, devices = [], []
+    values, devices, seeds = [], [], []
     for seed in study.seeds:
         if all(seed in found for found in per_row):
             values.append(combine([found[seed][0] for found in per_row]))
             kinds = {found[seed][1] for found in per_row}
             devices.append(kinds.pop() if len(kinds) == 1 else "mixed")
-    return Arm.of(values, devices)
+            seeds.append(seed)
+    return Arm.of(values, devices, seeds)
 
 
 def _difference_arm(study: Study, cells: Mapping[tuple[str, str], Cell], rows: list[Row],
@@ -719,13 +725,31 @@ def _difference_arm(study: Study, cells: Mapping[tuple[str, str], Cell], rows: l
     return _per_seed(study, [first, second], lambda pair: pair[0] - pair[1])
 
 
-def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric: str,
-                    a: str, b: str, direction: str, margin: Any,
-                    metric_b: str | None = None) -> Outcome:
-    """Row against row, a group mean against a group mean, or each of several rows against
-    one (all must hold for *held*; one significant failure is *did not hold*)."""
+def same_models(study: Study, a: str, b: str, metric: str, metric_b: str | None) -> bool:
+    """Whether two arms are measurements of the same models: the same row (or the same
+    group of rows) read on two metrics — layer 0 and layer 8 of one row, its open- and
+    closed-class words —, or a row against its own majority-class baseline. Their seeds
+    are then matched, and the test is the paired t (:func:`~multilab.studies.verdict.
+    compare_rows`, ``paired``)."""
     kind_a, rows_a = group_rows(study, a)
     kind_b, rows_b = group_rows(study, b)
+    if kind_b == "majority":
+        return True
+    return (kind_a == kind_b and kind_a != "each" and metric != (metric_b or metric)
+            and [row.label for row in rows_a] == [row.label for row in rows_b])
+
+
+def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric: str,
+                    a: str, b: str, direction: str, margin: Any,
+                    metric_b: str | None = None,
+                    relative: tuple[float | None, float | None] | None = None) -> Outcome:
+    """Row against row, a group mean against a group mean, or each of several rows against
+    one (all must hold for *held*; one significant failure is *did not hold*). Arms of the
+    same models (:func:`same_models`) are compared paired; ``relative``: the claim's
+    criterion, bounds on the relative change a / b − 1."""
+    kind_a, rows_a = group_rows(study, a)
+    kind_b, rows_b = group_rows(study, b)
+    paired = same_models(study, a, b, metric, metric_b)
     if kind_b == "majority":  # the majority class of a's own downstream test, per seed
         if not metric.startswith("downstream."):
             return Outcome(Verdict.NOT_TESTABLE, f"a majority baseline needs a downstream "
@@ -741,14 +765,16 @@ def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric:
         arm_a = (_difference_arm(study, cells, rows_a, metric) if kind_a == "difference"
                  else _group_arm(study, cells, rows_a, metric))
         return _worst({row.label: compare_rows(arm_a, cells[(row.label, metric_b or metric)]
-                                               .arm, direction, margin=margin)
+                                               .arm, direction, margin=margin,
+                                               relative=relative)
                        for row in rows_b}, "rows")
     if kind_a != "each":
         arm_a = (_difference_arm(study, cells, rows_a, metric) if kind_a == "difference"
                  else _group_arm(study, cells, rows_a, metric))
-        return compare_rows(arm_a, arm_b, direction, margin=margin)
+        return compare_rows(arm_a, arm_b, direction, margin=margin, paired=paired,
+                            relative=relative)
     each = {row.label: compare_rows(cells[(row.label, metric)].arm, arm_b, direction,
-                                    margin=margin) for row in rows_a}
+                                    margin=margin, relative=relative) for row in rows_a}
     return _worst(each, "rows")
 
 
@@ -773,10 +799,19 @@ def _paper_text(row: Row, metric: str) -> str:
 
 
 def render_study(result: StudyResult, claims: Mapping[str, Claim],
-                 figures: Iterable[str] = (), superseded_by: str | None = None) -> str:
+                 figures: Iterable[str] = (), superseded_by: str | None = None,
+                 speaking: Mapping[str, Speaker] | None = None,
+                 adjusted: Mapping[str, float] | None = None) -> str:
     """A study's markdown: its table, ``figures`` (markdown lines, drawn from the same
     cells: :mod:`multilab.studies.figures`) and its claims with their verdicts;
-    ``superseded_by``: the study whose verdicts replace this one's (its ``supersedes``)."""
+    ``superseded_by``: the study that declares it supersedes this one; ``speaking``: each
+    claim's outcome of record (:func:`speakers`, over every study: this one alone where
+    not given); ``adjusted``: the Holm-adjusted p of the claims of record
+    (:func:`multiplicity`)."""
+    if speaking is None:
+        speaking = speakers([result])
+    if adjusted is None:
+        adjusted = {}
     study = result.study
     lines = [f"# {study.name}: {paper_name(study.paper)}, {study.table}", "",
              f"{study.title}. Languages [{', '.join(study.languages)}], profile `{study.profile}`"
@@ -786,14 +821,12 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
         lines += [study.about.strip(), ""]
     if study.supersedes:
         lines += [f"Supersedes [{study.supersedes}]({study.supersedes}.md): for the claims "
-                  "both test, this study's outcome is the claim's (the claims summary reads "
-                  "it) once it is a verdict (≥ 3 seeds in every arm), or where that study has "
-                  "no verdict either; that study keeps its table.", ""]
+                  "both test, this study speaks where the rule's budget, seeds and languages "
+                  "tie (column *speaks*); that study keeps its table.", ""]
     if superseded_by:
         lines += [f"Superseded by [{superseded_by}]({superseded_by}.md): for the claims both "
-                  "test, that study's outcome is the claim's once it is a verdict (≥ 3 seeds "
-                  "in every arm), or where this study has no verdict either; this table stays "
-                  "as what it measured.", ""]
+                  "test, that study speaks where the rule's budget, seeds and languages tie "
+                  "(column *speaks*); this table stays as what it measured.", ""]
     if study.records_from:
         lines += [f"Only records imported from `{study.records_from}` are read (one run's "
                   "models: a rerun of the same configuration elsewhere is another draw).", ""]
@@ -813,16 +846,35 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
         lines.append(f"| {row.paper_id or ''} | {row.label} | " + " | ".join(cells)
                      + f" | {len(found)}/{len(study.seeds_of(row))} |")
     lines += ["", *figures]
-    lines += ["## Claims", "", "| claim | where | comparison | verdict | p | why |",
-              "|---|---|---|---|---|---|"]
+    lines += ["## Claims", "", "| claim | where | comparison | verdict | p | Holm p | speaks "
+              "| why |", "|---|---|---|---|---|---|---|---|"]
     for entry in study.claims:
         claim, outcome = bind_claim(claims[entry.id], entry), result.outcomes[entry.id]
         p = "" if outcome.p is None else f"{outcome.p:.3g}"
         flag = " (mixed devices)" if outcome.mixed_devices else ""
+        speaker = speaking.get(entry.id)
+        ours = speaker is None or speaker.result.study.name == study.name
+        holm_p = f"{adjusted[entry.id]:.3g}" if ours and entry.id in adjusted else ""
         lines.append(f"| `{claim.id}` | {claim.where} | {comparison_text(claim)} | "
-                     f"**{outcome.verdict}**{flag} | {p} | {escape(outcome.reason)} |")
-    lines += ["", f"{len(result.sources)} records read.", ""]
+                     f"**{outcome.verdict}**{flag} | {p} | {holm_p} | "
+                     f"{escape(speaks_text(speaker, study.name))} | "
+                     f"{escape(outcome.reason)} |")
+    lines += ["", "*Holm p*: the p adjusted by Holm's method over the paper's distinct tests "
+              "(the outcomes of record; claims resting on one comparison are one test). "
+              "*Speaks*: which study's outcome is the claim's (studies/README.md, \"Which "
+              "study speaks\").", "", f"{len(result.sources)} records read.", ""]
     return "\n".join(lines)
+
+
+def speaks_text(speaker: Speaker | None, study: str) -> str:
+    """Who speaks for a claim, seen from ``study``'s page: this study (and why, where
+    another also tests it) or the study that does, and why."""
+    if speaker is None:
+        return "this study"
+    if speaker.result.study.name == study:
+        return "this study" + (f" ({speaker.why})" if speaker.why else "")
+    return f"{speaker.result.study.name} speaks" + (f" ({speaker.why})" if speaker.why
+                                                    else "")
 
 
 def escape(text: str) -> str:
@@ -830,6 +882,15 @@ def escape(text: str) -> str:
 
 
 def comparison_text(claim: Claim) -> str:
+    """A bound claim's comparison in words, with its criterion's bounds where it has one."""
+    text = _comparison_words(claim)
+    if (bounds := claim.relative_bounds) is not None:
+        low, high = ("open" if b is None else f"{b * 100:+.0f} %" for b in bounds)
+        text += f"; criterion: a / b − 1 in [{low}, {high}]"
+    return text
+
+
+def _comparison_words(claim: Claim) -> str:
     compare = claim.compare
     if parts := two_arm_parts(claim):
         sign = SIGNS.get(two_arm_direction(claim) or "", "?")
@@ -885,23 +946,175 @@ def superseded(results: Iterable[StudyResult]) -> set[tuple[str, str]]:
     return replaced
 
 
+#: a profile's training budget against the paper's: 0 the paper's own (``paper``: its 13,500
+#: updates; ``real``: its §5 scale), 1 a CPU budget (``quick``, ``real-quick``), 2 a smoke test
+BUDGET_TIERS = {"paper": 0, "real": 0, "quick": 1, "real-quick": 1, "smoke": 2}
+BUDGET_WORDS = ("the paper's budget", "a CPU budget", "a smoke budget")
+#: a language code that is a stand-in, not a real language of the paper (Fake-English,
+#: K et al.'s English with shifted indices ``enfake:3``)
+STAND_IN = "fake"
+
+
+@dataclass(frozen=True)
+class Speaker:
+    """The study whose outcome is a claim's outcome of record, and why it speaks."""
+
+    result: StudyResult
+    outcome: Outcome
+    why: str
+
+
+def stand_in_languages(study: Study) -> bool:
+    """Whether a study trains on a stand-in language (Fake-English) rather than only real
+    languages of the paper: its languages or any row's."""
+    codes = [*study.languages, *(row_languages(study, row) for row in study.rows)]
+    return any(STAND_IN in str(code) for code in codes)
+
+
+def _seeds(outcome: Outcome) -> int:
+    """The seeds an outcome rests on: its smallest arm's."""
+    return min(outcome.n) if outcome.n else 0
+
+
+def speakers(results: Iterable[StudyResult]) -> dict[str, Speaker]:
+    """Each claim's outcome of record, by one rule over the studies that measured it:
+
+    1. a verdict (≥ 3 seeds in every arm) before a reading without one (a one-seed reading
+       never displaces a three-seed verdict);
+    2. the paper's budget before a smaller one (:data:`BUDGET_TIERS`: ``paper`` beats
+       ``quick``);
+    3. more seeds (the smallest arm's);
+    4. the paper's real languages before a stand-in (Fake-English);
+    5. a study that declares it ``supersedes`` the other;
+    6. the first by name.
+
+    A claim no study has measured has the first study's outcome (*not measured*). The rule
+    reads the outcomes' kind and seeds only, never their p or direction."""
+    results = list(results)
+    tested: dict[str, list[tuple[int, StudyResult, Outcome]]] = {}
+    for order, result in enumerate(results):
+        for claim_id, outcome in result.outcomes.items():
+            tested.setdefault(claim_id, []).append((order, result, outcome))
+    chosen: dict[str, Speaker] = {}
+    for claim_id, candidates in tested.items():
+        measured = [c for c in candidates if c[2].verdict is not Verdict.NOT_MEASURED]
+        if not measured:
+            _, result, outcome = candidates[0]
+            chosen[claim_id] = Speaker(result, outcome, "" if len(candidates) == 1 else
+                                       "no study has measured it")
+            continue
+        names = {result.study.name for _, result, _ in measured}
+        successors = {result.study.supersedes for _, result, _ in measured}
+
+        def key(candidate: tuple[int, StudyResult, Outcome],
+                successors: set[str | None] = successors) -> tuple:
+            order, result, outcome = candidate
+            return (not outcome.verdict.counts, BUDGET_TIERS.get(result.study.profile, 1),
+                    -_seeds(outcome), stand_in_languages(result.study),
+                    result.study.name in successors, result.study.name, order)
+
+        ranked = sorted(measured, key=key)
+        _, result, outcome = ranked[0]
+        if len(ranked) == 1:
+            why = "" if len(candidates) == 1 else "the only study with a record"
+        else:
+            why = _why(key(ranked[0]), key(ranked[1]), ranked[1][1].study.name,
+                       result.study.supersedes in names)
+        chosen[claim_id] = Speaker(result, outcome, why)
+    return chosen
+
+
+def _why(best: tuple, next_best: tuple, other: str, supersedes: bool) -> str:
+    """The first key of :func:`speakers` on which the speaking study beats the next."""
+    if best[0] != next_best[0]:
+        return f"a verdict on ≥ 3 seeds every arm, {other} none"
+    if best[1] != next_best[1]:
+        return f"{BUDGET_WORDS[best[1]]}, {other} {BUDGET_WORDS[next_best[1]]}"
+    if best[2] != next_best[2]:
+        return f"more seeds: {-best[2]}, {other} {-next_best[2]}"
+    if best[3] != next_best[3]:
+        return f"the paper's real languages, {other} a stand-in (Fake-English)"
+    if best[4] != next_best[4] and supersedes:
+        return f"supersedes {other}; budget, seeds and languages tie"
+    return f"ties {other} on budget, seeds and languages: first by name"
+
+
 def outcomes_of_record(results: Iterable[StudyResult]
                        ) -> dict[str, tuple[StudyResult, Outcome]]:
-    """Each claim's outcome of record and its study: the first study's that has measured it,
-    replaced by the first counting verdict where that is not one; a superseded study's
-    outcome is not read where its successor tests the claim."""
-    results = list(results)
-    replaced = superseded(results)
-    chosen: dict[str, tuple[StudyResult, Outcome]] = {}
-    for result in results:
-        for claim_id, outcome in result.outcomes.items():
-            if (result.study.name, claim_id) in replaced:
-                continue
-            current = chosen.get(claim_id)
-            if current is None or current[1].verdict is Verdict.NOT_MEASURED or (
-                    outcome.verdict.counts and not current[1].verdict.counts):
-                chosen[claim_id] = (result, outcome)
-    return chosen
+    """Each claim's outcome of record and its study (:func:`speakers`)."""
+    return {claim_id: (speaker.result, speaker.outcome)
+            for claim_id, speaker in speakers(results).items()}
+
+
+def test_key(study: Study, claim: Claim) -> str:
+    """What a bound claim's test compares, so that claims resting on the very same
+    comparison — one study, the same arms and metrics, the same criterion — are one test
+    (``dufter2020-t1-r0-original-multilingual`` and ``-r18-r19-untrained-poor`` both test
+    original against untrained on μ). The claimed direction is left out (a < b and b > a
+    are one two-sided test); rows are named by label, whatever alias the claim uses."""
+    def name(text: Any) -> str:
+        row = study.row(str(text))
+        return row.label if row is not None else str(text)
+
+    compare = {key: value for key, value in claim.compare.items()
+               if key not in ("direction", "shape")}
+    if "a" in compare and "b" in compare:
+        arms = sorted([(name(compare.pop("a")), str(compare.get("metric"))),
+                       (name(compare.pop("b")), str(compare.pop("metric_b", None)
+                                                    or compare.get("metric")))])
+        compare["arms"] = arms
+        compare.pop("metric", None)
+    if claim.kind == "paper":
+        compare["row"] = name(compare["row"])
+    text = json.dumps({"kind": claim.kind, "compare": compare,
+                       "criterion": claim.relative_bounds}, sort_keys=True, default=str)
+    return f"{study.name}: {text}"
+
+
+@dataclass(frozen=True)
+class Multiplicity:
+    """Holm's correction per paper over the distinct tests of its outcomes of record."""
+
+    adjusted: Mapping[str, float]  # claim id → Holm-adjusted p (claims of record with a p)
+    tests: Mapping[str, int]  # paper → distinct tests (Holm's m)
+    significant: Mapping[str, int]  # paper → verdicts held or did not hold
+    surviving: Mapping[str, int]  # paper → ... of which Holm-adjusted p < α
+    shared: Mapping[str, tuple[str, ...]]  # claim id → other claims resting on its test
+
+
+def multiplicity(results: Iterable[StudyResult], claims: Mapping[str, Claim],
+                 alpha: float = ALPHA) -> Multiplicity:
+    """Holm-adjusted p-values per paper: over every distinct test (:func:`test_key`) that
+    an outcome of record with a p rests on, each test once however many claims share it;
+    a claim's adjusted p is its test's. A held or did-not-hold verdict *survives* when its
+    adjusted p is below the same α (a not-separable one reads the same either way)."""
+    by_test: dict[str, dict[str, float]] = {}  # paper → test key → p
+    keys: dict[str, str] = {}
+    significant: Counter[str] = Counter()
+    for claim_id, speaker in speakers(results).items():
+        outcome, study = speaker.outcome, speaker.result.study
+        entry = next((e for e in study.claims if e.id == claim_id), None)
+        if outcome.p is None or entry is None or not outcome.verdict.counts:
+            continue
+        paper = claims[claim_id].paper
+        key = test_key(study, bind_claim(claims[claim_id], entry))
+        keys[claim_id] = key
+        by_test.setdefault(paper, {}).setdefault(key, outcome.p)
+    adjusted_by_key: dict[str, float] = {}
+    for tests in by_test.values():
+        adjusted_by_key.update(zip(tests, holm(list(tests.values())), strict=True))
+    adjusted = {claim_id: adjusted_by_key[key] for claim_id, key in keys.items()}
+    surviving: Counter[str] = Counter()
+    for claim_id, speaker in speakers(results).items():
+        if speaker.outcome.verdict in (Verdict.HELD, Verdict.NOT_HELD):
+            paper = claims[claim_id].paper
+            significant[paper] += 1
+            surviving[paper] += claim_id in adjusted and adjusted[claim_id] < alpha
+    shared = {claim_id: tuple(other for other, k in keys.items() if k == key and
+                              other != claim_id) for claim_id, key in keys.items()}
+    return Multiplicity(adjusted, {paper: len(tests) for paper, tests in by_test.items()},
+                        dict(significant), dict(surviving),
+                        {claim_id: others for claim_id, others in shared.items() if others})
 
 
 def claim_verdicts(results: Iterable[StudyResult], claims: Mapping[str, Claim]

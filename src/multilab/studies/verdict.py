@@ -5,9 +5,12 @@ paper's reported value (``compare_with_paper``) — on one metric, over seeds. T
 
 - **held** / **did not hold** need at least :data:`MIN_SEEDS` (3) values in every measured arm
   and a test at :data:`ALPHA` (.05). Between rows: Welch's t-test over the seeds (unequal
-  variances; two-sided p). Against the paper: Welch's t-test from the paper's mean, std and
-  seed count where the paper gives all three; a one-sample t-test against the paper's mean
-  where it gives no std or no seed count (the reason says so).
+  variances; two-sided p); where both arms are measurements of the same models (one row's
+  layer 0 and layer 8, its open- and closed-class words: ``paired``), the paired t over the
+  seeds both arms have, matched by seed (``scipy.stats.ttest_rel``). Against the paper:
+  Welch's t-test from the paper's mean, std and seed count where the paper gives all three;
+  a one-sample t-test against the paper's mean where it gives no std or no seed count (the
+  reason says so).
 - A claim of a direction (``less`` / ``greater``: "A lowers μ") **held** when the difference
   is significant and has the claimed sign, **did not hold** when it is significant with the
   other sign, and is **not separable from seed noise** when p ≥ α.
@@ -16,7 +19,12 @@ paper's reported value (``compare_with_paper``) — on one metric, over seeds. T
   paper's rounding) and both one-sided tests of TOST reject a difference of that size — a
   significant difference inside the margin is no difference; otherwise it **did not hold** when
   the difference is significant, and without a margin p ≥ α reads *not separable from seed
-  noise* (consistent with the claim, not proof of it).
+  noise* (consistent with the claim, not proof of it). An equivalence held reports the TOST p,
+  the p it rests on.
+- A claim of a size ("slight", "drastically", "stable": the claim's ``criterion``) states
+  bounds on the relative change a / b − 1 (:func:`compare_relative`): **held** when every
+  bound is shown one-sided at α, **did not hold** when the change is shown beyond one, else
+  *not separable*.
 - Fewer than 3 values in an arm: **indicative** (the direction is read and reported, no test);
   no value at all: **not measured**. A claim whose magnitude cannot be compared (the paper's
   model or task is of another scale) is **not comparable**; one the lab cannot test, or whose
@@ -33,9 +41,9 @@ Hard cases, decided once:
   gaps read *not separable*; that is the honest answer, not a defect. The p-value is reported
   beside every verdict.
 - *Many claims at once*: no correction for multiple testing is applied to the verdict (each
-  claim is its own question); the report prints every p and the number of tests, so a reader
-  can apply Holm's correction (:func:`holm`) — at α = .05 about one true null in twenty reads
-  significant.
+  claim is its own question); the report prints beside every p its Holm-adjusted p over the
+  paper's distinct tests (:func:`holm`; :mod:`multilab.studies.tables`) and counts the
+  verdicts that survive it — at α = .05 about one true null in twenty reads significant.
 - *Mixed devices*: CPU and GPU runs of one configuration are not bit-identical. An arm whose
   seeds ran on different device kinds is flagged (``mixed_devices``); the verdict is computed
   the same way.
@@ -46,7 +54,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from scipy import stats
@@ -80,10 +88,13 @@ class Arm:
 
     values: tuple[float, ...]
     devices: tuple[str, ...] = ()
+    #: the seed of each value, where known: a paired test matches the two arms by seed
+    seeds: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, values: Iterable[float], devices: Iterable[str] = ()) -> Arm:
-        return cls(tuple(float(v) for v in values), tuple(devices))
+    def of(cls, values: Iterable[float], devices: Iterable[str] = (),
+           seeds: Iterable[int] = ()) -> Arm:
+        return cls(tuple(float(v) for v in values), tuple(devices), tuple(seeds))
 
     @property
     def n(self) -> int:
@@ -157,6 +168,16 @@ def _p_one_sided_greater(t: float, df: float) -> float:
 
 
 def _direction_verdict(difference: float, p: float, direction: str, alpha: float,
+                       margin: float | None, tost_p: float | None
+                       ) -> tuple[Verdict, str, float]:
+    """The verdict, its reason and the p it rests on (an equivalence held: the TOST p)."""
+    verdict, reason = _direction_reading(difference, p, direction, alpha, margin, tost_p)
+    if verdict is Verdict.HELD and direction == "equal" and tost_p is not None:
+        return verdict, reason, tost_p
+    return verdict, reason, p
+
+
+def _direction_reading(difference: float, p: float, direction: str, alpha: float,
                        margin: float | None, tost_p: float | None) -> tuple[Verdict, str]:
     if direction == "equal":
         # equivalence first: a difference inside the margin is no difference, however
@@ -204,17 +225,52 @@ def _too_few(arms: Sequence[Arm], difference: float | None, direction: str) -> O
                    mixed_devices=any(arm.mixed_devices for arm in arms))
 
 
+def matched(a: Arm, b: Arm) -> tuple[Arm, Arm]:
+    """The two arms' values at the seeds both have, in one order (for a paired test); arms
+    without seeds are matched by position where they are of one length."""
+    if not a.seeds or not b.seeds:
+        if a.n != b.n:
+            raise ValueError("a paired test needs the arms' seeds, or arms of one length")
+        return a, b
+    at_b = dict(zip(b.seeds, zip(b.values, b.devices or ("",) * b.n, strict=True),
+                    strict=True))
+    common = [(seed, value, device) for seed, value, device in
+              zip(a.seeds, a.values, a.devices or ("",) * a.n, strict=True) if seed in at_b]
+
+    def arm(pick: int) -> Arm:
+        rows = [(value, device) if pick == 0 else at_b[seed] for seed, value, device in common]
+        return Arm.of([v for v, _ in rows], [d for _, d in rows] if a.devices and b.devices
+                      else (), [seed for seed, _, _ in common])
+
+    return arm(0), arm(1)
+
+
 def compare_rows(a: Arm, b: Arm, direction: str, alpha: float = ALPHA,
-                 margin: float | None = None) -> Outcome:
-    """Claim: arm ``a`` is ``direction`` (less / greater / equal) than arm ``b``."""
+                 margin: float | None = None, paired: bool = False,
+                 relative: Sequence[float | None] | None = None) -> Outcome:
+    """Claim: arm ``a`` is ``direction`` (less / greater / equal) than arm ``b``.
+
+    ``paired``: both arms are measurements of the same models (one row's layer 0 and layer 8,
+    its open- and closed-class words), so the test is the paired t over the seeds both arms
+    have, matched by seed, not Welch's. ``relative``: the claim's size as bounds ``[low,
+    high]`` on the relative change ``a / b − 1`` (either may be None, open), tested by
+    :func:`compare_relative` instead of the direction alone."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction {direction!r}: one of {', '.join(DIRECTIONS)}")
+    if paired and a.n and b.n:
+        a, b = matched(a, b)
+    if relative is not None:
+        return compare_relative(a, b, relative, alpha, paired)
     difference = a.mean - b.mean if a.n and b.n else None
     if a.n < MIN_SEEDS or b.n < MIN_SEEDS:
-        return _too_few((a, b), difference, direction)
+        outcome = _too_few((a, b), difference, direction)
+        return replace(outcome, reason=f"paired over matched seeds: {outcome.reason}") \
+            if paired and outcome.verdict is Verdict.INDICATIVE else outcome
     assert difference is not None
     mixed = a.mixed_devices or b.mixed_devices
     notes = ("seeds ran on different devices in an arm",) if mixed else ()
+    if paired:
+        return _paired(a, b, direction, alpha, margin, mixed, notes)
     var_a, var_b = a.std**2, b.std**2
     if var_a == 0 and var_b == 0:
         return _zero_variance(difference, direction, (a.n, b.n), mixed, notes)
@@ -222,9 +278,102 @@ def compare_rows(a: Arm, b: Arm, direction: str, alpha: float = ALPHA,
     p = _p_two_sided(t, df)
     se = math.sqrt(var_a / a.n + var_b / b.n)
     tost_p = _tost(difference, se, df, margin) if margin is not None else None
-    verdict, reason = _direction_verdict(difference, p, direction, alpha, margin, tost_p)
+    verdict, reason, p = _direction_verdict(difference, p, direction, alpha, margin, tost_p)
     return Outcome(verdict, f"Welch's t over seeds: {reason}", p=p, difference=difference,
                    n=(a.n, b.n), mixed_devices=mixed, notes=notes)
+
+
+def _paired(a: Arm, b: Arm, direction: str, alpha: float, margin: float | None,
+            mixed: bool, notes: tuple[str, ...]) -> Outcome:
+    """The paired t over matched seeds: a one-sample t of the per-seed differences a − b
+    (``scipy.stats.ttest_rel``), n − 1 degrees of freedom."""
+    differences = Arm.of([x - y for x, y in zip(a.values, b.values, strict=True)])
+    difference, n = differences.mean, differences.n
+    if differences.std == 0:
+        exact = _zero_variance(difference, direction, (n, n), mixed, notes)
+        return replace(exact, reason=f"paired over {n} matched seeds, the same difference on "
+                       f"every seed: {exact.reason}")
+    se = differences.std / math.sqrt(n)
+    p = _p_two_sided(difference / se, n - 1)
+    tost_p = _tost(difference, se, n - 1, margin) if margin is not None else None
+    verdict, reason, p = _direction_verdict(difference, p, direction, alpha, margin, tost_p)
+    return Outcome(verdict, f"paired t over {n} matched seeds: {reason}", p=p,
+                   difference=difference, n=(n, n), mixed_devices=mixed, notes=notes)
+
+
+def _percent(value: float | None) -> str:
+    return "open" if value is None else f"{value * 100:+.0f} %"
+
+
+def compare_relative(a: Arm, b: Arm, bounds: Sequence[float | None], alpha: float = ALPHA,
+                     paired: bool = False) -> Outcome:
+    """Claim: the relative change of ``a`` against ``b``, ``a / b − 1``, lies within
+    ``bounds`` (``[low, high]``, None: open): a claim at its own strength ("slight": a
+    decrease of at most 31 %; "stable": within ±26 %).
+
+    Each bound k is a linear test of ``a − (1 + k)·b`` (b's mean > 0): Welch's t with b's
+    variance scaled by (1 + k)², or, paired, the one-sample t of the per-seed ``a − (1 + k)·b``.
+    **held**: every stated bound is shown one-sided at α (the intersection–union test; p:
+    the larger); **did not hold**: the change is shown beyond a bound (one-sided at α, p:
+    that test's); otherwise **not separable** (p: the held side's)."""
+    low, high = bounds
+    if low is not None and high is not None and not low < high:
+        raise ValueError(f"relative change bounds {list(bounds)}: low < high")
+    how = "paired over matched seeds" if paired else "over seeds"
+    difference = a.mean - b.mean if a.n and b.n else None
+    if a.n < MIN_SEEDS or b.n < MIN_SEEDS:
+        outcome = _too_few((a, b), difference, "equal")
+        if outcome.verdict is Verdict.INDICATIVE:
+            change = a.mean / b.mean - 1 if b.mean > 0 else math.nan
+            return replace(outcome, reason=f"relative change {_percent(change)} against the "
+                           f"criterion [{_percent(low)}, {_percent(high)}] "
+                           + outcome.reason[outcome.reason.index("(seeds"):])
+        return outcome
+    assert difference is not None
+    ns = (a.n, b.n)
+    mixed = a.mixed_devices or b.mixed_devices
+    notes = ("seeds ran on different devices in an arm",) if mixed else ()
+    if b.mean <= 0:
+        return Outcome(Verdict.NOT_TESTABLE, f"arm b's mean {b.mean:.3g} ≤ 0: a relative "
+                       "change is not defined", difference=difference, n=ns)
+    change = a.mean / b.mean - 1
+    criterion = f"relative change {_percent(change)}, criterion [{_percent(low)}, " \
+        f"{_percent(high)}]"
+    inside_p: list[float] = []  # per bound: p of "on the claimed side of it"
+    beyond: list[tuple[float, str]] = []  # per bound: p of "on the wrong side of it"
+    for bound, side in ((low, 1.0), (high, -1.0)):
+        if bound is None:
+            continue
+        scale = 1 + bound
+        if paired:
+            combined = Arm.of([x - scale * y for x, y in zip(a.values, b.values, strict=True)])
+            mean, se, df = combined.mean, combined.std / math.sqrt(a.n), a.n - 1.0
+        else:
+            var_a, var_b = a.std**2, (scale * b.std) ** 2
+            mean = a.mean - scale * b.mean
+            se = math.sqrt(var_a / a.n + var_b / b.n)
+            df = 0.0 if se == 0 else welch(a.mean, var_a, a.n, scale * b.mean, var_b, b.n)[1]
+        if se == 0:  # no spread: the side is exact
+            toward = 0.0 if side * mean > 0 else 1.0
+        else:
+            toward = _p_one_sided_greater(side * mean / se, df)
+        inside_p.append(toward)
+        beyond.append((1.0 - toward if se else (0.0 if side * mean < 0 else 1.0),
+                       "below the lower bound" if side > 0 else "above the upper bound"))
+    test = f"{'paired t' if paired else 'Welch t'} {how}"
+    held_p = max(inside_p)
+    if held_p < alpha:
+        return Outcome(Verdict.HELD, f"{test}: {criterion}: inside, shown at p {held_p:.3g} "
+                       f"< {alpha}", p=held_p, difference=difference, n=ns,
+                       mixed_devices=mixed, notes=notes)
+    worst_p, where = min(beyond)
+    if worst_p < alpha:
+        return Outcome(Verdict.NOT_HELD, f"{test}: {criterion}: {where}, p {worst_p:.3g} "
+                       f"< {alpha}", p=worst_p, difference=difference, n=ns,
+                       mixed_devices=mixed, notes=notes)
+    return Outcome(Verdict.NOT_SEPARABLE, f"{test}: {criterion}: neither inside nor outside "
+                   f"shown (p {held_p:.3g} ≥ {alpha})", p=held_p, difference=difference, n=ns,
+                   mixed_devices=mixed, notes=notes)
 
 
 def compare_with_paper(ours: Arm, paper: PaperValue, direction: str = "equal",
@@ -266,7 +415,7 @@ def compare_with_paper(ours: Arm, paper: PaperValue, direction: str = "equal",
         t, df = difference / se, ours.n - 1
     p = _p_two_sided(t, df)
     tost_p = _tost(difference, se, df, margin) if margin is not None else None
-    verdict, reason = _direction_verdict(difference, p, direction, alpha, margin, tost_p)
+    verdict, reason, p = _direction_verdict(difference, p, direction, alpha, margin, tost_p)
     return Outcome(verdict, f"{how}: {reason}", p=p, difference=difference,
                    n=(ours.n,) if paper.n is None else (ours.n, paper.n),
                    mixed_devices=mixed, notes=notes)
@@ -277,12 +426,12 @@ def _zero_variance(difference: float, direction: str, ns: tuple[int, ...], mixed
     """Neither side varies: the difference is exact (see the module docstring)."""
     if difference == 0:
         if direction == "equal":
-            return Outcome(Verdict.HELD, "identical values on every seed (no spread)", p=1.0,
+            return Outcome(Verdict.HELD, "identical values on every seed (no spread)", p=0.0,
                            difference=0.0, n=ns, mixed_devices=mixed, notes=notes)
         return Outcome(Verdict.NOT_HELD, "no difference on any seed (no spread): the claimed "
                        "direction is absent", p=1.0, difference=0.0, n=ns,
                        mixed_devices=mixed, notes=notes)
-    verdict, reason = _direction_verdict(difference, 0.0, direction, ALPHA, None, None)
+    verdict, reason, _ = _direction_verdict(difference, 0.0, direction, ALPHA, None, None)
     return Outcome(verdict, f"no spread, exact difference: {reason}", p=0.0,
                    difference=difference, n=ns, mixed_devices=mixed, notes=notes)
 
