@@ -36,6 +36,7 @@ import yaml
 from multilab.config import (
     ALL_EDITIONS,
     ALL_LAYERS,
+    FUSED_STEP,
     MODEL_SIZES,
     RULES,
     SEED_DICTIONARIES,
@@ -267,7 +268,7 @@ def _check_run(recipe: mods.Recipe, model: ModelConfig, train: TrainConfig, size
     unfused = [name for name, on in (("next_sentence", recipe.next_sentence),
                                      ("separate_layers", recipe.separate_layers),
                                      ("attend_padding", recipe.attend_padding)) if on]
-    if train.step == "fused" and unfused:
+    if train.step == FUSED_STEP and unfused:
         raise UserError(
             f"train.step = fused with {modification!r}: the fused step computes plain "
             f"BertForMaskedLM on real tokens, not {', '.join(unfused)}; valid: step eager"
@@ -573,7 +574,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
     train = _build(TrainConfig, merged.get("train"), "train")
     if train.step not in TRAIN_STEPS:
         raise UserError(f"train.step = {train.step!r}: valid: {', '.join(TRAIN_STEPS)}")
-    if train.step == "fused" and (train.stack > 1 or train.compile):
+    if train.step == FUSED_STEP and (train.stack > 1 or train.compile):
         raise UserError(f"train.step = fused with train.stack = {train.stack} and "
                         f"train.compile = {str(train.compile).lower()}: the fused step is "
                         "compiled already and trains one model at a time; valid: stack 1 and "

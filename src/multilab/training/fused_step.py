@@ -2,7 +2,7 @@
 with counter-hash dropout, compiled by inductor into a few dozen C++ loops.
 
 Why: at BERT-small's sizes the eager step spends two thirds of its time outside the matrix
-products (docs/PERFORMANCE.md, "The training step against its floor"): a pass over memory per
+products (benchmarks/bench_cpu_floor.py, its record in benchmarks/results/): a pass over memory per
 element-wise op, dropout's Bernoulli masks drawn one element at a time, and the padding of each
 piece. This forward is the same arithmetic as ``BertForMaskedLM`` on the same parameters (the
 loss equals the Hugging Face forward's to float rounding when dropout is off:
