@@ -264,6 +264,7 @@ case "$action" in
     number=0
     while IFS= read -r line; do
       number=$((number + 1))
+      [ -n "$line" ] || continue  # a lane the plan leaves empty keeps its number
       printf '%s\n' "$line" > "$dir/lane$number.command"
       setup_lane "$number"
     done <<< "$plan"

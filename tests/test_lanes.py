@@ -182,7 +182,7 @@ def test_study_next_lanes_on_the_committed_studies(capsys) -> None:
     assert main(["study", "next", "--lanes", "2", "--hours", "3", "--shell"]) == 0
     shell = capsys.readouterr().out.splitlines()
     every = f"multilab --set=train.checkpoint_every={LANE_CHECKPOINT_EVERY} study run "
-    assert 1 <= len(shell) <= 2 and all(line.startswith(every) for line in shell)
+    assert 1 <= len(shell) <= 2 and all(line.startswith(every) for line in shell if line)
     assert main(["study", "next", "--lanes", "0"]) == 2
     assert "--lanes 0: must be >= 1" in capsys.readouterr().err
     assert main(["study", "next", "--hours", "-1"]) == 2

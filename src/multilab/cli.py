@@ -661,8 +661,11 @@ def _lane_plan(args: argparse.Namespace, plans: list, results: list, records: li
     checkpoints = lane_checkpoints(Path(args.lanes_dir), results) if args.lanes_dir else {}
     packed = pack_lanes(plans, measured, measure_seconds(records), lanes, hours,
                         span=not args.fit, checkpoints=checkpoints)
-    if args.shell:
-        return [lane.shell() for lane in packed if lane.jobs]
+    if args.shell:  # lane K on line K (a checkpoint's lane is its clone): empty lines kept
+        lines = [lane.shell() for lane in packed]
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
     # rows a CPU could train whose time no record measures: they wait for a measurement
     bounded = sorted({f"{plan.study} {label}" for plan in plans for label, _ in plan.runs
                       if measured.get((plan.study, label)) is None
