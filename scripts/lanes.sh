@@ -1,33 +1,64 @@
 #!/usr/bin/env bash
 # The lab's background lanes (issue 52): N trainings of one thread each, nice 19, each in a
 # clone of this checkout's commit, running what `multilab study next --lanes N --hours H`
-# packs into the hours a session has left (whole run sets in the order to train, only models
-# whose records say they finish in time). `harvest` copies their records back here; `start`
-# harvests first, then resets each clone to this checkout's commit.
+# packs into the hours a session has left (whole run sets in the order to train, then one
+# model a lane that spans sessions). Every lane's `multilab` checkpoints each 50 steps
+# (studies/lanes.py, LANE_CHECKPOINT_EVERY), so a session's stop loses minutes of it.
+# `harvest` copies their records back here; `start` harvests first, then resets each clone
+# to this checkout's commit.
 #
+#   bash scripts/lanes.sh resume              THE FIRST COMMAND OF A SESSION: restart every
+#                                             lane the last session's stop ended, in its clone,
+#                                             same command (training resumes from its last
+#                                             checkpoint); a lane whose clone is gone (a new
+#                                             machine) is reported lost and starts again from
+#                                             step 0 in a new clone; finished lanes stay ended
 #   bash scripts/lanes.sh start [HOURS] [N] [STUDY ...]
 #                                             clone, set up, start (default: 2.5 h, 2 lanes,
 #                                             every study's claims; STUDY: only those studies)
 #   bash scripts/lanes.sh run 'COMMAND' ...   one lane per command instead of the plan: a row
 #                                             the plan leaves out for want of a measured time
 #                                             (benchmarks/bench_row_steps.py prices it)
-#   bash scripts/lanes.sh status              each lane's last line
-#   bash scripts/lanes.sh pause | resume      SIGSTOP / SIGCONT every lane (tests, timings)
-#   bash scripts/lanes.sh harvest             copy the lanes' new records into results/
-#   bash scripts/lanes.sh stop                SIGTERM every lane: its run ends KILLED
+#   bash scripts/lanes.sh status              each lane's state and last line
+#   bash scripts/lanes.sh pause | continue    SIGSTOP / SIGCONT every lane (tests, timings)
+#   bash scripts/lanes.sh harvest [--force]   copy the lanes' new records into results/ (a
+#                                             record that differs from this checkout's is
+#                                             reported, copied only with --force)
+#   bash scripts/lanes.sh stop                SIGTERM every lane: its run ends KILLED, and
+#                                             `resume` leaves it stopped
 #
 # Why clones: a record names the commit and whether src/ differed from it, and this checkout
 # changes while you work; each lane also builds into its own artifacts/ and MLflow store.
 # A second set of lanes for other studies (the real-language ones, say) needs its own LANES_DIR.
 # Lanes live in LANES_DIR (default: lanes/ beside this checkout): laneK/ (the clone, with its
-# .venv), laneK.log, laneK.session. Harvest and commit before the session stops: a new
-# checkout has only what was committed.
+# .venv), laneK.command (what it runs), laneK.host, laneK.session, laneK.log, laneK.exit (its
+# command ended by itself: the status), laneK.stopped (by `stop`). results/lanes.tsv here
+# lists the lanes not finished (number, host, start, last checkpoint, command): committed with
+# the records, it tells a new machine's `resume` what its lost lanes ran. Harvest and commit
+# before the session stops: a new checkout has only what was committed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${LANES_DIR:-$(dirname "$root")/lanes}"
 action="${1:-}"
 
-sessions() {  # the process sessions of the started lanes
+manifest="$root/results/lanes.tsv"
+
+lanes() {  # the numbers of the lanes with a command, in order
+  local file
+  for file in "$dir"/lane*.command; do
+    [ -f "$file" ] || continue
+    file="${file##*/lane}"
+    echo "${file%.command}"
+  done | sort -n
+}
+
+alive() {  # whether lane $1's process session still has a process
+  local sid
+  sid="$(cat "$dir/lane$1.session" 2>/dev/null || true)"
+  [ -n "$sid" ] && pgrep -s "$sid" >/dev/null
+}
+
+sessions() {  # the process sessions of the started lanes (lanes started before laneK.command too)
   cat "$dir"/lane*.session 2>/dev/null || true
 }
 
@@ -42,20 +73,164 @@ signal() {  # signal every lane's process session
   for sid in $(sessions); do pkill "-$1" -s "$sid" 2>/dev/null || true; done
 }
 
-harvest() {  # copy every lane's new or changed records into this checkout's results/
-  local lane path copied=0
+checkpoint_of() {  # lane $1's latest checkpoint: "MODEL step S/T", or nothing
+  local found step total
+  found="$(find "$dir/lane$1/artifacts/checkpoints" -name progress.json -printf '%T@ %p\n' \
+    2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)"
+  [ -n "$found" ] || return 0
+  step="$(sed -n 's/.*"step": *\([0-9]*\).*/\1/p' "$found")"
+  total="$(sed -n 's/.*"total_steps": *\([0-9]*\).*/\1/p' "$found")"
+  found="${found#"$dir/lane$1/artifacts/checkpoints/"}"
+  echo "${found%/*/*/progress.json} step $step/${total:-?}"
+}
+
+write_manifest() {  # results/lanes.tsv: the lanes not finished, for a new machine's resume
+  local k text=""
+  for k in $(lanes); do
+    [ -f "$dir/lane$k.exit" ] || [ -f "$dir/lane$k.stopped" ] && continue
+    text+="$k	$(cat "$dir/lane$k.host" 2>/dev/null || true)	$(cat "$dir/lane$k.since" 2>/dev/null || true)	$(checkpoint_of "$k")	$(cat "$dir/lane$k.command")"$'\n'
+  done
+  if [ -z "$text" ]; then
+    rm -f "$manifest"
+  elif [ "$(cat "$manifest" 2>/dev/null)"$'\n' != "$text" ]; then
+    mkdir -p "$(dirname "$manifest")"
+    printf '%s' "$text" > "$manifest"
+  fi
+}
+
+start_lane() {  # start lane $1's command in its clone; its state in LANES_DIR
+  local k=$1 started
+  rm -f "$dir/lane$k.exit" "$dir/lane$k.stopped"
+  hostname > "$dir/lane$k.host"
+  date -u +%FT%TZ > "$dir/lane$k.since"
+  # the exit status is written only when the command ends by itself: a session's stop
+  # (SIGTERM, SIGKILL of the whole process group) ends this shell first
+  started="$(cd "$dir/lane$k" && bash scripts/background.sh "$dir/lane$k.log" bash -c \
+    'bash -c "$1"; echo $? > "$2"' lane "$(cat "$dir/lane$k.command")" "$dir/lane$k.exit")"
+  echo "$started" | sed -n 's/.*session \([0-9]*\):.*/\1/p' > "$dir/lane$k.session"
+}
+
+setup_lane() {  # clone this checkout into lane $1 (or reset its clone to it), in the background
+  local lane="$dir/lane$1"
+  if [ -d "$lane/.git" ]; then
+    git -C "$lane" fetch -q "$root" HEAD && git -C "$lane" reset -q --hard FETCH_HEAD
+  else
+    rm -rf "$lane"
+    git clone -q "$root" "$lane"
+  fi
+  (cd "$lane" && bash scripts/setup.sh > "$dir/setup$1.log" 2>&1) &
+}
+
+release() {  # drop host $2's bookings from lane $1's ledger: its own, those not in its
+  # commit's ledger (a restart in its clone), or ($3 = lost: a machine that is gone) all of
+  # them, and here too
+  local lane="$dir/lane$1" committed
+  committed="$(mktemp)"
+  [ "${3:-}" = lost ] || git -C "$lane" show HEAD:results/ledger.csv > "$committed" 2>/dev/null \
+    || : > "$committed"
+  (cd "$lane" && .venv/bin/python -m multilab.studies.ledger release results "$2" "$committed") \
+    | sed "s/^/lane $1: /" || echo "lane $1: its bookings by $2 not released" >&2
+  if [ "${3:-}" = lost ]; then
+    (cd "$root" && .venv/bin/python -m multilab.studies.ledger release results "$2") \
+      | sed "s/^/this checkout: /" || echo "this checkout: bookings by $2 not released" >&2
+  fi
+  rm -f "$committed"
+}
+
+resume() {  # restart what a session's stop ended (see the top)
+  local k host since lost line setups=()
+  mkdir -p "$dir"
+  if [ -f "$manifest" ]; then  # a new machine: the lanes the last commit says were running
+    while IFS=$'\t' read -r k host since lost line; do
+      [ -n "$k" ] && [ ! -f "$dir/lane$k.command" ] || continue
+      echo "$line" > "$dir/lane$k.command"
+      echo "$host" > "$dir/lane$k.host"
+      echo "$since" > "$dir/lane$k.since"
+      echo "$lost" > "$dir/lane$k.lost"
+    done < "$manifest"
+  fi
+  [ -n "$(lanes)" ] || { echo "lanes.sh resume: no lanes in $dir (start some: bash scripts/lanes.sh start)" >&2; exit 0; }
+  harvest || true  # a record it will not copy is said; the clones are not reset
+  for k in $(lanes); do
+    line="$(cat "$dir/lane$k.command")"
+    if [ -f "$dir/lane$k.exit" ]; then
+      echo "lane $k: finished (exit $(cat "$dir/lane$k.exit")), not restarted: $line"
+    elif [ -f "$dir/lane$k.stopped" ]; then
+      echo "lane $k: stopped by lanes.sh stop, not restarted: $line"
+    elif alive "$k"; then
+      echo "lane $k: running, left alone"
+    elif [ -d "$dir/lane$k/.git" ] && [ -x "$dir/lane$k/.venv/bin/python" ]; then
+      release "$k" "$(cat "$dir/lane$k.host" 2>/dev/null || hostname)"
+      lost="$(checkpoint_of "$k")"
+      start_lane "$k"
+      echo "lane $k: resumed in its clone${lost:+ (its last checkpoint: $lost)}: $line"
+    else
+      host="$(cat "$dir/lane$k.host" 2>/dev/null || echo '?')"
+      lost="$(cat "$dir/lane$k.lost" 2>/dev/null || true)"
+      echo "lane $k: LOST: its clone $dir/lane$k is gone (started on $host$(
+        [ -f "$dir/lane$k.since" ] && echo " at $(cat "$dir/lane$k.since")")); lost: its" \
+        "checkpoints${lost:+ (the last: $lost)} and its records not harvested; its command" \
+        "starts again from step 0 in a new clone: $line"
+      setups+=("$k")
+      setup_lane "$k"
+    fi
+  done
+  if [ ${#setups[@]} -gt 0 ]; then
+    wait || { echo "lanes.sh: a lane's set-up failed (see $dir/setup*.log)" >&2; exit 1; }
+    for k in "${setups[@]}"; do
+      host="$(cat "$dir/lane$k.host" 2>/dev/null || true)"
+      # that machine is gone: its bookings can never be released by their processes
+      [ -n "$host" ] && [ "$host" != "$(hostname)" ] && release "$k" "$host" lost
+      rm -f "$dir/lane$k.lost"
+      start_lane "$k"
+    done
+  fi
+  write_manifest
+}
+
+harvest() {  # copy every lane's new records into this checkout's results/ (see the top)
+  local force="${1:-}" lane entry status path source target copied=0 refused=0 results
+  results="$(realpath -m "$root/results")"
   for lane in "$dir"/lane*/; do
     [ -d "$lane/results" ] || continue
-    while IFS= read -r path; do
-      case "$path" in results/ledger.csv|results/.*) continue ;; esac
-      cmp -s "$lane/$path" "$root/$path" && continue  # here already (an earlier harvest)
-      mkdir -p "$root/$(dirname "$path")"
-      cp "$lane/$path" "$root/$path"
+    while IFS= read -r -d '' entry; do
+      status="${entry:0:2}"
+      path="${entry:3}"
+      case "$status" in R*|C*) IFS= read -r -d '' _ || true ;; esac  # a rename's old name
+      case "$path" in results/ledger.csv|results/lanes.tsv|results/.*|*/.*) continue ;; esac
+      source="$lane$path"
+      target="$root/$path"
+      case "/$path/" in
+        */../*|*/./*) echo "lanes.sh harvest: skipped $path: not a plain path" >&2; continue ;;
+      esac
+      case "$(realpath -m "$target")" in
+        "$results"/*) ;;
+        *) echo "lanes.sh harvest: skipped $path: outside results/" >&2; continue ;;
+      esac
+      if [ ! -e "$source" ] && [ ! -L "$source" ]; then
+        continue  # deleted in the lane: nothing to copy (this checkout's stays)
+      fi
+      if [ -L "$source" ] || [ ! -f "$source" ]; then
+        echo "lanes.sh harvest: skipped $path in $lane: not a plain file" >&2
+        continue
+      fi
+      cmp -s "$source" "$target" && continue  # here already (an earlier harvest)
+      if [ -e "$target" ] && [ "$force" != --force ]; then
+        echo "lanes.sh harvest: NOT copied $path: it differs from this checkout's (the lane" \
+          "$(basename "$lane") edited it; compare them, then harvest --force to take the" \
+          "lane's)" >&2
+        refused=$((refused + 1))
+        continue
+      fi
+      mkdir -p "$(dirname "$target")"
+      cp -- "$source" "$target"
       echo "$path"
       copied=$((copied + 1))
-    done < <(git -C "$lane" status --porcelain --untracked-files=all -- results | cut -c4-)
+    done < <(git -C "$lane" status --porcelain -z --untracked-files=all -- results)
   done
-  echo "harvested $copied file(s); then: multilab study report --all, and commit" >&2
+  echo "harvested $copied file(s)$([ "$refused" -gt 0 ] && echo ", $refused not (above)");" \
+    "then: multilab study report --all, and commit" >&2
+  if [ "$refused" -gt 0 ]; then return 3; fi
 }
 
 case "$action" in
@@ -75,48 +250,57 @@ case "$action" in
     [ -x "$root/.venv/bin/multilab" ] || { echo "lanes.sh: set up first (bash scripts/setup.sh)" >&2; exit 2; }
     git -C "$root" diff --quiet HEAD -- src studies params.yaml \
       || echo "lanes.sh: uncommitted changes to src/, studies/ or params.yaml are not in the lanes (they run HEAD)" >&2
-    harvest  # what earlier lanes left: the plan reads it, and their clones are reset below
+    # what earlier lanes left: the plan reads it, and their clones are reset below
+    harvest || { echo "lanes.sh: not started: resetting the clones would lose the records above" >&2; exit 3; }
     if [ "$action" = start ]; then
-      plan="$(cd "$root" && .venv/bin/multilab study next "$@" --lanes "$lanes" --hours "$hours" --shell)"
-      [ -n "$plan" ] || { echo "lanes.sh: nothing fits in $hours h" >&2; exit 0; }
-    else
-      plan="$(printf '%s\n' "$@")"
+      plan="$(cd "$root" && .venv/bin/multilab study next "$@" --lanes "$lanes" --hours "$hours" --lanes-dir "$dir" --shell)"
+      [ -n "$plan" ] || { echo "lanes.sh: nothing to train in $hours h" >&2; exit 0; }
+    else  # the lanes' checkpoint interval, as the plan's commands have it
+      plan="$(cd "$root" && .venv/bin/python -c 'from multilab.studies.lanes import lane_command; import sys; print("\n".join(map(lane_command, sys.argv[1:])))' "$@")"
     fi
     mkdir -p "$dir"
-    rm -f "$dir"/lane*.session
+    rm -f "$dir"/lane*.session "$dir"/lane*.command "$dir"/lane*.exit "$dir"/lane*.stopped \
+      "$dir"/lane*.host "$dir"/lane*.since "$dir"/lane*.lost
     number=0
     while IFS= read -r line; do
       number=$((number + 1))
-      lane="$dir/lane$number"
-      if [ -d "$lane/.git" ]; then
-        git -C "$lane" fetch -q "$root" HEAD && git -C "$lane" reset -q --hard FETCH_HEAD
-      else
-        git clone -q "$root" "$lane"
-      fi
-      (cd "$lane" && bash scripts/setup.sh > "$dir/setup$number.log" 2>&1) &
+      [ -n "$line" ] || continue  # a lane the plan leaves empty keeps its number
+      printf '%s\n' "$line" > "$dir/lane$number.command"
+      setup_lane "$number"
     done <<< "$plan"
     wait || { echo "lanes.sh: a lane's set-up failed (see $dir/setup*.log)" >&2; exit 1; }
-    number=0
-    while IFS= read -r line; do
-      number=$((number + 1))
-      started="$(cd "$dir/lane$number" && bash scripts/background.sh "$dir/lane$number.log" bash -c "$line")"
-      echo "$started" | sed -n 's/.*session \([0-9]*\):.*/\1/p' > "$dir/lane$number.session"
-      echo "lane $number: $line"
-    done <<< "$plan"
-    echo "logs: $dir/lane*.log; pause for tests: bash scripts/lanes.sh pause"
+    for k in $(lanes); do
+      start_lane "$k"
+      echo "lane $k: $(cat "$dir/lane$k.command")"
+    done
+    write_manifest
+    echo "logs: $dir/lane*.log; pause for tests: bash scripts/lanes.sh pause; next session: bash scripts/lanes.sh resume"
     ;;
+  resume) resume ;;
   status)
     for log in "$dir"/lane*.log; do
       [ -f "$log" ] || continue
-      echo "$(basename "$log" .log): $(tail -c 400 "$log" | tr '\r' '\n' | grep -v '^$' | tail -n 1)"
+      k="$(basename "$log" .log)"
+      k="${k#lane}"
+      state=""
+      if [ -f "$dir/lane$k.exit" ]; then state="finished (exit $(cat "$dir/lane$k.exit")): "
+      elif [ -f "$dir/lane$k.stopped" ]; then state="stopped: "
+      elif [ -f "$dir/lane$k.command" ]; then
+        alive "$k" && state="running: " || state="ended by a session's stop (resume restarts it): "
+      fi
+      echo "lane$k: $state$(tail -c 400 "$log" | tr '\r' '\n' | grep -v '^$' | tail -n 1)"
     done
     ;;
   pause) signal STOP ;;
-  resume) signal CONT ;;
-  stop) signal TERM; signal CONT ;;  # a paused lane gets its TERM once it runs again
-  harvest) harvest ;;
+  continue) signal CONT ;;
+  stop)
+    for k in $(lanes); do alive "$k" && touch "$dir/lane$k.stopped"; done
+    signal TERM; signal CONT  # a paused lane gets its TERM once it runs again
+    write_manifest
+    ;;
+  harvest) write_manifest; harvest "${2:-}" ;;
   *)
-    echo "usage: bash scripts/lanes.sh start [HOURS] [N] [STUDY ...] | run 'COMMAND' ... | status | pause | resume | harvest | stop" >&2
+    echo "usage: bash scripts/lanes.sh resume | start [HOURS] [N] [STUDY ...] | run 'COMMAND' ... | status | pause | continue | harvest [--force] | stop" >&2
     exit 2
     ;;
 esac

@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from multilab.cli import main
-from multilab.studies.lanes import BESIDE_ANOTHER_LANE, measure_seconds, pack_lanes
+from multilab.studies.lanes import (
+    BESIDE_ANOTHER_LANE,
+    LANE_CHECKPOINT_EVERY,
+    LaneCheckpoint,
+    lane_checkpoints,
+    lane_command,
+    lane_lines,
+    measure_seconds,
+    pack_lanes,
+)
 from multilab.studies.planning import ClaimPlan
 from multilab.studies.records import Record
 
@@ -34,8 +43,10 @@ def test_whole_run_sets_first_then_single_models_where_they_fit() -> None:
     assert [[job.model for job in lane.jobs] for lane in lanes] == [
         [("a/small", 1), ("a/mid", 1)], [("a/small", 2), ("a/mid", 2)]]
     assert [lane.seconds for lane in lanes] == pytest.approx([3600.0, 3600.0])  # 25 + 35 min
-    assert lanes[0].shell() == ("multilab study run a --rows small --seeds 1; "
-                                "multilab study run a --rows mid --seeds 1")
+    every = f"--set=train.checkpoint_every={LANE_CHECKPOINT_EVERY}"
+    assert lanes[0].shell() == (f"multilab {every} study run a --rows small --seeds 1; "
+                                f"multilab {every} study run a --rows mid --seeds 1")
+    assert not any(job.spans for lane in lanes for job in lane.jobs)  # span: off by default
     # a longer session: 'slow' fits too, and nothing the GPU needs is planned
     longer = pack_lanes(plans, prices, {"a": 5 * 60.0}, lanes=2, hours=2.0)
     planned = {job.model for lane in longer for job in lane.jobs}
@@ -45,6 +56,74 @@ def test_whole_run_sets_first_then_single_models_where_they_fit() -> None:
     pair = [_plan("pair", "a", ("big", 1), ("big", 2))]
     single = pack_lanes(pair, prices, {"a": 5 * 60.0}, lanes=1, hours=1.0)
     assert [job.model for job in single[0].jobs] == [("a/big", 1)]
+
+
+def test_runs_that_outlive_the_hours_span_sessions_a_checkpoint_on_its_lane() -> None:
+    """With ``span``, a lane with time left takes one model that does not finish (marked,
+    priced at its whole time; the emptiest lane first); a model lane 2's clone has a
+    checkpoint of at step 3,000 of 12,000 costs three quarters of its time, goes on lane 2
+    and before any other spanning model."""
+    minutes = 60 / BESIDE_ANOTHER_LANE
+    plans = [_plan("cheap", "a", ("small", 1)),
+             _plan("long", "a", ("paper", 1), ("paper", 2), ("paper", 3))]
+    prices = {("a", "small"): 20 * minutes, ("a", "paper"): 300 * minutes}
+    packed = pack_lanes(plans, prices, {"a": 0.0}, lanes=2, hours=1.0, span=True)
+    assert [[(job.model, job.spans) for job in lane.jobs] for lane in packed] == [
+        [(("a/small", 1), False), (("a/paper", 2), True)], [(("a/paper", 1), True)]]
+    assert packed[0].seconds == pytest.approx((20 + 300) * 60)
+    checkpoint = LaneCheckpoint(2, 3000, 12000, Path("ckpt"))
+    packed = pack_lanes(plans, prices, {"a": 0.0}, lanes=2, hours=1.0, span=True,
+                        checkpoints={("a", "paper", 3): checkpoint})
+    assert [[job.model for job in lane.jobs] for lane in packed] == [
+        [("a/small", 1), ("a/paper", 1)], [("a/paper", 3)]]
+    assert packed[1].jobs[0].seconds == pytest.approx(225 * 60)  # 3/4 of 300 min
+    lines = lane_lines(packed, 1.0)
+    assert lines[0] == ("lane 1: ≈ 1.0 of 1 h, then ≈ 4.3 h more in later sessions "
+                        "(bash scripts/lanes.sh resume)")
+    assert "from step 3,000/12,000 (lane 2's checkpoint); spans sessions" in "\n".join(lines)
+
+
+def test_lane_commands_checkpoint_every_lane_checkpoint_every_steps() -> None:
+    """Every ``multilab`` of a lane's line gets the lanes' checkpoint interval, unless the
+    line sets one; other commands are left alone."""
+    every = f"--set=train.checkpoint_every={LANE_CHECKPOINT_EVERY}"
+    assert lane_command("multilab study run a; echo multilab x && multilab train") == (
+        f"multilab {every} study run a; echo multilab x && multilab {every} train")
+    kept = "multilab --set train.checkpoint_every=7 study run a"
+    assert lane_command(kept) == kept
+
+
+def test_a_lane_checkpoint_is_found_with_its_progress(tmp_path: Path) -> None:
+    """A checkpoint under lane 2's clone, where ``study run`` trains the row's model, with
+    its ``progress.json``: found, the latest of its folder; one without it is not read."""
+    import json
+
+    from multilab.studies.spec import Row
+
+    row = Row("original", "original", None, {})
+
+    class Study:  # what lane_checkpoints reads of a study and its result
+        name = "toy"
+        rows = (row,)
+
+        @staticmethod
+        def seeds_of(_row):
+            return [43]
+
+    class Result:
+        study = Study
+
+    area = (tmp_path / "lane2" / "artifacts" / "checkpoints" / "studies" / "toy" / "models"
+            / "original" / "seed43" / "f1")
+    for step in (50, 100):
+        (area / f"checkpoint-{step}").mkdir(parents=True)
+    (area / "checkpoint-100" / "progress.json").write_text(json.dumps(
+        {"step": 100, "total_steps": 400, "fingerprint": "f1", "step_seconds": 9.0}))
+    found = lane_checkpoints(tmp_path, [Result])
+    assert list(found) == [("toy", "original", 43)]
+    assert found["toy", "original", 43].lane == 2 and found["toy", "original", 43].left == 0.75
+    (area / "checkpoint-100" / "progress.json").unlink()
+    assert lane_checkpoints(tmp_path, [Result]) == {}
 
 
 def test_a_model_two_studies_read_runs_in_one_lane_trained_once() -> None:
@@ -89,9 +168,9 @@ def test_measurement_time_is_read_from_the_records(tmp_path: Path) -> None:
 
 
 def test_study_next_lanes_on_the_committed_studies(capsys) -> None:
-    """The committed studies packed into two lanes: every lane within its hours, each with
-    the command that starts it; --shell gives one command line a lane; bad numbers are one
-    line, exit 2."""
+    """The committed studies packed into two lanes: every lane within its hours (and what
+    spans sessions said after them), each with the command that starts it; --shell gives
+    one command line a lane; bad numbers are one line, exit 2."""
     assert main(["study", "next", "--lanes", "2", "--hours", "3"]) == 0
     out = capsys.readouterr().out
     lanes = [line for line in out.splitlines() if line.startswith("lane ")]
@@ -102,7 +181,8 @@ def test_study_next_lanes_on_the_committed_studies(capsys) -> None:
     assert "bash scripts/background.sh lane1.log bash -c " in out
     assert main(["study", "next", "--lanes", "2", "--hours", "3", "--shell"]) == 0
     shell = capsys.readouterr().out.splitlines()
-    assert 1 <= len(shell) <= 2 and all(line.startswith("multilab study run ") for line in shell)
+    every = f"multilab --set=train.checkpoint_every={LANE_CHECKPOINT_EVERY} study run "
+    assert 1 <= len(shell) <= 2 and all(line.startswith(every) for line in shell if line)
     assert main(["study", "next", "--lanes", "0"]) == 2
     assert "--lanes 0: must be >= 1" in capsys.readouterr().err
     assert main(["study", "next", "--hours", "-1"]) == 2

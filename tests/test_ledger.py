@@ -117,3 +117,22 @@ def test_a_row_with_a_script_is_run_by_it_for_each_missing_seed(tmp_path: Path) 
     with pytest.raises(UserError, match=re.escape("script 'run.sh': a command with {seed} in")):
         load_study(_spec(tmp_path, rows=[{"modification": "original", "script": "run.sh"}]),
                    CLAIMS)
+
+
+def test_a_stopped_lanes_bookings_are_released_but_the_committed_ones(tmp_path: Path) -> None:
+    """Before a lane restarts, its host's bookings go (its processes are all gone, a
+    recycled pid would make one look live), except those its commit's ledger has; other
+    hosts' stay."""
+    results = tmp_path / "results"
+    here = socket.gethostname()
+    committed = ledger.Booking("s", "kept", 1, f"{here} pid 1", "2026-12-01T00:00:00+00:00")
+    ledger._write(results, [
+        committed,
+        ledger.Booking("s", "mine", 1, f"{here} pid {os.getpid()}", "2026-12-01T00:00:00+00:00"),
+        ledger.Booking("s", "other", 1, "elsewhere pid 5", "2026-12-01T00:00:00+00:00")])
+    keep = tmp_path / "committed.csv"
+    keep.write_text(f"study,row,seed,by,since\ns,kept,1,{here} pid 1,{committed.since}\n")
+    assert ledger.main(["release", str(results), here, str(keep)]) == 0
+    assert [b.row for b in ledger.read_ledger(results)] == ["kept", "other"]
+    assert [b.row for b in ledger.release_host(results, "elsewhere")] == ["other"]
+    assert ledger.main(["release"]) == 2

@@ -247,6 +247,18 @@ def test_half_written_checkpoint_is_ignored(project: Config, tmp_path: Path, cap
     assert run_statuses(config_of(settings)) == ["FINISHED"]
 
 
+def test_a_checkpoint_says_its_progress_without_torch(project: Config, tmp_path: Path) -> None:
+    """``progress.json`` beside ``state.pt``: the step, the run's steps, its seconds so far
+    (what ``study next --lanes`` reads of a lane's stopped training)."""
+    from multilab.training.checkpoints import read_progress
+
+    _, _, area = _stopped_at_two(project, tmp_path)
+    progress = read_progress(area / f"{CHECKPOINT_PREFIX}2")
+    assert progress is not None and progress["step"] == 2 and progress["total_steps"] == 4
+    assert progress["step_seconds"] > 0 and progress["fingerprint"] == area.name
+    assert read_progress(area) is None  # no progress.json: an older checkpoint
+
+
 def test_damaged_checkpoint_is_one_clear_error(project: Config, tmp_path: Path, capsys
                                                ) -> None:
     """A complete checkpoint that cannot be read stops the run: skipping it would silently

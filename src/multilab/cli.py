@@ -591,7 +591,8 @@ def cmd_study(args: argparse.Namespace) -> None:
         if args.cpu:  # what a CPU can train: runs whose profile a CPU has trained before
             plans = [plan for plan in plans
                      if None not in plan.priced_models(prices).values()]
-        if args.lanes is not None or args.hours is not None or args.shell:
+        if args.lanes is not None or args.hours is not None or args.shell or args.fit or \
+                args.lanes_dir:
             print("\n".join(_lane_plan(args, plans, results, records, prices)))
             return
         print("\n".join(plan_lines(plans, prices, args.limit, lower_bound_rows(results))))
@@ -660,7 +661,7 @@ def _lane_plan(args: argparse.Namespace, plans: list, results: list, records: li
                prices: dict) -> list[str]:
     """``study next --lanes N --hours H``: the runs that fit in N background lanes of H hours,
     as lines to read, or (``--shell``) one command line per lane for scripts/lanes.sh."""
-    from multilab.studies.lanes import lane_lines, measure_seconds, pack_lanes
+    from multilab.studies.lanes import lane_checkpoints, lane_lines, measure_seconds, pack_lanes
 
     lanes = 2 if args.lanes is None else args.lanes
     hours = 2.5 if args.hours is None else args.hours
@@ -671,9 +672,14 @@ def _lane_plan(args: argparse.Namespace, plans: list, results: list, records: li
     # lanes rely on measured prices only, not on a profile's or another unit's lower bound
     measured = {(result.study.name, row.label): result.measured_seconds(row.label)
                 for result in results for row in result.study.rows}
-    packed = pack_lanes(plans, measured, measure_seconds(records), lanes, hours)
-    if args.shell:
-        return [lane.shell() for lane in packed if lane.jobs]
+    checkpoints = lane_checkpoints(Path(args.lanes_dir), results) if args.lanes_dir else {}
+    packed = pack_lanes(plans, measured, measure_seconds(records), lanes, hours,
+                        span=not args.fit, checkpoints=checkpoints)
+    if args.shell:  # lane K on line K (a checkpoint's lane is its clone): empty lines kept
+        lines = [lane.shell() for lane in packed]
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
     # rows a CPU could train whose time no record measures: they wait for a measurement
     bounded = sorted({f"{plan.study} {label}" for plan in plans for label, _ in plan.runs
                       if measured.get((plan.study, label)) is None
@@ -1122,9 +1128,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lanes", type=int, help="next: pack the runs into N background lanes "
                    "(one thread each) of --hours each, in the order to train (default 2)")
     p.add_argument("--hours", type=float, help="next: the hours a lane has (default 2.5): "
-                   "only runs whose model is estimated to finish in them")
+                   "the runs whose model is estimated to finish in them, then one a lane that "
+                   "does not (spanning sessions; --fit: none)")
     p.add_argument("--shell", action="store_true",
                    help="next --lanes: one shell command line per lane (scripts/lanes.sh)")
+    p.add_argument("--fit", action="store_true",
+                   help="next --lanes: only models that finish in --hours (default: each lane "
+                        "with time left also takes one that spans sessions, resumed from its "
+                        "checkpoints by `bash scripts/lanes.sh resume`)")
+    p.add_argument("--lanes-dir", help="next --lanes: the lanes' folder (LANES_DIR): a model "
+                   "a lane's clone has a checkpoint of is planned on that lane, priced by its "
+                   "remaining steps")
     p.add_argument("--cpu", action="store_true",
                    help="next: only runs with a CPU price (their profile has trained on a CPU; "
                         "the paper's budget is a GPU's)")

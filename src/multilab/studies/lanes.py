@@ -13,15 +13,24 @@ A model's wall time is estimated from the records: its row's CPU training price 
 records measure it (:meth:`~multilab.studies.tables.StudyResult.measured_seconds`, the
 fastest training on record; never a lower bound) times :data:`BESIDE_ANOTHER_LANE`, plus
 its study's measurement time (:func:`measure_seconds`).
+
+Lanes outlive a session (``bash scripts/lanes.sh resume`` restarts a stopped lane where it
+stopped): every lane's ``multilab`` commands checkpoint every :data:`LANE_CHECKPOINT_EVERY`
+steps, and with ``span`` each lane that has time left after the models that finish takes one
+more that does not, *spanning sessions*: it goes on in the next session from its last
+checkpoint. A model a lane's clone has a checkpoint of (:func:`lane_checkpoints`) is priced
+by its remaining steps and planned on that lane, where its checkpoint is.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from multilab.studies.planning import ClaimPlan, run_command, schedule
 from multilab.studies.records import Record
@@ -34,6 +43,79 @@ BESIDE_ANOTHER_LANE = 1.15
 #: the measurement time of a study without one on record (the median over the lab's studies
 #: in 2026-12: 5-6 min; evaluation, the downstream fine-tune, MRR)
 DEFAULT_MEASURE_SECONDS = 360.0
+#: a lane's trainings checkpoint every this many steps (``train.checkpoint_every``, which
+#: changes neither the fingerprint nor the weights: a resume is exact at any step), so that a
+#: session's stop loses minutes of a model, not hours. By steps, not by the clock: where a
+#: training checkpoints is then the same in every run of a command. 50 steps are 1.3 min of
+#: the paper profile's step beside another lane (1.35 s alone, one piece a step; 13,524 steps,
+#: ≈ 5.8 h) and 5.6 min of the slowest CPU step on record (6.7 s, the quick profile on a
+#: loaded machine); a BERT-small checkpoint (≈ 12 MB with AdamW's moments) takes well under a
+#: second to write, under 1 % of the time between two. A model whose step takes over 12 s on
+#: a CPU (none on record: BERT-base rows train on a GPU) checkpoints less often than every
+#: 10 minutes.
+LANE_CHECKPOINT_EVERY = 50
+
+_MULTILAB = re.compile(r"(^|[;&|]\s*)multilab (?!.*checkpoint_every)")
+
+
+def lane_command(line: str, every: int = LANE_CHECKPOINT_EVERY) -> str:
+    """A lane's shell line with ``--set=train.checkpoint_every=every`` after each command's
+    ``multilab`` (a line that sets it already is left as it is)."""
+    return _MULTILAB.sub(lambda m: f"{m.group(1)}multilab --set=train.checkpoint_every="
+                                   f"{every} ", line)
+
+
+@dataclass(frozen=True)
+class LaneCheckpoint:
+    """A model's latest checkpoint in a lane's clone: what a resume would start from."""
+
+    lane: int
+    step: int
+    total_steps: int | None
+    path: Path
+
+    @property
+    def left(self) -> float:
+        """The share of the training still to do (1.0: unknown, an older checkpoint)."""
+        if not self.total_steps:
+            return 1.0
+        return max(0.0, 1 - self.step / self.total_steps)
+
+
+def lane_checkpoints(lanes_dir: Path, results: Sequence) -> dict[tuple[str, str, int],
+                                                                  LaneCheckpoint]:
+    """(study, row label, seed) → the latest checkpoint of its model in a lane's clone
+    (``LANES_DIR/laneK/artifacts/checkpoints/…``, with its ``progress.json``), if any."""
+    from multilab.studies.runner import Step, study_model_dir
+    from multilab.training.checkpoints import read_progress
+    from multilab.training.model_dir import CHECKPOINTS, latest_checkpoint
+
+    clones = sorted((int(m.group(1)), path) for path in lanes_dir.glob("lane*")
+                    if path.is_dir() and (m := re.fullmatch(r"lane(\d+)", path.name)))
+    found: dict[tuple[str, str, int], LaneCheckpoint] = {}
+    if not clones:
+        return found
+    for result in results:
+        study = result.study
+        for row in study.rows:
+            if row.static or row.script is not None:
+                continue
+            for seed in study.seeds_of(row):
+                relative = study_model_dir(study, Path(), Step(row, seed)).relative_to(
+                    "artifacts")
+                for number, clone in clones:
+                    home = clone / "artifacts" / CHECKPOINTS / relative
+                    for area in home.glob("*") if home.is_dir() else ():
+                        latest = latest_checkpoint(area)
+                        progress = read_progress(latest) if latest else None
+                        if latest is None or progress is None:
+                            continue
+                        here = LaneCheckpoint(number, int(progress["step"]),
+                                              progress.get("total_steps"), latest)
+                        key = (study.name, row.label, seed)
+                        if key not in found or here.step > found[key].step:
+                            found[key] = here
+    return found
 
 
 def measure_seconds(records: Iterable[Record]) -> dict[str, float]:
@@ -70,6 +152,10 @@ class Job:
     runs: list[tuple[str, str, int, bool]]
     seconds: float
     claims: list[str] = field(default_factory=list)
+    #: the checkpoint in a lane it resumes from (its seconds are the remaining steps')
+    checkpoint: LaneCheckpoint | None = None
+    #: it does not finish in the hours planned: it goes on in the next sessions
+    spans: bool = False
 
     def commands(self) -> list[str]:
         """One ``study run`` a run: the first trains the model, the rest measure it."""
@@ -90,7 +176,8 @@ class Lane:
     def shell(self) -> str:
         """The lane as one shell command line: each run in turn, the next also after a failure
         (``study run`` releases its booking and leaves no half-written record)."""
-        return "; ".join(command for job in self.jobs for command in job.commands())
+        return lane_command("; ".join(command for job in self.jobs
+                                      for command in job.commands()))
 
 
 def _jobs_of(plans: Sequence[ClaimPlan], models: frozenset[tuple[str, int]]
@@ -107,10 +194,16 @@ def _jobs_of(plans: Sequence[ClaimPlan], models: frozenset[tuple[str, int]]
 
 
 def pack_lanes(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str], float | None],
-               measure: Mapping[str, float], lanes: int, hours: float) -> list[Lane]:
+               measure: Mapping[str, float], lanes: int, hours: float, *, span: bool = False,
+               checkpoints: Mapping[tuple[str, str, int], LaneCheckpoint] | None = None
+               ) -> list[Lane]:
     """The schedule's models packed into ``lanes`` lanes of ``hours`` each: whole run sets in
     schedule order while they fit (each model on the lane that is free soonest), then single
-    models of the sets that did not fit. Models without a CPU price are left out."""
+    models of the sets that did not fit. Models without a CPU price are left out. ``span``:
+    then each lane with time left takes one model that does not finish in it (a model with a
+    checkpoint first), marked :attr:`Job.spans`. A model with one of ``checkpoints`` costs
+    its remaining steps and goes on its checkpoint's lane."""
+    checkpoints = checkpoints or {}
     budget = hours * 3600
     packed = [Lane() for _ in range(lanes)]
     placed: dict[tuple[str, int], Job] = {}
@@ -118,15 +211,26 @@ def pack_lanes(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
 
     def cost(runs: list[tuple[str, str, int, bool]], model_price: float) -> float:
         studies = {study for study, *_ in runs}
-        return model_price * BESIDE_ANOTHER_LANE + sum(
+        left = checkpoint.left if (checkpoint := checkpoint_of(runs)) else 1.0
+        return model_price * BESIDE_ANOTHER_LANE * left + sum(
             measure.get(study, DEFAULT_MEASURE_SECONDS) for study in studies)
+
+    def checkpoint_of(runs: list[tuple[str, str, int, bool]]) -> LaneCheckpoint | None:
+        study, label, seed, _ = runs[0]  # the run that trains the model
+        return checkpoints.get((study, label, seed))
+
+    def lane_of(job: Job, load: Mapping[int, float]) -> Lane:
+        """The job's checkpoint's lane, else the one free soonest."""
+        if job.checkpoint is not None and job.checkpoint.lane <= lanes:
+            return packed[job.checkpoint.lane - 1]
+        return min(packed, key=lambda lane: load[id(lane)])
 
     def fit(jobs: Sequence[Job]) -> list[tuple[Job, Lane]] | None:
         """Each job and its lane (longest first onto the emptiest lane), or None."""
         load = {id(lane): lane.seconds for lane in packed}
         where: list[tuple[Job, Lane]] = []
-        for job in sorted(jobs, key=lambda j: -j.seconds):
-            lane = min(packed, key=lambda lane: load[id(lane)])
+        for job in sorted(jobs, key=lambda j: (j.checkpoint is None, -j.seconds)):
+            lane = lane_of(job, load)
             if load[id(lane)] + job.seconds > budget:
                 return None
             load[id(lane)] += job.seconds
@@ -141,7 +245,8 @@ def pack_lanes(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
                   for model, model_runs in runs.items()}
         if None in prices.values():
             continue  # a model no CPU has a price for: a GPU's
-        jobs = [Job(model, model_runs, cost(model_runs, prices[model] or 0.0), list(claims))
+        jobs = [Job(model, model_runs, cost(model_runs, prices[model] or 0.0), list(claims),
+                    checkpoint_of(model_runs))
                 for model, model_runs in runs.items()]
         where = fit(jobs)
         if where is None:
@@ -164,7 +269,30 @@ def pack_lanes(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
         if (where := fit([job])) is not None:
             where[0][1].jobs.append(job)
             placed[job.model] = job
+    if span:
+        _add_spanning(packed, [job for job in left_over if job.model not in placed], budget)
     return packed
+
+
+def _add_spanning(packed: Sequence[Lane], waiting: Sequence[Job], budget: float) -> None:
+    """One job that does not finish in ``budget`` onto each lane with time left, in schedule
+    order (one with a checkpoint first, on its lane)."""
+    waiting = sorted(waiting, key=lambda job: job.checkpoint is None)  # stable: schedule order
+    taken: set[tuple[str, int]] = set()
+    for job in waiting:
+        if job.model in taken:
+            continue
+        if job.checkpoint is not None and job.checkpoint.lane <= len(packed):
+            free = [packed[job.checkpoint.lane - 1]]
+        else:
+            free = sorted(packed, key=lambda lane: lane.seconds)
+        lane = next((lane for lane in free if lane.seconds < budget
+                     and not any(j.spans for j in lane.jobs)), None)
+        if lane is None:
+            continue
+        job.spans = True
+        lane.jobs.append(job)
+        taken.add(job.model)
 
 
 def _model_price(runs: list[tuple[str, str, int, bool]],
@@ -178,13 +306,31 @@ def lane_lines(packed: Sequence[Lane], hours: float) -> list[str]:
     """What each lane runs, its estimated minutes and the claims it serves, and the command
     that starts it in the background (scripts/lanes.sh starts them all in clones)."""
     lines = []
+    budget = hours * 3600
     for number, lane in enumerate(packed, 1):
-        lines.append(f"lane {number}: ≈ {lane.seconds / 3600:.1f} of {hours:g} h")
+        head = f"lane {number}: ≈ {min(lane.seconds, budget) / 3600:.1f} of {hours:g} h"
+        if lane.seconds > budget:
+            head += (f", then ≈ {(lane.seconds - budget) / 3600:.1f} h more in later sessions "
+                     "(bash scripts/lanes.sh resume)")
+        lines.append(head)
         for job in lane.jobs:
             runs = ", ".join(f"{study} {label} s{seed}" + (" (again)" if again else "")
                              for study, label, seed, again in job.runs)
-            lines.append(f"  ≈ {job.seconds / 60:3.0f} min  {runs}  [{', '.join(job.claims)}]")
+            lines.append(f"  ≈ {job.seconds / 60:3.0f} min  {runs}  [{', '.join(job.claims)}]"
+                         + _span_note(job))
         if lane.jobs:
             lines.append(f"  bash scripts/background.sh lane{number}.log bash -c "
                          f"{shlex.quote(lane.shell())}")
     return lines
+
+
+def _span_note(job: Job) -> str:
+    """What a job's line adds: where it resumes from, and that it spans sessions."""
+    notes = []
+    if (checkpoint := job.checkpoint) is not None:
+        of = f"/{checkpoint.total_steps:,}" if checkpoint.total_steps else ""
+        notes.append(f"from step {checkpoint.step:,}{of} (lane {checkpoint.lane}'s checkpoint)")
+    if job.spans:
+        notes.append("spans sessions: the fastest training on record x "
+                     f"{BESIDE_ANOTHER_LANE:g}, plus its measurement")
+    return "  " + "; ".join(notes) if notes else ""

@@ -18,7 +18,7 @@ import csv
 import io
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -116,3 +116,44 @@ def release(results: Path, study: str, row: str, seed: int) -> None:
     with _locked(results) as bookings:
         _write(results, [b for b in bookings
                          if not (b.key == (study, row, seed) and b.by == me())])
+
+
+def release_host(results: Path, host: str, keep: Iterable[Booking] = ()) -> list[Booking]:
+    """Drop every booking by ``host`` but those of ``keep`` (the committed ledger's): a
+    stopped lane's own bookings before it is restarted, all of whose processes are gone
+    (a recycled pid would make them look live), or a lost machine's. Returns those dropped."""
+    kept_keys = {(b.key, b.by) for b in keep}
+    with _locked(results) as bookings:
+        dropped = [b for b in bookings if b.by.rpartition(" pid ")[0] == host
+                   and (b.key, b.by) not in kept_keys]
+        if dropped:
+            _write(results, [b for b in bookings if b not in dropped])
+    return dropped
+
+
+def _parse(text: str) -> list[Booking]:
+    return [Booking(row["study"], row["row"], int(row["seed"]), row["by"], row["since"])
+            for row in csv.DictReader(io.StringIO(text))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m multilab.studies.ledger release RESULTS HOST [COMMITTED]``: what
+    scripts/lanes.sh runs before restarting a lane (COMMITTED: a ledger file whose
+    bookings stay, the clone's commit's); one line per booking dropped."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) not in (3, 4) or args[0] != "release":
+        print("usage: python -m multilab.studies.ledger release RESULTS HOST [COMMITTED]",
+              file=sys.stderr)
+        return 2
+    keep = _parse(Path(args[3]).read_text(encoding="utf-8")) if len(args) == 4 and \
+        Path(args[3]).is_file() else []
+    for booking in release_host(Path(args[1]), args[2], keep):
+        print(f"released {booking.study} {booking.row} seed {booking.seed} "
+              f"(booked by {booking.by} since {booking.since})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

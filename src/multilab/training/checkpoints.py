@@ -11,6 +11,7 @@ trains a model at a time (:func:`training_lock`).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -43,6 +44,9 @@ from multilab.training.model_dir import (
 )
 
 STATE_HASH = "state.sha256"  # beside a checkpoint's state.pt
+#: beside state.pt: the step, the run's total steps and the seconds so far, as JSON (read by
+#: ``study next --lanes`` without torch: what a lane's stopped training has left to do)
+PROGRESS = "progress.json"
 
 
 TRAIN_LOCK = "train.lock"  # in the model's checkpoint folder
@@ -150,14 +154,15 @@ def _complete_checkpoint(saved: Any, checkpoint: Path) -> dict:
 
 
 def save_checkpoint(run: RunConfig, area: Path, model, optimizer, scheduler,
-                    state: TrainingState) -> None:
+                    state: TrainingState, total_steps: int | None = None) -> None:
     """Write to ``.tmp-checkpoint-N``, flush it to disk, rename: all or nothing is visible.
 
     A checkpoint is a model directory of its own (``save_pretrained`` + tokenizer: any
     intermediate model loads with ``AutoModelForMaskedLM.from_pretrained``) plus ``state.pt``
     with the weights, optimizer, scheduler and :class:`TrainingState` for an exact resume,
-    and ``state.sha256`` to recognise a damaged ``state.pt``. A stop signal that arrives
-    meanwhile is raised once the checkpoint is complete.
+    and ``state.sha256`` to recognise a damaged ``state.pt``, and ``progress.json`` (the step,
+    ``total_steps`` and the training seconds so far). A stop signal that arrives meanwhile is
+    raised once the checkpoint is complete.
     """
     with stops.deferred():  # a stop waits for the checkpoint (multilab/stops.py says why)
         final = checkpoint_dir(area, state.step)
@@ -180,11 +185,27 @@ def save_checkpoint(run: RunConfig, area: Path, model, optimizer, scheduler,
                 handle.flush()
                 os.fsync(handle.fileno())  # the rename must not outrun the data (power loss)
             write_text(tmp / STATE_HASH, file_sha256(tmp / "state.pt") + "\n")
+            write_text(tmp / PROGRESS, json.dumps(progress_of(state, total_steps)) + "\n")
             replace_dir(tmp, final)
         except BaseException:  # a full disk: the partial folder would only take space
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         remove_checkpoints(area, keep=final)
+
+
+def progress_of(state: TrainingState, total_steps: int | None) -> dict[str, Any]:
+    """What ``progress.json`` says of a checkpoint."""
+    return {"step": state.step, "total_steps": total_steps, "fingerprint": state.fingerprint,
+            "step_seconds": round(sum(row.get("seconds", 0.0) for row in state.log_rows), 1)}
+
+
+def read_progress(checkpoint: Path) -> dict[str, Any] | None:
+    """A checkpoint's ``progress.json`` (None: none, or unreadable: an older checkpoint)."""
+    try:
+        progress = json.loads((checkpoint / PROGRESS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return progress if isinstance(progress, dict) else None
 
 
 def save_final_model(run: RunConfig, model: BertForMaskedLM, model_dir: Path, area: Path,

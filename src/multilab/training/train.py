@@ -152,7 +152,8 @@ def train_model(
                                                        state.step, run_id))
                     steps.say(None)
                 if save:
-                    save_checkpoint(run, area, model, one_step.optimizer, scheduler, state)
+                    save_checkpoint(run, area, model, one_step.optimizer, scheduler, state,
+                                    plan.total_steps)
                 accelerator.wait_for_everyone()
                 if stopping:
                     steps.close()

@@ -358,7 +358,8 @@ def _checkpoint(seat: _Seat, settings: stacked.Settings) -> None:
     """The member's checkpoint: weights, its AdamW moments and step, its training state."""
     save_checkpoint(seat.run, seat.area, _member_model(seat, settings),
                     _Saved({MOMENTS: seat.moments, "step": seat.state.step}),
-                    _Saved({"last_epoch": seat.state.step}), seat.state)
+                    _Saved({"last_epoch": seat.state.step}), seat.state,
+                    seat.plan.total_steps if seat.plan else None)
 
 
 def _finish(seat: _Seat, settings: stacked.Settings, experiment_id: str | None) -> None:
