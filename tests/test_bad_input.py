@@ -451,3 +451,44 @@ def test_train_retrains_a_model_whose_done_file_is_damaged(
     (model_dir / "multilab.json").write_text('{"fingerprint": "ab')
     assert main(cli_args(settings, "train", "--seed", "0", "-m", "untrained")) == 0
     assert json.loads((model_dir / "multilab.json").read_text())["modification"] == "untrained"
+
+
+# --------------------------------------------------------------------------- studies
+
+def _toy_study(tmp_path: Path) -> tuple[Path, Path]:
+    """A toy study's specs folder and its records (three seeds a row)."""
+    from tests.test_studies import STUDIES, _spec, _toy_records
+
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    _toy_records(tmp_path / "results")
+    return folder, tmp_path / "results"
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("NaN", "result.metrics.mu is nan; a record holds finite numbers"),
+    ("Infinity", "result.metrics.mu is inf"),
+    ('"0.24"', "result.metrics.mu is '0.24' (str); a record's measured values are numbers"),
+])
+@pytest.mark.parametrize("action", ["list", "next", "report"])
+def test_a_record_that_is_no_number_is_one_line_naming_it(
+        value: str, said: str, action: str, tmp_path: Path, capsys) -> None:
+    """A NaN in a record was an AttributeError traceback (``numerator``) in every study
+    command, or read "+nan, as claimed" with one seed; a metric given as text was dropped
+    from the table without a word."""
+    folder, results = _toy_study(tmp_path)
+    record = sorted(results.rglob("evaluate.json"))[0]
+    data = json.loads(record.read_text())
+    data["result"]["metrics"]["mu"] = "@"
+    record.write_text(json.dumps(data).replace('"@"', value))
+    before = _snapshot(tmp_path)
+    code = main(["--set", f"paths.results={results}", "study", action, "--studies",
+                 str(folder), *(["--all", "--out", str(tmp_path / "docs")]
+                                if action == "report" else [])])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert len(err.splitlines()) == 1 and err.startswith(f"multilab: error: {record}: ")
+    assert said in err
+    assert _snapshot(tmp_path) == before

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -177,7 +178,38 @@ def parse_record(path: Path) -> Record:
     model = data["model"]
     if model is not None and not {"modification", "seed"} <= model.keys():
         raise UserError(f"{path}: its model names no modification and seed")
+    _check_numbers(Path(path), data["result"])
     return Record(Path(path), data)
+
+
+#: the part of a result whose every leaf is a number a table reads (an ``evaluate``
+#: record's metrics), and the keys that are one wherever they are (a downstream record's
+#: accuracies): a string there was dropped silently
+NUMERIC_PARTS = ("metrics",)
+NUMERIC_KEYS = ("accuracy", "macro_f1")
+
+
+def _check_numbers(path: Path, result: Mapping[str, Any]) -> None:
+    """A record's numbers are numbers: NaN or infinity anywhere (JSON's ``NaN``, which
+    Python writes and reads) and a value that is no number where a table reads numbers
+    are one line naming the file and the key; a table would drop the value or fail on it."""
+    def walk(tree: Any, where: str, numeric: bool) -> None:
+        if isinstance(tree, Mapping):
+            for key, value in tree.items():
+                walk(value, f"{where}.{key}", numeric or (
+                    key in NUMERIC_KEYS and not isinstance(value, Mapping | list)))
+        elif isinstance(tree, list) and not numeric:
+            for index, value in enumerate(tree):
+                walk(value, f"{where}.{index}", numeric)
+        elif isinstance(tree, float) and not math.isfinite(tree):
+            raise UserError(f"{path}: {where} is {tree!r}; a record holds finite numbers "
+                            "(measure it again, or delete the record)")
+        elif numeric and (isinstance(tree, bool) or not isinstance(tree, int | float)):
+            raise UserError(f"{path}: {where} is {tree!r} ({type(tree).__name__}); a "
+                            "record's measured values are numbers (int or float)")
+
+    for key, value in result.items():
+        walk(value, f"result.{key}", key in NUMERIC_PARTS and isinstance(value, Mapping))
 
 
 def iter_records(root: Path) -> Iterator[Record]:
