@@ -492,3 +492,35 @@ def test_a_record_that_is_no_number_is_one_line_naming_it(
     assert len(err.splitlines()) == 1 and err.startswith(f"multilab: error: {record}: ")
     assert said in err
     assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("ledger_text", [
+    "garbage that is no ledger\n",
+    "study,row,seed,by,since\ntoy-study,original,zero,me pid 1,2026-01-01T00:00:00+00:00\n",
+    "study,row,seed,by,since\ntoy-study,original,0,me pid 1,yesterday\n",
+])
+def test_a_ledger_that_cannot_be_read_is_one_line_naming_it(ledger_text: str, tmp_path: Path,
+                                                            capsys) -> None:
+    """A garbage ``results/ledger.csv`` was ``KeyError: 'study'``: one line naming the file
+    and the line it cannot read, nothing run or written (a merge conflict's markers are
+    read: tests/test_ledger.py)."""
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    from tests.test_studies import STUDIES, _spec
+
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "ledger.csv").write_text(ledger_text)
+    before = _snapshot(tmp_path)
+    for extra in (["--plan"], []):
+        code = main(["--set", f"paths.results={results}", "study", "run", "toy-study",
+                     "--studies", str(folder), "--rows", "original", "--seeds", "0", *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err, err
+        assert err.splitlines() == [err.strip()] and f"{results / 'ledger.csv'} line " in err
+        assert "is not a booking (study,row,seed,by,since)" in err
+        # the ledger's lock file is the only new file (the lock the booking would take)
+        assert _snapshot(tmp_path) - before <= {"results/.ledger.csv.lock"}
+        assert before <= _snapshot(tmp_path)

@@ -117,3 +117,29 @@ def test_a_row_with_a_script_is_run_by_it_for_each_missing_seed(tmp_path: Path) 
     with pytest.raises(UserError, match=re.escape("script 'run.sh': a command with {seed} in")):
         load_study(_spec(tmp_path, rows=[{"modification": "original", "script": "run.sh"}]),
                    CLAIMS)
+
+
+def test_a_booking_of_this_machine_expires_by_age_though_its_pid_lives(tmp_path: Path) -> None:
+    """A pid of this machine that is alive may belong to another program (pids are reused):
+    the age limit applies on every host, not only to other machines' bookings."""
+    host = socket.gethostname()
+    _other(tmp_path, f"{host} pid {os.getppid()}",
+           datetime.now(UTC) - timedelta(hours=ledger.STALE_HOURS + 1))
+    assert book(tmp_path, "s", "original", 0) is None
+    assert [b.by for b in read_ledger(tmp_path)] == [ledger.me()]
+
+
+def test_a_merge_conflicted_ledger_reads_both_sides(tmp_path: Path) -> None:
+    """git merged two sessions' ledgers with a conflict: the markers are passed over, both
+    sides' bookings are kept, and the next booking writes the file whole."""
+    since = datetime.now(UTC).replace(microsecond=0).isoformat()
+    (tmp_path / ledger.LEDGER).write_text(
+        "study,row,seed,by,since\n<<<<<<< HEAD\n"
+        f"s,original,0,elsewhere pid 1,{since}\n=======\n"
+        f"s,lang-pos,1,yonder pid 2,{since}\n>>>>>>> lane2\n")
+    assert [(b.row, b.by) for b in read_ledger(tmp_path)] == [
+        ("original", "elsewhere pid 1"), ("lang-pos", "yonder pid 2")]
+    assert book(tmp_path, "s", "original", 0) is not None  # the other side's, still live
+    assert book(tmp_path, "s", "original", 1) is None
+    text = (tmp_path / ledger.LEDGER).read_text()
+    assert "<<<" not in text and len(text.splitlines()) == 4
