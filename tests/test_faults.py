@@ -538,3 +538,69 @@ def test_sigkill_mid_write_keeps_every_output_whole(name: str, at: int, built_pr
     assert code == 0, err
     assert again.direct_writes() == []
     assert not _leftovers(root) and _files(root) == before
+
+
+# --------------------------------------------------------------------------- studies
+
+def _toy_study(tmp_path: Path) -> tuple[Path, Path]:
+    """A toy study's specs folder and its records (three seeds a row)."""
+    from tests.test_studies import STUDIES, _spec, _toy_records
+
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    _toy_records(tmp_path / "results")
+    return folder, tmp_path / "results"
+
+
+def _report_argv(tmp_path: Path, folder: Path, results: Path) -> list[str]:
+    return ["--params", str(ROOT / "params.yaml"), "--set", f"paths.results={results}",
+            "study", "report", "--all", "--studies",
+            str(folder), "--out", str(tmp_path / "docs" / "studies")]
+
+
+def test_a_full_disk_at_the_write_names_the_file(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A real full disk fails the write or its fsync with an OSError that names no file: the
+    one line named none ("No space left on device; …"). It names the file being written,
+    and nothing is half-written."""
+    folder, results = _toy_study(tmp_path)
+    argv = _report_argv(tmp_path, folder, results)
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    out = tmp_path / "docs" / "studies"
+    assert err.splitlines() == [f"multilab: error: {out / 'toy-study.md'}: No space left on "
+                                "device; free some space (or point paths.* in params.yaml "
+                                "elsewhere) and run the same command again; complete files "
+                                "and checkpoints are kept"]
+    assert not _leftovers(tmp_path) and not (out / "toy-study.md").exists()
+
+
+def test_study_report_under_a_file_size_limit_is_one_line(tmp_path: Path, capsys) -> None:
+    """``ulimit -f``: a write past the limit fails with EFBIG (Python ignores SIGXFSZ), which
+    was a traceback: one line naming the file, exit 2, the previous report whole."""
+    import resource
+
+    folder, results = _toy_study(tmp_path)
+    argv = _report_argv(tmp_path, folder, results)
+    assert main(argv) == 0  # the previous report the limited one must keep
+    capsys.readouterr()
+    before = _files(tmp_path)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+
+    done = subprocess.run([sys.executable, "-m", "multilab", *argv], cwd=tmp_path,
+                          env=subprocess_env() | {"PYTHONDONTWRITEBYTECODE": "1"},
+                          preexec_fn=limit, capture_output=True, text=True,
+                          timeout=LAUNCH_TIMEOUT, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "File too large" in lines[0] and "ulimit -f" in lines[0], lines
+    assert f"multilab: error: {tmp_path / 'docs'}" in lines[0]
+    assert not _leftovers(tmp_path) and _files(tmp_path) == before

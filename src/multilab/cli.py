@@ -879,10 +879,13 @@ STORAGE_ERRORS = {
                  "folder",
     errno.EACCES: "make it writable or point paths.* in params.yaml at a writable folder",
     errno.EPERM: "make it writable or point paths.* in params.yaml at a writable folder",
+    errno.EFBIG: "the file is larger than this process may write (a file-size limit, "
+                 "`ulimit -f`, or the file system's largest file): raise the limit or point "
+                 "paths.* in params.yaml elsewhere and run the same command again",
 }
 _STORAGE_TEXT = {"No space left on device": errno.ENOSPC, "database or disk is full": errno.ENOSPC,
                  "Read-only file system": errno.EROFS, "readonly database": errno.EROFS,
-                 "Permission denied": errno.EACCES}
+                 "Permission denied": errno.EACCES, "File too large": errno.EFBIG}
 
 
 def storage_problem(err: BaseException) -> str | None:
