@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -604,3 +605,84 @@ def test_study_report_under_a_file_size_limit_is_one_line(tmp_path: Path, capsys
     assert len(lines) == 1 and "File too large" in lines[0] and "ulimit -f" in lines[0], lines
     assert f"multilab: error: {tmp_path / 'docs'}" in lines[0]
     assert not _leftovers(tmp_path) and _files(tmp_path) == before
+
+
+def _toy_run_project(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """A toy study whose data is built (the runner prepares nothing) and the ``study run``
+    arguments of one (row, seed)."""
+    from multilab.data.layout import BLOCKS_FILE
+    from tests.test_studies import STUDIES, _spec
+
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    artifacts = tmp_path / "artifacts" / "studies" / "toy-study"
+    (artifacts / "corpora").mkdir(parents=True)
+    (artifacts / "corpora" / "train.txt").touch()
+    (artifacts / "vocab").mkdir()
+    (artifacts / "vocab" / BLOCKS_FILE).touch()
+    results = tmp_path / "results"
+    return folder, results, ["--params", str(ROOT / "params.yaml"), "--set",
+                             f"paths.results={results}", "study", "run", "toy-study",
+                             "--studies", str(folder), "--rows", "original", "--seeds", "0"]
+
+
+def test_a_stopped_study_run_says_so_once(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The training under `study run` said "SIGTERM: stopped", then the study run said it
+    again: one line, exit 143, the booking released."""
+    import multilab.cli as cli
+
+    _, results, argv = _toy_run_project(tmp_path)
+
+    def stopped(args) -> None:
+        raise Terminated("signal 15")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "cmd_train", stopped)
+    assert main(argv) == 143
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("multilab")]
+    assert lines == ["multilab: SIGTERM: stopped; run the same command again to resume from "
+                     "the last checkpoint"]
+    assert not (results / "ledger.csv").exists()
+
+
+#: ``python -c SIGTERM_IN_RECORD <results> <multilab arguments>``: `study run` whose train is
+#: a no-op and whose evaluate writes its record, a real SIGTERM arriving mid-write
+SIGTERM_IN_RECORD = """
+import os, signal, sys
+from pathlib import Path
+import multilab.cli as cli
+from multilab.studies.records import write_record
+
+def evaluate(args):
+    def hook(event, hooked):
+        if event == "open" and isinstance(hooked[0], str) and ".evaluate.json." in hooked[0]:
+            os.kill(os.getpid(), signal.SIGTERM)
+    sys.addaudithook(hook)
+    write_record(Path(sys.argv[1]), "toy", "evaluate", {"metrics": {"mu": 0.5}},
+                 model={"modification": "original", "seed": 0, "fingerprint": "f"}, config={})
+
+cli.cmd_train, cli.cmd_evaluate = lambda args: None, evaluate
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def test_sigterm_while_a_study_run_writes_a_record_releases_the_booking(tmp_path: Path
+                                                                        ) -> None:
+    """A SIGTERM while `study run`'s evaluate wrote ``evaluate.json`` (outside any MLflow run,
+    where no handler was installed) ended the process without a word, its booking left in
+    the ledger and its temporary on disk. Now the record is written whole, then the run
+    stops: one line, exit 143, the booking released."""
+    _, results, argv = _toy_run_project(tmp_path)
+    done = subprocess.run([sys.executable, "-c", SIGTERM_IN_RECORD, str(results), *argv],
+                          cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True,
+                          timeout=LAUNCH_TIMEOUT, check=False)
+    assert done.returncode == 143, (done.returncode, done.stderr[-3000:])
+    assert [line for line in done.stderr.splitlines() if line.startswith("multilab")] == [
+        "multilab: SIGTERM: stopped; run the same command again to resume from the last "
+        "checkpoint"]
+    assert not (results / "ledger.csv").exists()
+    (record,) = results.rglob("*.json")
+    assert json.loads(record.read_text())["result"] == {"metrics": {"mu": 0.5}}
+    assert not _leftovers(tmp_path)

@@ -565,7 +565,10 @@ def cmd_study(args: argparse.Namespace) -> None:
                         f"{', '.join(studies)} or --all")
     records = list(iter_records(cfg.paths.results))  # a damaged record: one line, no output
     if args.action == "run":
-        _run_studies(args, cfg, [studies[name] for name in names], records)
+        # SIGTERM is a stop everywhere in the run, not only inside a training's MLflow run:
+        # a runner killed while a command wrote its record left its booking behind, silently
+        with stops.catching():
+            _run_studies(args, cfg, [studies[name] for name in names], records)
         records = list(iter_records(cfg.paths.results))
     results = [study_result(studies[name], records, claims, Path(args.params), args.set or [])
                for name in names]
@@ -1214,8 +1217,9 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, Terminated) as err:  # the MLflow run is already ended KILLED
         how = "SIGTERM" if isinstance(err, Terminated) else "interrupted"
         _close_progress_bars()
-        print(f"multilab: {how}: stopped; run the same command again to resume from the last "
-              "checkpoint", file=sys.stderr)
+        if not stops.said(err):  # a command `study run` ran in-process said it already
+            print(f"multilab: {how}: stopped; run the same command again to resume from the "
+                  "last checkpoint", file=sys.stderr)
         return stops.exit_status(err)
     except Exception as err:  # a full or read-only disk under some library's own error type
         problem = storage_problem(err)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from multilab import stops
 from multilab.errors import UserError
 from multilab.files import write_json
 from multilab.source import source_state
@@ -149,7 +150,8 @@ def write_record(root: Path, experiment: str, kind: str, result: Mapping[str, An
             "model": _plain(model) if model is not None else None, "config": _plain(config),
             "provenance": _plain(origin) if origin is not None else provenance(),
             "result": _plain(result)}
-    return write_json(record_path(root, experiment, kind, model, qualifier), data)
+    with stops.deferred():  # a stop waits for the record: written whole, then raised
+        return write_json(record_path(root, experiment, kind, model, qualifier), data)
 
 
 def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
