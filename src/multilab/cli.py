@@ -743,7 +743,8 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
             print(f"study {study.name}: {len(steps)} run(s) {what}" + "".join(lines))
             continue
         run_study(study, steps, lambda argv: main(base + argv), Path.cwd(),
-                  results=cfg.paths.results, stack=args.stack,
+                  results=cfg.paths.results, stack=args.stack, params=resolved[0],
+                  overrides=resolved[1], again=args.again,
                   fingerprint_of=lambda settings, modification, seed: _fingerprint_here(
                       args, settings, modification, seed))
 
