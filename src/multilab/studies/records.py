@@ -46,8 +46,9 @@ _SAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
 
 
 def safe_name(text: str) -> str:
-    """A path component from a label: ``lang-pos;no-random`` → ``lang-pos+no-random``."""
-    return _SAFE.sub("-", text.replace(";", "+")).strip("-") or "-"
+    """A path component from a label: ``lang-pos;no-random`` → ``lang-pos+no-random``; never
+    ``.``, ``..`` or a hidden name (leading and trailing dots go, as slashes do)."""
+    return _SAFE.sub("-", text.replace(";", "+")).strip("-.") or "-"
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,11 @@ def record_path(root: Path, experiment: str, kind: str, model: Mapping[str, Any]
     if model is None:
         return root / safe_name(experiment) / kind / (
             f"{safe_name(qualifier)}.json" if qualifier else f"{kind}.json")
-    folder = f"seed{model['seed']}-{model.get('fingerprint') or 'unknown'}"
-    return root / safe_name(experiment) / safe_name(str(model["modification"])) / folder / name
+    folder = safe_name(f"seed{model['seed']}-{model.get('fingerprint') or 'unknown'}")
+    path = root / safe_name(experiment) / safe_name(str(model["modification"])) / folder / name
+    if not path.resolve().is_relative_to(Path(root).resolve()):  # every part sanitised: never
+        raise ValueError(f"record path {path} is outside {root}")
+    return path
 
 
 def model_identity(done: Mapping[str, Any]) -> dict[str, Any]:
@@ -144,14 +148,25 @@ def write_record(root: Path, experiment: str, kind: str, result: Mapping[str, An
                  qualifier: str = "", origin: Mapping[str, Any] | None = None) -> Path:
     """Write one record atomically and return its path. ``origin``: the provenance of a
     result measured elsewhere and imported (commit, date, machine, the file it came from)."""
+    path, data = record_document(root, experiment, kind, result, model=model, config=config,
+                                 qualifier=qualifier, origin=origin)
+    with stops.deferred():  # a stop waits for the record: written whole, then raised
+        return write_json(path, data)
+
+
+def record_document(root: Path, experiment: str, kind: str, result: Mapping[str, Any], *,
+                    model: Mapping[str, Any] | None, config: Mapping[str, Any],
+                    qualifier: str = "", origin: Mapping[str, Any] | None = None
+                    ) -> tuple[Path, dict[str, Any]]:
+    """The path and content :func:`write_record` would write (an import compares them with
+    the record already there before writing anything)."""
     if kind not in KINDS:
         raise ValueError(f"record kind {kind!r}: one of {', '.join(KINDS)}")
     data = {"schema": SCHEMA, "kind": kind, "qualifier": qualifier,
             "model": _plain(model) if model is not None else None, "config": _plain(config),
             "provenance": _plain(origin) if origin is not None else provenance(),
             "result": _plain(result)}
-    with stops.deferred():  # a stop waits for the record: written whole, then raised
-        return write_json(record_path(root, experiment, kind, model, qualifier), data)
+    return record_path(root, experiment, kind, model, qualifier), data
 
 
 def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
