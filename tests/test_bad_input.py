@@ -27,6 +27,7 @@ from multilab.training.train import train_model
 from tests.helpers import (
     BIN,
     LAUNCH_TIMEOUT,
+    ROOT,
     cli_args,
     cli_settings,
     config_of,
@@ -524,3 +525,37 @@ def test_a_ledger_that_cannot_be_read_is_one_line_naming_it(ledger_text: str, tm
         # the ledger's lock file is the only new file (the lock the booking would take)
         assert _snapshot(tmp_path) - before <= {"results/.ledger.csv.lock"}
         assert before <= _snapshot(tmp_path)
+
+
+# --------------------------------------------------------------------------- imports
+
+@pytest.mark.parametrize(("damage", "said"), [
+    (lambda run: (run / "run.json").unlink(), "run.json: not found; a run folder holds"),
+    (lambda run: (run / "run.json").write_text("{not json"), "run.json: not readable JSON"),
+    (lambda run: (run / "run.json").write_text("[1]"), "run.json: a JSON object is needed"),
+    (lambda run: (run / "run.json").write_text(json.dumps({"seed": 0})),
+     "run.json: no 'modification'; a run.json has modification, seed, commit"),
+    (lambda run: (run / "run.json").write_text(
+        (run / "run.json").read_text().replace('"seed": 0', '"seed": "zero"')),
+     "run.json: seed 'zero': an integer >= 0"),
+    (lambda run: (run / "model.json").write_text('{"seed": 3}'),
+     "model.json: model None seed 3, but run.json names 'original' seed 0"),
+    (lambda run: (run / "eval.json").write_bytes(b"\xff"), "eval.json: not readable JSON"),
+    (lambda run: shutil.rmtree(run), "--runs "),
+])
+def test_bad_import_runs_are_one_line(damage, said: str, tmp_path: Path, capsys,
+                                      monkeypatch) -> None:
+    """``scripts/import_records.py --runs`` on a folder that is not a background run's, or
+    whose JSON is damaged, was a traceback: one line naming the file, exit 2, nothing
+    written."""
+    from tests.test_faults import background_run, import_records_main
+
+    monkeypatch.chdir(ROOT)
+    folder = background_run(tmp_path / "run")
+    damage(folder)
+    results = tmp_path / "results"
+    assert import_records_main()(["--results", str(results), "--runs", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("import_records: error: "), err
+    assert said in err and str(folder) in err
+    assert not results.exists()

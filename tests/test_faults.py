@@ -686,3 +686,80 @@ def test_sigterm_while_a_study_run_writes_a_record_releases_the_booking(tmp_path
     (record,) = results.rglob("*.json")
     assert json.loads(record.read_text())["result"] == {"metrics": {"mu": 0.5}}
     assert not _leftovers(tmp_path)
+
+
+# --------------------------------------------------------------------------- imports
+
+def import_records_main():
+    """scripts/import_records.py's ``main`` (scripts/ is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_records",
+                                                  ROOT / "scripts" / "import_records.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def background_run(folder: Path, fingerprint: str = "f1") -> Path:
+    """A background run's output folder (run.json, model.json, eval.json)."""
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({
+        "modification": "original", "seed": 0, "commit": "abc1234", "device": "cpu",
+        "threads": 1, "started": "2026-01-01T00:00:00+00:00",
+        "finished": "2026-01-01T01:00:00+00:00"}))
+    (folder / "model.json").write_text(json.dumps({
+        "modification": "original", "seed": 0, "profile": "quick", "fingerprint": fingerprint}))
+    (folder / "eval.json").write_text(json.dumps({"metrics": {"mu": 0.5}}))
+    return folder
+
+
+def test_an_import_never_overwrites_a_record_without_force(tmp_path: Path, capsys,
+                                                           monkeypatch) -> None:
+    """scripts/import_records.py is documented as idempotent, but rebuilt every record's
+    configuration from today's params.yaml and rewrote the committed records (69 of them
+    differ today): the same content is left as it is; other content is refused, nothing
+    written, unless --force."""
+    monkeypatch.chdir(ROOT)  # the script reads the project's params.yaml
+    run = import_records_main()
+    folder = background_run(tmp_path / "run")
+    results = tmp_path / "results"
+    assert run(["--results", str(results), "--runs", str(folder)]) == 0
+    written = _files(results)
+    assert len(written) == 2  # train and evaluate
+    capsys.readouterr()
+    assert run(["--results", str(results), "--runs", str(folder)]) == 0
+    assert "2 record(s) unchanged, 0 written" in capsys.readouterr().out
+    assert _files(results) == written
+    record = next(results.rglob("evaluate.json"))
+    committed = record.read_text().replace('"mu": 0.5', '"mu": 0.25')  # measured otherwise
+    record.write_text(committed)
+    before = _files(results)
+    assert run(["--results", str(results), "--runs", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"import_records: error: {record} exists with other content: "
+                                "an import never overwrites a record without --force "
+                                "(nothing written)"]
+    assert _files(results) == before and not _leftovers(results)
+    assert run(["--results", str(results), "--runs", str(folder), "--force"]) == 0
+    assert f"replaced {record}" in capsys.readouterr().out
+    assert _files(results) == written
+
+
+@pytest.mark.parametrize("fingerprint", ["../../../../../escaped", "../../../../.hidden"])
+def test_a_fingerprint_cannot_write_a_record_outside_results(fingerprint: str, tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """``record_path`` did not pass the fingerprint through ``safe_name``: a ``../`` in an
+    imported model.json wrote records outside the repository. Every part is sanitised."""
+    from multilab.studies.records import record_path
+
+    monkeypatch.chdir(ROOT)
+    folder = background_run(tmp_path / "run", fingerprint)
+    results = tmp_path / "deep" / "results"
+    assert import_records_main()(["--results", str(results), "--runs", str(folder)]) == 0
+    found = sorted(p for p in tmp_path.rglob("*.json") if not p.is_relative_to(folder))
+    assert len(found) == 2 and all(p.is_relative_to(results) for p in found), found
+    assert all(not part.startswith(".") for p in found for part in p.relative_to(results).parts)
+    path = record_path(results, "../x", "evaluate", {"modification": "..", "seed": "../0",
+                                                      "fingerprint": fingerprint}, "../q")
+    assert path.resolve().is_relative_to(results.resolve())
