@@ -763,3 +763,21 @@ def test_a_fingerprint_cannot_write_a_record_outside_results(fingerprint: str, t
     path = record_path(results, "../x", "evaluate", {"modification": "..", "seed": "../0",
                                                       "fingerprint": fingerprint}, "../q")
     assert path.resolve().is_relative_to(results.resolve())
+
+
+def test_study_run_again_says_it_replaces_the_records_it_measures_again(tmp_path: Path) -> None:
+    """``--again``'s help said "the new records are read, the old stay", but a record of the
+    same model and kind is one file, and measured again it is replaced: the help says so."""
+    from multilab.cli import build_parser
+    from multilab.studies.records import iter_records, write_record
+
+    study = next(action for action in build_parser()._subparsers._group_actions[0]
+                 .choices["study"]._actions if "--again" in action.option_strings)
+    assert "the old stay" not in study.help
+    assert "replaces the old one of its model and kind" in study.help
+    model = {"modification": "original", "seed": 0, "fingerprint": "f"}
+    for mu in (0.1, 0.2):  # measured, then measured again
+        path = write_record(tmp_path, "toy", "evaluate", {"metrics": {"mu": mu}}, model=model,
+                            config={})
+    assert [record.data["result"] for record in iter_records(tmp_path)] == [
+        {"metrics": {"mu": 0.2}}] and path.is_file()

@@ -1132,7 +1132,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run: measure the --rows again although their records exist "
                         "(records written before a metric existed: position embeddings, MRR "
                         "by part of speech, curve points), training a model not on disk; "
-                        "the new records are read, the old stay")
+                        "each new record replaces the old one of its model and kind (git "
+                        "keeps the old in its history)")
     p.add_argument("--queue", action="store_true",
                    help="run: queue the missing runs as DVC experiments (`dvc exp run "
                         "--queue`), to run with `dvc queue start -j N` (a GPU server)")
