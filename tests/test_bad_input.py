@@ -185,8 +185,8 @@ BAD_INPUTS: dict[str, tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]] =
     "tracking server not answering": (
         {}, ("train", "--seed", "0"),
         ("MLFLOW_TRACKING_URI=http://127.0.0.1:", "does not answer", "unset the variable")),
-    # issue 23, round 2 (docs/RELIABILITY.md, "Round 2: parameters, tracking server, bad
-    # inputs"); the parameter cases are all in test_config.py, these prove the command line
+    # docs/RELIABILITY.md, "Parameters and the command line"; the parameter cases are all
+    # in test_config.py, these prove the command line
     "top-level typo in the parameters": (
         {"trian.epochs": "3"}, ("train", "--seed", "0"),
         ("unknown key trian (did you mean 'train'?); valid: profile, seeds",)),

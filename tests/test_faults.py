@@ -1,6 +1,6 @@
 """Fault injection (issue 53): every command that writes × a stop signal mid-write, a dead
 tracking server, a full disk and a damaged input, as one table (``MATRIX``) with the outcome
-each cell must have. docs/RELIABILITY.md ("Fault injection") prints the table.
+each cell must have. docs/RELIABILITY.md ("Every writing command × four faults") says how.
 
 Every cell runs the command in-process (``multilab.cli.main``) on a smoke project and checks
 the rules of docs/RELIABILITY.md, whatever the fault:
