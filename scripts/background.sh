@@ -17,6 +17,15 @@ if [ $# -lt 2 ]; then
 fi
 log=$1
 shift
+command_at=1  # the first argument that is not a VAR=value: the command (env without one
+for arg in "$@"; do  # prints the whole environment, into the log)
+  [[ $arg =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || break
+  command_at=$((command_at + 1))
+done
+if [ "$command_at" -gt $# ]; then
+  echo "background.sh: no COMMAND after ${*:-the log}; usage: bash scripts/background.sh LOG [VAR=value ...] COMMAND [ARG ...]" >&2
+  exit 2
+fi
 if [ -z "${MULTILAB_BACKGROUND_CHILD:-}" ]; then
   if ! : 2>/dev/null >> "$log"; then  # say so here, not in the background
     echo "background.sh: cannot write the log $log" >&2
@@ -32,5 +41,5 @@ export PATH OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONUNBUFFERED=1
 unset MULTILAB_BACKGROUND_CHILD
 echo "== $(date -u +%FT%TZ) start: $*"
 status=0
-nice -n 19 env "$@" || status=$?
+nice -n 19 env -- "$@" || status=$?  # "--": a command starting with "-" is no option of env
 echo "== $(date -u +%FT%TZ) exit $status: $*"

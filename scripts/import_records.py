@@ -4,7 +4,10 @@ Each source below is a committed file (or a background run's output folder) whos
 document cites; the record keeps its numbers unchanged and says where they came from: the
 commit the run was made at (where known), the file, the date and the device. The
 configuration is rebuilt from today's ``params.yaml`` for the run's modification and seed
-(``provenance.config_rebuilt``). Run it from the project root; it is idempotent.
+(``provenance.config_rebuilt``). Run it from the project root; it is idempotent: a record
+whose content would be the same is left as it is, and one that exists with other content
+(today's params.yaml rebuilds another configuration) is never overwritten without
+``--force``: nothing is written then, and one line names the first such record.
 
     python scripts/import_records.py                     # the committed sources
     python scripts/import_records.py --runs DIR ...      # background runs (run.json + JSONs)
@@ -21,8 +24,23 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from multilab.errors import UserError
+from multilab.files import write_text
 from multilab.resolve import load_config, resolve_run
-from multilab.studies.records import model_identity, write_record
+from multilab.studies.records import model_identity, record_document
+
+#: the records an import would write, (path, content): checked whole before any is written
+PLANNED: list[tuple[Path, dict[str, Any]]] = []
+
+
+def write_record(results: Path, experiment: str, kind: str, result: dict[str, Any], *,
+                 model: dict[str, Any] | None, config: dict[str, Any], qualifier: str = "",
+                 origin: dict[str, Any] | None = None) -> Path:
+    """Plan one record (written by :func:`main` once every record is checked)."""
+    path, data = record_document(results, experiment, kind, result, model=model,
+                                 config=config, qualifier=qualifier, origin=origin)
+    PLANNED.append((path, data))
+    return path
 
 TABLE1_KEYS = ("mu", "align_f1.l0", "retrieval_p1.l0", "translation_p1.l0", "align_f1.l8",
                "retrieval_p1.l8", "translation_p1.l8", "ppl_train", "ppl_dev")
@@ -406,14 +424,44 @@ def import_gpu_call(results: Path, call: str) -> list[Path]:
     return written
 
 
+#: what a background run's run.json holds (its provenance)
+RUN_KEYS = ("modification", "seed", "commit", "started", "finished", "device", "threads")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; anything else is one line naming the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: not found; a run folder holds run.json (and model.json, "
+                        "eval.json, downstream.json as its steps finished)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: not readable JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a JSON object is needed, not {type(data).__name__}")
+    return data
+
+
 def import_run(folder: Path, results: Path) -> list[Path]:
     """A background run's folder: run.json (provenance), model.json, eval.json,
     downstream.json (each present only if that step finished)."""
-    run = json.loads((folder / "run.json").read_text())
+    if not folder.is_dir():
+        raise UserError(f"--runs {folder}: not a folder (a background run's output folder)")
+    run = _read_json(folder / "run.json")
+    missing = [key for key in RUN_KEYS if key not in run]
+    if missing:
+        raise UserError(f"{folder / 'run.json'}: no {missing[0]!r}; a run.json has "
+                        f"{', '.join(RUN_KEYS)}")
+    if not isinstance(run["seed"], int) or isinstance(run["seed"], bool) or run["seed"] < 0:
+        raise UserError(f"{folder / 'run.json'}: seed {run['seed']!r}: an integer >= 0")
     if not (folder / "model.json").is_file():
         return []
-    trained = json.loads((folder / "model.json").read_text())
+    trained = _read_json(folder / "model.json")
     model = model_identity(trained)
+    if model.get("seed") != run["seed"] or model.get("modification") != run["modification"]:
+        raise UserError(f"{folder / 'model.json'}: model {model.get('modification')!r} seed "
+                        f"{model.get('seed')!r}, but run.json names {run['modification']!r} "
+                        f"seed {run['seed']!r}")
     config = _config(run["modification"], run["seed"])
     stamp = {"commit": run["commit"], "dirty": False, "date": run["finished"],
              "machine": {"device": run["device"], "threads": run["threads"]},
@@ -425,7 +473,7 @@ def import_run(folder: Path, results: Path) -> list[Path]:
     for kind, name in (("evaluate", "eval.json"), ("downstream", "downstream.json")):
         if (folder / name).is_file():
             written.append(write_record(results, "multilab-quick", kind,
-                                        json.loads((folder / name).read_text()), model=model,
+                                        _read_json(folder / name), model=model,
                                         config=config, origin=stamp))
     return written
 
@@ -435,19 +483,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default="results")
     parser.add_argument("--runs", nargs="*", default=None,
                         help="background run folders to import instead of the committed sources")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite records that exist with other content (never without)")
     args = parser.parse_args(argv)
     results = Path(args.results)
-    if args.runs is not None:
-        written = [path for folder in args.runs for path in import_run(Path(folder), results)]
-    else:
-        written = (import_quick_study(results) + import_e5_base(results)
-                   + import_k2020_table1(results) + import_conneau2020_table1(results)
-                   + import_dufter2020_table3(results)
-                   + import_gpu_call(results, "e4") + import_gpu_call(results, "e3")
-                   + import_k2020_seed002(results) + import_analyses(results)
-                   + import_analysis_downstream(results))
-    for path in written:
-        print(f"wrote {path}")
+    PLANNED.clear()
+    try:
+        if args.runs is not None:
+            for folder in args.runs:
+                import_run(Path(folder), results)
+        else:
+            for step in (import_quick_study, import_e5_base, import_k2020_table1,
+                         import_conneau2020_table1, import_dufter2020_table3,
+                         lambda r: import_gpu_call(r, "e4"), lambda r: import_gpu_call(r, "e3"),
+                         import_k2020_seed002, import_analyses, import_analysis_downstream):
+                step(results)
+        return _write_planned(bool(args.force))
+    except UserError as err:
+        print(f"import_records: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+
+
+def _write_planned(force: bool) -> int:
+    """Write the planned records: the same content is left as it is; other content where a
+    record exists is refused, nothing written, unless ``force``."""
+    texts = [(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+             for path, data in PLANNED]
+    unchanged = [path for path, text in texts
+                 if path.is_file() and path.read_text(encoding="utf-8") == text]
+    changed = [(path, text) for path, text in texts if path not in unchanged]
+    replaced = [path for path, _ in changed if path.exists()]
+    if replaced and not force:
+        more = f" (and {len(replaced) - 1} more)" if len(replaced) > 1 else ""
+        raise UserError(f"{replaced[0]}{more} exists with other content: an import never "
+                        "overwrites a record without --force (nothing written)")
+    for path, text in changed:
+        write_text(path, text)
+        print(f"{'replaced' if path in replaced else 'wrote'} {path}")
+    print(f"{len(unchanged)} record(s) unchanged, {len(changed)} written")
     return 0
 
 

@@ -49,3 +49,18 @@ def test_a_log_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path) -> 
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"background.sh: cannot write the log {tmp_path / 'missing' / 'x.log'}"]
+
+
+def test_variables_without_a_command_are_refused_not_the_environment_logged(tmp_path: Path
+                                                                           ) -> None:
+    """``background.sh LOG FOO=1`` ran ``env FOO=1``, which prints the whole environment
+    (tokens, keys) into the log: one line, exit 2, no log written."""
+    log = tmp_path / "lane.log"
+    done = subprocess.run(["bash", str(SCRIPT), str(log), "FOO=1", "BAR=2"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "SECRET_TOKEN": "hush"})
+    assert done.returncode == 2 and not log.exists(), (done.stdout, done.stderr)
+    assert done.stderr.strip().splitlines() == [
+        "background.sh: no COMMAND after FOO=1 BAR=2; usage: bash scripts/background.sh LOG "
+        "[VAR=value ...] COMMAND [ARG ...]"]
+    assert "hush" not in done.stdout + done.stderr

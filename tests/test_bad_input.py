@@ -27,6 +27,7 @@ from multilab.training.train import train_model
 from tests.helpers import (
     BIN,
     LAUNCH_TIMEOUT,
+    ROOT,
     cli_args,
     cli_settings,
     config_of,
@@ -184,8 +185,8 @@ BAD_INPUTS: dict[str, tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]] =
     "tracking server not answering": (
         {}, ("train", "--seed", "0"),
         ("MLFLOW_TRACKING_URI=http://127.0.0.1:", "does not answer", "unset the variable")),
-    # issue 23, round 2 (docs/RELIABILITY.md, "Round 2: parameters, tracking server, bad
-    # inputs"); the parameter cases are all in test_config.py, these prove the command line
+    # docs/RELIABILITY.md, "Parameters and the command line"; the parameter cases are all
+    # in test_config.py, these prove the command line
     "top-level typo in the parameters": (
         {"trian.epochs": "3"}, ("train", "--seed", "0"),
         ("unknown key trian (did you mean 'train'?); valid: profile, seeds",)),
@@ -451,3 +452,110 @@ def test_train_retrains_a_model_whose_done_file_is_damaged(
     (model_dir / "multilab.json").write_text('{"fingerprint": "ab')
     assert main(cli_args(settings, "train", "--seed", "0", "-m", "untrained")) == 0
     assert json.loads((model_dir / "multilab.json").read_text())["modification"] == "untrained"
+
+
+# --------------------------------------------------------------------------- studies
+
+def _toy_study(tmp_path: Path) -> tuple[Path, Path]:
+    """A toy study's specs folder and its records (three seeds a row)."""
+    from tests.test_studies import STUDIES, _spec, _toy_records
+
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    _toy_records(tmp_path / "results")
+    return folder, tmp_path / "results"
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("NaN", "result.metrics.mu is nan; a record holds finite numbers"),
+    ("Infinity", "result.metrics.mu is inf"),
+    ('"0.24"', "result.metrics.mu is '0.24' (str); a record's measured values are numbers"),
+])
+@pytest.mark.parametrize("action", ["list", "next", "report"])
+def test_a_record_that_is_no_number_is_one_line_naming_it(
+        value: str, said: str, action: str, tmp_path: Path, capsys) -> None:
+    """A NaN in a record was an AttributeError traceback (``numerator``) in every study
+    command, or read "+nan, as claimed" with one seed; a metric given as text was dropped
+    from the table without a word."""
+    folder, results = _toy_study(tmp_path)
+    record = sorted(results.rglob("evaluate.json"))[0]
+    data = json.loads(record.read_text())
+    data["result"]["metrics"]["mu"] = "@"
+    record.write_text(json.dumps(data).replace('"@"', value))
+    before = _snapshot(tmp_path)
+    code = main(["--set", f"paths.results={results}", "study", action, "--studies",
+                 str(folder), *(["--all", "--out", str(tmp_path / "docs")]
+                                if action == "report" else [])])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert len(err.splitlines()) == 1 and err.startswith(f"multilab: error: {record}: ")
+    assert said in err
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("ledger_text", [
+    "garbage that is no ledger\n",
+    "study,row,seed,by,since\ntoy-study,original,zero,me pid 1,2026-01-01T00:00:00+00:00\n",
+    "study,row,seed,by,since\ntoy-study,original,0,me pid 1,yesterday\n",
+])
+def test_a_ledger_that_cannot_be_read_is_one_line_naming_it(ledger_text: str, tmp_path: Path,
+                                                            capsys) -> None:
+    """A garbage ``results/ledger.csv`` was ``KeyError: 'study'``: one line naming the file
+    and the line it cannot read, nothing run or written (a merge conflict's markers are
+    read: tests/test_ledger.py)."""
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    from tests.test_studies import STUDIES, _spec
+
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "ledger.csv").write_text(ledger_text)
+    before = _snapshot(tmp_path)
+    for extra in (["--plan"], []):
+        code = main(["--set", f"paths.results={results}", "study", "run", "toy-study",
+                     "--studies", str(folder), "--rows", "original", "--seeds", "0", *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err, err
+        assert err.splitlines() == [err.strip()] and f"{results / 'ledger.csv'} line " in err
+        assert "is not a booking (study,row,seed,by,since)" in err
+        # the ledger's lock file is the only new file (the lock the booking would take)
+        assert _snapshot(tmp_path) - before <= {"results/.ledger.csv.lock"}
+        assert before <= _snapshot(tmp_path)
+
+
+# --------------------------------------------------------------------------- imports
+
+@pytest.mark.parametrize(("damage", "said"), [
+    (lambda run: (run / "run.json").unlink(), "run.json: not found; a run folder holds"),
+    (lambda run: (run / "run.json").write_text("{not json"), "run.json: not readable JSON"),
+    (lambda run: (run / "run.json").write_text("[1]"), "run.json: a JSON object is needed"),
+    (lambda run: (run / "run.json").write_text(json.dumps({"seed": 0})),
+     "run.json: no 'modification'; a run.json has modification, seed, commit"),
+    (lambda run: (run / "run.json").write_text(
+        (run / "run.json").read_text().replace('"seed": 0', '"seed": "zero"')),
+     "run.json: seed 'zero': an integer >= 0"),
+    (lambda run: (run / "model.json").write_text('{"seed": 3}'),
+     "model.json: model None seed 3, but run.json names 'original' seed 0"),
+    (lambda run: (run / "eval.json").write_bytes(b"\xff"), "eval.json: not readable JSON"),
+    (lambda run: shutil.rmtree(run), "--runs "),
+])
+def test_bad_import_runs_are_one_line(damage, said: str, tmp_path: Path, capsys,
+                                      monkeypatch) -> None:
+    """``scripts/import_records.py --runs`` on a folder that is not a background run's, or
+    whose JSON is damaged, was a traceback: one line naming the file, exit 2, nothing
+    written."""
+    from tests.test_faults import background_run, import_records_main
+
+    monkeypatch.chdir(ROOT)
+    folder = background_run(tmp_path / "run")
+    damage(folder)
+    results = tmp_path / "results"
+    assert import_records_main()(["--results", str(results), "--runs", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("import_records: error: "), err
+    assert said in err and str(folder) in err
+    assert not results.exists()

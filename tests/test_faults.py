@@ -1,6 +1,6 @@
 """Fault injection (issue 53): every command that writes × a stop signal mid-write, a dead
 tracking server, a full disk and a damaged input, as one table (``MATRIX``) with the outcome
-each cell must have. docs/RELIABILITY.md ("Fault injection") prints the table.
+each cell must have. docs/RELIABILITY.md ("Every writing command × four faults") says how.
 
 Every cell runs the command in-process (``multilab.cli.main``) on a smoke project and checks
 the rules of docs/RELIABILITY.md, whatever the fault:
@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -538,3 +539,245 @@ def test_sigkill_mid_write_keeps_every_output_whole(name: str, at: int, built_pr
     assert code == 0, err
     assert again.direct_writes() == []
     assert not _leftovers(root) and _files(root) == before
+
+
+# --------------------------------------------------------------------------- studies
+
+def _toy_study(tmp_path: Path) -> tuple[Path, Path]:
+    """A toy study's specs folder and its records (three seeds a row)."""
+    from tests.test_studies import STUDIES, _spec, _toy_records
+
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    _toy_records(tmp_path / "results")
+    return folder, tmp_path / "results"
+
+
+def _report_argv(tmp_path: Path, folder: Path, results: Path) -> list[str]:
+    return ["--params", str(ROOT / "params.yaml"), "--set", f"paths.results={results}",
+            "study", "report", "--all", "--studies",
+            str(folder), "--out", str(tmp_path / "docs" / "studies")]
+
+
+def test_a_full_disk_at_the_write_names_the_file(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A real full disk fails the write or its fsync with an OSError that names no file: the
+    one line named none ("No space left on device; …"). It names the file being written,
+    and nothing is half-written."""
+    folder, results = _toy_study(tmp_path)
+    argv = _report_argv(tmp_path, folder, results)
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    out = tmp_path / "docs" / "studies"
+    assert err.splitlines() == [f"multilab: error: {out / 'toy-study.md'}: No space left on "
+                                "device; free some space (or point paths.* in params.yaml "
+                                "elsewhere) and run the same command again; complete files "
+                                "and checkpoints are kept"]
+    assert not _leftovers(tmp_path) and not (out / "toy-study.md").exists()
+
+
+def test_study_report_under_a_file_size_limit_is_one_line(tmp_path: Path, capsys) -> None:
+    """``ulimit -f``: a write past the limit fails with EFBIG (Python ignores SIGXFSZ), which
+    was a traceback: one line naming the file, exit 2, the previous report whole."""
+    import resource
+
+    folder, results = _toy_study(tmp_path)
+    argv = _report_argv(tmp_path, folder, results)
+    assert main(argv) == 0  # the previous report the limited one must keep
+    capsys.readouterr()
+    before = _files(tmp_path)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+
+    done = subprocess.run([sys.executable, "-m", "multilab", *argv], cwd=tmp_path,
+                          env=subprocess_env() | {"PYTHONDONTWRITEBYTECODE": "1"},
+                          preexec_fn=limit, capture_output=True, text=True,
+                          timeout=LAUNCH_TIMEOUT, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "File too large" in lines[0] and "ulimit -f" in lines[0], lines
+    assert f"multilab: error: {tmp_path / 'docs'}" in lines[0]
+    assert not _leftovers(tmp_path) and _files(tmp_path) == before
+
+
+def _toy_run_project(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """A toy study whose data is built (the runner prepares nothing) and the ``study run``
+    arguments of one (row, seed)."""
+    from multilab.data.layout import BLOCKS_FILE
+    from tests.test_studies import STUDIES, _spec
+
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    artifacts = tmp_path / "artifacts" / "studies" / "toy-study"
+    (artifacts / "corpora").mkdir(parents=True)
+    (artifacts / "corpora" / "train.txt").touch()
+    (artifacts / "vocab").mkdir()
+    (artifacts / "vocab" / BLOCKS_FILE).touch()
+    results = tmp_path / "results"
+    return folder, results, ["--params", str(ROOT / "params.yaml"), "--set",
+                             f"paths.results={results}", "study", "run", "toy-study",
+                             "--studies", str(folder), "--rows", "original", "--seeds", "0"]
+
+
+def test_a_stopped_study_run_says_so_once(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The training under `study run` said "SIGTERM: stopped", then the study run said it
+    again: one line, exit 143, the booking released."""
+    import multilab.cli as cli
+
+    _, results, argv = _toy_run_project(tmp_path)
+
+    def stopped(args) -> None:
+        raise Terminated("signal 15")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "cmd_train", stopped)
+    assert main(argv) == 143
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("multilab")]
+    assert lines == ["multilab: SIGTERM: stopped; run the same command again to resume from "
+                     "the last checkpoint"]
+    assert not (results / "ledger.csv").exists()
+
+
+#: ``python -c SIGTERM_IN_RECORD <results> <multilab arguments>``: `study run` whose train is
+#: a no-op and whose evaluate writes its record, a real SIGTERM arriving mid-write
+SIGTERM_IN_RECORD = """
+import os, signal, sys
+from pathlib import Path
+import multilab.cli as cli
+from multilab.studies.records import write_record
+
+def evaluate(args):
+    def hook(event, hooked):
+        if event == "open" and isinstance(hooked[0], str) and ".evaluate.json." in hooked[0]:
+            os.kill(os.getpid(), signal.SIGTERM)
+    sys.addaudithook(hook)
+    write_record(Path(sys.argv[1]), "toy", "evaluate", {"metrics": {"mu": 0.5}},
+                 model={"modification": "original", "seed": 0, "fingerprint": "f"}, config={})
+
+cli.cmd_train, cli.cmd_evaluate = lambda args: None, evaluate
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def test_sigterm_while_a_study_run_writes_a_record_releases_the_booking(tmp_path: Path
+                                                                        ) -> None:
+    """A SIGTERM while `study run`'s evaluate wrote ``evaluate.json`` (outside any MLflow run,
+    where no handler was installed) ended the process without a word, its booking left in
+    the ledger and its temporary on disk. Now the record is written whole, then the run
+    stops: one line, exit 143, the booking released."""
+    _, results, argv = _toy_run_project(tmp_path)
+    done = subprocess.run([sys.executable, "-c", SIGTERM_IN_RECORD, str(results), *argv],
+                          cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True,
+                          timeout=LAUNCH_TIMEOUT, check=False)
+    assert done.returncode == 143, (done.returncode, done.stderr[-3000:])
+    assert [line for line in done.stderr.splitlines() if line.startswith("multilab")] == [
+        "multilab: SIGTERM: stopped; run the same command again to resume from the last "
+        "checkpoint"]
+    assert not (results / "ledger.csv").exists()
+    (record,) = results.rglob("*.json")
+    assert json.loads(record.read_text())["result"] == {"metrics": {"mu": 0.5}}
+    assert not _leftovers(tmp_path)
+
+
+# --------------------------------------------------------------------------- imports
+
+def import_records_main():
+    """scripts/import_records.py's ``main`` (scripts/ is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_records",
+                                                  ROOT / "scripts" / "import_records.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def background_run(folder: Path, fingerprint: str = "f1") -> Path:
+    """A background run's output folder (run.json, model.json, eval.json)."""
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({
+        "modification": "original", "seed": 0, "commit": "abc1234", "device": "cpu",
+        "threads": 1, "started": "2026-01-01T00:00:00+00:00",
+        "finished": "2026-01-01T01:00:00+00:00"}))
+    (folder / "model.json").write_text(json.dumps({
+        "modification": "original", "seed": 0, "profile": "quick", "fingerprint": fingerprint}))
+    (folder / "eval.json").write_text(json.dumps({"metrics": {"mu": 0.5}}))
+    return folder
+
+
+def test_an_import_never_overwrites_a_record_without_force(tmp_path: Path, capsys,
+                                                           monkeypatch) -> None:
+    """scripts/import_records.py is documented as idempotent, but rebuilt every record's
+    configuration from today's params.yaml and rewrote the committed records (69 of them
+    differ today): the same content is left as it is; other content is refused, nothing
+    written, unless --force."""
+    monkeypatch.chdir(ROOT)  # the script reads the project's params.yaml
+    run = import_records_main()
+    folder = background_run(tmp_path / "run")
+    results = tmp_path / "results"
+    assert run(["--results", str(results), "--runs", str(folder)]) == 0
+    written = _files(results)
+    assert len(written) == 2  # train and evaluate
+    capsys.readouterr()
+    assert run(["--results", str(results), "--runs", str(folder)]) == 0
+    assert "2 record(s) unchanged, 0 written" in capsys.readouterr().out
+    assert _files(results) == written
+    record = next(results.rglob("evaluate.json"))
+    committed = record.read_text().replace('"mu": 0.5', '"mu": 0.25')  # measured otherwise
+    record.write_text(committed)
+    before = _files(results)
+    assert run(["--results", str(results), "--runs", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"import_records: error: {record} exists with other content: "
+                                "an import never overwrites a record without --force "
+                                "(nothing written)"]
+    assert _files(results) == before and not _leftovers(results)
+    assert run(["--results", str(results), "--runs", str(folder), "--force"]) == 0
+    assert f"replaced {record}" in capsys.readouterr().out
+    assert _files(results) == written
+
+
+@pytest.mark.parametrize("fingerprint", ["../../../../../escaped", "../../../../.hidden"])
+def test_a_fingerprint_cannot_write_a_record_outside_results(fingerprint: str, tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """``record_path`` did not pass the fingerprint through ``safe_name``: a ``../`` in an
+    imported model.json wrote records outside the repository. Every part is sanitised."""
+    from multilab.studies.records import record_path
+
+    monkeypatch.chdir(ROOT)
+    folder = background_run(tmp_path / "run", fingerprint)
+    results = tmp_path / "deep" / "results"
+    assert import_records_main()(["--results", str(results), "--runs", str(folder)]) == 0
+    found = sorted(p for p in tmp_path.rglob("*.json") if not p.is_relative_to(folder))
+    assert len(found) == 2 and all(p.is_relative_to(results) for p in found), found
+    assert all(not part.startswith(".") for p in found for part in p.relative_to(results).parts)
+    path = record_path(results, "../x", "evaluate", {"modification": "..", "seed": "../0",
+                                                      "fingerprint": fingerprint}, "../q")
+    assert path.resolve().is_relative_to(results.resolve())
+
+
+def test_study_run_again_says_it_replaces_the_records_it_measures_again(tmp_path: Path) -> None:
+    """``--again``'s help said "the new records are read, the old stay", but a record of the
+    same model and kind is one file, and measured again it is replaced: the help says so."""
+    from multilab.cli import build_parser
+    from multilab.studies.records import iter_records, write_record
+
+    study = next(action for action in build_parser()._subparsers._group_actions[0]
+                 .choices["study"]._actions if "--again" in action.option_strings)
+    assert "the old stay" not in study.help
+    assert "replaces the old one of its model and kind" in study.help
+    model = {"modification": "original", "seed": 0, "fingerprint": "f"}
+    for mu in (0.1, 0.2):  # measured, then measured again
+        path = write_record(tmp_path, "toy", "evaluate", {"metrics": {"mu": mu}}, model=model,
+                            config={})
+    assert [record.data["result"] for record in iter_records(tmp_path)] == [
+        {"metrics": {"mu": 0.2}}] and path.is_file()

@@ -111,8 +111,8 @@ def test_a_row_with_a_script_is_run_by_it_for_each_missing_seed(tmp_path: Path) 
     assert any("English–French seed 43: " in line for line in said)
     assert not (results / ledger.LEDGER).exists()
     broken = replace(study.rows[0], script="false {seed}")
-    with pytest.raises(UserError, match=r"`false 44` failed \(exit 1"):
-        run_study(study, [Step(broken, 44)], command, tmp_path, said.append, results=results)
+    with pytest.raises(UserError, match=r"`false 43` failed \(exit 1"):
+        run_study(study, [Step(broken, 43)], command, tmp_path, said.append, results=results)
     assert not (results / ledger.LEDGER).exists()
     with pytest.raises(UserError, match=re.escape("script 'run.sh': a command with {seed} in")):
         load_study(_spec(tmp_path, rows=[{"modification": "original", "script": "run.sh"}]),
@@ -136,3 +136,68 @@ def test_a_stopped_lanes_bookings_are_released_but_the_committed_ones(tmp_path: 
     assert [b.row for b in ledger.read_ledger(results)] == ["kept", "other"]
     assert [b.row for b in ledger.release_host(results, "elsewhere")] == ["other"]
     assert ledger.main(["release"]) == 2
+
+
+def test_a_booking_of_this_machine_expires_by_age_though_its_pid_lives(tmp_path: Path) -> None:
+    """A pid of this machine that is alive may belong to another program (pids are reused):
+    the age limit applies on every host, not only to other machines' bookings."""
+    host = socket.gethostname()
+    _other(tmp_path, f"{host} pid {os.getppid()}",
+           datetime.now(UTC) - timedelta(hours=ledger.STALE_HOURS + 1))
+    assert book(tmp_path, "s", "original", 0) is None
+    assert [b.by for b in read_ledger(tmp_path)] == [ledger.me()]
+
+
+def test_a_merge_conflicted_ledger_reads_both_sides(tmp_path: Path) -> None:
+    """git merged two sessions' ledgers with a conflict: the markers are passed over, both
+    sides' bookings are kept, and the next booking writes the file whole."""
+    since = datetime.now(UTC).replace(microsecond=0).isoformat()
+    (tmp_path / ledger.LEDGER).write_text(
+        "study,row,seed,by,since\n<<<<<<< HEAD\n"
+        f"s,original,0,elsewhere pid 1,{since}\n=======\n"
+        f"s,lang-pos,1,yonder pid 2,{since}\n>>>>>>> lane2\n")
+    assert [(b.row, b.by) for b in read_ledger(tmp_path)] == [
+        ("original", "elsewhere pid 1"), ("lang-pos", "yonder pid 2")]
+    assert book(tmp_path, "s", "original", 0) is not None  # the other side's, still live
+    assert book(tmp_path, "s", "original", 1) is None
+    text = (tmp_path / ledger.LEDGER).read_text()
+    assert "<<<" not in text and len(text.splitlines()) == 4
+
+
+def test_a_runner_with_an_out_of_date_plan_does_not_measure_again(tmp_path: Path) -> None:
+    """The plan was made before another runner finished a (row, seed) and released it: once
+    booked, the step is planned again from the records, skipped and released, its record
+    not rewritten."""
+    from multilab.studies.records import iter_records, write_record
+    from multilab.studies.runner import missing_runs
+    from tests.test_studies import _model_config
+
+    study = load_study(_spec(tmp_path), CLAIMS)
+    results = tmp_path / "results"
+    steps = [step for step in missing_runs(study, []) if step.seed == 0]
+    assert [step.row.label for step in steps] == ["original", "lang-pos"]
+    record = write_record(results, "multilab-smoke", "evaluate",  # the other runner's
+                          {"metrics": {"mu": 0.2, "retrieval_p1.l0": 0.1,
+                                       "retrieval_p1.l8": 0.3}},
+                          model={"modification": "original", "seed": 0, "fingerprint": "f"},
+                          config=_model_config("smoke", "3,fake"))
+    written = record.read_bytes()
+    assert [s.row.label for s in missing_runs(study, iter_records(results))
+            if s.seed == 0] == ["lang-pos"]
+    calls: list[list[str]] = []
+
+    def command(argv: list[str]) -> int:
+        calls.append([a for a in argv if not a.startswith("--set")])
+        if argv[-1] == "build":
+            (tmp_path / "artifacts" / "studies" / study.name / "corpora").mkdir(parents=True)
+            (tmp_path / "artifacts" / "studies" / study.name / "corpora" / "train.txt").touch()
+        return 0
+
+    said: list[str] = []
+    run_study(study, steps, command, tmp_path, said.append, results=results)
+    assert next(c for c in calls if c[0] in ("train", "evaluate")) == [
+        "train", "--modification", "lang-pos", "--seed", "0"]
+    assert not any("original" in c for c in calls if c[0] == "train")
+    assert any("original seed 0 skipped: its records were written since the plan" in line
+               for line in said)
+    assert record.read_bytes() == written and not (results / ledger.LEDGER).exists()

@@ -176,6 +176,17 @@ LANG_POS = "dufter2020-t1-r1-lang-pos"
     ({"metrics": ["mu"]}, "metric 'retrieval_p1.l0' is not among the study's metrics: mu"),
     ({"profile": "huge"}, "profile 'huge'; valid: smoke, quick, paper, real"),
     ({"seeds": [1, -2]}, "seeds [1, -2]: a list of integers >= 0"),
+    # one record counted as three seeds would give a verdict
+    ({"seeds": [0, 0, 0]}, "seeds [0, 0, 0]: seed 0 is listed twice; each seed once, e.g. [0]"),
+    # a metric no record holds was an empty column
+    ({"metrics": ["mu2", "retrieval_p1.l0", "retrieval_p1.l8"], "claims": []},
+     "metric 'mu2' is no metric of the metric table (did you mean 'mu'?); valid: mu, "),
+    ({"metrics": ["mu", "retrieval_p1.l0 minus retrieval_p1.lx"], "claims": []},
+     "metric 'retrieval_p1.lx' is no metric of the metric table"),
+    # two labels of one folder name: the second row trained on the first's vocabulary
+    ({"rows": [ORIGINAL | {"label": "v 512", "settings": {"vocab.size": 512}},
+               ORIGINAL | {"label": "v-512", "settings": {"vocab.size": 256}}], "claims": []},
+     "rows 'v 512' and 'v-512' share the folder name 'v-512'"),
     ({"title": DROP, "table": DROP}, "missing table, title"),
     ({"name": "Toy Study"}, "name 'Toy Study': lowercase words joined by '-', the file's name"),
     ({"paper": "x2020"}, "paper 'x2020'; valid: dufter2020, liu2020a, k2020"),

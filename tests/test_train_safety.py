@@ -7,7 +7,7 @@
   as before, and the new configuration's checkpoints;
 * a second training of the same model is refused while the first holds ``train.lock``.
 
-docs/RELIABILITY.md ("Round 2: training side") lists the cases and their outcomes.
+docs/RELIABILITY.md ("Training and resume") lists the cases and their outcomes.
 """
 
 from __future__ import annotations

@@ -571,7 +571,10 @@ def cmd_study(args: argparse.Namespace) -> None:
                         f"{', '.join(studies)} or --all")
     records = list(iter_records(cfg.paths.results))  # a damaged record: one line, no output
     if args.action == "run":
-        _run_studies(args, cfg, [studies[name] for name in names], records)
+        # SIGTERM is a stop everywhere in the run, not only inside a training's MLflow run:
+        # a runner killed while a command wrote its record left its booking behind, silently
+        with stops.catching():
+            _run_studies(args, cfg, [studies[name] for name in names], records)
         records = list(iter_records(cfg.paths.results))
     results = [study_result(studies[name], records, claims, Path(args.params), args.set or [])
                for name in names]
@@ -760,7 +763,8 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
             print(f"study {study.name}: {len(steps)} run(s) {what}" + "".join(lines))
             continue
         run_study(study, steps, lambda argv: main(base + argv), Path.cwd(),
-                  results=cfg.paths.results, stack=args.stack,
+                  results=cfg.paths.results, stack=args.stack, params=resolved[0],
+                  overrides=resolved[1], again=args.again,
                   fingerprint_of=lambda settings, modification, seed: _fingerprint_here(
                       args, settings, modification, seed))
 
@@ -899,10 +903,13 @@ STORAGE_ERRORS = {
                  "folder",
     errno.EACCES: "make it writable or point paths.* in params.yaml at a writable folder",
     errno.EPERM: "make it writable or point paths.* in params.yaml at a writable folder",
+    errno.EFBIG: "the file is larger than this process may write (a file-size limit, "
+                 "`ulimit -f`, or the file system's largest file): raise the limit or point "
+                 "paths.* in params.yaml elsewhere and run the same command again",
 }
 _STORAGE_TEXT = {"No space left on device": errno.ENOSPC, "database or disk is full": errno.ENOSPC,
                  "Read-only file system": errno.EROFS, "readonly database": errno.EROFS,
-                 "Permission denied": errno.EACCES}
+                 "Permission denied": errno.EACCES, "File too large": errno.EFBIG}
 
 
 def storage_problem(err: BaseException) -> str | None:
@@ -1153,7 +1160,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run: measure the --rows again although their records exist "
                         "(records written before a metric existed: position embeddings, MRR "
                         "by part of speech, curve points), training a model not on disk; "
-                        "the new records are read, the old stay")
+                        "each new record replaces the old one of its model and kind (git "
+                        "keeps the old in its history)")
     p.add_argument("--queue", action="store_true",
                    help="run: queue the missing runs as DVC experiments (`dvc exp run "
                         "--queue`), to run with `dvc queue start -j N` (a GPU server)")
@@ -1239,8 +1247,9 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, Terminated) as err:  # the MLflow run is already ended KILLED
         how = "SIGTERM" if isinstance(err, Terminated) else "interrupted"
         _close_progress_bars()
-        print(f"multilab: {how}: stopped; run the same command again to resume from the last "
-              "checkpoint", file=sys.stderr)
+        if not stops.said(err):  # a command `study run` ran in-process said it already
+            print(f"multilab: {how}: stopped; run the same command again to resume from the "
+                  "last checkpoint", file=sys.stderr)
         return stops.exit_status(err)
     except Exception as err:  # a full or read-only disk under some library's own error type
         problem = storage_problem(err)

@@ -73,6 +73,12 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
             handle.flush()
             os.fsync(handle.fileno())  # the rename must not outrun the data (power loss)
         tmp.replace(path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        if err.filename is None and err.errno is not None:  # a write's own error names no
+            # file (a full disk at write or fsync): the message of it must name this one
+            raise OSError(err.errno, err.strerror or os.strerror(err.errno), str(path)) from err
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

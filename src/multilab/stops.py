@@ -39,8 +39,18 @@ def exit_status(stop: BaseException) -> int:
 
 
 def stop_of_exit_status(code: int) -> BaseException | None:
-    """The stop a command's exit status says ended it (:func:`exit_status`), else None."""
-    return stop_exception(code - 128) if code - 128 in SIGNALS else None
+    """The stop a command's exit status says ended it (:func:`exit_status`), else None. The
+    command said so itself: the stop is marked :func:`said`, so it is not said twice."""
+    if code - 128 not in SIGNALS:
+        return None
+    stop = stop_exception(code - 128)
+    stop.said = True  # type: ignore[attr-defined]
+    return stop
+
+
+def said(stop: BaseException) -> bool:
+    """Whether a stop was said already, by the in-process command it stopped."""
+    return bool(getattr(stop, "said", False))
 
 
 def _on_stop(signum: int, _frame: Any) -> None:

@@ -9,6 +9,7 @@ plots name these keys. Adding a metric to the tables is one row here.
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -62,6 +63,40 @@ def split_layer_key(key: str) -> tuple[str, int] | None:
     if name in LAYER_METRICS and layer.isascii() and layer.isdigit():
         return name, int(layer)
     return None
+
+
+#: Every evaluation metric beside Table 1's and the per-layer ones, as an ``evaluate``
+#: record's ``metrics`` names it: the positional similarities (``evaluation.metrics``) and
+#: what the evaluation says of itself (:data:`EVALUATION_FACTS`).
+POSITION_KEYS = ("position.cos.same", "position.cos.other", "position.diagonal",
+                 "position.cos.same.frequent", "position.cos.same.rare")
+#: The per-layer families an evaluation writes besides ``LAYER_METRICS`` (precision, recall,
+#: P@5, P@10): ``align_p.l8``, ``retrieval_p10.l8`` …, read from records but not headed.
+OTHER_LAYER_FAMILIES = ("align_p", "align_r", "retrieval_p5", "retrieval_p10", "translation_p5")
+_EDITION = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)?$")  # a language (``3``) or a pair (``3-s``)
+
+
+def evaluation_metric(key: str) -> bool:
+    """Whether ``key`` is a metric an ``evaluate`` record can hold: Table 1's, a per-layer
+    one at any layer (``retrieval_p1.l4``, per language or pair: ``retrieval_p1.l4.3-s``),
+    a perplexity per language (``ppl_dev.s``), a positional similarity or an evaluation
+    fact. A study metric that is none of these would be an empty column."""
+    if key in METRICS or key in POSITION_KEYS or key in EVALUATION_FACTS:
+        return True
+    name, _, language = key.partition(".")
+    if name in PERPLEXITY_KEYS:
+        return bool(_EDITION.match(language))
+    family, dot, rest = key.partition(".l")
+    layer, _, language = rest.partition(".")
+    return bool(dot) and family in (*LAYER_METRICS, *OTHER_LAYER_FAMILIES) and \
+        layer.isascii() and layer.isdigit() and (not language or bool(_EDITION.match(language)))
+
+
+def evaluation_metric_names() -> list[str]:
+    """The evaluation metrics as a user would write them, for a did-you-mean."""
+    return [*METRICS, *POSITION_KEYS, *(f"{family}.l<k>" for family in
+                                        (*LAYER_METRICS, *OTHER_LAYER_FAMILIES)),
+            *(f"{key}.<edition>" for key in PERPLEXITY_KEYS)]
 
 
 def column_title(key: str) -> str:

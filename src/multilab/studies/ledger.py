@@ -9,7 +9,12 @@ one machine therefore share a study's work, and a committed ledger tells the nex
 what is still under way elsewhere.
 
 A booking is stale — taken over without asking — when its process is gone (same machine) or
-when it is older than :data:`STALE_HOURS` (another machine, whose process cannot be asked).
+when it is older than :data:`STALE_HOURS` (on any machine: a pid of this machine may be alive
+and belong to another program, the booking's runner long gone).
+
+The ledger is committed, so git may merge two sessions' copies: the lines of a merge
+conflict's markers are passed over (both sides' bookings are read; the next booking writes
+the file whole again), and a line that is no booking is one line naming the file and the line.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from multilab import stops
+from multilab.errors import UserError
 from multilab.files import write_text
 
 LEDGER = "ledger.csv"
@@ -48,12 +55,14 @@ class Booking:
         return (self.study, self.row, self.seed)
 
     def stale(self, now: datetime | None = None) -> bool:
-        """Its process is gone (this machine), or it is older than STALE_HOURS."""
-        host, _, pid = self.by.rpartition(" pid ")
-        if host == socket.gethostname() and pid.isdigit():
-            return not _alive(int(pid))
+        """It is older than STALE_HOURS (any machine), or its process is gone (this one)."""
         started = datetime.fromisoformat(self.since)
-        return (now or datetime.now(UTC)) - started > timedelta(hours=STALE_HOURS)
+        if started.tzinfo is None:
+            started = started.replace(tzinfo=UTC)
+        if (now or datetime.now(UTC)) - started > timedelta(hours=STALE_HOURS):
+            return True
+        host, _, pid = self.by.rpartition(" pid ")
+        return host == socket.gethostname() and pid.isdigit() and not _alive(int(pid))
 
 
 def _alive(pid: int) -> bool:
@@ -70,26 +79,57 @@ def me() -> str:
     return f"{socket.gethostname()} pid {os.getpid()}"
 
 
+#: the lines git writes around a merge conflict
+CONFLICT_MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||")
+
+
 def read_ledger(results: Path) -> list[Booking]:
+    """The bookings of ``results/ledger.csv``; blank lines, repeated header lines and merge
+    conflict markers are passed over; any other line that is no booking is one line."""
     path = results / LEDGER
     if not path.is_file():
         return []
-    with path.open(encoding="utf-8", newline="") as handle:
-        return [Booking(row["study"], row["row"], int(row["seed"]), row["by"], row["since"])
-                for row in csv.DictReader(handle)]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"{path}: not readable as the run ledger ({err}); delete it: a lost "
+                        "booking only lets another runner start that run too") from None
+    bookings = []
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(CONFLICT_MARKERS) or \
+                [cell.strip() for cell in stripped.split(",")] == list(COLUMNS):
+            continue
+        bookings.append(_booking(path, number, line))
+    return bookings
+
+
+def _booking(path: Path, number: int, line: str) -> Booking:
+    cells = next(csv.reader([line]))
+    try:
+        study, row, seed, by, since = (cell.strip() for cell in cells)
+        booking = Booking(study, row, int(seed), by, since)
+        booking.stale()  # its time parses
+    except ValueError:
+        raise UserError(f"{path} line {number}: {line[:80]!r} is not a booking "
+                        f"({','.join(COLUMNS)}); mend or delete the line (a lost booking only "
+                        "lets another runner start that run too)") from None
+    return booking
 
 
 def _write(results: Path, bookings: list[Booking]) -> None:
     path = results / LEDGER
     if not bookings:
-        path.unlink(missing_ok=True)
+        with stops.deferred():
+            path.unlink(missing_ok=True)
         return
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(COLUMNS)
-    for b in sorted(bookings, key=lambda b: b.key):
+    for b in sorted(dict((b.key, b) for b in bookings).values(), key=lambda b: b.key):
         writer.writerow([b.study, b.row, b.seed, b.by, b.since])
-    write_text(path, text.getvalue())
+    with stops.deferred():  # a stop waits for the ledger: a booking is written or not
+        write_text(path, text.getvalue())
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from multilab import stops
 from multilab.errors import UserError
 from multilab.files import write_json
 from multilab.source import source_state
@@ -44,8 +46,9 @@ _SAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
 
 
 def safe_name(text: str) -> str:
-    """A path component from a label: ``lang-pos;no-random`` → ``lang-pos+no-random``."""
-    return _SAFE.sub("-", text.replace(";", "+")).strip("-") or "-"
+    """A path component from a label: ``lang-pos;no-random`` → ``lang-pos+no-random``; never
+    ``.``, ``..`` or a hidden name (leading and trailing dots go, as slashes do)."""
+    return _SAFE.sub("-", text.replace(";", "+")).strip("-.") or "-"
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,11 @@ def record_path(root: Path, experiment: str, kind: str, model: Mapping[str, Any]
     if model is None:
         return root / safe_name(experiment) / kind / (
             f"{safe_name(qualifier)}.json" if qualifier else f"{kind}.json")
-    folder = f"seed{model['seed']}-{model.get('fingerprint') or 'unknown'}"
-    return root / safe_name(experiment) / safe_name(str(model["modification"])) / folder / name
+    folder = safe_name(f"seed{model['seed']}-{model.get('fingerprint') or 'unknown'}")
+    path = root / safe_name(experiment) / safe_name(str(model["modification"])) / folder / name
+    if not path.resolve().is_relative_to(Path(root).resolve()):  # every part sanitised: never
+        raise ValueError(f"record path {path} is outside {root}")
+    return path
 
 
 def model_identity(done: Mapping[str, Any]) -> dict[str, Any]:
@@ -142,13 +148,25 @@ def write_record(root: Path, experiment: str, kind: str, result: Mapping[str, An
                  qualifier: str = "", origin: Mapping[str, Any] | None = None) -> Path:
     """Write one record atomically and return its path. ``origin``: the provenance of a
     result measured elsewhere and imported (commit, date, machine, the file it came from)."""
+    path, data = record_document(root, experiment, kind, result, model=model, config=config,
+                                 qualifier=qualifier, origin=origin)
+    with stops.deferred():  # a stop waits for the record: written whole, then raised
+        return write_json(path, data)
+
+
+def record_document(root: Path, experiment: str, kind: str, result: Mapping[str, Any], *,
+                    model: Mapping[str, Any] | None, config: Mapping[str, Any],
+                    qualifier: str = "", origin: Mapping[str, Any] | None = None
+                    ) -> tuple[Path, dict[str, Any]]:
+    """The path and content :func:`write_record` would write (an import compares them with
+    the record already there before writing anything)."""
     if kind not in KINDS:
         raise ValueError(f"record kind {kind!r}: one of {', '.join(KINDS)}")
     data = {"schema": SCHEMA, "kind": kind, "qualifier": qualifier,
             "model": _plain(model) if model is not None else None, "config": _plain(config),
             "provenance": _plain(origin) if origin is not None else provenance(),
             "result": _plain(result)}
-    return write_json(record_path(root, experiment, kind, model, qualifier), data)
+    return record_path(root, experiment, kind, model, qualifier), data
 
 
 def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,7 +195,38 @@ def parse_record(path: Path) -> Record:
     model = data["model"]
     if model is not None and not {"modification", "seed"} <= model.keys():
         raise UserError(f"{path}: its model names no modification and seed")
+    _check_numbers(Path(path), data["result"])
     return Record(Path(path), data)
+
+
+#: the part of a result whose every leaf is a number a table reads (an ``evaluate``
+#: record's metrics), and the keys that are one wherever they are (a downstream record's
+#: accuracies): a string there was dropped silently
+NUMERIC_PARTS = ("metrics",)
+NUMERIC_KEYS = ("accuracy", "macro_f1")
+
+
+def _check_numbers(path: Path, result: Mapping[str, Any]) -> None:
+    """A record's numbers are numbers: NaN or infinity anywhere (JSON's ``NaN``, which
+    Python writes and reads) and a value that is no number where a table reads numbers
+    are one line naming the file and the key; a table would drop the value or fail on it."""
+    def walk(tree: Any, where: str, numeric: bool) -> None:
+        if isinstance(tree, Mapping):
+            for key, value in tree.items():
+                walk(value, f"{where}.{key}", numeric or (
+                    key in NUMERIC_KEYS and not isinstance(value, Mapping | list)))
+        elif isinstance(tree, list) and not numeric:
+            for index, value in enumerate(tree):
+                walk(value, f"{where}.{index}", numeric)
+        elif isinstance(tree, float) and not math.isfinite(tree):
+            raise UserError(f"{path}: {where} is {tree!r}; a record holds finite numbers "
+                            "(measure it again, or delete the record)")
+        elif numeric and (isinstance(tree, bool) or not isinstance(tree, int | float)):
+            raise UserError(f"{path}: {where} is {tree!r} ({type(tree).__name__}); a "
+                            "record's measured values are numbers (int or float)")
+
+    for key, value in result.items():
+        walk(value, f"result.{key}", key in NUMERIC_PARTS and isinstance(value, Mapping))
 
 
 def iter_records(root: Path) -> Iterator[Record]:

@@ -186,7 +186,9 @@ def row_setting(rows: Iterable[Row]) -> str:
 
 def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
               say: Callable[[str], None] = print, results: Path | None = None,
-              stack: int = 1, fingerprint_of: FingerprintOf | None = None) -> None:
+              stack: int = 1, fingerprint_of: FingerprintOf | None = None,
+              params: Path = DEFAULT_PARAMS, overrides: Sequence[str] = (),
+              again: bool = False) -> None:
     """Run ``steps`` through ``command`` (``multilab``'s main); stop at the first failure.
     Corpora and vocabulary are built once per artifacts folder (the study's, or a row's own
     where its settings change the languages, corpus or vocabulary), under a lock, so that
@@ -197,8 +199,14 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
     whose model another folder under ``artifacts/`` holds already (another study trained
     it: :func:`trained_elsewhere`) is measured there, not trained again, when its
     fingerprint is the one ``fingerprint_of`` gives for the row here (the same configuration
-    and the same bytes of data: without it, nothing is reused)."""
-    runner = _Runner(study, command, root, say, results)
+    and the same bytes of data: without it, nothing is reused).
+
+    The steps are a plan, and a plan ages: another runner may have finished a (row, seed)
+    since, and released it. So, once booked, each step is planned again from the records in
+    ``results`` (resolved from ``params`` and ``overrides``, ``again`` as planned): one whose
+    records are there now is released and skipped, not measured (and its record rewritten)
+    a second time."""
+    runner = _Runner(study, command, root, say, results, (params, tuple(overrides), again))
     for step in [step for step in steps if step.row.script is not None]:
         if runner.book([step]):
             try:
@@ -310,9 +318,12 @@ class _Runner:
     """One study's commands: preparing its artifacts once, booking runs in the ledger."""
 
     def __init__(self, study: Study, command: Command, root: Path,
-                 say: Callable[[str], None], results: Path | None) -> None:
+                 say: Callable[[str], None], results: Path | None,
+                 planned: tuple[Path, tuple[str, ...], bool] = (DEFAULT_PARAMS, (), False)
+                 ) -> None:
         self.study, self.command, self.root, self.say = study, command, root, say
         self.results = results
+        self.planned = planned  # how the steps were planned: params, overrides, again
         self.prepared: set[Path] = set()
 
     def run(self, settings: list[str], *argv: str) -> None:
@@ -346,11 +357,31 @@ class _Runner:
         for step in steps:
             held = ledger.book(self.results, self.study.name, step.row.label, step.seed)
             if held is None:
-                mine.append(step)
+                fresh = self._still_missing(step)
+                if fresh is not None:
+                    mine.append(fresh)
+                    continue
+                ledger.release(self.results, self.study.name, step.row.label, step.seed)
+                self.say(f"study {self.study.name}: {step.row.label} seed {step.seed} "
+                         "skipped: its records were written since the plan (by another "
+                         "runner)")
                 continue
             self.say(f"study {self.study.name}: {step.row.label} seed {step.seed} skipped: "
                      f"under way by {held.by} since {held.since} (results/{ledger.LEDGER})")
         return mine
+
+    def _still_missing(self, step: Step) -> Step | None:
+        """``step`` planned again from the records now in ``results`` (fewer needs where some
+        records arrived), None where none is missing any more."""
+        from multilab.studies.records import iter_records
+
+        params, overrides, again = self.planned
+        assert self.results is not None
+        fresh = missing_runs(self.study, iter_records(self.results), [step.seed],
+                             [step.row.label], params, overrides, again=again)
+        found = next((found for found in fresh if found.row.label == step.row.label
+                      and found.seed == step.seed), None)
+        return None if found is None else replace(step, needs=found.needs)
 
     def release(self, steps: Sequence[Step]) -> None:
         if self.results is not None:

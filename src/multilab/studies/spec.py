@@ -82,6 +82,7 @@ the claim list keeps the paper's wording, the study says which rows and metric t
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -93,8 +94,10 @@ import yaml
 from multilab.errors import UserError
 from multilab.files import parse_yaml
 from multilab.lab import modifications as mods
+from multilab.lab.metric_table import LAYER_METRICS, evaluation_metric, evaluation_metric_names
 from multilab.studies.claims import COMPARE_FIELDS, LAB, OPTIONAL_COMPARE, PAPERS, Claim
-from multilab.studies.metrics import metric_sources
+from multilab.studies.metrics import MINUS, metric_sources
+from multilab.studies.records import safe_name
 from multilab.studies.verdict import PaperValue
 
 SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds", "settings",
@@ -222,6 +225,18 @@ def _reject_unknown(keys: Any, valid: tuple[str, ...], source: Path, where: str)
     unknown = sorted(set(keys) - set(valid))
     if unknown:
         raise _fail(source, f"{where}unknown key {unknown[0]!r}; valid: {', '.join(valid)}")
+
+
+def _unknown_metric(source: Path, metric: str) -> None:
+    """A metric no record holds (``mu2``): refused, not shown as an empty column."""
+    names = evaluation_metric_names()
+    close = difflib.get_close_matches(metric, [*names, *(f"{family}.l{layer}" for family in
+                                                         LAYER_METRICS for layer in range(13))],
+                                      n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise _fail(source, f"metric {metric!r} is no metric of the metric table{hint}; valid: "
+                f"{', '.join(names)}, or a metric of mrr., translate., similarity., static., "
+                "downstream., curve., train.minutes")
 
 
 def _paper_value(value: Any, paper_seeds: int | None, source: Path, where: str) -> PaperValue:
@@ -375,6 +390,10 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     if not isinstance(seeds, list) or not seeds or not all(
             isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
         raise _fail(source, f"seeds {seeds!r}: a list of integers >= 0")
+    if len(set(seeds)) != len(seeds):  # one record counted as several seeds: a false verdict
+        twice = next(seed for seed in seeds if seeds.count(seed) > 1)
+        raise _fail(source, f"seeds {seeds!r}: seed {twice} is listed twice; each seed once, "
+                    f"e.g. {sorted(set(seeds))}")
     languages = raw["languages"]
     if not isinstance(languages, list) or not languages:
         raise _fail(source, f"languages {languages!r}: a list of edition codes")
@@ -385,12 +404,15 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     metrics = tuple(metrics)
     for metric in metrics:
         try:
-            metric_sources(metric.replace("<pair>", "a-b"))
+            found = metric_sources(metric.replace("<pair>", "a-b"))
         except ValueError:
             raise _fail(source, f"metric {metric!r}: not a form of its kind (see `multilab."
                         "studies.metrics.metric_source`: e.g. mrr.3-fake.best, translate."
                         "<pair>.bleu1.l11.a3, similarity.cka.floor_gap, static.skipgram.w5."
                         "rall.mrr, downstream.zero_shot.s)") from None
+        for part, kind in zip(metric.split(MINUS), found, strict=True):
+            if kind.kind == "evaluate" and not evaluation_metric(part.strip()):
+                _unknown_metric(source, part.strip())
     paper_seeds = raw.get("paper_seeds")
     if paper_seeds is not None and (not isinstance(paper_seeds, int) or paper_seeds < 1):
         raise _fail(source, f"paper_seeds {paper_seeds!r}: the paper's seed count or null")
@@ -415,6 +437,14 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     labels = [name for row in rows for name in (row.label, *row.aliases)]
     if len(set(labels)) != len(labels):
         raise _fail(source, f"two rows share a label or alias: {labels}")
+    folders: dict[str, str] = {}
+    for row in rows:  # a row's own data folder is named after its label, sanitised
+        other = folders.setdefault(safe_name(row.label), row.label)
+        if other != row.label:
+            raise _fail(source, f"rows {other!r} and {row.label!r} share the folder name "
+                        f"{safe_name(row.label)!r} (row-<label> in artifacts/studies/{name}/: "
+                        "the second would train on the first's data); labels that differ in "
+                        "letters or digits, not only in spaces or punctuation")
     entries = tuple(_claim_entry(c, source) for c in raw.get("claims") or [])
     records_from = raw.get("records_from")
     if records_from is not None and (not isinstance(records_from, str) or not records_from):
