@@ -37,7 +37,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as multilab/threads.py se
 import torch  # after the OpenMP setting, which is read once at load
 
 from bench_train import BASELINE, MULTILAB, Arm, Data, Levers
-from common import RESULTS, load_average, machine, project_config, write_json
+from common import RESULTS, load_average, machine, op_seconds, project_config, write_json
 from multilab.resolve import resolve_run
 
 FUSED = Levers(batches="random", pieces=4, step="fused")
@@ -104,22 +104,15 @@ class Floor:
 def breakdown(arm: Arm, steps: int) -> dict[str, float]:
     """Seconds a step under the profiler: matrix products (aten), inductor's compiled C++
     loops, the rest of the aten ops (element-wise, dropout, norms, copies, the optimizer)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    arm.step(record=False)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(steps):
-            arm.step(record=False)
     kinds: dict[str, float] = defaultdict(float)
-    for event in prof.key_averages():
-        seconds = event.self_cpu_time_total / 1e6 / steps
-        op = event.key.removeprefix("aten::")
-        if event.key.startswith("aten::") and op in ("mm", "addmm", "bmm", "baddbmm",
-                                                       "matmul", "linear"):
+    for key, seconds in op_seconds(lambda: arm.step(record=False), steps).items():
+        op = key.removeprefix("aten::")
+        if key.startswith("aten::") and op in ("mm", "addmm", "bmm", "baddbmm", "matmul",
+                                               "linear"):
             kinds["matrix products"] += seconds
-        elif "CompiledFxGraph" in event.key or "cpp_fused" in event.key:
+        elif "CompiledFxGraph" in key or "cpp_fused" in key:
             kinds["compiled loops"] += seconds
-        elif event.key.startswith("aten::"):
+        elif key.startswith("aten::"):
             kinds["other aten ops"] += seconds
     kinds["total"] = sum(kinds.values())
     return dict(kinds)

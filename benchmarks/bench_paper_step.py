@@ -50,7 +50,7 @@ import torch  # after the OpenMP setting, which is read once at load
 from transformers import get_linear_schedule_with_warmup
 
 from bench_train import BASELINE, MULTILAB, Arm, Data, Levers, take_turns
-from common import RESULTS, load_average, machine, project_config, write_json
+from common import RESULTS, load_average, machine, op_seconds, project_config, write_json
 from multilab.training.checkpoints import load_checkpoint
 
 MODIFICATION = "original"
@@ -158,19 +158,12 @@ def denormal_share(arm: Arm) -> dict[str, float]:
 
 def breakdown(arm: Arm, steps: int) -> dict[str, Any]:
     """Self CPU time of the step's leaf ops, summed by kind of work (:data:`KINDS`)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    arm.step(record=False)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(steps):
-            arm.step(record=False)
     by_kind: dict[str, float] = defaultdict(float)
     by_op: dict[str, float] = defaultdict(float)
-    for event in prof.key_averages():
-        if not event.key.startswith("aten::"):
+    for key, seconds in op_seconds(lambda: arm.step(record=False), steps).items():
+        if not key.startswith("aten::"):
             continue
-        op = event.key.removeprefix("aten::")
-        seconds = event.self_cpu_time_total / 1e6 / steps
+        op = key.removeprefix("aten::")
         by_op[op] += seconds
         kind = next(k for k, names in KINDS if any(n in op for n in names))
         by_kind[kind] += seconds

@@ -16,6 +16,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +133,15 @@ NO_KERNEL = ("view", "reshape", "as_strided", "t", "transpose", "expand", "slice
              "empty_strided", "unbind", "split", "split_with_sizes", "chunk", "lift_fresh",
              "_unsafe_view", "resolve_conj", "resolve_neg", "is_nonzero", "item",
              "_local_scalar_dense", "result_type", "size", "stride", "numel", "to", "_to_copy")
+
+
+def op_seconds(step: Callable[[], object], steps: int) -> dict[str, float]:
+    """Self CPU seconds a step of each profiled event (torch.profiler's key averages) over
+    ``steps`` steps after one untimed one: what the step benchmarks' breakdowns sum by kind."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    return {event.key: event.self_cpu_time_total / 1e6 / steps for event in prof.key_averages()}
