@@ -118,19 +118,22 @@ class UserCorpusConfig:
     train: str  # a file, or a folder read recursively: one sentence or document a line
     dev: str  # parallel text, line i the same sentence in every corpus of the study
     sentences: int | None = None  # a seeded sample of this many train lines; null: all
-    bytes: int | None = None  # or of about this many bytes of UTF-8 text (seed 000: 1 GB)
+    #: or of about this many bytes of UTF-8 text (Dufter & Schütze 2020: 1 GB)
+    bytes: int | None = None
     seed: int = 0  # the sample's
 
 
 @dataclass(frozen=True)
 class VocabConfig:
     size: int = 2048
-    #: real languages: ``separate`` (a WordPiece per language, disjoint ids: seed 000 §5),
-    #: ``joint`` (one WordPiece over all of them, shared ids: mBERT-style, seeds 002/003) or
+    #: real languages: ``separate`` (a WordPiece per language, disjoint ids: Dufter & Schütze 2020
+    #: §5),
+    #: ``joint`` (one WordPiece over all of them, shared ids: mBERT-style, K et al. 2020 / Conneau
+    #: et al. 2020) or
     #: ``union`` (a WordPiece per language, their union: identical strings share ids; seed
     #: 003's default-anchors)
     mode: str = "separate"
-    #: the unit below the word (seed 002 Table 10): ``wordpiece`` (the lab's default), ``word``
+    #: the unit below the word (K et al. 2020 Table 10): ``wordpiece`` (the lab's default), ``word``
     #: (the most frequent words, others [UNK]) or ``char`` (every character of the corpus)
     unit: str = "wordpiece"
 
@@ -211,7 +214,8 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class DownstreamConfig:
-    """The zero-shot downstream task (``evaluation.downstream``): seed 000 §5's fine-tuning
+    """The zero-shot downstream task (``evaluation.downstream``): Dufter & Schütze 2020 §5's
+    fine-tuning
     recipe (3 epochs, batch 32, lr 2e-5, after Devlin et al.: 10 % warm-up, decay .01), on
     the task ``task`` of ``data/tasks.py`` (book groups by default, or XNLI)."""
 
@@ -229,21 +233,22 @@ class DownstreamConfig:
     # a seeded sample of the task's train examples (verses, XNLI pairs: any task); null: all
     max_train_verses: int | None = None
     max_test_verses: int | None = None  # the same for dev and for test; null: all
-    # ``downstream --mds`` (seed 004 §4.3): frozen below and shifted at this layer (null: half
-    # the depth), alpha chosen per language on its dev set from these values
+    # ``downstream --mds`` (Liu et al. 2020b §4.3): frozen below and shifted at this layer (null:
+    # half the depth), alpha chosen per language on its dev set from these values
     mds_layer: int | None = None
     mds_alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
 
 @dataclass(frozen=True)
 class WordOrderConfig:
-    """Each edition's word order against an English one (seed 000 App. B.2, Table 4;
+    """Each edition's word order against an English one (Dufter & Schütze 2020 App. B.2, Table 4;
     ``evaluation.bible_word_order``): not a model's measure, so not in any fingerprint."""
 
     reference: str = "3"  # the English the lab trains on (Basic English)
     editions: tuple[str, ...] | str = "all"  # edition codes, or "all" of the Bible DB
     books: tuple[int, int] = (40, 66)  # IBM-1 fits on the pair's verses of these books
-    verses: int = 2500  # scored verses per edition (seed 000: 2,500), the same ids for all
+    #: scored verses per edition (Dufter & Schütze 2020: 2,500), the same ids for all
+    verses: int = 2500
     sample_seed: int = 0
     ibm1_iterations: int = 5
     square_root: bool = True  # Birch & Osborne's 1 - sqrt(D/Z); false: 1 - D/Z
@@ -322,8 +327,8 @@ class Config:
     @property
     def knn_neighbours(self) -> int:
         """How many neighbours per language knn-replace draws from: ``spaces.knn_k``, or the
-        paper's (seed 000 App. A.3) when it is null: the nearest one for Fake-English, one
-        of the five nearest for real languages ("to accommodate noise")."""
+        paper's (Dufter & Schütze 2020 App. A.3) when it is null: the nearest one for Fake-English,
+        one of the five nearest for real languages ("to accommodate noise")."""
         if self.spaces.knn_k is not None:
             return self.spaces.knn_k
         return 5 if self.verses else 1
