@@ -1,7 +1,7 @@
 """Stacked training (training/stacked.py) against one model at a time: the launch proxy and
 the aggregate throughput, side by side.
 
-1. **Kernel-like aten ops per model-step** (the CPU proxy of GPU time, issue 56 item 5): one
+1. **Kernel-like aten ops per model-step** (the CPU proxy of GPU time): one
    profiled optimizer step of a stack of k members, divided by k, for k = 1, 4, 16, against
    one model's step on the single-model arithmetic (``SoloTrainer`` with ``nn.Dropout``: the
    trainer's step without Accelerate). BERT-small at a GPU's settings: one piece a step

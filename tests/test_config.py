@@ -92,7 +92,7 @@ def test_fingerprint_ignores_what_does_not_change_the_weights() -> None:
     assert resolve_run(load_config(PARAMS, longer), "original", 0).fingerprint("d") != base
 
 
-#: issue 23 item 5: each bad value → one line naming the value and what is valid
+#: each bad value → one line naming the value and what is valid
 STRICT = [
     ({"trian": {"epochs": 3}}, "unknown key trian (did you mean 'train'?); valid: profile,"),
     ({"train": {"epochs": "abc"}}, "train.epochs = 'abc': must be a number > 0"),

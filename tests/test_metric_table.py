@@ -34,7 +34,7 @@ def test_dvc_plots_draw_the_table_keys() -> None:
     for entry in plots:
         ((name, spec),) = entry.items()
         declared[name] = spec["y"]
-    # the study's rows from the report's CSV, the variant's curve beside them (issue 54)
+    # the study's rows from the report's CSV, the variant's curve beside them
     assert declared == {key: {f"reports/plots/{key}.csv": "${study}",
                               f"reports/plots/variant/{key}.csv": "variant ${modification}"}
                         for key in PLOTS}

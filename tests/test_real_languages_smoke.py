@@ -448,7 +448,7 @@ def test_seed_002_table_1_needs_a_joint_vocabulary(tmp_path: Path, capsys) -> No
 
 
 def test_real_quick_profile_resolves_for_real_languages_only(tmp_path: Path) -> None:
-    """``-S profile=real-quick`` (issue 55): the whole Bible, a joint vocabulary, the passage
+    """``-S profile=real-quick``: the whole Bible, a joint vocabulary, the passage
     task, every layer evaluated; with [3, fake] it is refused in one line."""
     cfg = config_of(_settings(tmp_path, "[3,s]", profile="real-quick",
                               **{"corpus.dev_sentences": 2000, "evaluate.dev_sentences": 2000}))

@@ -1,4 +1,4 @@
-"""One downstream-task interface (issue 25): the registry, the XNLI reader on a tiny fixture in
+"""One downstream-task interface: the registry, the XNLI reader on a tiny fixture in
 the official layout (alignment by pairID, XNLI-MT's label spelling, transforms, one-line
 refusals of bad input), scores over any label count, sentence-pair encoding (lang-pos
 included), the config keys and the report's title. No model is trained here: the end-to-end

@@ -1,4 +1,4 @@
-"""User corpora (issue 25): languages of the user's own text files, sampled, versioned under
+"""User corpora: languages of the user's own text files, sampled, versioned under
 ``data/``, and the lab run on them as on Bible editions; bad input refused in one line."""
 
 from __future__ import annotations

@@ -98,18 +98,18 @@ class CorpusConfig:
     dev_sentences: int = 10000
     split_colons: bool = False  # also split train sentences at ';' and ':' (see README)
     # also split train sentences after ', ' + and/but/for/so/then/because/who/which/that
-    # (English only): the paper's sentence-length profile from the same words (issue 24 E3)
+    # (English only): the paper's sentence-length profile from the same words (the clause-split corpus of the GPU experiments)
     split_clauses: bool = False
     export_editions: tuple[str, ...] = ("3", "k")
     #: verse studies: what the languages train on (:data:`TRAIN_SCOPES`): ``nt`` the New
     #: Testament; ``bible`` both testaments less the dev corpus and the downstream task's dev
-    #: and test chapters (issue 55: 2–3 times the text per edition)
+    #: and test chapters (2–3 times the text per edition)
     train_scope: str = "nt"
 
 
 @dataclass(frozen=True)
 class UserCorpusConfig:
-    """A language of the user's own text (issue 25: Wikipedia samples on the GPU server),
+    """A language of the user's own text (Wikipedia samples on the GPU server),
     named in ``corpora:`` and listed in ``languages`` by that name
     (:mod:`multilab.data.user_corpora`). Paths are relative to ``paths.data``, so
     ``data.dvc`` versions the text the models are trained on."""

@@ -473,7 +473,7 @@ def _check_corpora(value: Any) -> dict[str, UserCorpusConfig]:
 def _check_corpus_paths(corpora: dict[str, UserCorpusConfig]) -> None:
     """No two corpora share a dev file, and no dev file is (or lies inside) a corpus's train
     text: `corpus xnli-dev` writes every dev file, and one corpus's would overwrite the
-    other's or the training text (issue 53)."""
+    other's or the training text."""
     seen: dict[PurePosixPath, str] = {}
     trains = {name: PurePosixPath(os.path.normpath(c.train)) for name, c in corpora.items()}
     for name, corpus in corpora.items():

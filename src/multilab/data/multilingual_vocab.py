@@ -1,4 +1,4 @@
-"""Vocabularies of N languages (issue 16 item 3): one id block per language, or one shared block.
+"""Vocabularies of N languages: one id block per language, or one shared block.
 
 Dufter & Schütze 2020 §5: "each language has its own vocabulary". Generalising today's English +
 Fake-English layout (``vocab.to_fake``: the fake block is the English block shifted by its
@@ -14,7 +14,7 @@ size) to N languages:
 of every
   language, every language at offset 0, so words the languages spell alike share ids. The
   ``fake`` transform still gets its own shifted block: sharing nothing is its point.
-- **union** (Conneau et al. 2020's ``default-anchors``, issue 18): every language trains its own
+- **union** (Conneau et al. 2020's ``default-anchors``): every language trains its own
 WordPiece
   as in ``separate``; the vocabulary is their union (the first language's tokens, then each
   further language's tokens not yet in it, in order), every language at offset 0 as in

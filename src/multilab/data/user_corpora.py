@@ -1,4 +1,4 @@
-"""Languages of the user's own text (issue 25): the seeds' Wikipedia samples, on the GPU server.
+"""Languages of the user's own text: the papers' Wikipedia samples, on the GPU server.
 
 A user corpus (``corpora:`` in params.yaml, :class:`multilab.config.UserCorpusConfig`) is
 

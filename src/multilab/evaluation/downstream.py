@@ -1,4 +1,4 @@
-"""The zero-shot downstream task (issue 16 item 5; issue 25: one interface for any task).
+"""The zero-shot downstream task (one interface for any task).
 
 The task is ``downstream.task`` of :mod:`multilab.data.tasks`: the book groups of
 :mod:`multilab.data.book_groups` (the default, the lab's stand-in for Dufter & Schütze 2020 §5's

@@ -1,4 +1,4 @@
-"""Word order from a lab model's own vectors (issue 20 item 1's second alignment source).
+"""Word order from a lab model's own vectors (the word-order stage's second alignment source).
 
 ``multilab model-order MODEL --source 3 --target s`` aligns each dev verse pair of two study
 languages with SimAlign's Match on the model's layer-l word vectors (pieces merged by their

@@ -1,4 +1,4 @@
-"""Any Hugging Face masked LM on the Bible's parallel verses (issue 20 item 4; `multilab probe`).
+"""Any Hugging Face masked LM on the Bible's parallel verses (`multilab probe`).
 
 A model trained elsewhere (one tokenizer for all its languages, as mBERT or XLM-R) has none of
 the lab's fingerprints, vocabulary blocks or gold word alignments, so `multilab evaluate` does

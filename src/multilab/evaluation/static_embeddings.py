@@ -1,5 +1,5 @@
-"""Static word embeddings against BERT (Liu et al. 2020a / Liu et al. 2020b, issue 19 item 2 and
-item 3's static half).
+"""Static word embeddings against BERT (Liu et al. 2020a / Liu et al. 2020b: static
+embeddings and their part in word retrieval).
 
 Liu et al. compare word2vec (and GloVe) with BERT trained on the *same* wordpiece-tokenized
 data: with little data the static embeddings align words across languages better (word

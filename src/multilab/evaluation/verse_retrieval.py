@@ -1,4 +1,4 @@
-"""Verse retrieval among N languages (issue 16 item 4): P@1 for every ordered pair.
+"""Verse retrieval among N languages: P@1 for every ordered pair.
 
 Real languages have no word-level gold, but their verses are aligned by id: row i of every
 language's matrix is the same verse, so retrieving row i of language B for row i of language A

@@ -1,6 +1,6 @@
 """The report's word-order section: each edition's Kendall's tau beside Dufter & Schütze
 2020's Table 4, and its correlation with the study's zero-shot accuracy (Dufter & Schütze 2020
-App. B.2) and with its verse retrieval at layer 8 (issue 20 item 3b).
+App. B.2) and with its verse retrieval at layer 8.
 
 Reads ``metrics/word_order.json`` (the ``word_order`` stage) and the downstream and retrieval
 frames the report already built. Dufter & Schütze 2020 correlates mBERT's XNLI accuracy over 15
@@ -31,7 +31,7 @@ WORD_ORDER_JSON = "word_order.json"
 WORD_ORDER_CHART = "word-order.png"
 WORD_ORDER_SCATTER = "word-order-vs-zero-shot.png"
 RETRIEVAL_SCATTER = "word-order-vs-retrieval.png"
-#: The layer of Dufter & Schütze 2020's ρ₈, whose verse retrieval issue 20 correlates with tau.
+#: The layer of Dufter & Schütze 2020's ρ₈, whose verse retrieval the lab correlates with tau.
 RETRIEVAL_LAYER = 8
 #: A uniformly random order's expected tau with Birch & Osborne's square root (1 − √½).
 RANDOM_TAU = 0.29
