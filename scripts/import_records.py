@@ -385,13 +385,13 @@ GPU_CALLS = {
     "e4": (Path("benchmarks/results/gpu-h200-2026-11-27"), "1745b8f",
            {"e4-original": {}, "e4-attend-padding": {}, "e4-lang-pos": {},
             "e4-lang-pos+attend-padding": {}},
-           "the attend-padding experiment E4 (scripts/gpu_e4.sh): twelve train + evaluate processes at once on one "
+           "issue 24 E4 (benchmarks/gpu_e4.sh): twelve train + evaluate processes at once on one "
            "H200, quick, train.length_pieces=1, train.eval_points=[], float32 "
            "(MULTILAB_MIXED_PRECISION=no)"),
     "e3": (Path("benchmarks/results/gpu-h200-2026-11-27-e3"), "012a561",
            {"e3-base": {}, "e3-split-clauses": {"corpus": {"split_clauses": True},
                                                 "train": {"epochs": 17.96875}}},
-           "the corpus experiment E3 (scripts/gpu_corpora.sh): the default corpus and the same words split "
+           "issue 24 E3 (scripts/gpu_corpora.sh): the default corpus and the same words split "
            "at clauses, 2,300 updates each, twelve processes at once on one H200 (a second "
            "lease), quick, train.length_pieces=1, train.eval_points=[], float32"),
 }

@@ -373,7 +373,7 @@ def test_a_model_finished_by_a_concurrent_train_is_not_trained_again(
     assert len(asked) == 2  # before the lock and under it
 
 
-# --------------------------------------------------------------------------- the fault audit, case 5
+# ----------------------------------------------------------------------- the fault audit, case 5
 
 LIFELINE_CHILD = """
 import os, sys, time

@@ -98,7 +98,8 @@ class CorpusConfig:
     dev_sentences: int = 10000
     split_colons: bool = False  # also split train sentences at ';' and ':' (see README)
     # also split train sentences after ', ' + and/but/for/so/then/because/who/which/that
-    # (English only): the paper's sentence-length profile from the same words (the clause-split corpus of the GPU experiments)
+    # (English only): the paper's sentence-length profile from the same words (the GPU
+    # experiments' clause-split corpus)
     split_clauses: bool = False
     export_editions: tuple[str, ...] = ("3", "k")
     #: verse studies: what the languages train on (:data:`TRAIN_SCOPES`): ``nt`` the New
