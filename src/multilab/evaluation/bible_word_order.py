@@ -10,7 +10,8 @@ verses (Dufter & Schütze 2020: 2,500 XNLI sentences), the *same* verse ids for 
 **Alignment weights: a deviation, measured.** Dufter & Schütze 2020 runs SimAlign's Match on mBERT
 vectors; the lab's first design asked for our fastText spaces mapped by unsupervised VecMap.
 On the Bible that mapping fails (held-out silver P@1 .000 German, .002 Hindi:
-docs/notes/reproduction-log.md, "Row 30"), and a Match on unmapped vectors aligns by chance, so tau would measure the mapping, not the language.
+docs/notes/reproduction-log.md, "Row 30"), and a Match on unmapped vectors aligns by chance,
+so tau would measure the mapping, not the language.
 The weights here are IBM Model 1 association scores √(t(t|s) · t(s|t)), fitted on the edition
 pair's own verses (:func:`multilab.data.dictionary.ibm1_word_scores`): an alignment learnt from
 the parallel text, as Birch & Osborne (2011) score GIZA++ alignments. The matching is SimAlign's
