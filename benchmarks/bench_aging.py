@@ -1,4 +1,4 @@
-"""Does a training process slow down as it ages (issue 56 item 6; docs/PERFORMANCE.md,
+"""Does a training process slow down as it ages (docs/PERFORMANCE.md,
 "training slows down as it goes")?
 
 A shared machine's load changes over a long run, so a falling tokens/s alone cannot tell a

@@ -1,11 +1,11 @@
 """Stacked training (training/stacked.py) against one model at a time: the launch proxy and
 the aggregate throughput, side by side.
 
-1. **Kernel-like aten ops per model-step** (the CPU proxy of GPU time, issue 56 item 5): one
+1. **Kernel-like aten ops per model-step** (the CPU proxy of GPU time): one
    profiled optimizer step of a stack of k members, divided by k, for k = 1, 4, 16, against
    one model's step on the single-model arithmetic (``SoloTrainer`` with ``nn.Dropout``: the
    trainer's step without Accelerate). BERT-small at a GPU's settings: one piece a step
-   (``train.length_pieces=1``, the faster one on a GPU, docs/PERFORMANCE.md). Goal: at most
+   (``train.length_pieces=1``, the faster one on a GPU, docs/GPU.md). Goal: at most
    4,100 / k × 1.2 per model-step.
 2. **Aggregate model-steps/s** for k = 1, 2, 4 on this device: a stack of k against the same
    k models trained one after the other, the arms taking turns step by step (a change of
@@ -37,7 +37,7 @@ from multilab.data.inputs import InputEncoder
 from multilab.resolve import resolve_run
 from multilab.training import stacked
 
-#: the measured step of one BERT-small process (docs/PERFORMANCE.md, one piece)
+#: the measured step of one BERT-small process (docs/GPU.md, one piece)
 SINGLE_STEP_KERNELS = 4100
 
 

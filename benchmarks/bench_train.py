@@ -477,7 +477,7 @@ def kernel_count(data: Data, seed: int) -> dict[str, Any]:
     """Leaf aten ops of one multilab training step: ~ the CUDA kernels it would launch.
 
     BERT-small is too small to keep a GPU busy, so its GPU step time is bounded by launches
-    (~5-10 µs each, plus Python): this count grounds the GPU estimate in docs/PERFORMANCE.md.
+    (~5-10 µs each, plus Python): this count grounds the GPU estimate in docs/GPU.md.
     """
     from torch.profiler import ProfilerActivity, profile
 

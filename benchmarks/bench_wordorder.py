@@ -1,4 +1,4 @@
-"""Benchmark of the word-order measure (issue 20): Match alignment + Kendall's tau at full size.
+"""Benchmark of the word-order measure: Match alignment + Kendall's tau at full size.
 
 Issue 20 asks that aligning every language of the Bible database against English for 2,500
 verses takes at most 5 minutes on the 2-core CPU, given precomputed word vectors. This script
@@ -37,7 +37,7 @@ from multilab.evaluation.wordorder import (
     verse_taus,
 )
 
-BUDGET_SECONDS = 300.0  # issue 20: all languages, 2,500 verses, <= 5 min on the 2-core CPU
+BUDGET_SECONDS = 300.0  # the lab's budget: all languages, 2,500 verses, <= 5 min on the 2-core CPU
 
 
 def verse_lengths(rng: np.random.Generator, verses: int, languages: int) -> np.ndarray:

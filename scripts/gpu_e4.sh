@@ -3,7 +3,7 @@
 # attention to padding (`attend-padding`) move μ or lang-pos F1? Four modifications × three
 # seeds at the quick profile with whole batches (`train.length_pieces=1`, as on the CPU), all
 # trained at once as separate processes on the one GPU in float32, each evaluated when trained.
-# Also measures how fast that many BERT-small processes share a GPU (issue 24 item 4).
+# Also measures how fast that many BERT-small processes share a GPU.
 #   OUT=/some/dir PREBUILT=dir-with-corpora-and-vocab bash scripts/gpu_e4.sh
 # Writes $OUT/e4.tgz (eval JSONs, multilab.json, train_log.csv and the log of every run,
 # refreshed every 30 s so that a run cut short still returns what finished) and

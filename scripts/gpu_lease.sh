@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU call that does two things: issue 56's stacked-training benchmark (gpu_stacked.sh,
+# One GPU call that does two things: the stacked-training benchmark (gpu_stacked.sh,
 # capped), then a study's missing rows trained as stacks (`study run --stack`), one runner per
 # group of rows, each runner with its own MLflow store; whatever finished comes back packed.
 #

@@ -8,7 +8,7 @@
 #   OUT=/some/dir bash scripts/gpu_stacked.sh
 # Writes $OUT/stacked-gpu.tgz (stacked-gpu.json, written after every k, so a cut-short run keeps
 # what finished; bench.log; gpu.txt). The compare: 72.6 steps/s of 12 processes on one H200,
-# 11.8 steps/s of one process (docs/PERFORMANCE.md).
+# 11.8 steps/s of one process (docs/GPU.md).
 set -u
 OUT="${OUT:?set OUT to a folder for the results}"
 KS="${KS:-1 8 32 64}"

@@ -1,4 +1,4 @@
-"""Migrate results measured before records existed into ``results/`` (issue 51, item 3).
+"""Migrate results measured before records existed into ``results/``.
 
 Each source below is a committed file (or a background run's output folder) whose numbers a
 document cites; the record keeps its numbers unchanged and says where they came from: the
@@ -138,7 +138,7 @@ def import_e5_base(results: Path) -> list[Path]:
     return written
 
 
-#: K et al. 2020 Table 1 (word-piece overlap, Spanish; REPRODUCTION "Seed 002 Table 1"): the
+#: K et al. 2020 Table 1 (word-piece overlap, Spanish; REPRODUCTION "K et al. 2020 Table 1"): the
 #: pretraining languages of each file (fine-tuned on English or enfake, tested on Spanish)
 K2020_TABLE1 = {"en-es.json": ["v", "3"], "enfake-es.json": ["v", "enfake:3"]}
 
@@ -159,7 +159,7 @@ def import_k2020_table1(results: Path) -> list[Path]:
     return written
 
 
-#: Conneau et al. 2020 Table 1 on English–French (REPRODUCTION "Seed 003 (Conneau et al.)
+#: Conneau et al. 2020 Table 1 on English–French (REPRODUCTION "Conneau et al. 2020
 #: Table 1", its table's vocabulary column): each file's vocabulary mode
 CONNEAU2020_TABLE1 = {"default-joint-en-fr.json": "joint",
                       "no-anchors-separate-en-fr.json": "separate",
@@ -218,7 +218,7 @@ def import_dufter2020_table3(results: Path) -> list[Path]:
 
 
 #: K et al. 2020 Tables 2-4 and 8-10, one seed (42), quick (docs/notes/reproduction-log.md,
-#: "Seed 002 Table N" sections): folder → (its commit where the section names one, the
+#: "K et al. 2020 Table N" sections): folder → (its commit where the section names one, the
 #: pretraining languages, the settings every run of it had, {file: its own settings}). Files
 #: fine-tuned on Spanish and tested on Fake-English (`*-es-enfake.json`) are records of the
 #: same models fine-tuned the other way: a study tells them apart by ``fine_tune`` (the

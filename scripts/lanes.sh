@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The lab's background lanes (issue 52): N trainings of one thread each, nice 19, each in a
+# The lab's background lanes: N trainings of one thread each, nice 19, each in a
 # clone of this checkout's commit, running what `multilab study next --lanes N --hours H`
 # packs into the hours a session has left (whole run sets in the order to train, then one
 # model a lane that spans sessions). Every lane's `multilab` checkpoints each 50 steps

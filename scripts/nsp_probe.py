@@ -1,4 +1,4 @@
-"""Did an ``nsp`` model learn next-sentence prediction? (seed 002 Table 8, a diagnostic)
+"""Did an ``nsp`` model learn next-sentence prediction? (K et al. 2020 Table 8, a diagnostic)
 
 Rebuilds the model's own training pairs with the library (``prepare_data``), draws MLM masks
 as training does (``mask_tokens``, fresh draws), reads the saved ``BertForPreTraining`` and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 003 §5 (Figure 2): independently trained monolingual models, compared layer by layer.
+# Conneau et al. 2020 §5 (Figure 2): independently trained monolingual models, compared layer by layer.
 # Trains an `original` model on each edition alone (English `3` twice, seeds 42 and 43, the
 # second standing in for Fake-English: see below), then runs `multilab similarity` for
 # English against every other edition and against its second seed. Each edition's corpora,
@@ -13,7 +13,7 @@
 #   bash scripts/seed003_similarity.sh --seed 43 l             # one more seed of a pair (no
 #                                                              # control): a study row's script
 #
-# English vs Fake-English: seed 000's Fake-English is English with every id shifted; a model
+# English vs Fake-English: Dufter & Schütze 2020's Fake-English is English with every id shifted; a model
 # trained on it alone sees English with its embedding rows permuted, which is an English model
 # with other random draws. So the pair is English seed 42 against English seed 43, both reading
 # the English verses (identity dictionary).

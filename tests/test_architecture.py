@@ -1,4 +1,4 @@
-"""BERT parameter counts in closed form and the fixed-count shape solver (seed 002 §3.3)."""
+"""BERT parameter counts in closed form and the fixed-count shape solver (K et al. 2020 §3.3)."""
 
 from __future__ import annotations
 
@@ -59,14 +59,14 @@ def test_the_lab_bert_small_count() -> None:
 
 
 def test_the_paper_counts_bert_base_with_embeddings_pooler_and_nsp_head() -> None:
-    """132.78 M (seed 002 Tables 4–7) is BertForPreTraining with a 60,000 vocabulary."""
+    """132.78 M (K et al. 2020 Tables 4–7) is BertForPreTraining with a 60,000 vocabulary."""
     base = BertShape(768, 12, 12, 60_000, 512)
     assert parameter_count(base, pooler=True, nsp_head=True).total == 132_775_010
 
 
 @pytest.mark.parametrize(
     ("millions", "layers", "heads", "hidden"),
-    [  # seed 002 Table 6 (every row) and Table 4 rows at depth 2, 4, 6
+    [  # K et al. 2020 Table 6 (every row) and Table 4 rows at depth 2, 4, 6
         (7.87, 3, 3, 120),
         (12.19, 3, 3, 180),
         (16.78, 3, 3, 240),
@@ -172,7 +172,7 @@ def _study(**evaluate: object):
 ])
 def test_depth_and_heads_keep_the_parameter_count(modification: str, layers: int, heads: int,
                                                   hidden: int) -> None:
-    """Seed 002 Tables 4–5 at the lab's scale: the small model (12 × 64, one head, 4,096
+    """K et al. 2020 Tables 4–5 at the lab's scale: the small model (12 × 64, one head, 4,096
     ids: 886,976 parameters) reshaped, the count within 5 %."""
     cfg = _study(layers="all")
     model = resolve_run(cfg, modification, 0).model
@@ -190,7 +190,7 @@ def test_depth_and_heads_keep_the_parameter_count(modification: str, layers: int
 ])
 def test_params_scales_the_count_at_fixed_depth_and_heads(modification: str, factor: float,
                                                          layers: int, heads: int) -> None:
-    """Seed 002 Table 6 (and Table 7's smaller, deeper models): the count times x at the
+    """K et al. 2020 Table 6 (and Table 7's smaller, deeper models): the count times x at the
     depth and heads given, the hidden size solved."""
     model = resolve_run(_study(layers="all"), modification, 0).model
     assert (model.num_hidden_layers, model.num_attention_heads) == (layers, heads)

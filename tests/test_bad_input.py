@@ -1,4 +1,4 @@
-"""Bad input (issue 8): every bad value or file ends in one ``multilab: error:`` line naming
+"""Bad input: every bad value or file ends in one ``multilab: error:`` line naming
 the bad value and the valid ones, exit 2, nothing written, no RUNNING run; SIGTERM and
 Ctrl-C on the command line are one line too.
 
@@ -229,7 +229,7 @@ BAD_INPUTS: dict[str, tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]] =
         {}, ("spaces",), ("MLFLOW_TRACKING_URI=http://127.0.0.1:", "does not answer")),
     "tracking server not answering (word-order)": (
         {}, ("word-order",), ("MLFLOW_TRACKING_URI=http://127.0.0.1:", "does not answer")),
-    # issue 53, case 8: a traceback once training had started
+    # the fault audit's case 8: a traceback once training had started
     "damaged bilingual tokenizer.json": (
         {}, ("train", "--seed", "0"),
         ("the tokenizer in", "bilingual is damaged", "dvc repro vocab")),
@@ -394,7 +394,7 @@ def test_disk_full_during_training_is_one_line_and_keeps_the_checkpoint(
     complete = [p.parent.name for p in root.rglob("state.pt")
                 if not p.parent.name.startswith(".tmp-")]  # a partial one is never read
     assert complete == ["checkpoint-1"]
-    assert not list(root.rglob(".tmp-checkpoint-*"))  # issue 53, case 9: it took the space
+    assert not list(root.rglob(".tmp-checkpoint-*"))  # the fault audit's case 9: it took the space
     assert not list(root.rglob("multilab.json"))
 
 

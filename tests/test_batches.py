@@ -23,7 +23,7 @@ from multilab.data.inputs import CLS_ID, ENGLISH, FAKE, MASK_ID, PAD_ID, SEP_ID,
 from multilab.lab.modifications import resolve_recipe
 
 V, MAX_LEN = 2048, 128
-WORDS = torch.tensor([195, 1291, 1750, 853, 76, 80, 8])  # seed 000 Fig. 3
+WORDS = torch.tensor([195, 1291, 1750, 853, 76, 80, 8])  # Dufter & Schütze 2020 Fig. 3
 
 
 def encoder(mod: str) -> InputEncoder:
@@ -106,7 +106,7 @@ def test_lang_id_gives_each_language_its_own_sep_only() -> None:
 
 
 def test_no_parallel_halves_take_each_language_its_own_ids() -> None:
-    """The sentence setup with rewritten languages (seed 002's unigram corpus or a
+    """The sentence setup with rewritten languages (K et al. 2020's unigram corpus or a
     permutation): English's first half, the second language's own second half."""
     english = [torch.tensor([10 + i]) for i in range(10)]
     other = [torch.tensor([50 + i]) for i in range(10)]
@@ -307,7 +307,7 @@ def test_batch_order_draws_each_epoch_from_the_seed() -> None:
     assert sorted(torch.cat([order(step) for step in range(4, 8)]).tolist()) == list(range(100))
 
 
-# --------------------------------------------------------------------------- nsp (seed 002)
+# --------------------------------------------------------------------------- nsp (K et al. 2020)
 
 
 def test_next_sentence_pairs_are_half_true_next_and_never_mislabelled() -> None:
@@ -375,7 +375,7 @@ def test_nsp_with_a_one_sentence_corpus_fails_in_one_line() -> None:
 
 
 def test_window_slices_pretraining_sentences_only_and_keeps_every_token() -> None:
-    """Seed 004's context window: the same word-pieces in inputs of at most w; evaluation
+    """Liu et al. 2020b's context window: the same word-pieces in inputs of at most w; evaluation
     (no ``pretraining_seed``) keeps whole sentences; with nsp the windows are paired."""
     sentences = [torch.arange(100, 112), torch.arange(200, 203)]
     recipe = resolve_recipe("window-5")

@@ -1,4 +1,4 @@
-"""Word order across the Bible (issue 20): Match on association weights, the sanity anchors of
+"""Word order across the Bible: Match on association weights, the sanity anchors of
 the tau pipeline on real verses (English vs itself, vs a renamed copy, vs its reversal), the
 shared verse sample, the `word-order` command and its report section."""
 
@@ -250,7 +250,7 @@ def test_correlation_with_and_without_english(tmp_path: Path) -> None:
 
 
 def test_correlation_with_verse_retrieval_at_layer_8(tmp_path: Path) -> None:
-    # issue 20 item 3b: tau against P@1 between English and each language, both directions
+    # tau against P@1 between English and each language, both directions
     languages = parse_languages(["3", "s", "i", "c", "t", "fake:s"])
     keys = ["3", "s", "i", "c", "t", "fake:s"]
     labels = ["en", "de", "hi", "zh", "tr", "de-fake"]

@@ -1,4 +1,4 @@
-"""The command line as a new user meets it (issue 54 item 6): `--set` before or after the
+"""The command line as a new user meets it: `--set` before or after the
 command, a description in every `--help`, "did you mean" for a mistyped command, action,
 parameter key, profile or modification, one precision rule for table cells, and every figure
 as a PDF for print beside its PNG."""

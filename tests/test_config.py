@@ -92,7 +92,7 @@ def test_fingerprint_ignores_what_does_not_change_the_weights() -> None:
     assert resolve_run(load_config(PARAMS, longer), "original", 0).fingerprint("d") != base
 
 
-#: issue 23 item 5: each bad value → one line naming the value and what is valid
+#: each bad value → one line naming the value and what is valid
 STRICT = [
     ({"trian": {"epochs": 3}}, "unknown key trian (did you mean 'train'?); valid: profile,"),
     ({"train": {"epochs": "abc"}}, "train.epochs = 'abc': must be a number > 0"),
@@ -281,8 +281,8 @@ def test_knn_neighbours_default_to_the_papers(settings: list[str], neighbours: i
 
 
 def test_vocab_modes_union_is_a_shared_block_like_joint() -> None:
-    """``vocab.mode: union`` (seed 003's default-anchors) is accepted; like ``joint`` it puts
-    every language in one block, so what needs blocks per language is refused with it, each
+    """``vocab.mode: union`` (Conneau et al. 2020's default-anchors) is accepted; like ``joint`` it
+    puts every language in one block, so what needs blocks per language is refused with it, each
     refusal one line naming the mode and what is valid."""
     from multilab.lab.modifications import ModificationError
 

@@ -198,7 +198,7 @@ def test_same_seed_same_scores_in_every_language(trained: Config, one_thread: No
 @pytest.mark.slow  # the module's trained smoke model, fine-tuned
 def test_mds_freezes_the_lower_half_and_reports_the_shift_beside_no_shift(
         trained: Config, one_thread: None, tmp_path: Path, monkeypatch) -> None:
-    """Seed 004 §4.3: the embeddings and layers 1 … L/2 unchanged by fine-tuning (checked on
+    """Liu et al. 2020b §4.3: the embeddings and layers 1 … L/2 unchanged by fine-tuning (checked on
     the weights the fine-tune leaves), α chosen on the target's dev set from the grid, the
     shifted and the unshifted test accuracy of the same model; its own metric names."""
     from multilab.evaluation import downstream as module

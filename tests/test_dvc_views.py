@@ -1,4 +1,4 @@
-"""`dvc plots show` offline and complete (issue 54 item 4): the page DVC fills is ours, with
+"""`dvc plots show` offline and complete: the page DVC fills is ours, with
 Vega inlined, so no chart loads anything from the network; every study row has its own
 colour; DVC's output folder is ignored by git."""
 

@@ -1,4 +1,4 @@
-"""Fault injection (issue 53): every command that writes × a stop signal mid-write, a dead
+"""Fault injection: every command that writes × a stop signal mid-write, a dead
 tracking server, a full disk and a damaged input, as one table (``MATRIX``) with the outcome
 each cell must have. docs/RELIABILITY.md ("Every writing command × four faults") says how.
 

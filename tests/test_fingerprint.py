@@ -4,7 +4,7 @@ A fingerprint names a trained model: ``multilab train`` skips a model whose ``mu
 holds the same fingerprint and resumes only checkpoints of the same fingerprint. A change of
 its definition (the hashed fields, their spelling, the JSON dump, the data files hashed)
 silently orphans every trained model and every running training. These values were computed
-before the package was regrouped (issue 21); change them only on purpose, and say so.
+before the package was regrouped; change them only on purpose, and say so.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from multilab.resolve import config_from_dict, resolve_run
 from multilab.training.model_dir import data_fingerprint
 
-#: The paper's values of params.yaml as of issue 21, written out in full so that an edit of
+#: The paper's values of params.yaml as of the regrouping, written out in full so that an edit of
 #: params.yaml does not move this test; only a change of the fingerprint's definition does.
 PINNED_PARAMS = {
     "profile": "pinned",

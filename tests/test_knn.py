@@ -1,4 +1,4 @@
-"""knn-replace masking (seed 000 §4, A.3): proportions, uniform choice among the k
+"""knn-replace masking (Dufter & Schütze 2020 §4, A.3): proportions, uniform choice among the k
 neighbours, the other language every time, specials, determinism, a wrong table."""
 
 from __future__ import annotations

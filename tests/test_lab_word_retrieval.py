@@ -1,4 +1,4 @@
-"""`multilab mrr`: seed 004's word retrieval wired to a trained lab model (smoke)."""
+"""`multilab mrr`: Liu et al. 2020b's word retrieval wired to a trained lab model (smoke)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 003's parameter sharing: ``sep-L1-<n>`` (language-specific bottom layers) and
+"""Conneau et al. 2020's parameter sharing: ``sep-L1-<n>`` (language-specific bottom layers) and
 ``sep-emb`` (language-specific embeddings): routing, saving and loading, freezing while
 fine-tuning, in-language random replacement, the refusals, and a smoke model of each."""
 

@@ -45,7 +45,7 @@ def test_transform_of_another_listed_language() -> None:
 
 
 def test_a_text_transform_may_name_an_unlisted_edition() -> None:
-    """Seed 002's enfake-es is Spanish and unicode-shifted English, without English; an id
+    """K et al. 2020's enfake-es is Spanish and unicode-shifted English, without English; an id
     transform (fake) copies a listed language's block, so its base must be listed."""
     langs = parse_languages(["v", "enfake:3"])
     assert langs == (Language("v"), Language("3", "enfake"))
@@ -142,7 +142,7 @@ def test_modifications_that_cannot_apply(modification: str, languages: list, say
         ("8", ["3", "s", "i"]),  # lang-pos;shift-special;no-random
         ("no-parallel", ["3", "s"]),
         ("inv-order", ["3", "s", "fake"]),
-        ("inv-order", ["3", "s", "i"]),  # German inverted: seed 000 Table 3 row 3
+        ("inv-order", ["3", "s", "i"]),  # German inverted: Dufter & Schütze 2020 Table 3 row 3
         ("30", ["3", "s", "i"]),  # knn-replace, neighbours in German and Hindi: row 30
         ("knn-replace", ["3", "s", "fake"]),
         ("knn-replace", ["3", "fake"]),

@@ -1,4 +1,5 @@
-"""Mean of language, mean difference shift and unsupervised token translation (seed 004 §4)."""
+"""Mean of language, mean difference shift and unsupervised token translation (Liu et al.
+2020b §4)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ def test_every_paper_row_has_every_table_metric() -> None:
     for paper_id, values in PAPER_VALUES.items():
         assert list(values) == list(METRICS), paper_id
     assert set(metric_table.TABLE2_IDS) <= set(PAPER_VALUES)
-    # spot checks against the paper (seed 000, Table 1): ID 0 and ID 18
+    # spot checks against the paper (Dufter & Schütze 2020, Table 1): ID 0 and ID 18
     assert PAPER_VALUES["0"]["mu"] == 0.70 and PAPER_VALUES["0"]["ppl_dev"] == 217
     assert PAPER_VALUES["18"]["align_f1.l0"] == 0.97 and PAPER_VALUES["18"]["ppl_train"] == 3484
 
@@ -34,7 +34,7 @@ def test_dvc_plots_draw_the_table_keys() -> None:
     for entry in plots:
         ((name, spec),) = entry.items()
         declared[name] = spec["y"]
-    # the study's rows from the report's CSV, the variant's curve beside them (issue 54)
+    # the study's rows from the report's CSV, the variant's curve beside them
     assert declared == {key: {f"reports/plots/{key}.csv": "${study}",
                               f"reports/plots/variant/{key}.csv": "variant ${modification}"}
                         for key in PLOTS}

@@ -1,4 +1,4 @@
-"""A study row's parent run as the MLflow UI shows it (issue 54): the mean ± std of its seeds
+"""A study row's parent run as the MLflow UI shows it: the mean ± std of its seeds
 at their final step, their mean curve at the steps they logged, the seed count, one colour
 per row (the baseline's its own), and the baseline's parent kept first in the UI's list.
 Seed runs are written directly to a store in a temp folder: no training."""

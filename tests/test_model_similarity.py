@@ -1,5 +1,5 @@
-"""`multilab similarity` (seed 003 §5): two models on parallel verses, layer by layer, beside
-the same measures on untrained models of their shapes. Tiny untrained BERTs suffice to check
+"""`multilab similarity` (Conneau et al. 2020 §5): two models on parallel verses, layer by layer,
+beside the same measures on untrained models of their shapes. Tiny untrained BERTs suffice to check
 the wiring: a twin edition (King James vs KJV2000) is more similar than German."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Vocabularies of N languages: separate id blocks (today's layout for [3, fake]), joint, or
-the union of per-language WordPieces (seed 003's default-anchors)."""
+the union of per-language WordPieces (Conneau et al. 2020's default-anchors)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""params.yaml survives `dvc exp run -S` (issue 54): the file is written as DVC's rewrite
+"""params.yaml survives `dvc exp run -S`: the file is written as DVC's rewrite
 writes it, so a `-S` changes the value's line and nothing else, and a refused value is taken
 back out of the file by the pipeline's first stage before any stage deletes an output."""
 

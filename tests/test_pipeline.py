@@ -114,7 +114,7 @@ def test_dvc_views_compare_models_and_fit_a_terminal(pipeline: Path) -> None:
     assert [line.split()[0] for line in metrics[1:]] == [
         "metrics/study/original.json", "metrics/study/untrained.json", "metrics/variant.json"]
     # 9 metrics and the seeds under their DVC keys (Table 1's columns): a 132-column terminal,
-    # and the variant's name (issue 54) in a column of its own
+    # and the variant's name in a column of its own
     name_column = len("  original")
     assert "corpus" not in "\n".join(metrics) and max(map(len, metrics)) <= 132 + name_column, \
         metrics
@@ -178,7 +178,7 @@ def _check_variant(pipeline: Path, modification: str) -> None:
 
 #: One `dvc exp run` carries both variant checks (a model trained per variant is most of its
 #: cost): a stack of two modifications, in the `+` spelling, for `dvc exp show`'s table, and
-#: knn-replace, which trains from the pipeline's own VecMap table (issue 10).
+#: knn-replace, which trains from the pipeline's own VecMap table.
 VARIANT = "inv-order+lang-pos+knn-replace"
 
 

@@ -1,4 +1,4 @@
-"""`multilab probe` (issue 20 item 4): any Hugging Face masked LM with its fast tokenizer, on
+"""`multilab probe`: any Hugging Face masked LM with its fast tokenizer, on
 Bible verses. A tiny untrained BERT over a joint WordPiece is enough to check the measures:
 even at its embedding layer, two near-identical English editions retrieve each other and
 align word for word, while English and German do neither."""
@@ -70,7 +70,7 @@ def test_probe_command_writes_json(tiny_model: Path, tmp_path: Path, capsys) -> 
 @pytest.mark.parametrize(("args", "fragment"), [
     (["--languages", "k"], "needs at least two editions"),
     (["--languages", "k,x"], "unknown Bible edition 'x'"),
-    (["--languages", "k,k"], "edition 'k' is listed twice"),  # issue 53, case 8: ValueError
+    (["--languages", "k,k"], "edition 'k' is listed twice"),  # the fault audit's case 8: ValueError
     (["--languages", "k,s", "--layer", "7"], "layer 7: the model has layers 0-2"),
     (["--languages", "k,s", "--verses", "0"], "--verses 0: must be >= 1"),
 ])

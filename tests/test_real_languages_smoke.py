@@ -214,7 +214,8 @@ def test_bad_languages_are_one_line_exit_2_nothing_written(
 @pytest.mark.slow  # corpora and a vocabulary built for three languages
 def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path: Path,
                                                    capsys) -> None:
-    """``vocab.mode: joint`` (mBERT-style, seeds 002/003): one WordPiece over every language,
+    """``vocab.mode: joint`` (mBERT-style, K et al. 2020 / Conneau et al. 2020): one WordPiece over
+    every language,
     as many ids as the separate blocks, shared ids; fake keeps a block of its own."""
     (tmp_path / "data").symlink_to(built_project / "data")
     settings = _settings(tmp_path, "[3,s,fake]", **{"vocab.mode": "joint"})
@@ -233,7 +234,7 @@ def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path
     shared = set(torch.cat(ids[:20]).tolist()) & set(torch.cat(ids[20:]).tolist())
     assert len(shared - set(range(5))) >= 5  # punctuation, names: spelled alike, one id
     assert len(load_tokenizer(cfg.paths.vocab, "multilingual")) == 8192
-    # seed 002's unigram corpus on verses: the languages after the first redrawn, before
+    # K et al. 2020's unigram corpus on verses: the languages after the first redrawn, before
     # tokenization, verse count kept (prepare_data passes this rewrite, for training only)
     redrawn = tokenized_verses(cfg, lay, "train", 20, 128,
                                lambda k, lines: unigram_lines(lines, 0, k) if k else lines)[0]
@@ -243,7 +244,7 @@ def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path
     for language in (1, 2):
         assert sum(not torch.equal(a, b) for a, b in zip(plain[language], redrawn[language],
                                                          strict=True)) >= 18
-    # seed 003's extra anchors train on this joint vocabulary (code-switched verses)
+    # Conneau et al. 2020's extra anchors train on this joint vocabulary (code-switched verses)
     from multilab.training.training_data import prepare_data
 
     switched, _ = prepare_data(resolve_run(cfg, "extra-anchors", 0))
@@ -263,7 +264,7 @@ def test_joint_vocabulary_is_one_block_at_offset_0(built_project: Path, tmp_path
 @pytest.mark.slow  # corpora and a vocabulary built for three languages
 def test_union_vocabulary_cuts_each_language_by_its_own_wordpiece(
         built_project: Path, tmp_path: Path, capsys) -> None:
-    """``vocab.mode: union`` (seed 003's default-anchors): English's and German's own
+    """``vocab.mode: union`` (Conneau et al. 2020's default-anchors): English's and German's own
     WordPieces (2,048 each), their union at offset 0 (identical strings one id), fake a shifted
     copy; each language's tokenizer yields only ids of its own pieces; rebuilt byte-identical."""
     (tmp_path / "data").symlink_to(built_project / "data")
@@ -340,9 +341,9 @@ def test_modifications_act_per_language_on_three_blocks(tmp_path: Path) -> None:
 @pytest.mark.slow  # corpus, vocab, a 4-step model and a 64-verse fine-tune
 def test_seed_002_table_1_enfake_pair(built_project: Path, tmp_path: Path, one_thread: None,
                                       capsys, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seed 002 Table 1's enfake-X: ``[s, enfake:3]`` is X and unicode-shifted English, without
+    """K et al. 2020 Table 1's enfake-X: ``[s, enfake:3]`` is X and unicode-shifted English, without
     English itself; ``downstream --languages enfake:3,s`` fine-tunes on enfake and tests X
-    zero-shot. The seed-002 modifications (nsp's pairs included) train on it together; seed
+    zero-shot. The K et al. 2020 modifications (nsp's pairs included) train on it together; seed
     004's word retrieval reads it with a silver dictionary (German vs enfake: two editions)."""
     (tmp_path / "data").symlink_to(built_project / "data")
     modification = "lang-id;nsp;permute-0.5;unigram-target"
@@ -393,8 +394,8 @@ def test_seed_002_table_1_enfake_pair(built_project: Path, tmp_path: Path, one_t
 
 
 def test_other_domain_trains_on_held_out_free_old_testament_verses(tmp_path: Path) -> None:
-    """Seed 003's domain (``ot:s``): German trained on as many OT verses as the NT's, none of
-    the dev corpus or of the downstream task's dev and test chapters; dev and the task read
+    """Conneau et al. 2020's domain (``ot:s``): German trained on as many OT verses as the NT's,
+    none of the dev corpus or of the downstream task's dev and test chapters; dev and the task read
     the same verses as for ``s``; silver-dictionary measures refused."""
     from multilab.data.book_groups import chapter_of, split_chapters
     from multilab.data.layout import build_verse_corpora
@@ -426,7 +427,7 @@ def test_other_domain_trains_on_held_out_free_old_testament_verses(tmp_path: Pat
 
 @pytest.mark.slow  # corpora and a vocabulary built for three languages
 def test_seed_002_table_1_needs_a_joint_vocabulary(tmp_path: Path, capsys) -> None:
-    """Seed 002 Table 1 compares en-X with enfake-X: on one joint WordPiece, English shares
+    """K et al. 2020 Table 1 compares en-X with enfake-X: on one joint WordPiece, English shares
     pieces with German and enfake shares none. (On separate vocabularies neither pair shares
     anything and the two models come out bit-identical: docs/notes/reproduction-log.md.)"""
     shared = {}
@@ -447,7 +448,7 @@ def test_seed_002_table_1_needs_a_joint_vocabulary(tmp_path: Path, capsys) -> No
 
 
 def test_real_quick_profile_resolves_for_real_languages_only(tmp_path: Path) -> None:
-    """``-S profile=real-quick`` (issue 55): the whole Bible, a joint vocabulary, the passage
+    """``-S profile=real-quick``: the whole Bible, a joint vocabulary, the passage
     task, every layer evaluated; with [3, fake] it is refused in one line."""
     cfg = config_of(_settings(tmp_path, "[3,s]", profile="real-quick",
                               **{"corpus.dev_sentences": 2000, "evaluate.dev_sentences": 2000}))

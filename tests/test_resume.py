@@ -1,4 +1,4 @@
-"""Resume after a kill (issue 8): what a researcher must be able to trust when runs die.
+"""Resume after a kill: what a researcher must be able to trust when runs die.
 
 * a ``multilab train`` process SIGKILLed at seeded random steps resumes from its last
   checkpoint and ends with the weights and metrics of an uninterrupted run;
@@ -59,7 +59,7 @@ from tests.helpers import (
     subprocess_env,
 )
 
-KILL_SEED = 8  # issue 8: the kill points are random but reproducible
+KILL_SEED = 8  # the kill points are random but reproducible
 slow = pytest.mark.slow
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.slow]  # every test trains (in-process or in a subprocess)

@@ -1,4 +1,5 @@
-"""scripts/seed003_similarity.sh (seed 003 §5's one command): monolingual models per edition,
+"""scripts/seed003_similarity.sh (Conneau et al. 2020 §5's one command): monolingual models per
+edition,
 English twice (the Fake-English stand-in), and `multilab similarity` for each pair, in a clone
 on the smoke profile. The script runs for real; its eleven ``multilab`` commands are real
 processes that skip their imports (the fork server, tests/zygote.py): what is tested is the

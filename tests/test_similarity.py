@@ -1,4 +1,5 @@
-"""Similarity of two representations (seed 003 §5): CKA, Procrustes, retrieval after a map."""
+"""Similarity of two representations (Conneau et al. 2020 §5): CKA, Procrustes, retrieval
+after a map."""
 
 from __future__ import annotations
 

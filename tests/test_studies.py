@@ -1457,7 +1457,7 @@ def test_study_run_stacks_what_the_registry_allows(tmp_path: Path, capsys) -> No
     assert not (tmp_path / "results").exists()
 
 
-#: issue 55's sweep in small: ``paper: lab``, one row that changes the model's width
+#: the real-language sweep in small: ``paper: lab``, one row that changes the model's width
 LAB_TOY = {"name": "lab-toy", "paper": "lab", "table": "sweep", "title": "toy",
            "languages": ["3", "s"], "profile": "quick", "seeds": [0],
            "metrics": ["retrieval_p1.l8", "downstream.ratio.s", "train.minutes", "mrr.3-s.l2"],

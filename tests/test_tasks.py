@@ -1,4 +1,4 @@
-"""One downstream-task interface (issue 25): the registry, the XNLI reader on a tiny fixture in
+"""One downstream-task interface: the registry, the XNLI reader on a tiny fixture in
 the official layout (alignment by pairID, XNLI-MT's label spelling, transforms, one-line
 refusals of bad input), scores over any label count, sentence-pair encoding (lang-pos
 included), the config keys and the report's title. No model is trained here: the end-to-end
@@ -300,8 +300,8 @@ def test_report_table_names_the_task_of_the_runs() -> None:
 
 
 def test_delta_column_is_the_mean_zero_shot_change_against_the_default() -> None:
-    """Seed 003 Table 1's Δ: per row, the zero-shot accuracy minus original's, averaged over
-    the zero-shot languages; "–" without an original row."""
+    """Conneau et al. 2020 Table 1's Δ: per row, the zero-shot accuracy minus original's, averaged
+    over the zero-shot languages; "–" without an original row."""
     runs = pd.DataFrame({
         "run_id": ["a", "b", "c"], "metrics.downstream/acc.en": [0.8, 0.8, 0.7],
         "metrics.downstream/f1.en": [0.5] * 3, "metrics.downstream/acc.de": [0.5, 0.3, 0.2],

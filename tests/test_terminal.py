@@ -1,4 +1,4 @@
-"""What `multilab` prints (issue 22): the training bar says when it evaluates a curve point,
+"""What `multilab` prints: the training bar says when it evaluates a curve point,
 library bars (weight loading, shard writing) stay silent, and evaluate prints a short table
 while the full results go to their JSON file."""
 

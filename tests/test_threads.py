@@ -1,4 +1,4 @@
-"""The torch thread count follows the cores and the processes sharing them (issue 23, item 9).
+"""The torch thread count follows the cores and the processes sharing them.
 
 No timings here: what is checked is the choice (multilab.threads) and that a fresh process
 really runs with it, waiting passively.

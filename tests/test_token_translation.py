@@ -1,4 +1,5 @@
-"""`multilab translate`: seed 004's token translation wired to a trained lab model (smoke)."""
+"""`multilab translate`: Liu et al. 2020b's token translation wired to a trained lab model
+(smoke)."""
 
 from __future__ import annotations
 

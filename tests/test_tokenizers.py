@@ -1,4 +1,4 @@
-"""Character- and word-level tokenizers (seed 002 Table 10): specials, vocabularies, loading
+"""Character- and word-level tokenizers (K et al. 2020 Table 10): specials, vocabularies, loading
 with AutoTokenizer, byte-identical files across processes, the scaled word vocabulary."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The tracking store failing (issue 23 item 6), without a real server: a dead server is one
+"""The tracking store failing, without a real server: a dead server is one
 line in seconds (MLflow's own retries bounded), a store that lost a model's run gets it back
 from the model directory. The real ``mlflow server`` tests are in test_tracking_server.py.
 """

@@ -1,5 +1,5 @@
 """A real ``mlflow server`` (SQLite store, proxied local artefacts): two concurrent training
-processes lose nothing, and train → evaluate → report work against it (issue 8).
+processes lose nothing, and train → evaluate → report work against it.
 
 The server and the two runs are session fixtures of conftest.py (``tracking_server``,
 ``served``); the resume tests compare their killed run with the same uninterrupted one.

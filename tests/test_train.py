@@ -244,8 +244,8 @@ def test_attend_padding_changes_only_padded_rows_and_trains(project: Config) -> 
 def test_an_nsp_model_trains_saves_its_head_and_loads_as_a_masked_lm(project: Config) -> None:
     """nsp trains ``BertForPreTraining`` (pooler + NSP head); its folder loads with
     ``AutoModelForMaskedLM`` (the head left out), so evaluation reads it as any other model,
-    on single sentences. ``params-0.5`` (seed 002 Table 6's smaller model) and ``window-8``
-    (seed 004's short context: pairs of 8-piece windows) train with it."""
+    on single sentences. ``params-0.5`` (K et al. 2020 Table 6's smaller model) and ``window-8``
+    (Liu et al. 2020b's short context: pairs of 8-piece windows) train with it."""
     import json
 
     from safetensors import safe_open

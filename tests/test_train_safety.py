@@ -1,4 +1,4 @@
-"""A training never turns into a wrong "finished" model (issue 23, items 2, 3, 4, 8).
+"""A training never turns into a wrong "finished" model.
 
 * checkpoints live outside the DVC out, so a killed ``dvc exp run`` resumes from them;
 * a damaged checkpoint or weight file, a NaN loss or NaN weights: one line, exit 2, no
@@ -373,7 +373,7 @@ def test_a_model_finished_by_a_concurrent_train_is_not_trained_again(
     assert len(asked) == 2  # before the lock and under it
 
 
-# --------------------------------------------------------------------------- issue 53, case 5
+# ----------------------------------------------------------------------- the fault audit, case 5
 
 LIFELINE_CHILD = """
 import os, sys, time

@@ -1,4 +1,4 @@
-"""Seed 002's language transforms: unicode Fake-English, word-order swaps, unigram corpora,
+"""K et al. 2020's language transforms: unicode Fake-English, word-order swaps, unigram corpora,
 next-sentence pairs."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_shift_is_invertible_and_keeps_whitespace(text: str) -> None:
 
 
 def test_shift_of_every_printable_ascii_character_is_a_tangut_letter() -> None:
-    """Digits and punctuation are shifted too (seed 002: "each character"), into one
+    """Digits and punctuation are shifted too (K et al. 2020: "each character"), into one
     assigned letter block, far from surrogates and the Private Use Areas."""
     for ch in shift_code_points(PRINTABLE_ASCII):
         assert 0x17000 <= ord(ch) <= 0x187F7  # the Tangut ideograph block
@@ -136,7 +136,8 @@ def _train_wordpiece():
 def test_enfake_wordpiece_is_the_english_wordpiece_shifted() -> None:
     """Because the shift keeps code-point order, a WordPiece trained on the fake corpus
     learns, id for id, the shifted English vocabulary: the unicode Fake-English gives the
-    same id sequences as seed 000's id-shift Fake-English (with separate vocabularies)."""
+    same id sequences as Dufter & Schütze 2020's id-shift Fake-English (with separate
+    vocabularies)."""
     train_wordpiece = _train_wordpiece()
     english = [s for s in SENTENCES if s.isascii()] * 3
     fake = [unicode_fake(s) for s in english]

@@ -1,4 +1,4 @@
-"""User corpora (issue 25): languages of the user's own text files, sampled, versioned under
+"""User corpora: languages of the user's own text files, sampled, versioned under
 ``data/``, and the lab run on them as on Bible editions; bad input refused in one line."""
 
 from __future__ import annotations
@@ -170,8 +170,8 @@ def test_xnli_dev_writes_each_corpus_s_parallel_dev_file(tmp_path: Path, capsys)
 @pytest.mark.slow  # ≈ 2 min on a loaded 2-core machine: spaces + four models, each tuned
 def test_seed_000_table_3_from_text_files_on_the_smoke_profile(tmp_path: Path, capsys,
                                                                one_thread: None) -> None:
-    """docs/GPU.md "Seed 000 Table 3 at scale", every multilab command its stages run, on
-    fixture files: WikiExtractor-shaped text → parallel dev text from XNLI → corpora →
+    """docs/GPU.md "Dufter & Schütze 2020 Table 3 at scale", every multilab command its stages run,
+    on fixture files: WikiExtractor-shaped text → parallel dev text from XNLI → corpora →
     vocab → spaces → the four rows of Table 3 → evaluate → XNLI zero-shot → the report."""
     corpora = write_text_corpora(tmp_path / "data")
     xnli = write_xnli_fixture(tmp_path / "data" / "xnli", pairs=60, train_pairs=96)
@@ -210,8 +210,8 @@ def test_seed_000_table_3_from_text_files_on_the_smoke_profile(tmp_path: Path, c
 
 
 def test_real_profile_holds_seed_000_section_5_settings() -> None:
-    """Seed 000 §5: BERT-base for every row, 20k WordPiece per language, 2 epochs, batch 256,
-    lr 1e-4; XNLI fine-tuning 3 epochs, batch 32, lr 2e-5."""
+    """Dufter & Schütze 2020 §5: BERT-base for every row, 20k WordPiece per language, 2 epochs,
+    batch 256, lr 1e-4; XNLI fine-tuning 3 epochs, batch 32, lr 2e-5."""
     from multilab.resolve import load_config
     from tests.helpers import PARAMS
 

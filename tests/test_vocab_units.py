@@ -1,4 +1,4 @@
-"""Seed 002 Table 10: `vocab.unit: word | char` beside the WordPiece default, for the
+"""K et al. 2020 Table 10: `vocab.unit: word | char` beside the WordPiece default, for the
 sentence setup (English + Fake-English) and for real languages; train, evaluate and the
 downstream task follow the tokenization because they all read the built vocabulary."""
 

@@ -1,4 +1,4 @@
-"""Word retrieval MRR / P@1 (seed 004 §3.1.1) and contextual word vectors."""
+"""Word retrieval MRR / P@1 (Liu et al. 2020b §3.1.1) and contextual word vectors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Word order (seed 000 App. B.2): wordpieces, SimAlign Match, Kendall tau, correlations."""
+"""Word order (Dufter & Schütze 2020 App. B.2): wordpieces, SimAlign Match, Kendall tau,
+correlations."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def random_words(n: int, dim: int = 64, seed: int = 0) -> np.ndarray:
 
 
 def test_word_ids_follow_continuation_pieces_and_skip_specials():
-    # seed 000 App. A.2: "He ate wild honey ." → He ate wild hon ##e ##y .
+    # Dufter & Schütze 2020 App. A.2: "He ate wild honey ." → He ate wild hon ##e ##y .
     pieces = ["[CLS]", "He", "ate", "wild", "hon", "##e", "##y", ".", "[SEP]", "[PAD]"]
     assert word_ids_from_pieces(pieces) == [-1, 0, 1, 2, 3, 3, 3, 4, -1, -1]
 
@@ -272,7 +273,7 @@ def test_verse_taus_decrease_with_more_reordering():
 # --- correlations -----------------------------------------------------------------------------
 
 
-# Seed 000, Table 4: Kendall's tau and mBERT's zero-shot XNLI accuracy per language.
+# Dufter & Schütze 2020, Table 4: Kendall's tau and mBERT's zero-shot XNLI accuracy per language.
 PAPER_TAU = {"en": 1.0, "ar": 0.72, "de": 0.74, "fr": 0.80, "ru": 0.72, "th": 0.71, "ur": 0.59,
              "zh": 0.68, "bg": 0.75, "el": 0.77, "es": 0.76, "hi": 0.58, "sw": 0.73, "tr": 0.47,
              "vi": 0.78}

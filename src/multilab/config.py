@@ -98,18 +98,19 @@ class CorpusConfig:
     dev_sentences: int = 10000
     split_colons: bool = False  # also split train sentences at ';' and ':' (see README)
     # also split train sentences after ', ' + and/but/for/so/then/because/who/which/that
-    # (English only): the paper's sentence-length profile from the same words (issue 24 E3)
+    # (English only): the paper's sentence-length profile from the same words (the GPU
+    # experiments' clause-split corpus)
     split_clauses: bool = False
     export_editions: tuple[str, ...] = ("3", "k")
     #: verse studies: what the languages train on (:data:`TRAIN_SCOPES`): ``nt`` the New
     #: Testament; ``bible`` both testaments less the dev corpus and the downstream task's dev
-    #: and test chapters (issue 55: 2–3 times the text per edition)
+    #: and test chapters (2–3 times the text per edition)
     train_scope: str = "nt"
 
 
 @dataclass(frozen=True)
 class UserCorpusConfig:
-    """A language of the user's own text (issue 25: Wikipedia samples on the GPU server),
+    """A language of the user's own text (Wikipedia samples on the GPU server),
     named in ``corpora:`` and listed in ``languages`` by that name
     (:mod:`multilab.data.user_corpora`). Paths are relative to ``paths.data``, so
     ``data.dvc`` versions the text the models are trained on."""
@@ -118,19 +119,22 @@ class UserCorpusConfig:
     train: str  # a file, or a folder read recursively: one sentence or document a line
     dev: str  # parallel text, line i the same sentence in every corpus of the study
     sentences: int | None = None  # a seeded sample of this many train lines; null: all
-    bytes: int | None = None  # or of about this many bytes of UTF-8 text (seed 000: 1 GB)
+    #: or of about this many bytes of UTF-8 text (Dufter & Schütze 2020: 1 GB)
+    bytes: int | None = None
     seed: int = 0  # the sample's
 
 
 @dataclass(frozen=True)
 class VocabConfig:
     size: int = 2048
-    #: real languages: ``separate`` (a WordPiece per language, disjoint ids: seed 000 §5),
-    #: ``joint`` (one WordPiece over all of them, shared ids: mBERT-style, seeds 002/003) or
+    #: real languages: ``separate`` (a WordPiece per language, disjoint ids: Dufter & Schütze 2020
+    #: §5),
+    #: ``joint`` (one WordPiece over all of them, shared ids: mBERT-style, K et al. 2020 / Conneau
+    #: et al. 2020) or
     #: ``union`` (a WordPiece per language, their union: identical strings share ids; seed
     #: 003's default-anchors)
     mode: str = "separate"
-    #: the unit below the word (seed 002 Table 10): ``wordpiece`` (the lab's default), ``word``
+    #: the unit below the word (K et al. 2020 Table 10): ``wordpiece`` (the lab's default), ``word``
     #: (the most frequent words, others [UNK]) or ``char`` (every character of the corpus)
     unit: str = "wordpiece"
 
@@ -211,7 +215,8 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class DownstreamConfig:
-    """The zero-shot downstream task (``evaluation.downstream``): seed 000 §5's fine-tuning
+    """The zero-shot downstream task (``evaluation.downstream``): Dufter & Schütze 2020 §5's
+    fine-tuning
     recipe (3 epochs, batch 32, lr 2e-5, after Devlin et al.: 10 % warm-up, decay .01), on
     the task ``task`` of ``data/tasks.py`` (book groups by default, or XNLI)."""
 
@@ -229,21 +234,22 @@ class DownstreamConfig:
     # a seeded sample of the task's train examples (verses, XNLI pairs: any task); null: all
     max_train_verses: int | None = None
     max_test_verses: int | None = None  # the same for dev and for test; null: all
-    # ``downstream --mds`` (seed 004 §4.3): frozen below and shifted at this layer (null: half
-    # the depth), alpha chosen per language on its dev set from these values
+    # ``downstream --mds`` (Liu et al. 2020b §4.3): frozen below and shifted at this layer (null:
+    # half the depth), alpha chosen per language on its dev set from these values
     mds_layer: int | None = None
     mds_alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
 
 @dataclass(frozen=True)
 class WordOrderConfig:
-    """Each edition's word order against an English one (seed 000 App. B.2, Table 4;
+    """Each edition's word order against an English one (Dufter & Schütze 2020 App. B.2, Table 4;
     ``evaluation.bible_word_order``): not a model's measure, so not in any fingerprint."""
 
     reference: str = "3"  # the English the lab trains on (Basic English)
     editions: tuple[str, ...] | str = "all"  # edition codes, or "all" of the Bible DB
     books: tuple[int, int] = (40, 66)  # IBM-1 fits on the pair's verses of these books
-    verses: int = 2500  # scored verses per edition (seed 000: 2,500), the same ids for all
+    #: scored verses per edition (Dufter & Schütze 2020: 2,500), the same ids for all
+    verses: int = 2500
     sample_seed: int = 0
     ibm1_iterations: int = 5
     square_root: bool = True  # Birch & Osborne's 1 - sqrt(D/Z); false: 1 - D/Z
@@ -322,8 +328,8 @@ class Config:
     @property
     def knn_neighbours(self) -> int:
         """How many neighbours per language knn-replace draws from: ``spaces.knn_k``, or the
-        paper's (seed 000 App. A.3) when it is null: the nearest one for Fake-English, one
-        of the five nearest for real languages ("to accommodate noise")."""
+        paper's (Dufter & Schütze 2020 App. A.3) when it is null: the nearest one for Fake-English,
+        one of the five nearest for real languages ("to accommodate noise")."""
         if self.spaces.knn_k is not None:
             return self.spaces.knn_k
         return 5 if self.verses else 1

@@ -7,7 +7,7 @@ gives one model of it (+ modification + seed) as a :class:`~multilab.config.RunC
 profile (smoke / quick / paper) overrides. :func:`load_config` validates everything before any
 work starts, so a bad value fails in one line naming the valid choices, with nothing written;
 :func:`resolve_run` resolves a modification as training will, solving a reshaped model's
-hidden size at a fixed parameter count (seed 002 §3.3).
+hidden size at a fixed parameter count (K et al. 2020 §3.3).
 
 Validation is written out here (types from the dataclass annotations, ranges in
 :data:`multilab.config.RULES`) rather than done by pydantic: pydantic is only an indirect
@@ -473,7 +473,7 @@ def _check_corpora(value: Any) -> dict[str, UserCorpusConfig]:
 def _check_corpus_paths(corpora: dict[str, UserCorpusConfig]) -> None:
     """No two corpora share a dev file, and no dev file is (or lies inside) a corpus's train
     text: `corpus xnli-dev` writes every dev file, and one corpus's would overwrite the
-    other's or the training text (issue 53)."""
+    other's or the training text."""
     seen: dict[PurePosixPath, str] = {}
     trains = {name: PurePosixPath(os.path.normpath(c.train)) for name, c in corpora.items()}
     for name, corpus in corpora.items():
@@ -752,13 +752,13 @@ def resolve_run(cfg: Config, modification: str, seed: int) -> RunConfig:
 
 def _reshaped(cfg: Config, model: ModelConfig, recipe: mods.Recipe, modification: str
               ) -> ModelConfig:
-    """Seed 002 §3.3: another depth or head count at the model size's parameter count
+    """K et al. 2020 §3.3: another depth or head count at the model size's parameter count
     (Tables 4-5), or another count (``params-<x>``: x times it, Tables 6-7).
 
     The count is the lab's ``BertForMaskedLM`` (tied decoder) with the study's nominal
     vocabulary (``vocab.size`` per language: a large-alphabet block may be bigger) and
     its position table; the hidden size is the multiple of the heads nearest to it,
-    intermediate 4 × hidden (seed 002), within 5 % or a one-line error.
+    intermediate 4 × hidden (K et al. 2020), within 5 % or a one-line error.
     """
     vocab = cfg.vocab.size * len(cfg.languages)
     reference = parameter_count(BertShape(

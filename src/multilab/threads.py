@@ -2,7 +2,7 @@
 once, so that parallel experiments never collapse.
 
 On 2 cores shared with another busy process, a training with two OpenMP threads slowed from
-about 1 s to 50–70 s a step (issue 23): a thread that waits for the others spins, and when
+about 1 s to 50–70 s a step: a thread that waits for the others spins, and when
 the scheduler takes its core away the whole parallel region waits. The rules, first match:
 
 * ``MULTILAB_THREADS=n``: n threads;

@@ -84,15 +84,15 @@ def training_examples(
     sentences: list[torch.Tensor], recipe: Recipe, encoder: InputEncoder,
     by_language: list[list[torch.Tensor]] | None = None, pretraining_seed: int | None = None,
 ) -> Examples:
-    """Parallel: every sentence in every language. no-parallel (seed 000 §3.3): English the
-    first half only, Fake-English the second half only; real languages a seeded disjoint share
+    """Parallel: every sentence in every language. no-parallel (Dufter & Schütze 2020 §3.3): English
+    the first half only, Fake-English the second half only; real languages a seeded disjoint share
     each (``parallel.disjoint_shares``: contiguous shares would split them by book).
 
     ``sentences`` are the ids of the sentence setup, the same in every language;
     ``by_language`` (real languages) each language's own ids of the same verses.
     ``pretraining_seed`` (the model seed; the trainer passes it, evaluation does not: it reads
     whole single sentences) turns on what changes the pretraining inputs only: ``window-<w>``
-    slices every sentence into windows of w word-pieces (seed 004 §3.2.3), ``nsp`` pairs
+    slices every sentence into windows of w word-pieces (Liu et al. 2020b §3.2.3), ``nsp`` pairs
     them (:func:`next_sentence_examples`, drawn from that seed).
     """
     texts = by_language if by_language is not None else [sentences] * encoder.languages
@@ -103,7 +103,7 @@ def training_examples(
     count = len(texts[0])
     if recipe.parallel:
         pairs = [(texts[lang][i], lang) for i in range(count) for lang in range(len(texts))]
-    elif sentences:  # the sentence setup (its languages' ids may differ: seed 002 rewrites)
+    elif sentences:  # the sentence setup (its languages' ids may differ: K et al. 2020 rewrites)
         half = count // 2
         pairs = [(s, 0) for s in texts[0][:half]] + [(s, 1) for s in texts[1][half:]]
     else:
@@ -122,15 +122,15 @@ def training_examples(
 
 
 def windows(sentences: list[torch.Tensor], width: int) -> list[torch.Tensor]:
-    """Seed 004 §3.2.3 / seed 001 §3 (``window-<w>``): each sentence sliced into consecutive
-    segments of at most ``width`` word-pieces, in order, every word-piece kept (the same
+    """Liu et al. 2020b §3.2.3 / Liu et al. 2020a §3 (``window-<w>``): each sentence sliced into
+    consecutive segments of at most ``width`` word-pieces, in order, every word-piece kept (the same
     tokens, shorter inputs); 0 leaves the sentences whole."""
     if not width:
         return sentences
     return [piece for sentence in sentences for piece in sentence.split(width)]
 
 
-#: Keys of the random streams of seed 002's pretraining-only rewrites (with the model seed
+#: Keys of the random streams of K et al. 2020's pretraining-only rewrites (with the model seed
 #: and the language index): each language and each rewrite draws its own stream.
 PERMUTE_STREAM, UNIGRAM_STREAM, NEXT_SENTENCE_STREAM = 2002_2, 2002_3, 2002_5
 CODE_SWITCH_STREAM = 2003_1
@@ -167,7 +167,7 @@ def next_sentence_examples(texts: list[list[torch.Tensor]], encoder: InputEncode
 
 def permuted_corpus(by_language: list[list[torch.Tensor]], p: float, seed: int
                     ) -> list[list[torch.Tensor]]:
-    """Seed 002 §3.2.2 (``permute-p``): every sentence of every language with p·L/2 random
+    """K et al. 2020 §3.2.2 (``permute-p``): every sentence of every language with p·L/2 random
     word-piece pairs swapped, drawn once per model seed (the same permutation every epoch,
     as a corpus rewritten once before pretraining). Pretraining only: callers never pass
     evaluation or fine-tuning data."""
@@ -183,7 +183,7 @@ def permuted_corpus(by_language: list[list[torch.Tensor]], p: float, seed: int
 
 
 def unigram_lines(lines: list[str], seed: int, language: int) -> list[str]:
-    """Seed 002 §3.2.3 (``unigram-target``): each line replaced by as many words drawn from
+    """K et al. 2020 §3.2.3 (``unigram-target``): each line replaced by as many words drawn from
     the lines' own unigram distribution. Words are the BERT pipeline's (so Chinese counts
     characters, as its tokenizer does), drawn once per model seed and language."""
     words = [" ".join(bert_words(line)) for line in lines]
@@ -191,8 +191,8 @@ def unigram_lines(lines: list[str], seed: int, language: int) -> list[str]:
 
 
 def code_switched_lines(texts: list[list[str]], seed: int) -> tuple[list[list[str]], list[int]]:
-    """Seed 003's extra anchors (``extra-anchors``): every language's verses (row i the same
-    verse in each) with dictionary words switched (:func:`transforms.code_switch`), drawn
+    """Conneau et al. 2020's extra anchors (``extra-anchors``): every language's verses (row i the
+    same verse in each) with dictionary words switched (:func:`transforms.code_switch`), drawn
     once per model seed and language. The dictionaries are silver, induced from these
     verses (IBM-1 mutual best matches, words in >= 5 verses: benchmarks/RESULTS-dictionary.md
     measures their precision, 0.7-0.8 between two English editions), not PanLex's: the first

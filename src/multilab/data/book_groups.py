@@ -1,4 +1,4 @@
-"""The zero-shot downstream task (issue 16 item 5, the lab's XNLI analogue): which group of
+"""The zero-shot downstream task (the lab's XNLI analogue): which group of
 books an Old Testament verse comes from.
 
 Labels come from the verse id alone (``BB.CCC.VVV``), so every edition carries exactly the
@@ -30,7 +30,7 @@ the dev corpus (the first 10,000 OT verses) is only scored for perplexity.
 This is the ``bible-books`` task of :mod:`multilab.data.tasks` (the default); its
 :class:`~multilab.data.classification.Example` and scores are the ones every task shares.
 
-**Passages** (the ``bible-passages`` task, issue 55): the same labels and the same chapter
+**Passages** (the ``bible-passages`` task): the same labels and the same chapter
 split, but an example is a passage of :data:`PASSAGE_VERSES` consecutive verses of one chapter
 (:func:`passage_examples`) instead of one verse. One verse is often too little to tell its
 group (a quick BERT-small reaches .45 in-language on five classes, majority .288), so

@@ -1,4 +1,4 @@
-"""What every downstream classification task shares (issue 25): its example and its scores.
+"""What every downstream classification task shares: its example and its scores.
 
 Kept apart from the tasks themselves (:mod:`multilab.data.book_groups`,
 :mod:`multilab.data.xnli`) and from their registry (:mod:`multilab.data.tasks`) so that each

@@ -23,7 +23,7 @@ from multilab.files import read_utf8, write_text
 if TYPE_CHECKING:
     from nltk.tokenize.punkt import PunktSentenceTokenizer
 
-#: The paper's corpus statistics (seed 000 §2.1) for comparison.
+#: The paper's corpus statistics (Dufter & Schütze 2020 §2.1) for comparison.
 PAPER_STATS = {
     "sentences": 17178,
     "words": 228000,

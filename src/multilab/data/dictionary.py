@@ -1,6 +1,7 @@
 """A silver bilingual dictionary induced from a verse-aligned parallel corpus.
 
-The papers take their dictionaries from MUSE (seeds 001/004) and PanLex (seed 003); neither is
+The papers take their dictionaries from MUSE (Liu et al. 2020a / Liu et al. 2020b) and PanLex
+(Conneau et al. 2020); neither is
 here. The Bible is parallel verse by verse, so a dictionary can be *induced*: words that are
 translations occur in the same verses. Two associations, both over the same aligned segments
 (verses, or sentences of a parallel copy):
@@ -288,8 +289,8 @@ def aligned_occurrences(
     """Word occurrences aligned through a dictionary: (segment, source position, target
     position) wherever an entry's two words each occur exactly once in the same segment.
 
-    The pairs for seed 003's contextual word-level alignment (§5.1.2), which takes them from a
-    word aligner; one occurrence on each side makes the alignment unambiguous without one.
+    The pairs for Conneau et al. 2020's contextual word-level alignment (§5.1.2), which takes them
+    from a word aligner; one occurrence on each side makes the alignment unambiguous without one.
     """
     _check_corpus(source_segments, target_segments)
     translation = {e.source: e.target for e in entries}

@@ -7,7 +7,7 @@ A study has N languages, language ``i`` a block of ids starting at ``offsets[i]`
 (``data/layout.py``); English + Fake-English is N = 2 with offsets (0, V). Language 0 is the
 first listed, ``FAKE`` (1) the second, whatever it is: lang-pos gives language i positions
 ``i·max_length …`` and segment id i, shift-special its own specials (its block's), lang-id
-its own [SEP] only (seed 002's language-identity marker), inv-order inverts the second
+its own [SEP] only (K et al. 2020's language-identity marker), inv-order inverts the second
 language's word order.
 """
 

@@ -15,8 +15,8 @@ Two setups share every stage after this module:
   language's block starts), and an id transform (``fake``) reuses its base's tokenizer.
   ``vocab.mode: joint`` trains one WordPiece over every language instead, every language's
   block at offset 0 (mBERT-style shared ids; :mod:`multilab.data.multilingual_vocab`);
-  ``vocab.mode: union`` (seed 003's default-anchors) keeps a WordPiece per language and puts
-  every language at offset 0 of their union (identical strings share ids), each language's
+  ``vocab.mode: union`` (Conneau et al. 2020's default-anchors) keeps a WordPiece per language and
+  puts every language at offset 0 of their union (identical strings share ids), each language's
   ``language-<i>/`` tokenizer cutting its text by its own pieces into the union's ids.
   User corpora (``corpora:``, :mod:`multilab.data.user_corpora`) are verse tables too, of
   numbered lines: dev rows aligned, train rows unrelated (columns of different lengths).
@@ -178,7 +178,7 @@ def build_verse_corpora(cfg: Config) -> dict[str, dict[str, float]]:
 
 def held_out_verses(cfg: Config, dev: dict[Language, list[tuple[str, str]]],
                     verses: dict[str, list[tuple[str, str]]]) -> set[str]:
-    """What an ``ot`` language (seed 003's other domain) or a whole-Bible corpus
+    """What an ``ot`` language (Conneau et al. 2020's other domain) or a whole-Bible corpus
     (``corpus.train_scope: bible``) must not train on: the dev corpus's verses and those of
     the downstream task's dev and test chapters (every edition holds the same verse ids)."""
     from multilab.data.book_groups import chapter_of, split_chapters
@@ -313,7 +313,7 @@ def tokenized_verses(cfg: Config, lay: Layout, split: str, limit: int | None,
     """Each language's wordpiece ids (its own tokenizer, no specials, cut to ``max_length -
     2``) of the first ``limit`` verses of ``split``; verse i is row i in every language.
 
-    ``rewrite(language, lines)`` replaces a language's lines before tokenization (seed 002's
+    ``rewrite(language, lines)`` replaces a language's lines before tokenization (K et al. 2020's
     unigram corpus; pretraining only)."""
     _, texts = read_verse_table(cfg.paths.corpora / f"{split}.txt")
     tokenizers = {name: load_tokenizer(cfg.paths.vocab, name) for name in set(lay.tokenizers)}

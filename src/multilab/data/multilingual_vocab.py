@@ -1,6 +1,6 @@
-"""Vocabularies of N languages (issue 16 item 3): one id block per language, or one shared block.
+"""Vocabularies of N languages: one id block per language, or one shared block.
 
-Seed 000 §5: "each language has its own vocabulary". Generalising today's English +
+Dufter & Schütze 2020 §5: "each language has its own vocabulary". Generalising today's English +
 Fake-English layout (``vocab.to_fake``: the fake block is the English block shifted by its
 size) to N languages:
 
@@ -10,10 +10,12 @@ size) to N languages:
   specials, so language k's id is its own tokenizer's id + ``offset_k``; specials stay shared
   (ids 0–4) unless shift-special gives each language its own. With ``[3, fake]`` this is
   exactly today's bilingual vocabulary: English at 0, Fake-English at ``vocab.size``.
-- **joint** (seeds 002/003, mBERT-style): one WordPiece over the train verses of every
+- **joint** (K et al. 2020 / Conneau et al. 2020, mBERT-style): one WordPiece over the train verses
+of every
   language, every language at offset 0, so words the languages spell alike share ids. The
   ``fake`` transform still gets its own shifted block: sharing nothing is its point.
-- **union** (seed 003's ``default-anchors``, issue 18): every language trains its own WordPiece
+- **union** (Conneau et al. 2020's ``default-anchors``): every language trains its own
+WordPiece
   as in ``separate``; the vocabulary is their union (the first language's tokens, then each
   further language's tokens not yet in it, in order), every language at offset 0 as in
   ``joint``, so identical strings share one id and nothing else is shared. Each language's

@@ -51,7 +51,8 @@ Verse = tuple[str, str]
 OLD_TESTAMENT = (1, 39)
 NEW_TESTAMENT = (40, 66)
 BIBLE = (1, 66)
-#: Seed 000's dev set: the first 10,000 sentences of the KJV Old Testament; here verses.
+#: Dufter & Schütze 2020's dev set: the first 10,000 sentences of the KJV Old Testament; here
+#: verses.
 DEV_VERSES = 10_000
 
 _WORD_CHARACTER = re.compile(r"\w")
@@ -175,7 +176,7 @@ OTHER_DOMAIN_SEED = 3
 
 def other_domain_ids(verses: Sequence[Verse], count: int, held_out: Collection[str]
                      ) -> list[str]:
-    """Seed 003's domain (the ``ot`` transform): ``count`` Old Testament verse ids of one
+    """Conneau et al. 2020's domain (the ``ot`` transform): ``count`` Old Testament verse ids of one
     edition, drawn by ``random.Random(OTHER_DOMAIN_SEED)`` from those with text outside
     ``held_out`` (the dev corpus, the downstream task's dev and test chapters), in canonical
     order; a draw, not the first ones, so that every group of books is in it."""

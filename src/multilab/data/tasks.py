@@ -1,4 +1,4 @@
-"""The downstream tasks (issue 25, "one downstream-task interface"): a registry.
+"""The downstream tasks (one downstream-task interface): a registry.
 
 A task is data, not a code path: a name, its label names, whether an input is one sentence
 or a sentence pair, and a function giving ``split → language → examples`` for a study's
@@ -14,7 +14,7 @@ Registered (``downstream.task`` in params.yaml):
   every Bible edition (:mod:`multilab.data.book_groups`): the lab's XNLI stand-in.
 - ``bible-passages``: the same book groups and chapter split, an example being a passage of
   consecutive verses (:func:`multilab.data.book_groups.passage_examples`): a task with
-  headroom above one verse's ceiling (issue 55); ``bible-books`` stays the default, so every
+  headroom above one verse's ceiling; ``bible-books`` stays the default, so every
   study measured on it keeps its meaning;
 - ``xnli``: XNLI itself, read from the official release in ``downstream.task_path``
   (:mod:`multilab.data.xnli`); premise and hypothesis encoded as a pair.

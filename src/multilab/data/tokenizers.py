@@ -1,5 +1,5 @@
 """The lab's tokenization units: the BERT pipeline and special tokens every vocabulary shares,
-and the character- and word-level tokenizers (seed 002 §3.4.3, Table 10) beside the WordPiece
+and the character- and word-level tokenizers (K et al. 2020 §3.4.3, Table 10) beside the WordPiece
 one of :mod:`multilab.data.vocab`, which builds on this module.
 
 All use the lab's BERT normalizer and pre-tokenizer (cased, accents kept), so the three
@@ -29,7 +29,7 @@ from multilab.lab.enfake import bert_word_counts
 #: [PAD], [UNK], [CLS], [SEP], [MASK]: ids 0–4 of every vocabulary of the lab
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 CONTINUATION_PREFIX = "##"  # WordPiece's mark of a piece inside a word
-#: Seed 002 §3.4.3: "the most frequent 100000 words", beside a 60,000 word-piece vocabulary
+#: K et al. 2020 §3.4.3: "the most frequent 100000 words", beside a 60,000 word-piece vocabulary
 #: (§3.1.2): the word vocabulary is 5/3 the size of the word-piece one.
 PAPER_WORD_VOCAB = 100_000
 PAPER_WORDPIECE_VOCAB = 60_000

@@ -1,4 +1,4 @@
-"""Language transforms of seed 002 (K et al., ICLR 2020): pure functions, no I/O, no config.
+"""Language transforms of K et al. 2020: pure functions, no I/O, no config.
 
 Each transform makes a new "language" out of an existing one while keeping some of its
 properties and destroying others:
@@ -28,7 +28,7 @@ import torch
 def swap_pair_count(length: int, p: float) -> int:
     """Number of word-piece pairs swapped in a sentence of ``length`` word-pieces.
 
-    Seed 002 swaps p·L/2 pairs; we round half up (``floor(p·L/2 + 1/2)``) and cap at
+    K et al. 2020 swaps p·L/2 pairs; we round half up (``floor(p·L/2 + 1/2)``) and cap at
     ``L // 2`` because the pairs are disjoint (the cap only bites for odd L and p near 1).
     Rounding instead of flooring keeps short sentences permuted at p = 0.25 (L = 4 → 1 pair).
     """
@@ -65,7 +65,7 @@ def permute_word_order(ids: torch.Tensor, p: float, generator: torch.Generator) 
 def unigram_sentences(sentences: Sequence[str], generator: torch.Generator) -> list[str]:
     """Each sentence replaced by as many words drawn i.i.d. from the corpus' unigram counts.
 
-    Seed 002 §3.2.3: only the unigram frequency (and the sentence lengths, and the words'
+    K et al. 2020 §3.2.3: only the unigram frequency (and the sentence lengths, and the words'
     spelling) survives. Words are the whitespace-separated tokens of the lab's corpora
     (already word-tokenised); sentence lengths are kept in words. The vocabulary is ordered
     by first occurrence, so the draw depends only on the corpus and the generator.
@@ -84,8 +84,8 @@ def unigram_sentences(sentences: Sequence[str], generator: torch.Generator) -> l
     return out
 
 
-#: Seed 003 §4 (extra anchors, after Conneau & Lample's code-switching): a dictionary word is
-#: replaced by its translation this often, and at most this share of a sentence's words.
+#: Conneau et al. 2020 §4 (extra anchors, after Conneau & Lample's code-switching): a dictionary
+#: word is replaced by its translation this often, and at most this share of a sentence's words.
 SWITCH_RATE, SWITCH_CAP = 0.3, 0.15
 
 

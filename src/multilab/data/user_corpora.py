@@ -1,4 +1,4 @@
-"""Languages of the user's own text (issue 25): the seeds' Wikipedia samples, on the GPU server.
+"""Languages of the user's own text: the papers' Wikipedia samples, on the GPU server.
 
 A user corpus (``corpora:`` in params.yaml, :class:`multilab.config.UserCorpusConfig`) is
 
@@ -6,7 +6,7 @@ A user corpus (``corpora:`` in params.yaml, :class:`multilab.config.UserCorpusCo
   ones skipped), one sentence or document a line. WikiExtractor's ``<doc …>`` / ``</doc>``
   lines and lines without a letter or digit are dropped; whitespace (tabs included) is
   squeezed. A seeded sample of ``sentences`` lines, or of about ``bytes`` bytes of UTF-8
-  (seed 000 §5: 1 GB a language), is kept in file order; neither: every line.
+  (Dufter & Schütze 2020 §5: 1 GB a language), is kept in file order; neither: every line.
 - **dev**: parallel text, line i the same sentence in every corpus of the study (XNLI's dev
   sentences are such a text: docs/own-corpora.md). The evaluation stage's alignment,
   retrieval and translation measures need it; the first ``corpus.dev_sentences`` rows in

@@ -1,7 +1,7 @@
 """WordPiece vocabulary (2048, cased) and the bilingual English + Fake-English vocabulary (4096).
 
-Fake-English (seed 000 Fig. 2) shifts every token id by the vocabulary size; the shifted
-token is the original prefixed with ``::``. Both vocabularies are saved as Hugging Face
+Fake-English (Dufter & Schütze 2020 Fig. 2) shifts every token id by the vocabulary size; the
+shifted token is the original prefixed with ``::``. Both vocabularies are saved as Hugging Face
 tokenizer folders, so ``AutoTokenizer.from_pretrained`` loads them.
 """
 
@@ -73,7 +73,7 @@ def train_tokens(sentences: list[str], size: int, unit: str = "wordpiece",
     """A vocabulary of the corpus in id order, specials at 0–4, for ``vocab.unit``.
 
     - ``wordpiece``: :func:`train_wordpiece` of ``size`` tokens;
-    - ``word`` (seed 002 Table 10): the most frequent words, as many as the paper's 100k word
+    - ``word`` (K et al. 2020 Table 10): the most frequent words, as many as the paper's 100k word
       vocabulary stands to its 60k word-pieces (5/3 × ``size``), at most every word of the
       corpus (Basic English's New Testament has fewer: then every train word is in and only
       unseen words are ``[UNK]``; Spanish's has more);

@@ -1,4 +1,5 @@
-"""XNLI (Conneau et al. 2018), seed 000 §5's downstream task, read from the official release.
+"""XNLI (Conneau et al. 2018), Dufter & Schütze 2020 §5's downstream task, read from the official
+release.
 
 Nothing is downloaded: ``downstream.task_path`` names a folder where the two official archives
 are unpacked side by side::
@@ -33,8 +34,8 @@ skipped.
 A study language reads the XNLI language of its edition's ISO code (``de`` for ``s``), with
 its transform applied as everywhere else: a text transform (``enfake``) maps both sentences,
 the ``fake`` id transform reads its base's text (the encoder shifts the ids). Train is only
-read for the first language (seed 000 fine-tunes on English); dev and test keep the pairIDs
-every study language has, in the file's order, so the languages stay aligned and a sample
+read for the first language (Dufter & Schütze 2020 fine-tunes on English); dev and test keep the
+pairIDs every study language has, in the file's order, so the languages stay aligned and a sample
 takes the same examples in each.
 """
 

@@ -1,15 +1,17 @@
-"""Seed 000 App. B.2 / Table 4 on the Bible: how far each edition's word order is from English.
+"""Dufter & Schütze 2020 App. B.2 / Table 4 on the Bible: how far each edition's word order is from
+English.
 
 For every edition, the New Testament verse pairs (reference English edition, edition) are
 word-aligned, and each alignment is scored with Birch & Osborne's Kendall's tau
 (:func:`multilab.evaluation.wordorder.kendall_tau`: 1 − √(D/Z), 1.0 = English order, 0 = fully
 reversed, ≈ .29 for a random order). A language's score is the mean over a seeded sample of
-verses (seed 000: 2,500 XNLI sentences), the *same* verse ids for every edition.
+verses (Dufter & Schütze 2020: 2,500 XNLI sentences), the *same* verse ids for every edition.
 
-**Alignment weights: a deviation, measured.** Seed 000 runs SimAlign's Match on mBERT vectors;
-issue 20 asks for our fastText spaces mapped by unsupervised VecMap. On the Bible that mapping
-fails (held-out silver P@1 .000 German, .002 Hindi: docs/notes/reproduction-log.md, "Row 30"), and a
-Match on unmapped vectors aligns by chance, so tau would measure the mapping, not the language.
+**Alignment weights: a deviation, measured.** Dufter & Schütze 2020 runs SimAlign's Match on mBERT
+vectors; the lab's first design asked for our fastText spaces mapped by unsupervised VecMap.
+On the Bible that mapping fails (held-out silver P@1 .000 German, .002 Hindi:
+docs/notes/reproduction-log.md, "Row 30"), and a Match on unmapped vectors aligns by chance,
+so tau would measure the mapping, not the language.
 The weights here are IBM Model 1 association scores √(t(t|s) · t(s|t)), fitted on the edition
 pair's own verses (:func:`multilab.data.dictionary.ibm1_word_scores`): an alignment learnt from
 the parallel text, as Birch & Osborne (2011) score GIZA++ alignments. The matching is SimAlign's

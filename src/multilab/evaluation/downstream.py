@@ -1,12 +1,12 @@
-"""The zero-shot downstream task (issue 16 item 5; issue 25: one interface for any task).
+"""The zero-shot downstream task (one interface for any task).
 
 The task is ``downstream.task`` of :mod:`multilab.data.tasks`: the book groups of
-:mod:`multilab.data.book_groups` (the default, the lab's stand-in for seed 000 §5's XNLI) or
-XNLI itself (:mod:`multilab.data.xnli`, sentence pairs). A finished pretrained model is
+:mod:`multilab.data.book_groups` (the default, the lab's stand-in for Dufter & Schütze 2020 §5's
+XNLI) or XNLI itself (:mod:`multilab.data.xnli`, sentence pairs). A finished pretrained model is
 loaded as ``AutoModelForSequenceClassification`` (one output per label of the task; the
 encoder's weights are the pretrained ones, the pooler and the classifier are new,
-initialised from the seed), fine-tuned on the *first* language's train split with seed 000
-§5's recipe (3 epochs, batch 32, lr 2e-5; ``downstream`` in params.yaml), the epoch with the
+initialised from the seed), fine-tuned on the *first* language's train split with Dufter & Schütze
+2020 §5's recipe (3 epochs, batch 32, lr 2e-5; ``downstream`` in params.yaml), the epoch with the
 best first-language dev accuracy is kept, and that model classifies the test split in
 **every** language of the study: the first language is the in-language score, every other
 one is zero-shot. Beside them, the majority baseline (always the most frequent train label).
@@ -77,7 +77,8 @@ from multilab.training.model_dir import DONE_FILE, check_weights, read_done
 log = logging.getLogger(__name__)
 
 PREFIX = "downstream/"
-#: ``--mds`` (seed 004 §4.3): its own metric names, so the stage's plain scores stay as they are
+#: ``--mds`` (Liu et al. 2020b §4.3): its own metric names, so the stage's plain scores stay as they
+#: are
 MDS_PREFIX = "downstream_mds/"
 #: Batches per length-sorted chunk of a fine-tuning epoch (Hugging Face's mega-batch).
 CHUNK_BATCHES = 50
@@ -348,7 +349,7 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
 
     Returns the record the JSON holds: the task, per-language test scores, the majority
     baseline, the selected epoch and the flat ``metrics`` logged to MLflow. ``data``: the
-    task's splits when already read (:func:`task_data`). ``mds``: seed 004 §4.3's variant
+    task's splits when already read (:func:`task_data`). ``mds``: Liu et al. 2020b §4.3's variant
     (:mod:`multilab.evaluation.mds_transfer`): the lower half frozen while fine-tuning,
     every other language tested with and without the mean difference shift.
     """
@@ -367,8 +368,8 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
     devs = {how.language: encode_examples(data["dev"][how.language], how, encoder,
                                           settings.max_length) for how in inputs[1:]} if mds else {}
     model = load_classifier(model_dir, seed, len(task.labels))
-    # seed 003: the language-specific parts stay as pretrained (sep-L1-<n>'s copies; sep-emb,
-    # the one modification drawing random replacements within a language, its embeddings)
+    # Conneau et al. 2020: the language-specific parts stay as pretrained (sep-L1-<n>'s copies;
+    # sep-emb, the one modification drawing random replacements within a language, its embeddings)
     language_layers.freeze_language_specific(model, run.recipe.random_in_language)
     check_finite_weights(model.state_dict(), model_dir)  # NaN weights: NaN scores
     model = model.to(evaluation_device())

@@ -1,4 +1,5 @@
-"""Model + dev corpus → embeddings → multilinguality and model-fit metrics (seed 000 §2.2).
+"""Model + dev corpus → embeddings → multilinguality and model-fit metrics (Dufter & Schütze 2020
+§2.2).
 
 Sentences are length-sorted into batches, English and Fake-English twins go through the
 model with the modification applied by :class:`~multilab.data.inputs.InputEncoder` exactly as in
@@ -228,7 +229,7 @@ def verse_metrics(
     English + Fake-English); MLM perplexity per language and over all of them.
 
     Word alignment, word translation and μ need word-level gold, which real languages do not
-    have: they are not computed (the report says so). A one-language study (seed 003 §5's
+    have: they are not computed (the report says so). A one-language study (Conneau et al. 2020 §5's
     monolingual models) has no pair to retrieve: perplexity only. ``part_done`` hears of each
     of the :func:`verse_parts` parts as it ends.
     """

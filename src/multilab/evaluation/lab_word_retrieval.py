@@ -1,4 +1,5 @@
-"""Word retrieval MRR of a trained lab model, layer by layer (seed 004 §3.1.1, issue 19 item 1).
+"""Word retrieval MRR of a trained lab model, layer by layer (Liu et al. 2020b
+§3.1.1).
 
 ``multilab mrr MODEL --source 3 --target fake`` wires :mod:`.word_retrieval` to the lab: the
 study's first dev rows in both languages, each word's contextual vector per layer (its

@@ -1,6 +1,6 @@
-"""Seed 004 §4.3 (Table 4): zero-shot transfer with the mean difference shift (MDS).
+"""Liu et al. 2020b §4.3 (Table 4): zero-shot transfer with the mean difference shift (MDS).
 
-Seed 004 fine-tunes mBERT on English with the first six of twelve layers fixed, then feeds a
+Liu et al. 2020b fine-tunes mBERT on English with the first six of twelve layers fixed, then feeds a
 test sentence of another language and adds α·D to the hidden states of layer 6, where D moves
 that language's mean representation onto English's; α is chosen per language on its dev set.
 
@@ -37,8 +37,8 @@ def shift_layer(configured: int | None, depth: int) -> int:
 
 
 def freeze_below(model: PreTrainedModel, layer: int) -> int:
-    """Freeze the embeddings and encoder layers 1 … ``layer`` (seed 004 fixes the first six of
-    twelve); returns how many parameters stay trainable."""
+    """Freeze the embeddings and encoder layers 1 … ``layer`` (Liu et al. 2020b fixes the first six
+    of twelve); returns how many parameters stay trainable."""
     frozen = [model.bert.embeddings, *model.bert.encoder.layer[:layer]]
     for module in frozen:
         for parameter in module.parameters():

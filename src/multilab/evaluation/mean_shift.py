@@ -1,4 +1,4 @@
-"""Mean of language, mean difference shift, unsupervised token translation (seed 004 §4).
+"""Mean of language, mean difference shift, unsupervised token translation (Liu et al. 2020b §4).
 
 * **Mean of language** R_L^l = E_{x∈C, i∈I}[h^l_{x,i}]: the mean hidden state of layer l over a
   language's corpus. The paper does not say which positions I holds; here every real token
@@ -13,7 +13,8 @@
   at each real position is the translation. The shift is a forward hook on the layer module
   (:func:`shifted`), so the model's own code runs the rest — attention masks, dropout off, any
   attention implementation — instead of a hand-written copy of it.
-* **Metrics** (seed 004 §4.2.2): the convert rate, #(y ∈ V_t − V_s) / (#y − #(y ∈ V_s ∩ V_t)),
+* **Metrics** (Liu et al. 2020b §4.2.2): the convert rate, #(y ∈ V_t − V_s) / (#y − #(y ∈ V_s ∩
+V_t)),
   and BLEU-1 against the parallel reference, computed *corpus-level* with NLTK (modified unigram
   precision pooled over all sentences times one brevity penalty; weights (1, 0, 0, 0), no
   smoothing — unigram BLEU has no empty higher-order counts to smooth). Both are fractions in
@@ -190,7 +191,7 @@ def bleu1(hypotheses: Sequence[Sequence[Hashable]], references: Sequence[Sequenc
 
 @dataclass(frozen=True)
 class TranslationSweep:
-    """Heat maps of seed 004 Figs 7–8: ``convert_rate[i, j]`` and ``bleu1[i, j]`` for
+    """Heat maps of Liu et al. 2020b Figs 7–8: ``convert_rate[i, j]`` and ``bleu1[i, j]`` for
     ``alphas[i]`` and ``layers[j]``."""
 
     alphas: tuple[float, ...]

@@ -1,4 +1,5 @@
-"""The paper's multilinguality and model-fit metrics (seed 000 §2.2, Appendix A.1), vectorised.
+"""The paper's multilinguality and model-fit metrics (Dufter & Schütze 2020 §2.2, Appendix A.1),
+vectorised.
 
 Every function works on whole batches of hidden states so that evaluating one model on 10k
 sentence pairs is a few hundred matrix products, not 10k Python loops. The straightforward

@@ -1,4 +1,5 @@
-"""How similar are two independently trained models? Seed 003 §5 (Figure 2) on Bible verses.
+"""How similar are two independently trained models? Conneau et al. 2020 §5 (Figure 2) on Bible
+verses.
 
 ``multilab similarity DIR_A DIR_B --languages 3,l`` reads the same Old Testament verses in two
 editions, model A the first edition and model B the second (each with its own saved tokenizer:

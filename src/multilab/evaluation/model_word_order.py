@@ -1,10 +1,11 @@
-"""Word order from a lab model's own vectors (issue 20 item 1's second alignment source).
+"""Word order from a lab model's own vectors (the word-order stage's second alignment source).
 
 ``multilab model-order MODEL --source 3 --target s`` aligns each dev verse pair of two study
 languages with SimAlign's Match on the model's layer-l word vectors (pieces merged by their
 mean, words without a letter or digit dropped as in the word-order stage) and scores every
 alignment with Birch & Osborne's Kendall's tau (:func:`multilab.evaluation.wordorder.verse_taus`,
-1 = the source's order). Seed 000 aligns with mBERT's layer 8; the word-order stage aligns with
+1 = the source's order). Dufter & Schütze 2020 aligns with mBERT's layer 8; the word-order stage
+aligns with
 IBM-1 scores fitted on the pair's verses, a source independent of any model. Set side by side
 they tell whether the model's vectors carry the alignment: on ``[3, fake]`` a trained model
 should give tau ≈ 1 (Fake-English keeps English's order) and ≈ 0 under ``inv-order``.

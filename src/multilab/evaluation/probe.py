@@ -1,4 +1,4 @@
-"""Any Hugging Face masked LM on the Bible's parallel verses (issue 20 item 4; `multilab probe`).
+"""Any Hugging Face masked LM on the Bible's parallel verses (`multilab probe`).
 
 A model trained elsewhere (one tokenizer for all its languages, as mBERT or XLM-R) has none of
 the lab's fingerprints, vocabulary blocks or gold word alignments, so `multilab evaluate` does
@@ -6,8 +6,8 @@ not apply to it. What needs none of them, measured here between chosen Bible edi
 same dev verses (the first Old Testament verses with text in every edition):
 
 * **verse retrieval** P@1 for every ordered pair at one layer (mean-pooled over the verse's
-  tokens, special tokens left out): seed 000's ρ, as ``multilab evaluate`` computes it for
-  the lab's real-language models (:mod:`multilab.evaluation.verse_retrieval`);
+  tokens, special tokens left out): Dufter & Schütze 2020's ρ, as ``multilab evaluate`` computes it
+  for the lab's real-language models (:mod:`multilab.evaluation.verse_retrieval`);
 * **word alignment** of the first edition with each other one by SimAlign's Match on the
   model's contextual word vectors (wordpieces of a word averaged): the Kendall's tau its
   alignments imply, and their agreement with the IBM-1 alignments of the ``word_order``

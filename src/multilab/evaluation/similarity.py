@@ -1,4 +1,4 @@
-"""How similar are two models' representations? The measures of seed 003 §5 (Figure 2).
+"""How similar are two models' representations? The measures of Conneau et al. 2020 §5 (Figure 2).
 
 Conneau et al. (2020) compare independently trained monolingual BERTs layer by layer:
 
@@ -111,7 +111,8 @@ def normalize_rows(x: ArrayLike) -> np.ndarray:
 def procrustes_map(source: ArrayLike, target: ArrayLike) -> np.ndarray:
     """The orthogonal W minimising ||source @ W − target||_F over paired rows (d × d).
 
-    Seed 003 writes W* = argmin ||W X − Y|| = U Vᵀ with U Σ Vᵀ = SVD(Y Xᵀ) on column vectors; with
+    Conneau et al. 2020 writes W* = argmin ||W X − Y|| = U Vᵀ with U Σ Vᵀ = SVD(Y Xᵀ) on column
+    vectors; with
     row vectors that is scipy's ``orthogonal_procrustes(source, target)``. Both sides need the
     same width (two models of the same size).
     """
@@ -169,7 +170,7 @@ def translation_precision_at_1(
     normalize: bool = True,
     csls_k: int = 10,
 ) -> float:
-    """Word-level alignment (seed 003 §5.1.1): Procrustes on a seed dictionary, then P@1.
+    """Word-level alignment (Conneau et al. 2020 §5.1.1): Procrustes on a seed dictionary, then P@1.
 
     ``source`` (n_s × d) and ``target`` (n_t × d) hold one row per word; a pair is (source row,
     target row). The map is learned on ``train_pairs``; every distinct source word of
@@ -220,7 +221,7 @@ def paired_retrieval_precision_at_1(
     normalize: bool = True,
     csls_k: int = 10,
 ) -> float:
-    """Sentence-level (and contextual word-level) alignment, seed 003 §5.1.2–5.1.3.
+    """Sentence-level (and contextual word-level) alignment, Conneau et al. 2020 §5.1.2–5.1.3.
 
     Row i of ``source`` and row i of ``target`` are translations (the pooled representations of
     parallel verses, or the contextual vectors of an aligned word occurrence). The orthogonal map
@@ -246,8 +247,8 @@ def mean_pool(hidden: ArrayLike, keep: ArrayLike) -> np.ndarray:
     """Sentence vectors: the mean of each row's kept token vectors.
 
     ``hidden`` is batch × tokens × d, ``keep`` batch × tokens (true for the tokens to pool:
-    the caller drops padding and, usually, [CLS]/[SEP]). Seed 003 pools without saying how; the
-    mean is the common choice for models without a sentence-level objective.
+    the caller drops padding and, usually, [CLS]/[SEP]). Conneau et al. 2020 pools without saying
+    how; the mean is the common choice for models without a sentence-level objective.
     """
     hidden = np.asarray(hidden, dtype=np.float64)
     keep = np.asarray(keep, dtype=bool)

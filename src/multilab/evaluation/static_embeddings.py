@@ -1,4 +1,5 @@
-"""Static word embeddings against BERT (seeds 001/004, issue 19 item 2 and item 3's static half).
+"""Static word embeddings against BERT (Liu et al. 2020a / Liu et al. 2020b: static
+embeddings and their part in word retrieval).
 
 Liu et al. compare word2vec (and GloVe) with BERT trained on the *same* wordpiece-tokenized
 data: with little data the static embeddings align words across languages better (word
@@ -37,7 +38,7 @@ hand-written co-occurrence factorization would be a second, unchecked implementa
 Numbers of the English + Fake-English study need one caution: the two languages share no
 piece, so nothing in the joint static objective ties ``0:w`` to ``1:w`` except the shared
 negative-sampling table; BERT ties them through shared positions and layers. The static MRR
-there is the "no anchors" floor of seed 003, not a property of word2vec on real languages
+there is the "no anchors" floor of Conneau et al. 2020, not a property of word2vec on real languages
 (whose joint wordpiece vocabulary shares pieces: ``vocab.mode = joint``).
 """
 

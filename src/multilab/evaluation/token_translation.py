@@ -1,4 +1,4 @@
-"""Unsupervised token translation of a trained lab model (seed 004 §4, Table 2, Figs 7–8).
+"""Unsupervised token translation of a trained lab model (Liu et al. 2020b §4, Table 2, Figs 7–8).
 
 ``multilab translate MODEL --source 3 --target fake`` wires :mod:`.mean_shift` to the lab: the
 study's dev sentences (English + Fake-English) or dev verses (real languages) in both languages,
@@ -60,7 +60,7 @@ from multilab.training.training_data import study_encoder
 
 log = logging.getLogger(__name__)
 
-DEFAULT_ALPHAS = (1.0, 2.0, 3.0)  # seed 004 Table 2 / Figs 7–8
+DEFAULT_ALPHAS = (1.0, 2.0, 3.0)  # Liu et al. 2020b Table 2 / Figs 7–8
 BATCH_SIZE = 64
 
 
@@ -162,7 +162,7 @@ def token_translation(cfg: Config, model_dir: Path, source: str, target: str,
 
 
 def heat_map(record: dict[str, Any], measure: str, path: Path) -> Path:
-    """One of seed 004's Figs 7–8: ``measure`` over α (rows) × layer (columns)."""
+    """One of Liu et al. 2020b's Figs 7–8: ``measure`` over α (rows) × layer (columns)."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -1,9 +1,9 @@
-"""Verse retrieval among N languages (issue 16 item 4): P@1 for every ordered pair.
+"""Verse retrieval among N languages: P@1 for every ordered pair.
 
 Real languages have no word-level gold, but their verses are aligned by id: row i of every
 language's matrix is the same verse, so retrieving row i of language B for row i of language A
-is the sentence retrieval of seed 000 (ρ) for the pair (A, B). With N languages there are
-N·(N−1) ordered pairs; each language's score is the mean over the pairs it takes part in (as
+is the sentence retrieval of Dufter & Schütze 2020 (ρ) for the pair (A, B). With N languages there
+are N·(N−1) ordered pairs; each language's score is the mean over the pairs it takes part in (as
 query or as key), the overall score the mean over all pairs. Vectors are computed by the
 caller (e.g. :func:`multilab.evaluation.metrics.mean_pool` of one layer), so this module is
 the same at every layer.

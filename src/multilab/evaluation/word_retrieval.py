@@ -1,6 +1,8 @@
-"""Word retrieval MRR and P@1 (seed 004 §3.1.1, seed 001 §2.1.1) and contextual word vectors.
+"""Word retrieval MRR and P@1 (Liu et al. 2020b §3.1.1, Liu et al. 2020a §2.1.1) and contextual word
+vectors.
 
-Seed 004: given a bilingual dictionary D = {(x₁, y₁), …, (xₙ, yₙ)} with vectors (uᵢ, vᵢ), the
+Liu et al. 2020b: given a bilingual dictionary D = {(x₁, y₁), …, (xₙ, yₙ)} with vectors (uᵢ, vᵢ),
+the
 source word xᵢ ranks every candidate y₁ … yₙ by cos(uᵢ, vⱼ) and MRR = 1/n Σᵢ 1/rank(yᵢ). No map is
 learned: the two languages live in one jointly trained space. Contextual models represent a word
 by the mean of its vectors over all its occurrences in the corpus.

@@ -1,6 +1,7 @@
 """Word order between parallel sentences: SimAlign's Match alignment and Kendall's tau.
 
-Seed 000 (App. B.2, Table 4) measures how similar a language's word order is to English: it
+Dufter & Schütze 2020 (App. B.2, Table 4) measures how similar a language's word order is to
+English: it
 aligns the words of parallel sentences with the Match algorithm of SimAlign (Sabet et al.,
 2020), turns each alignment into a permutation, scores it with Kendall's tau as Birch & Osborne
 (2011) do, averages over 2,500 sentences per language and correlates the averages with mBERT's
@@ -212,7 +213,7 @@ def kendall_tau(alignment: Sequence[int] | np.ndarray, *, square_root: bool = Tr
 
     ``alignment[i]`` is the target position aligned to source word ``i`` (``-1``: unaligned);
     the source is the reference order (English). The score follows Birch's reference code
-    for LRscore (Moses ``mert/Permutation.cpp``), which is the metric seed 000 cites:
+    for LRscore (Moses ``mert/Permutation.cpp``), which is the metric Dufter & Schütze 2020 cites:
 
     1. target positions ``p_i``: the aligned position; an unaligned source word takes the
        position of the nearest aligned source word before it (0 if there is none), so it
@@ -280,7 +281,8 @@ def mean_tau(
     square_root: bool = True,
     tie_break: float = DEFAULT_TIE_BREAK,
 ) -> float:
-    """One language's word-order score: the mean tau over its verse pairs (seed 000: 2,500)."""
+    """One language's word-order score: the mean tau over its verse pairs (Dufter & Schütze
+    2020: 2,500)."""
     if not source_verses:
         raise ValueError("no verse pairs to average")
     taus = verse_taus(source_verses, target_verses, square_root=square_root, tie_break=tie_break)
@@ -334,7 +336,8 @@ def correlate(
 def correlations(
     x: Mapping[str, float], y: Mapping[str, float], *, without: str = "en"
 ) -> dict[str, Correlation]:
-    """Seed 000's report: Pearson and Spearman, with all languages and without ``without``.
+    """Dufter & Schütze 2020's report: Pearson and Spearman, with all languages and without
+    ``without``.
 
     Keys: ``pearson``, ``spearman``, ``pearson_without_<lang>``, ``spearman_without_<lang>``.
     """

@@ -1,4 +1,4 @@
-"""Seed 002's unicode Fake-English (``enfake``, §3.2.1 and footnote 4): the text transform of
+"""K et al. 2020's unicode Fake-English (``enfake``, §3.2.1 and footnote 4): the text transform of
 the languages registry (:mod:`multilab.lab.languages`).
 
 Every character is moved to a script no other corpus uses, so the new language shares no
@@ -98,7 +98,7 @@ def _is_bert_letter(ch: str) -> bool:
 def shift_code_points(text: str, shift: int = ENFAKE_SHIFT) -> str:
     """Add ``shift`` to the code point of every character except whitespace and controls.
 
-    Seed 002 shifts "each character" (digits and punctuation included, so that there is
+    K et al. 2020 shifts "each character" (digits and punctuation included, so that there is
     strictly no character overlap); whitespace is kept so that words stay words. Every
     shifted character must be a letter that survives the BERT normalizer and pre-tokenizer
     (so never a surrogate, private-use, unassigned or CJK code point), else ValueError; at
@@ -140,7 +140,7 @@ def unshift_code_points(text: str, shift: int = ENFAKE_SHIFT) -> str:
 
 
 def unicode_fake(text: str, shift: int = ENFAKE_SHIFT) -> str:
-    """Seed 002's Fake-English (``enfake``) of one sentence: its BERT words, each shifted.
+    """K et al. 2020's Fake-English (``enfake``) of one sentence: its BERT words, each shifted.
 
     The text is first cut into the words BERT sees (punctuation split off, as
     ``BertPreTokenizer`` does) and joined by single spaces, then shifted. Why: a shifted

@@ -1,20 +1,20 @@
 """The languages of a study, as data: Bible editions and transforms of them.
 
 A study lists its languages, e.g. ``[3, fake]`` (today's English + Fake-English) or
-``[3, s, i]`` (English, German, Hindi: seed 000 §5's trio). Each entry is
+``[3, s, i]`` (English, German, Hindi: Dufter & Schütze 2020 §5's trio). Each entry is
 
 - an **edition** code of the Bible DB (:data:`EDITIONS`, which :mod:`multilab.data.bible` reads), or
 - the name of a **user corpus** (``corpora:`` in params.yaml: the user's own text, e.g. a
   Wikipedia sample; :mod:`multilab.data.user_corpora`), or
 - a **transform** of an edition: ``<transform>`` alone transforms the *first* language
-  (``fake`` = seed 000's id-shifted copy of it), ``<transform>:<code>`` a named one
-  (``enfake:s`` = seed 002's unicode-shifted copy of the German edition). An id transform's
+  (``fake`` = Dufter & Schütze 2020's id-shifted copy of it), ``<transform>:<code>`` a named one
+  (``enfake:s`` = K et al. 2020's unicode-shifted copy of the German edition). An id transform's
   edition must be listed (it copies that language's block); a text transform's need not
-  (``[v, enfake:3]``: seed 002's enfake-es).
+  (``[v, enfake:3]``: K et al. 2020's enfake-es).
 
 Why data and not code paths: Fake-English is then one transform among several (the registry
 :data:`TRANSFORMS`), and a study on N languages is the same objects as one on two. Adding a
-transform (seed 002's word-order permutation, for instance) is one registry entry and a test.
+transform (K et al. 2020's word-order permutation, for instance) is one registry entry and a test.
 Wiring into ``params.yaml`` and the pipeline is not done here: :func:`parse_languages` is the
 entry point the config calls.
 """
@@ -81,11 +81,11 @@ class Transform:
     """A way to make a new language out of a listed edition.
 
     ``acts_on`` says where the pipeline applies it: ``ids`` (the copy has the base's text and
-    tokenization, and its token ids are shifted into a block of its own: seed 000's
-    Fake-English), ``text`` (``text`` maps each verse before tokenization: seed 002's
+    tokenization, and its token ids are shifted into a block of its own: Dufter & Schütze 2020's
+    Fake-English), ``text`` (``text`` maps each verse before tokenization: K et al. 2020's
     ``enfake``, which then gets a vocabulary of its own like any edition) or ``verses`` (the
-    same edition trained on other verses: seed 003's domain, ``ot``; evaluated and tested on
-    the same verses as its edition).
+    same edition trained on other verses: Conneau et al. 2020's domain, ``ot``; evaluated and tested
+    on the same verses as its edition).
     """
 
     name: str
@@ -94,7 +94,7 @@ class Transform:
     text: Callable[[str], str] | None = None
 
 
-#: The registry of transforms. Room is left for seed 002's word-order permutation (acts on
+#: The registry of transforms. Room is left for K et al. 2020's word-order permutation (acts on
 #: word-piece ids, with a parameter p) once a study needs it.
 TRANSFORMS: dict[str, Transform] = {
     t.name: t
@@ -255,7 +255,7 @@ def parse_languages(values: Iterable[object] | str, study_first: str | None = No
                                     f"{valid_entries(corpora)}")
             base = base.strip() if sep else first
             # a text transform is a language of its own (its own text, its own vocabulary):
-            # its base need not be in the study (seed 002's enfake-es is [v, enfake:3]); an
+            # its base need not be in the study (K et al. 2020's enfake-es is [v, enfake:3]); an
             # id transform copies a listed language's block, so that language must be listed
             if base not in listed and not (TRANSFORMS[name].acts_on in ("text", "verses")
                                            and sep and base in sources):
@@ -310,7 +310,7 @@ def check_modification(text: str, languages: tuple[Language, ...]) -> None:
       gives each language its own position block and segment id, shift-special its own
       specials, no-parallel its own share of the verses);
     - inv-order inverts the word order of the *second* language (Fake-English in ``[3, fake]``,
-      German in ``[3, s, i]``: seed 000 Table 3 row 3): at least two;
+      German in ``[3, s, i]``: Dufter & Schütze 2020 Table 3 row 3): at least two;
     - knn-replace replaces a token by a neighbour in another language: at least two;
     - lang-id marks each language's sentences with its own [SEP], unigram-target rewrites
       every language but the first: at least two.

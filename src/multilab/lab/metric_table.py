@@ -25,7 +25,7 @@ class Metric:
     perplexity: bool = False  # a perplexity (log axis, lower is better), not a 0–1 score
 
 
-#: Table 1 of seed 000, in the paper's column order.
+#: Table 1 of Dufter & Schütze 2020, in the paper's column order.
 METRICS: dict[str, Metric] = {
     m.key: m
     for m in (
@@ -169,8 +169,8 @@ def layer_key(name: str, layer: int) -> str:
     return f"{name}.l{layer}"
 
 
-# Seed 000, Tables 1 and 2: the means the paper reports, one row per paper model ID, one
-# column per metric key (the header names them).
+# Dufter & Schütze 2020, Tables 1 and 2: the means the paper reports, one row per paper model ID,
+# one column per metric key (the header names them).
 _PAPER_TABLE = """
 ID   mu    align_f1.l0  retrieval_p1.l0  translation_p1.l0  align_f1.l8  retrieval_p1.l8  translation_p1.l8  ppl_train  ppl_dev
 0    0.70  1.00         0.16             0.88               1.00         0.97             0.79               9          217

@@ -23,8 +23,8 @@ PREFIX = "metrics.downstream/"  # evaluation.downstream.PREFIX as an MLflow colu
 LANGUAGES_COLUMN = "tags.downstream.languages"  # evaluation.downstream.LANGUAGES_TAG
 TASK_COLUMN = "tags.downstream.task"  # evaluation.downstream.TASK_TAG
 BASELINE = ("majority_acc", "majority_f1")
-#: Seed 000's Table 3: XNLI test accuracy (mean, std over three seeds) of BERT-base trained
-#: on Wikipedia (en, de, hi), fine-tuned on English; mBERT's from Hu et al. 2020
+#: Dufter & Schütze 2020's Table 3: XNLI test accuracy (mean, std over three seeds) of BERT-base
+#: trained on Wikipedia (en, de, hi), fine-tuned on English; mBERT's from Hu et al. 2020
 PAPER_XNLI: dict[str, tuple[str, tuple[tuple[float, float], ...]]] = {
     "0": ("original", ((.75, .00), (.57, .02), (.45, .01))),
     "3": ("inv-order[DEU]", ((.75, .00), (.41, .01), (.46, .04))),
@@ -88,7 +88,7 @@ DEFAULT_ROW = "original"
 
 
 def zero_shot_delta(frame: pd.DataFrame, zero_shot: list[str]) -> pd.Series:
-    """Seed 003 Table 1's Δ column: each row's zero-shot accuracy minus the default's
+    """Conneau et al. 2020 Table 1's Δ column: each row's zero-shot accuracy minus the default's
     (``original``), averaged over the zero-shot languages (means over seeds); NaN without
     an ``original`` row or a zero-shot language."""
     default = frame[frame["modification"] == DEFAULT_ROW]

@@ -1,9 +1,10 @@
 """The report's word-order section: each edition's Kendall's tau beside Dufter & Schütze
 2020's Table 4, and its correlation with the study's zero-shot accuracy (Dufter & Schütze 2020
-App. B.2) and with its verse retrieval at layer 8 (issue 20 item 3b).
+App. B.2) and with its verse retrieval at layer 8.
 
 Reads ``metrics/word_order.json`` (the ``word_order`` stage) and the downstream and retrieval
-frames the report already built. Seed 000 correlates mBERT's XNLI accuracy over 15 languages;
+frames the report already built. Dufter & Schütze 2020 correlates mBERT's XNLI accuracy over 15
+languages;
 here the accuracy is the study's own model's (its first row, mean over seeds) on the book-group
 task, so a correlation needs a study of at least three languages besides English (say so
 otherwise).
@@ -30,12 +31,12 @@ WORD_ORDER_JSON = "word_order.json"
 WORD_ORDER_CHART = "word-order.png"
 WORD_ORDER_SCATTER = "word-order-vs-zero-shot.png"
 RETRIEVAL_SCATTER = "word-order-vs-retrieval.png"
-#: The layer of Dufter & Schütze 2020's ρ₈, whose verse retrieval issue 20 correlates with tau.
+#: The layer of Dufter & Schütze 2020's ρ₈, whose verse retrieval the lab correlates with tau.
 RETRIEVAL_LAYER = 8
 #: A uniformly random order's expected tau with Birch & Osborne's square root (1 − √½).
 RANDOM_TAU = 0.29
-#: Seed 000, Table 4 (by ISO code): Kendall's tau against English and mBERT's zero-shot XNLI
-#: accuracy (%). The languages the Bible DB lacks (th, ur, bg, el) are kept: the table shows
+#: Dufter & Schütze 2020, Table 4 (by ISO code): Kendall's tau against English and mBERT's zero-shot
+#: XNLI accuracy (%). The languages the Bible DB lacks (th, ur, bg, el) are kept: the table shows
 #: the paper's rows whole.
 PAPER_TABLE4: dict[str, tuple[float, float]] = {
     "en": (1.0, 81.4), "ar": (0.72, 64.9), "de": (0.74, 71.1), "fr": (0.80, 73.8),
@@ -43,7 +44,7 @@ PAPER_TABLE4: dict[str, tuple[float, float]] = {
     "bg": (0.75, 68.9), "el": (0.77, 66.4), "es": (0.76, 74.3), "hi": (0.58, 60.0),
     "sw": (0.73, 50.4), "tr": (0.47, 61.6), "vi": (0.78, 69.5),
 }
-#: Seed 000's correlations (Pearson, in %, "46% when disregarding English and 64% when
+#: Dufter & Schütze 2020's correlations (Pearson, in %, "46% when disregarding English and 64% when
 #: including English").
 PAPER_PEARSON = {"with English": 0.64, "without English": 0.46}
 MIN_LANGUAGES = 3

@@ -1,7 +1,7 @@
 """fastText spaces for English and Fake-English, mapped by unsupervised VecMap: the knn table.
 
-knn-replace (paper ID 30, seed 000 §4 / A.3) replaces some masked tokens by their nearest
-neighbour *in the other language* of a cross-lingual static space. The stage:
+knn-replace (paper ID 30, Dufter & Schütze 2020 §4 / A.3) replaces some masked tokens by their
+nearest neighbour *in the other language* of a cross-lingual static space. The stage:
 
 1. trains fastText skipgram on the English wordpiece corpus and on the Fake-English corpus
    (every token prefixed ``::``, sentence order shuffled with ``fake_shuffle_seed``);

@@ -1,7 +1,7 @@
 """Fully unsupervised VecMap (Artetxe et al., 2018, ACL) in torch, for the knn-replace spaces.
 
-The paper (seed 000, §4 and A.3) maps two fastText spaces with the reference VecMap in its
-``--unsupervised`` mode. This module re-implements that recipe with matrix operations in
+The paper (Dufter & Schütze 2020, §4 and A.3) maps two fastText spaces with the reference VecMap in
+its ``--unsupervised`` mode. This module re-implements that recipe with matrix operations in
 float32 (float64 for the final whitening) so the whole schedule, 400-550 iterations on the
 1.7k-word Bible spaces, takes 30-40 CPU seconds on one core (the reference: ~200 s), or
 runs on a GPU via ``device``:

@@ -1,4 +1,4 @@
-"""knn-replace spaces for N real languages (seed 000 §5, Table 3 row 30; App. A.3).
+"""knn-replace spaces for N real languages (Dufter & Schütze 2020 §5, Table 3 row 30; App. A.3).
 
 The sentence setup (English + Fake-English) has its own stage in :mod:`fasttext_spaces`,
 unchanged. For a verse study (``languages: [3, s, i]``) the paper "trains static word

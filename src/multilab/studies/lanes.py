@@ -1,6 +1,6 @@
 """A session's background lanes: which study runs fit in the hours left, lane by lane.
 
-The lab trains in the background of every working session (issue 52): a few processes of one
+The lab trains in the background of every working session: a few processes of one
 thread each ("lanes"), each in its own clone, for as long as the session lasts. A checkout
 keeps only committed records, so a model still training when the session stops is lost. This
 module packs :func:`~multilab.studies.planning.schedule`'s run sets, in its order, into lanes

@@ -7,7 +7,7 @@ comparison with a paper whose magnitude the study cannot match), this module lis
 (row, seed) runs missing to get there — the study's seeds in order, as ``study run`` would
 take them — and their cost in models to train, a model that several claims (or studies)
 share counted once. ``multilab study next`` prints them; the lab's background runs pick from
-the top (issue 52: most claims per CPU hour first).
+the top (most claims per CPU hour first).
 """
 
 from __future__ import annotations

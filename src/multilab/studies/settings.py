@@ -29,7 +29,7 @@ from multilab.studies.spec import Row, Study
 def own_data(row: Row | None) -> bool:
     """A row with settings of its own gets its own artifacts folder: they may change its
     corpora or vocabulary (``languages``, ``corpus.*``, ``vocab.*``), and even when they only
-    change the model (``models.small.hidden_size``, ``train.epochs``: issue 55's sweep), two
+    change the model (``models.small.hidden_size``, ``train.epochs``: the real-language sweep), two
     rows of one modification and seed would otherwise share one model folder, each run
     retraining over the other's model (and two runners clashing in it)."""
     return row is not None and bool(row.settings)

@@ -1,6 +1,6 @@
-"""BERT shapes at a fixed parameter count (seed 002 §3.3, Tables 4–7).
+"""BERT shapes at a fixed parameter count (K et al. 2020 §3.3, Tables 4–7).
 
-Seed 002 varies depth, attention heads and size while "the total number of parameters
+K et al. 2020 varies depth, attention heads and size while "the total number of parameters
 remains almost the same", changing the hidden size with intermediate = 4 × hidden. Its
 counts include the embeddings: BERT-base with a 60,000 vocabulary, 512 positions, 2 token
 types, the pooler and the NSP head (``BertForPreTraining``) has exactly 132,775,010
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the config's resolution imports this module: transformers costs seconds
     from transformers import BertConfig
 
-#: Seed 002 Table 4 spans 132.78–139.33 M around a 132.78 M reference: within 5 %.
+#: K et al. 2020 Table 4 spans 132.78–139.33 M around a 132.78 M reference: within 5 %.
 DEFAULT_TOLERANCE = 0.05
 
 
@@ -65,7 +65,7 @@ class BertShape:
 
 @dataclass(frozen=True)
 class ParameterCount:
-    """Parameters of a BERT by part; ``total`` is what seed 002 reports."""
+    """Parameters of a BERT by part; ``total`` is what K et al. 2020 reports."""
 
     embeddings: int  # word + position + token type + LayerNorm
     encoder: int  # the transformer layers
@@ -125,7 +125,7 @@ def solve_hidden_size(
 
     The count grows strictly with the hidden size, so the answer is one of the two multiples
     of the head count around the target; a tie goes to the smaller model. ``target`` counts
-    what seed 002 counts (embeddings included) unless ``include_embeddings=False``.
+    what K et al. 2020 counts (embeddings included) unless ``include_embeddings=False``.
     ValueError when the nearest count is further than ``tolerance`` (relative) from it.
     """
     if target < 1 or tolerance < 0:

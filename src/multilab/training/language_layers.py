@@ -1,5 +1,5 @@
-"""Seed 003's parameter sharing (``sep-L1-<n>``): the bottom n Transformer layers one copy per
-language, the layers above shared.
+"""Conneau et al. 2020's parameter sharing (``sep-L1-<n>``): the bottom n Transformer layers one
+copy per language, the layers above shared.
 
 Design, so that a model stays a ``save_pretrained`` folder:
 
@@ -139,7 +139,7 @@ def attach_saved(model: PreTrainedModel, model_dir: Path | str) -> PreTrainedMod
 
 
 def freeze_language_specific(model: PreTrainedModel, embeddings: bool) -> int:
-    """Seed 003 §4: while fine-tuning on English, the language-specific parts stay as
+    """Conneau et al. 2020 §4: while fine-tuning on English, the language-specific parts stay as
     pretrained, so the target language reads with its own, untouched by the English
     fine-tune: every copy of the separate layers and, with ``embeddings`` (sep-emb), the word,
     position and segment embeddings. Returns how many parameters were frozen."""

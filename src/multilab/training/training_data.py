@@ -1,9 +1,9 @@
 """What a model is trained on: the examples of a run, assembled from the built corpora and
 vocabularies under its modification, and the knn table of knn-replace.
 
-Seed 002's corpus rewrites (``unigram-target``, ``permute-p``), ``nsp``'s sentence pairs and
-seed 004's ``window-<w>`` happen here and only here: the pretraining corpus, never the dev set
-or the downstream task. Evaluation reads :func:`study_encoder` from here too, without
+K et al. 2020's corpus rewrites (``unigram-target``, ``permute-p``), ``nsp``'s sentence pairs and
+Liu et al. 2020b's ``window-<w>`` happen here and only here: the pretraining corpus, never the dev
+set or the downstream task. Evaluation reads :func:`study_encoder` from here too, without
 importing the training loop.
 """
 
@@ -48,9 +48,9 @@ def study_encoder(run: RunConfig) -> InputEncoder:
 def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
     """The training examples of ``run`` (every language of each sentence, or shares).
 
-    Seed 002's corpus rewrites (``unigram-target``, ``permute-p``), ``nsp``'s sentence pairs
-    and seed 004's ``window-<w>`` happen here and only here: the pretraining corpus, never the
-    dev set or the downstream task.
+    K et al. 2020's corpus rewrites (``unigram-target``, ``permute-p``), ``nsp``'s sentence pairs
+    and Liu et al. 2020b's ``window-<w>`` happen here and only here: the pretraining corpus, never
+    the dev set or the downstream task.
     """
     encoder = study_encoder(run)
     cfg, recipe = run.study, run.recipe
@@ -73,7 +73,7 @@ def prepare_data(run: RunConfig) -> tuple[TrainingData, InputEncoder]:
             by_language = document_pieces(by_language, cfg.train.max_length,
                                           cfg.train.max_train_sentences)
             recipe = replace(recipe, parallel=True)  # unrelated lines already: no-parallel is
-            # what they are (seed 000 §5's row 8 on Wikipedia), so every line is kept
+            # what they are (Dufter & Schütze 2020 §5's row 8 on Wikipedia), so every line is kept
         by_language = permuted_corpus(by_language, recipe.permute, run.seed)
         examples = training_examples([], recipe, encoder, by_language, run.seed)
         return TrainingData(examples, truncated), encoder
