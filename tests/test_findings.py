@@ -82,11 +82,11 @@ def test_an_interval_for_every_kind_of_test() -> None:
 
 def test_effect_text_is_compact_and_signed() -> None:
     assert effect_text(Outcome(Verdict.HELD, "", difference=-0.2361, interval=(-0.313, -0.158))
-                       ) == "-.236 [-.313, -.158]"
+                       ) == f"-.236{NBSP}[-.313,{NBSP}-.158]"
     assert effect_text(Outcome(Verdict.INDICATIVE, "", difference=0.134)) == "+.134"
     assert effect_text(Outcome(Verdict.NOT_MEASURED, "")) == "–"
     assert effect_text(Outcome(Verdict.HELD, "", difference=130.4, interval=(104.0, 157.2))
-                       ) == "+130 [+104, +157]"
+                       ) == f"+130{NBSP}[+104,{NBSP}+157]"
 
 
 # ------------------------------------------------------------------- compact cells
@@ -96,7 +96,8 @@ def test_effect_text_is_compact_and_signed() -> None:
     (0.006, 0.0001, ".006 ± < .001"), (-0.021, 0.014, "-.021 ± .014"), (0.5, None, ".500")])
 def test_compact_cells_drop_a_scores_leading_zero_and_never_wrap(mean: float, std: float | None,
                                                                   text: str) -> None:
-    assert cells.compact_cell(mean, std) == text.replace(" ± ", f"{NBSP}±{NBSP}")
+    assert cells.compact_cell(mean, std) == \
+        text.replace(" ± ", f"{NBSP}±{NBSP}").replace("< ", f"<{NBSP}")
 
 
 @pytest.mark.parametrize(("mean", "std", "decimals", "text"), [

@@ -91,9 +91,10 @@ def compact_cell(mean: float | int | None, std: float | None = None) -> str:
 
 def _beside(mean: float | int | None, spread_text: str) -> str:
     """A spread as its mean reads: without the leading zero beside a score (``.245 ±
-    .032``), with it beside a larger number (``25.3 ± 0.8``)."""
-    return _drop_leading_zero(spread_text) if mean is not None and abs(mean) <= 1 \
+    .032``), with it beside a larger number (``25.3 ± 0.8``); ``< .001`` unbroken."""
+    text = _drop_leading_zero(spread_text) if mean is not None and abs(mean) <= 1 \
         else spread_text
+    return text.replace("< ", f"<{JOIN}")
 
 
 def reported(value: float, decimals: int | None = None) -> str:

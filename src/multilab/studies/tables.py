@@ -810,6 +810,9 @@ METRIC_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 OTHER_GROUP = "Other metrics"
 #: the most metric columns one table holds; a larger group is split evenly
 MAX_METRIC_COLUMNS = 6
+#: a study page's front matter: the site leaves out its table of contents, so the tables
+#: have the width of the page (MkDocs Material's ``hide``; GitHub shows it as a small table)
+WIDE_PAGE = ("---", "hide:", "  - toc", "---", "")
 #: a header longer than this many characters may break after its dots
 WRAP_HEADER = 16
 #: what a cell reads where no record has the value
@@ -874,13 +877,13 @@ def header_text(metric: str, prefix: str = "") -> str:
 
 def ours_text(cell: Cell, expected: int) -> str:
     """Our mean ± std over the seeds, compact (``.245 ± .032``); ``(n)`` where fewer seeds
-    than the row's ``expected`` have the value, ``(1)`` for a single one."""
+    than the row's ``expected`` have the value."""
     if not cell.values:
         return MISSING
     mean = statistics.fmean(cell.values)
     std = statistics.stdev(cell.values) if len(cell.values) > 1 else None
     text = cells.compact_cell(mean, std)
-    if len(cell.values) < expected or len(cell.values) == 1:
+    if len(cell.values) < expected:
         text += f"{cells.JOIN}({len(cell.values)})"
     return text
 
@@ -952,7 +955,7 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
     if adjusted is None:
         adjusted = {}
     study = result.study
-    lines = [f"# {study.name}: {paper_name(study.paper)}, {study.table}", "",
+    lines = [*WIDE_PAGE, f"# {study.name}: {paper_name(study.paper)}, {study.table}", "",
              f"{study.title}. Languages [{', '.join(study.languages)}], profile `{study.profile}`"
              f", seeds {', '.join(map(str, study.seeds))}"
              + (f", settings {settings_text(study.settings)}" if study.settings else "") + ".",
