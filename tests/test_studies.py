@@ -54,13 +54,18 @@ def test_the_committed_studies_validate() -> None:
 
 def test_generated_tables_match_the_committed_records(
         tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
-    """docs/studies/ and docs/REPRODUCTION.md's generated blocks are a lockfile of studies/ +
-    results/: regenerate (the document's prose kept) and compare bytes."""
+    """docs/studies/, docs/findings.md and the generated blocks of docs/REPRODUCTION.md and
+    README.md (the tally box) are a lockfile of studies/ + results/: regenerate (the
+    documents' prose kept) in a copy of the repository's layout and compare bytes."""
     monkeypatch.setenv(PRINT_VARIABLE, "yes")  # the committed figures have their PDFs
-    out = tmp_path / "studies"
-    document = tmp_path / "REPRODUCTION.md"
-    committed_document = ROOT / "docs" / "REPRODUCTION.md"
-    shutil.copy(committed_document, document)
+    out = tmp_path / "docs" / "studies"
+    out.parent.mkdir()
+    copies = {ROOT / "docs" / "REPRODUCTION.md": tmp_path / "docs" / "REPRODUCTION.md",
+              ROOT / "README.md": tmp_path / "README.md"}
+    for committed_document, copy in copies.items():
+        shutil.copy(committed_document, copy)
+    assert "<!-- generated:tally -->" in (ROOT / "README.md").read_text(), \
+        "README.md lost its tally block: the box would silently stop being regenerated"
     assert main(["--set", f"paths.results={ROOT / 'results'}", "study", "report", "--all",
                  "--out", str(out), "--studies", str(STUDIES)]) == 0
     committed = ROOT / "docs" / "studies"
@@ -69,8 +74,10 @@ def test_generated_tables_match_the_committed_records(
         assert (out / name).read_bytes() == (committed / name).read_bytes(), \
             f"docs/studies/{name} is stale: run `multilab study report --all`"
     assert made == sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file())
-    assert document.read_text() == committed_document.read_text(), \
-        "docs/REPRODUCTION.md is stale: run `multilab study report --all`"
+    for committed_document, copy in {**copies, ROOT / "docs" / "findings.md":
+                                     tmp_path / "docs" / "findings.md"}.items():
+        assert copy.read_text() == committed_document.read_text(), \
+            f"{committed_document.relative_to(ROOT)} is stale: run `multilab study report --all`"
 
 
 def test_the_reproduction_document_keeps_its_prose_and_needs_its_blocks(tmp_path: Path,
@@ -94,7 +101,10 @@ def test_the_reproduction_document_keeps_its_prose_and_needs_its_blocks(tmp_path
     text = document.read_text()
     assert text.startswith(prose) and "\nold\n" not in text
     # 3 claims tested, 3 held or not (1 held), all 3 surviving Holm over 3 distinct tests
-    assert "| Dufter & Schütze 2020 | 72 | 3 | 3 | 3 | 3 | 1 | 2 |" in text
+    for line in ("| **with a verdict** (≥ 3 seeds every arm) | 3 | 0 | 0 | 0 | 0 | 3 |",
+                 "| held | 1 | 0 | 0 | 0 | 0 | 1 |", "| held or did not hold | 3 |",
+                 "| … of which survive Holm (α .05) | 3 |", "| distinct tests (Holm's m) | 3 |"):
+        assert line in text, line
     assert "[toy-study](studies/toy-study.md)" in text and "**held**" in text
     document.write_text(prose)
     (tmp_path / "docs" / "studies" / "toy-study.md").unlink()
@@ -375,7 +385,7 @@ def test_study_cli_lists_and_reports_a_toy_study(tmp_path: Path, capsys) -> None
     out = tmp_path / "docs"
     assert main([*where, "study", "report", "toy-study", "--out", str(out), *common]) == 0
     table = (out / "toy-study.md").read_text()
-    assert "| 1 | lang-pos | 0.015 ± 0.005 (3)<br>paper 0.300 ± 0.050" in table
+    assert "| 1 | lang-pos | .015\u00a0±\u00a0.005\u00a0/\u00a0.30\u00a0±\u00a0.05 |" in table
     assert "**held**" in table
     assert main([*where, "study", "report", "no-such-study", *common]) == 2
     assert "study 'no-such-study'; name one of toy-study or --all" in capsys.readouterr().err
@@ -838,7 +848,7 @@ def test_a_toy_study_runs_end_to_end_and_resumes(built_project: Path, tmp_path: 
                                                for s in (0, 1, 2)]
     assert main([*args[:3], "report", "toy-study", *args[5:]]) == 0
     table = (tmp_path / "docs" / "toy-study.md").read_text()
-    assert "| 0 | original |" in table and "(3)" in table
+    assert "| 0 | original |" in table and "| 3/3 |" in table
     assert "dufter2020-t1-r0-original-multilingual" in table
     _assert_one_parent_per_row(load_config(PARAMS), records)
     assert main(args) == 0  # everything recorded: nothing runs again
@@ -1963,10 +1973,13 @@ def test_holm_runs_per_paper_over_distinct_tests(tmp_path: Path) -> None:
     assert corrected.significant == {"dufter2020": 4}
     assert corrected.surviving == {"dufter2020": 2}
     summary = summary_block(claim_verdicts([result], CLAIMS), CLAIMS, corrected)
-    assert summary[0].startswith("| paper | claims | with a verdict (≥ 3 seeds every arm) | "
-                                 "held or did not hold | of which survive Holm (α .05) | "
-                                 "distinct tests (Holm's m) | held |")
-    assert summary[2].startswith("| Dufter & Schütze 2020 | 72 | 4 | 4 | 2 | 3 | 4 |")
+    assert summary[0].startswith("|  | Dufter & Schütze 2020 | Liu et al. 2020a |")
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1] for line in summary[2:14]}
+    assert rows == {"claims": "72", "**with a verdict** (≥ 3 seeds every arm)": "4",
+                    "held": "4", "did not hold": "0", "not separable from seed noise": "0",
+                    "held or did not hold": "4", "… of which survive Holm (α .05)": "2",
+                    "distinct tests (Holm's m)": "3", "indicative": "0",
+                    "not comparable": "0", "not testable": "6", "not measured": "62"}
     page = render_study(result, CLAIMS, adjusted=corrected.adjusted)
     assert f"| `{LANG_POS}` |" in page and "| **held** | 0.04 | 0.06 | this study |" in page
 

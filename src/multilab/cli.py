@@ -549,6 +549,7 @@ def cmd_study(args: argparse.Namespace) -> None:
     from multilab.studies.document import fill as fill_document
     from multilab.studies.document import new_document, render_index, reproduction_blocks
     from multilab.studies.figures import figure_lines, write_figures
+    from multilab.studies.findings import findings_documents
     from multilab.studies.records import iter_records
     from multilab.studies.spec import load_studies
     from multilab.studies.tables import (
@@ -638,6 +639,7 @@ def cmd_study(args: argparse.Namespace) -> None:
         texts[document] = fill_document(document.read_text(encoding="utf-8"), blocks,
                                         str(document)) if document.is_file() else \
             new_document(blocks)
+        texts.update(findings_documents(folder / "claims", out, results, claims))
     for path, text in texts.items():
         write_text(path, text)
         print(f"wrote {path}")
@@ -1171,7 +1173,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", help="study names (studies/<name>.yaml)")
     p.add_argument("--all", action="store_true", help="every study, and the claims summary")
     p.add_argument("--studies", default="studies", help="the folder of study specs")
-    p.add_argument("--out", default="docs/studies", help="where report writes its tables")
+    p.add_argument("--out", default="docs/studies", help="where report writes its tables "
+                   "(--all: also the findings beside it, ../findings.md, and the tally block "
+                   "of ../../README.md where it has one)")
     p.add_argument("--reproduction", help="report --all: the document whose generated blocks "
                    "are rewritten (default: REPRODUCTION.md beside the --out folder)")
     p.set_defaults(func=cmd_study)

@@ -68,6 +68,9 @@ CRITERION_KINDS = ("rows",)
 PAPER_FIELDS = ("key", "citation", "counting")
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
 LOCK_FILE = "ids.lock"
+#: the map of the elements the papers test to their claims (:mod:`multilab.studies.findings`),
+#: beside the claims it names: no paper's file
+ELEMENTS_FILE = "elements.yaml"
 
 
 @dataclass(frozen=True)
@@ -246,7 +249,7 @@ def load_paper_claims(source: Path) -> tuple[dict[str, str], list[Claim]]:
 def load_claims(folder: Path) -> dict[str, Claim]:
     """Every claim of every paper in ``folder``, by id (ids unique across papers)."""
     claims: dict[str, Claim] = {}
-    files = sorted(Path(folder).glob("*.yaml"))
+    files = sorted(p for p in Path(folder).glob("*.yaml") if p.name != ELEMENTS_FILE)
     if not files:
         raise UserError(f"{folder}: no claims files (<paper>.yaml)")
     for source in files:

@@ -50,29 +50,39 @@ def is_unbacked(claim: Claim, verdict: Verdict) -> bool:
 
 def summary_block(verdicts: Mapping[str, Verdict], claims: Mapping[str, Claim],
                   corrected: Multiplicity | None = None) -> list[str]:
-    """Per paper: claims, with a verdict (≥ 3 seeds in every arm), each verdict, unbacked;
-    with ``corrected`` (:func:`~multilab.studies.tables.multiplicity`) also the verdicts
-    held or not held, those of them that survive Holm's correction, and the distinct
-    tests it runs over."""
-    holm_columns = ["held or did not hold", "of which survive Holm (α .05)",
-                    "distinct tests (Holm's m)"] if corrected is not None else []
-    header = ["paper", "claims", "with a verdict (≥ 3 seeds every arm)", *holm_columns,
-              *map(str, SUMMARY_COLUMNS), "of which unbacked"]
-    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    """Per paper, one column each (and one for all): claims, with a verdict (≥ 3 seeds in
+    every arm), each verdict, unbacked; with ``corrected``
+    (:func:`~multilab.studies.tables.multiplicity`) also the verdicts held or not held,
+    those of them that survive Holm's correction, and the distinct tests it runs over. The
+    papers are the columns, so the table is as wide as five papers, not fourteen counts."""
+    lines_of = [("claims", "claims"), ("verdict", "**with a verdict** (≥ 3 seeds every arm)")]
+    lines_of += [(str(v), str(v)) for v in SUMMARY_COLUMNS[:3]]
+    if corrected is not None:
+        lines_of += [("significant", "held or did not hold"),
+                     ("surviving", "… of which survive Holm (α .05)"),
+                     ("tests", "distinct tests (Holm's m)")]
+    lines_of += [(str(v), str(v)) for v in SUMMARY_COLUMNS[3:]]
+    lines_of += [("unbacked", "… of which unbacked")]
+    columns: list[Mapping[str, int]] = []
     totals: Counter[str] = Counter()
-    for key, name in PAPERS.items():
+    for key in PAPERS:
         mine = [c for c in claims.values() if c.paper == key]
         counts = Counter(verdicts[c.id] for c in mine)
-        row = {"claims": len(mine), "verdict": sum(n for v, n in counts.items() if v.counts),
-               "unbacked": sum(is_unbacked(c, verdicts[c.id]) for c in mine),
-               **{str(v): counts[v] for v in SUMMARY_COLUMNS}}
+        column = {"claims": len(mine), "verdict": sum(n for v, n in counts.items() if v.counts),
+                  "unbacked": sum(is_unbacked(c, verdicts[c.id]) for c in mine),
+                  **{str(v): counts[v] for v in SUMMARY_COLUMNS}}
         if corrected is not None:
-            row |= {"significant": corrected.significant.get(key, 0),
-                    "surviving": corrected.surviving.get(key, 0),
-                    "tests": corrected.tests.get(key, 0)}
-        totals.update(row)
-        lines.append(_summary_row(name, row, corrected is not None))
-    lines.append(_summary_row("**all**", totals, corrected is not None))
+            column |= {"significant": corrected.significant.get(key, 0),
+                       "surviving": corrected.surviving.get(key, 0),
+                       "tests": corrected.tests.get(key, 0)}
+        totals.update(column)
+        columns.append(column)
+    columns.append(totals)
+    header = ["", *PAPERS.values(), "**all**"]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    for name, words in lines_of:
+        lines.append(f"| {words} | " + " | ".join(str(column[name]) for column in columns)
+                     + " |")
     lines += ["", "*With a verdict*: held, did not hold, or not separable from seed noise, each "
               "from a test over at least 3 seeds in every arm; *indicative* rests on fewer seeds "
               "and is not a verdict. *Unbacked*: not measured here, although an earlier version "
@@ -85,13 +95,6 @@ def summary_block(verdicts: Mapping[str, Verdict], claims: Mapping[str, Claim],
                       "one test); a verdict that does not survive reads *not separable* once "
                       "corrected.")
     return lines
-
-
-def _summary_row(name: str, row: Mapping[str, int], holm_columns: bool = False) -> str:
-    corrected = [row["significant"], row["surviving"], row["tests"]] if holm_columns else []
-    cells = [row["claims"], row["verdict"], *corrected,
-             *(row[str(v)] for v in SUMMARY_COLUMNS), row["unbacked"]]
-    return f"| {name} | " + " | ".join(map(str, cells)) + " |"
 
 
 def run_costs(records: Iterable[Record]) -> dict[str, float]:
@@ -159,7 +162,7 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
     their training cost where measured: see :func:`models_to_train`), claims with a
     verdict."""
     lines = ["| study | paper | table | profile | runs recorded | runs needed | claims with a "
-             "verdict | command |", "|---|---|---|---|---:|---|---:|---|"]
+             "verdict |", "|---|---|---|---|---:|---|---:|"]
     for result in results:
         study = result.study
         recorded = sum(len(seeds) for seeds in result.seeds_found.values())
@@ -174,9 +177,9 @@ def studies_block(results: Sequence[StudyResult], costs: Mapping[str, float],
         counted = sum(1 for o in result.outcomes.values() if o.verdict.counts)
         lines.append(f"| [{study.name}]({link}{study.name}.md) | {paper_name(study.paper)} | "
                      f"{study.table} | `{study.profile}` | {recorded}/{recorded + needed} | "
-                     f"{need} | {counted}/{len(result.outcomes)} | "
-                     f"`multilab study run {study.name}` |")
-    lines += ["", models_to_train(results, costs, claims)]
+                     f"{need} | {counted}/{len(result.outcomes)} |")
+    lines += ["", "Each study's runs: `multilab study run <study>` (`--plan`: what it would "
+              "run).", "", models_to_train(results, costs, claims)]
     if costs:
         lines += ["", "Training cost per model: the fastest recorded CPU training of the "
                   "row (another seed), else of its shape and steps per language (another row "
@@ -230,7 +233,7 @@ def fill(document: str, blocks: Mapping[str, list[str]], source: str) -> str:
     if missing:
         raise UserError(f"{source}: no generated block {missing[0]!r} (a line "
                         f"`<!-- generated:{missing[0]} -->` and its closing "
-                        f"`<!-- /generated:{missing[0]} -->`); blocks: {', '.join(BLOCKS)}")
+                        f"`<!-- /generated:{missing[0]} -->`); blocks: {', '.join(blocks)}")
     return _BLOCK.sub(lambda m: m.group(1) + "\n".join(blocks[m.group("name")]) + "\n"
                       + m.group(3) if m.group("name") in blocks else m.group(0), document)
 

@@ -12,6 +12,7 @@ claim no study tests yet is *not measured*, never dropped.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import hashlib
 import itertools
 import json
@@ -28,7 +29,6 @@ from multilab.config import LEFT_OUT_AT_DEFAULT, NOT_IN_FINGERPRINT
 from multilab.files import parse_yaml
 from multilab.lab import cells
 from multilab.lab import modifications as mods
-from multilab.lab.cells import number
 from multilab.lab.metric_table import column_title
 from multilab.studies.claims import LAB, Claim, paper_name
 from multilab.studies.metrics import (
@@ -683,10 +683,24 @@ def _worst(each: Mapping[str, Outcome], what: str) -> Outcome:
         reason = (f"fewer than 3 seeds in an arm; each {one}: "
                   + "; ".join(f"{name} {o.reason.split(' (seeds')[0]}"
                               for name, o in each.items()))
+    deciding = _deciding_part([each[name] for name in named], worst)
     return Outcome(worst, reason, p=max(p_values) if worst is Verdict.HELD and p_values
                    else (min(p_values) if worst is Verdict.NOT_HELD and p_values else None),
                    n=tuple(o.n[0] for o in each.values() if o.n),
-                   mixed_devices=any(o.mixed_devices for o in each.values()))
+                   mixed_devices=any(o.mixed_devices for o in each.values()),
+                   difference=deciding.difference, interval=deciding.interval)
+
+
+def _deciding_part(parts: Sequence[Outcome], verdict: Verdict) -> Outcome:
+    """The part a several-part verdict rests on, whose effect it reports: held, the
+    weakest part (largest p); did not hold, the clearest failure (smallest p); else the
+    first part named."""
+    with_p = [o for o in parts if o.p is not None]
+    if verdict is Verdict.HELD and with_p:
+        return max(with_p, key=lambda o: o.p or 0.0)
+    if verdict is Verdict.NOT_HELD and with_p:
+        return min(with_p, key=lambda o: o.p or 0.0)
+    return parts[0]
 
 
 #: the cell of a row's majority-class accuracy (from its downstream records)
@@ -781,44 +795,171 @@ def _compare_groups(study: Study, cells: Mapping[tuple[str, str], Cell], metric:
 # ------------------------------------------------------------------------------- rendering
 
 
-def _cell_text(cell: Cell, metric: str) -> str:
-    """The mean ± std of the seeds by the one precision rule (lab/cells.py), and how many."""
+#: A study table's metric groups, in order, each metric in the first whose patterns match it
+#: (a Δ ``A minus B`` by A): so that no table is wider than a page, and a reader finds the
+#: multilinguality scores apart from the model's fit
+METRIC_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Multilinguality", ("mu", "align_f1.*", "retrieval_p1.*", "translation_p1.*", "mrr.*",
+                         "similarity.*", "translate.*", "static.*.mrr")),
+    ("Zero-shot transfer", ("downstream.*", "static.*.zero_shot.*")),
+    ("Model fit", ("ppl_*",)),
+    ("Position embeddings", ("position.*",)),
+    ("Over training", ("curve.*",)),
+    ("Training cost", ("train.*",)),
+)
+OTHER_GROUP = "Other metrics"
+#: the most metric columns one table holds; a larger group is split evenly
+MAX_METRIC_COLUMNS = 6
+#: a study page's front matter: the site leaves out its table of contents, so the tables
+#: have the width of the page (MkDocs Material's ``hide``; GitHub shows it as a small table)
+WIDE_PAGE = ("---", "hide:", "  - toc", "---", "")
+#: a header longer than this many characters may break after its dots
+WRAP_HEADER = 16
+#: what a cell reads where no record has the value
+MISSING = cells.MISSING
+
+
+def metric_group(metric: str) -> str:
+    """The group of :data:`METRIC_GROUPS` a study metric is shown in."""
+    first = metric.split(" minus ")[0].strip()
+    return next((title for title, patterns in METRIC_GROUPS
+                 if any(fnmatch.fnmatchcase(first, pattern) for pattern in patterns)),
+                OTHER_GROUP)
+
+
+def metric_tables(metrics: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """The study's metrics as (title, metrics) tables: by :func:`metric_group` in the
+    groups' order, the study's order within one, a group of more than
+    :data:`MAX_METRIC_COLUMNS` split into even parts (titled "1 of 2", …)."""
+    grouped: dict[str, list[str]] = {}
+    for metric in metrics:
+        grouped.setdefault(metric_group(metric), []).append(metric)
+    order = [title for title, _ in METRIC_GROUPS] + [OTHER_GROUP]
+    tables = []
+    for title in sorted(grouped, key=order.index):
+        members = grouped[title]
+        parts = -(-len(members) // MAX_METRIC_COLUMNS)
+        size = -(-len(members) // parts)
+        for index in range(parts):
+            chunk = members[index * size:(index + 1) * size]
+            tables.append((title if parts == 1 else f"{title} ({index + 1} of {parts})",
+                           chunk))
+    return tables
+
+
+def shared_prefix(metrics: Sequence[str]) -> str:
+    """The dotted key prefix all of several metrics share (``downstream.zero_shot.``),
+    said once above their table so that the headers are short; none for a single
+    metric or where any metric has a title of its own (``μ``, ``L8 ρ``)."""
+    if len(metrics) < 2 or any(column_title(m) != m for m in metrics):
+        return ""
+    operands = [part.strip().split(".") for m in metrics for part in m.split(" minus ")]
+    common: list[str] = []
+    for pieces in zip(*operands, strict=False):
+        if len(set(pieces)) != 1:
+            break
+        common.append(pieces[0])
+    common = common[:min(len(p) for p in operands) - 1]  # every header keeps a word
+    return ".".join(common) + "." if common else ""
+
+
+def header_text(metric: str, prefix: str = "") -> str:
+    """A metric's column header: its title, the table's shared prefix left out."""
+    title = column_title(metric)
+    if prefix:
+        title = " minus ".join(part.strip().removeprefix(prefix)
+                               for part in metric.split(" minus "))
+    # a long key may break after its dots (``<wbr>``), so that its column is no wider
+    # than its cells
+    text = escape(title).replace("<", "&lt;")
+    return text.replace(".", ".<wbr>") if len(title) > WRAP_HEADER else text
+
+
+def ours_text(cell: Cell, expected: int) -> str:
+    """Our mean ± std over the seeds, compact (``.245 ± .032``); ``(n)`` where fewer seeds
+    than the row's ``expected`` have the value."""
     if not cell.values:
-        return "–"
+        return MISSING
     mean = statistics.fmean(cell.values)
-    if len(cell.values) == 1:
-        return f"{number(mean)} (1)"
-    return f"{cells.cell(mean, statistics.stdev(cell.values))} ({len(cell.values)})"
+    std = statistics.stdev(cell.values) if len(cell.values) > 1 else None
+    text = cells.compact_cell(mean, std)
+    if len(cell.values) < expected:
+        text += f"{cells.JOIN}({len(cell.values)})"
+    return text
 
 
-def _paper_text(row: Row, metric: str) -> str:
+def paper_text(study: Study, row: Row, metric: str) -> str | None:
+    """The paper's value as it writes it (its decimals), None where it gives none."""
     value = row.paper.get(metric)
     if value is None:
-        return "–"
-    return cells.cell(value.mean, value.std)
+        return None
+    return cells.reported_cell(value.mean, value.std, study.paper_decimals)
+
+
+def study_cell(result: StudyResult, row: Row, metric: str) -> str:
+    """One cell: ours, then the paper's after a slash (``.245 ± .032 / .70``)."""
+    ours = ours_text(result.cells[(row.label, metric)], len(result.study.seeds_of(row)))
+    paper = None if result.study.paper == LAB else paper_text(result.study, row, metric)
+    return ours if paper is None else f"{ours}{cells.JOIN}/{cells.JOIN}{paper}"
+
+
+def settings_text(settings: Mapping[str, Any]) -> str:
+    """A study's shared settings as the command line writes them: ```vocab.mode=joint```."""
+    return ", ".join(f"`{key}={value}`" for key, value in settings.items())
+
+
+def table_lines(result: StudyResult) -> list[str]:
+    """The study's tables, one per metric group (:func:`metric_tables`), the columns
+    without any value (ours or the paper's) left out and named."""
+    study = result.study
+    empty = [m for m in study.metrics
+             if all(study_cell(result, row, m) == MISSING for row in study.rows)]
+    shown = [m for m in study.metrics if m not in empty]
+    ids = any(row.paper_id for row in study.rows)
+    lines: list[str] = []
+    for title, metrics in metric_tables(shown):
+        prefix = shared_prefix(metrics)
+        lines += [f"## {title}", ""]
+        if prefix:
+            lines += [f"Metrics `{prefix}…`:", ""]
+        header = [*(["ID"] if ids else []), "row", *(header_text(m, prefix) for m in metrics),
+                  "seeds"]
+        lines += ["| " + " | ".join(header) + " |",
+                  "|" + "---|" * (len(header) - len(metrics) - 1) + "---:|" * len(metrics)
+                  + "---:|"]
+        for row in study.rows:
+            found = result.seeds_found[row.label]
+            cells_ = [*([str(row.paper_id or "")] if ids else []), row.label,
+                      *(study_cell(result, row, m) for m in metrics),
+                      f"{len(found)}/{len(study.seeds_of(row))}"]
+            lines.append("| " + " | ".join(cells_) + " |")
+        lines.append("")
+    if empty:
+        lines += ["Not shown, no record has them yet: "
+                  + ", ".join(f"`{m}`" for m in empty) + ".", ""]
+    return lines
 
 
 def render_study(result: StudyResult, claims: Mapping[str, Claim],
                  figures: Iterable[str] = (), superseded_by: str | None = None,
                  speaking: Mapping[str, Speaker] | None = None,
                  adjusted: Mapping[str, float] | None = None) -> str:
-    """A study's markdown: its table, ``figures`` (markdown lines, drawn from the same
-    cells: :mod:`multilab.studies.figures`) and its claims with their verdicts;
-    ``superseded_by``: the study that declares it supersedes this one; ``speaking``: each
-    claim's outcome of record (:func:`speakers`, over every study: this one alone where
-    not given); ``adjusted``: the Holm-adjusted p of the claims of record
-    (:func:`multiplicity`)."""
+    """A study's markdown: its tables (:func:`table_lines`), ``figures`` (markdown lines,
+    drawn from the same cells: :mod:`multilab.studies.figures`), its claims with their
+    verdicts, then the study's prose (``about``); ``superseded_by``: the study that
+    declares it supersedes this one; ``speaking``: each claim's outcome of record
+    (:func:`speakers`, over every study: this one alone where not given); ``adjusted``:
+    the Holm-adjusted p of the claims of record (:func:`multiplicity`)."""
     if speaking is None:
         speaking = speakers([result])
     if adjusted is None:
         adjusted = {}
     study = result.study
-    lines = [f"# {study.name}: {paper_name(study.paper)}, {study.table}", "",
+    lines = [*WIDE_PAGE, f"# {study.name}: {paper_name(study.paper)}, {study.table}", "",
              f"{study.title}. Languages [{', '.join(study.languages)}], profile `{study.profile}`"
              f", seeds {', '.join(map(str, study.seeds))}"
-             + (f", settings {dict(study.settings)}" if study.settings else "") + ".", ""]
-    if study.about:
-        lines += [study.about.strip(), ""]
+             + (f", settings {settings_text(study.settings)}" if study.settings else "") + ".",
+             ""]
     if study.supersedes:
         lines += [f"Supersedes [{study.supersedes}]({study.supersedes}.md): for the claims "
                   "both test, this study speaks where the rule's budget, seeds and languages "
@@ -827,25 +968,17 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
         lines += [f"Superseded by [{superseded_by}]({superseded_by}.md): for the claims both "
                   "test, that study speaks where the rule's budget, seeds and languages tie "
                   "(column *speaks*); this table stays as what it measured.", ""]
-    if study.records_from:
-        lines += [f"Only records imported from `{study.records_from}` are read (one run's "
-                  "models: a rerun of the same configuration elsewhere is another draw).", ""]
-    lines += ["Ours: mean ± std over seeds (number of seeds); paper: mean ± std over "
-              f"{study.paper_seeds or 'an unstated number of'} seeds as it reports them. "
-              "Every value comes from a record under `results/`.", ""]
+    paper = "" if study.paper == LAB else (
+        " / the paper's mean ± std over "
+        f"{study.paper_seeds or 'an unstated number of'} seeds")
+    lines += [f"Each cell: our mean ± std over the row's seeds{paper}; *(n)*: a value with "
+              "fewer seeds than the row's. *Seeds*: the seeds with every record the row reads, "
+              "of those it needs. Every value comes from a record under `results/`.", ""]
     if study.paper_comparable:
         lines += [f"Magnitudes are not comparable with the paper's: {study.paper_comparable}.",
                   ""]
-    header = ["ID", "row", *map(column_title, study.metrics), "seeds"]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in study.rows:
-        cells = [_cell_text(result.cells[(row.label, m)], m)
-                 + ("" if study.paper == LAB else f"<br>paper {_paper_text(row, m)}")
-                 for m in study.metrics]
-        found = result.seeds_found[row.label]
-        lines.append(f"| {row.paper_id or ''} | {row.label} | " + " | ".join(cells)
-                     + f" | {len(found)}/{len(study.seeds_of(row))} |")
-    lines += ["", *figures]
+    lines += table_lines(result)
+    lines += [*figures]
     lines += ["## Claims", "", "| claim | where | comparison | verdict | p | Holm p | speaks "
               "| why |", "|---|---|---|---|---|---|---|---|"]
     for entry in study.claims:
@@ -862,7 +995,15 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
     lines += ["", "*Holm p*: the p adjusted by Holm's method over the paper's distinct tests "
               "(the outcomes of record; claims resting on one comparison are one test). "
               "*Speaks*: which study's outcome is the claim's (studies/README.md, \"Which "
-              "study speaks\").", "", f"{len(result.sources)} records read.", ""]
+              "study speaks\").", ""]
+    if study.about or study.records_from:
+        lines += ["## About this study", ""]
+    if study.about:
+        lines += [study.about.strip(), ""]
+    if study.records_from:
+        lines += [f"Only records imported from `{study.records_from}` are read (one run's "
+                  "models: a rerun of the same configuration elsewhere is another draw).", ""]
+    lines += [f"{len(result.sources)} records read.", ""]
     return "\n".join(lines)
 
 

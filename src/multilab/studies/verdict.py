@@ -134,11 +134,16 @@ class Outcome:
     n: tuple[int, ...] = ()
     mixed_devices: bool = False
     notes: tuple[str, ...] = field(default=())
+    #: the (1 − α) confidence interval of ``difference`` by the test's own t distribution
+    #: (its standard error and degrees of freedom): the effect size's spread over seeds; an
+    #: exact difference (no spread) is its own interval, too few seeds none
+    interval: tuple[float, float] | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {"verdict": str(self.verdict), "reason": self.reason, "p": self.p,
                 "difference": self.difference, "n": list(self.n),
-                "mixed_devices": self.mixed_devices, "notes": list(self.notes)}
+                "mixed_devices": self.mixed_devices, "notes": list(self.notes),
+                "interval": None if self.interval is None else list(self.interval)}
 
 
 def device_kind(device: str) -> str:
@@ -199,6 +204,13 @@ def _direction_reading(difference: float, p: float, direction: str, alpha: float
     if math.copysign(1, difference) == claimed_sign and difference != 0:
         return Verdict.HELD, f"difference {difference:+.3g} as claimed, p {p:.3g} < {alpha}"
     return Verdict.NOT_HELD, f"difference {difference:+.3g} against the claim, p {p:.3g}"
+
+
+def _interval(difference: float, se: float, df: float, alpha: float
+              ) -> tuple[float, float]:
+    """The two-sided (1 − α) t interval of a difference with standard error ``se``."""
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * se
+    return difference - half, difference + half
 
 
 def _tost(mean_diff: float, se: float, df: float, margin: float) -> float:
@@ -280,7 +292,8 @@ def compare_rows(a: Arm, b: Arm, direction: str, alpha: float = ALPHA,
     tost_p = _tost(difference, se, df, margin) if margin is not None else None
     verdict, reason, p = _direction_verdict(difference, p, direction, alpha, margin, tost_p)
     return Outcome(verdict, f"Welch's t over seeds: {reason}", p=p, difference=difference,
-                   n=(a.n, b.n), mixed_devices=mixed, notes=notes)
+                   n=(a.n, b.n), mixed_devices=mixed, notes=notes,
+                   interval=_interval(difference, se, df, alpha))
 
 
 def _paired(a: Arm, b: Arm, direction: str, alpha: float, margin: float | None,
@@ -298,7 +311,8 @@ def _paired(a: Arm, b: Arm, direction: str, alpha: float, margin: float | None,
     tost_p = _tost(difference, se, n - 1, margin) if margin is not None else None
     verdict, reason, p = _direction_verdict(difference, p, direction, alpha, margin, tost_p)
     return Outcome(verdict, f"paired t over {n} matched seeds: {reason}", p=p,
-                   difference=difference, n=(n, n), mixed_devices=mixed, notes=notes)
+                   difference=difference, n=(n, n), mixed_devices=mixed, notes=notes,
+                   interval=_interval(difference, se, n - 1, alpha))
 
 
 def _percent(value: float | None) -> str:
@@ -336,6 +350,7 @@ def compare_relative(a: Arm, b: Arm, bounds: Sequence[float | None], alpha: floa
     if b.mean <= 0:
         return Outcome(Verdict.NOT_TESTABLE, f"arm b's mean {b.mean:.3g} ≤ 0: a relative "
                        "change is not defined", difference=difference, n=ns)
+    interval = _difference_interval(a, b, difference, paired, alpha)
     change = a.mean / b.mean - 1
     criterion = f"relative change {_percent(change)}, criterion [{_percent(low)}, " \
         f"{_percent(high)}]"
@@ -365,15 +380,29 @@ def compare_relative(a: Arm, b: Arm, bounds: Sequence[float | None], alpha: floa
     if held_p < alpha:
         return Outcome(Verdict.HELD, f"{test}: {criterion}: inside, shown at p {held_p:.3g} "
                        f"< {alpha}", p=held_p, difference=difference, n=ns,
-                       mixed_devices=mixed, notes=notes)
+                       mixed_devices=mixed, notes=notes, interval=interval)
     worst_p, where = min(beyond)
     if worst_p < alpha:
         return Outcome(Verdict.NOT_HELD, f"{test}: {criterion}: {where}, p {worst_p:.3g} "
                        f"< {alpha}", p=worst_p, difference=difference, n=ns,
-                       mixed_devices=mixed, notes=notes)
+                       mixed_devices=mixed, notes=notes, interval=interval)
     return Outcome(Verdict.NOT_SEPARABLE, f"{test}: {criterion}: neither inside nor outside "
                    f"shown (p {held_p:.3g} ≥ {alpha})", p=held_p, difference=difference, n=ns,
-                   mixed_devices=mixed, notes=notes)
+                   mixed_devices=mixed, notes=notes, interval=interval)
+
+
+def _difference_interval(a: Arm, b: Arm, difference: float, paired: bool, alpha: float
+                         ) -> tuple[float, float]:
+    """The (1 − α) interval of a − b by the test a relative criterion's bounds share (paired
+    t of the per-seed differences, else Welch's); exact where neither arm varies."""
+    if paired:
+        differences = Arm.of([x - y for x, y in zip(a.values, b.values, strict=True)])
+        se, df = differences.std / math.sqrt(differences.n), differences.n - 1.0
+    else:
+        var_a, var_b = a.std**2, b.std**2
+        se = math.sqrt(var_a / a.n + var_b / b.n)
+        df = welch(a.mean, var_a, a.n, b.mean, var_b, b.n)[1] if se else 0.0
+    return _interval(difference, se, df, alpha) if se else (difference, difference)
 
 
 def compare_with_paper(ours: Arm, paper: PaperValue, direction: str = "equal",
@@ -418,7 +447,8 @@ def compare_with_paper(ours: Arm, paper: PaperValue, direction: str = "equal",
     verdict, reason, p = _direction_verdict(difference, p, direction, alpha, margin, tost_p)
     return Outcome(verdict, f"{how}: {reason}", p=p, difference=difference,
                    n=(ours.n,) if paper.n is None else (ours.n, paper.n),
-                   mixed_devices=mixed, notes=notes)
+                   mixed_devices=mixed, notes=notes,
+                   interval=_interval(difference, se, df, alpha))
 
 
 def _zero_variance(difference: float, direction: str, ns: tuple[int, ...], mixed: bool,
@@ -427,13 +457,15 @@ def _zero_variance(difference: float, direction: str, ns: tuple[int, ...], mixed
     if difference == 0:
         if direction == "equal":
             return Outcome(Verdict.HELD, "identical values on every seed (no spread)", p=0.0,
-                           difference=0.0, n=ns, mixed_devices=mixed, notes=notes)
+                           difference=0.0, n=ns, mixed_devices=mixed, notes=notes,
+                           interval=(0.0, 0.0))
         return Outcome(Verdict.NOT_HELD, "no difference on any seed (no spread): the claimed "
                        "direction is absent", p=1.0, difference=0.0, n=ns,
-                       mixed_devices=mixed, notes=notes)
+                       mixed_devices=mixed, notes=notes, interval=(0.0, 0.0))
     verdict, reason, _ = _direction_verdict(difference, 0.0, direction, ALPHA, None, None)
     return Outcome(verdict, f"no spread, exact difference: {reason}", p=0.0,
-                   difference=difference, n=ns, mixed_devices=mixed, notes=notes)
+                   difference=difference, n=ns, mixed_devices=mixed, notes=notes,
+                   interval=(difference, difference))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
