@@ -6,11 +6,11 @@ its dropout from a counter hash, so one seed's model is another draw than the ea
 either arm's number was read: for each of the final dev perplexity and μ, Welch's two-sided
 test over the seeds both arms have (at least 3 an arm) gives p ≥ .05. Beside it, descriptive
 only: each difference with its 95 % Welch interval, the dev perplexity and μ at the curve points
-(20, 40, 60, 80 % of the steps) side by side, the final training loss. Speed is not compared here: the records' step
-seconds come from machines under different loads (benchmarks/bench_cpu_floor.py times the two
-steps side by side).
-Should either p fall below .05, the fused step is another trainer: it keeps its own fingerprint
-and does not become a default.
+(20, 40, 60, 80 % of the steps) side by side, the final training loss. Speed is not compared
+here: the records' step seconds come from machines under different loads
+(benchmarks/bench_cpu_floor.py times the two steps side by side). Should either p fall
+below .05, the fused step is another trainer: it keeps its own fingerprint and does not
+become a default.
 
 The arms are the row ``original`` of ``dufter2020-table1`` (the eager step) and of
 ``dufter2020-table1-fused`` (the same settings, ``train.step: fused``); nothing is trained
