@@ -327,6 +327,7 @@ def test_sigterm_on_the_command_line_is_one_line(monkeypatch, capsys) -> None:
     """The CLI turns the SIGTERM exception (raised after the run is ended KILLED) into one
     line and exit 143 (128 + 15), Ctrl-C into exit 130: no traceback."""
     from multilab import cli
+    from multilab.cli import train
     from multilab.errors import Terminated
 
     def terminated(args) -> None:
@@ -337,7 +338,7 @@ def test_sigterm_on_the_command_line_is_one_line(monkeypatch, capsys) -> None:
 
     monkeypatch.setattr(cli, "claim_gpu", lambda: None)
     for command, expected in ((terminated, 143), (interrupted, 130)):
-        monkeypatch.setattr(cli, "cmd_train", command)
+        monkeypatch.setattr(train, "cmd_train", command)
         assert cli.main(["train", "--seed", "0"]) == expected
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "resume" in err and "Traceback" not in err
@@ -399,7 +400,7 @@ def test_disk_full_during_training_is_one_line_and_keeps_the_checkpoint(
 
 
 def test_storage_problem_is_found_under_other_exception_types() -> None:
-    from multilab.cli import storage_problem
+    from multilab.errors import storage_problem
 
     try:
         try:

@@ -89,7 +89,7 @@ def launched(built_project: Path, tmp_path_factory: pytest.TempPathFactory):
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     # Create the local MLflow store first, as the pipeline's `spaces` stage does before any
     # `train` stage: every rank runs `tracking.connect`, and two ranks creating a new SQLite
-    # store at once race in MLflow's schema migration (reported, see cli.cmd_train).
+    # store at once race in MLflow's schema migration (reported, see cli/train.py's cmd_train).
     tracking.connect(cfg.paths, cfg.experiment)
     env |= {
         "ACCELERATE_USE_CPU": "true",

@@ -275,7 +275,7 @@ COMMANDS: dict[str, Command] = {
         damaged=("tokenizer.json cut short", _truncate, "artifacts/vocab/english/tokenizer.json",
                  ("the tokenizer in", "is damaged", "dvc repro vocab"))),
     # a shared vocabulary of real languages: no spaces, but the stage's outputs (an empty knn
-    # table, the reason) are written all the same (cli._skip_spaces); no store is opened
+    # table, the reason) are written all the same (cli/data.py's _skip_spaces); no store is opened
     "spaces (shared vocabulary)": Command(
         ("spaces",), tracking=False, settings={"languages": "[3, s]", "vocab.mode": "joint"}),
     "word-order": Command(
@@ -631,7 +631,7 @@ def _toy_run_project(tmp_path: Path) -> tuple[Path, Path, list[str]]:
 def test_a_stopped_study_run_says_so_once(tmp_path: Path, capsys, monkeypatch) -> None:
     """The training under `study run` said "SIGTERM: stopped", then the study run said it
     again: one line, exit 143, the booking released."""
-    import multilab.cli as cli
+    from multilab.cli import train
 
     _, results, argv = _toy_run_project(tmp_path)
 
@@ -639,7 +639,7 @@ def test_a_stopped_study_run_says_so_once(tmp_path: Path, capsys, monkeypatch) -
         raise Terminated("signal 15")
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "cmd_train", stopped)
+    monkeypatch.setattr(train, "cmd_train", stopped)
     assert main(argv) == 143
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("multilab")]
     assert lines == ["multilab: SIGTERM: stopped; run the same command again to resume from "
@@ -653,6 +653,8 @@ SIGTERM_IN_RECORD = """
 import os, signal, sys
 from pathlib import Path
 import multilab.cli as cli
+import multilab.cli.evaluate
+import multilab.cli.train
 from multilab.studies.records import write_record
 
 def evaluate(args):
@@ -663,7 +665,7 @@ def evaluate(args):
     write_record(Path(sys.argv[1]), "toy", "evaluate", {"metrics": {"mu": 0.5}},
                  model={"modification": "original", "seed": 0, "fingerprint": "f"}, config={})
 
-cli.cmd_train, cli.cmd_evaluate = lambda args: None, evaluate
+cli.train.cmd_train, cli.evaluate.cmd_evaluate = lambda args: None, evaluate
 sys.exit(cli.main(sys.argv[2:]))
 """
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from multilab import cli, devices
+from multilab.cli import evaluate, params, train
 from multilab.devices import VISIBLE, Gpu, claim_gpu
 from multilab.errors import UserError
 
@@ -187,8 +188,9 @@ def test_a_killed_worker_frees_its_gpu(claims, tmp_path: Path) -> None:
 def test_gpu_commands_claim_before_they_start(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     monkeypatch.setattr(cli, "claim_gpu", lambda: calls.append("claim"))
-    for name in ("cmd_train", "cmd_evaluate", "cmd_variant", "cmd_ids"):
-        monkeypatch.setattr(cli, name, lambda args, name=name: calls.append(name))
+    for group, name in ((train, "cmd_train"), (evaluate, "cmd_evaluate"),
+                        (evaluate, "cmd_variant"), (params, "cmd_ids")):
+        monkeypatch.setattr(group, name, lambda args, name=name: calls.append(name))
     assert cli.main(["train", "--seed", "0"]) == 0
     assert cli.main(["evaluate", "some/model"]) == 0
     assert cli.main(["variant"]) == 0

@@ -223,7 +223,7 @@ def test_the_model_is_logged_once_as_a_transformers_model(evaluated: Evaluated) 
 
 def test_spaces_run_is_in_its_own_experiment(evaluated: Evaluated) -> None:
     """VecMap's iterations and objective never join the models' charts."""
-    from multilab.cli import _log_spaces
+    from multilab.cli.data import _log_spaces
 
     cfg, client = evaluated.cfg, evaluated.client
     _log_spaces(cfg, cfg.spaces, {"iterations": 7, "objective": 0.5, "precision_at_1_nn": 0.9})

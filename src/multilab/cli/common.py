@@ -1,0 +1,71 @@
+"""What every command group shares: the parser class, the way a command is added, the
+configuration every command validates first, and the record a command leaves."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from dataclasses import asdict
+from pathlib import Path
+from typing import Protocol
+
+from multilab.config import Config
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a "did you mean" for a mistyped choice (a command, a corpus action)."""
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        if action.choices is not None and value not in action.choices:
+            names = [str(choice) for choice in action.choices]
+            close = difflib.get_close_matches(str(value), names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r} (choose from {', '.join(names)}){hint}")
+        super()._check_value(action, value)
+
+
+class AddCommand(Protocol):
+    """Adds one subcommand: its one line in the command list (``help``) and what ``multilab
+    <command> --help`` says beyond it (``description``; default: the line as a sentence)."""
+
+    def __call__(self, name: str, help: str, description: str | None = None
+                 ) -> argparse.ArgumentParser: ...
+
+
+def describe(help_text: str, description: str | None = None) -> str:
+    """A command's ``--help`` description: its own, or its one line as a sentence."""
+    text = description or help_text[:1].upper() + help_text[1:]
+    return text if text.endswith(".") else text + "."
+
+
+def config_of(args: argparse.Namespace) -> Config:
+    """``--params`` with every ``--set``, validated (a bad value: one line, exit 2)."""
+    from multilab.resolve import load_config, parse_overrides  # YAML and the task registry
+
+    return load_config(args.params, parse_overrides(args.set))
+
+
+def record_result(cfg: Config, kind: str, result: dict, model_dir: Path | None = None,
+                  qualifier: str = "", extra: dict | None = None, once: bool = False) -> None:
+    """Leave the command's result as a record in ``results/`` (studies/records.py): the
+    lasting form of a number, whatever happens to MLflow or the machine. ``once``: keep an
+    existing record (a training skipped as done keeps its first provenance)."""
+    from multilab.resolve import resolve_run
+    from multilab.studies.records import model_identity, record_path, write_record
+    from multilab.training.model_dir import read_done
+
+    config: dict = {"profile": cfg.profile, "languages": ",".join(cfg.languages),
+                    "vocab.mode": cfg.vocab.mode, "vocab.unit": cfg.vocab.unit}
+    model = None
+    if model_dir is not None and (done := read_done(model_dir)) is not None:
+        model = model_identity(done)
+        config = resolve_run(cfg, done["modification"], done["seed"]).as_params()
+    config |= {f"evaluate.{k}": v for k, v in asdict(cfg.evaluate).items()}
+    config |= {f"downstream.{k}": v for k, v in asdict(cfg.downstream).items()}
+    config |= extra or {}
+    if once and record_path(cfg.paths.results, cfg.experiment, kind, model, qualifier).exists():
+        return
+    path = write_record(cfg.paths.results, cfg.experiment, kind, result, model=model,
+                        config=config, qualifier=qualifier)
+    print(f"record: {path}")
