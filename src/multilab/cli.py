@@ -10,6 +10,7 @@ import argparse
 import difflib
 import errno
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -660,6 +661,10 @@ def _warn_uncommitted_records(results: Path) -> None:
               "commit them with the documents, which read them", file=sys.stderr)
 
 
+#: ``study next --lanes``: the most lanes planned (each is a process of one thread)
+MAX_LANES = 256
+
+
 def _lane_plan(args: argparse.Namespace, plans: list, results: list, records: list,
                prices: dict) -> list[str]:
     """``study next --lanes N --hours H``: the runs that fit in N background lanes of H hours,
@@ -668,10 +673,11 @@ def _lane_plan(args: argparse.Namespace, plans: list, results: list, records: li
 
     lanes = 2 if args.lanes is None else args.lanes
     hours = 2.5 if args.hours is None else args.hours
-    if lanes < 1:
-        raise UserError(f"--lanes {lanes}: must be >= 1")
-    if not hours > 0:
-        raise UserError(f"--hours {hours:g}: must be > 0")
+    if not 1 <= lanes <= MAX_LANES:  # a typo of many zeros would fill the memory
+        raise UserError(f"--lanes {lanes}: must be from 1 to {MAX_LANES} (a lane is one "
+                        "training process of one thread)")
+    if not 0 < hours < math.inf:  # nan and inf too: inf would plan every run in a lane
+        raise UserError(f"--hours {hours:g}: must be a number of hours > 0")
     # lanes rely on measured prices only, not on a profile's or another unit's lower bound
     measured = {(result.study.name, row.label): result.measured_seconds(row.label)
                 for result in results for row in result.study.rows}
