@@ -190,9 +190,9 @@ def test_study_next_lanes_on_the_committed_studies(capsys) -> None:
     every = f"multilab --set=train.checkpoint_every={LANE_CHECKPOINT_EVERY} study run "
     assert 1 <= len(shell) <= 2 and all(line.startswith(every) for line in shell if line)
     assert main(["study", "next", "--lanes", "0"]) == 2
-    assert "--lanes 0: must be >= 1" in capsys.readouterr().err
+    assert "--lanes 0: must be from 1 to 256" in capsys.readouterr().err
     assert main(["study", "next", "--hours", "-1"]) == 2
-    assert "--hours -1: must be > 0" in capsys.readouterr().err
+    assert "--hours -1: must be a number of hours > 0" in capsys.readouterr().err
 
 
 def test_a_row_priced_by_a_lower_bound_is_named_not_planned(tmp_path: Path, capsys) -> None:
