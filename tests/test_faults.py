@@ -784,8 +784,8 @@ def test_study_run_again_says_it_replaces_the_records_it_measures_again(tmp_path
 
 
 # --------------------------------------------------------------------------- lanes, fused step
-# Round 4's other surfaces (docs/RELIABILITY.md, "Lanes" and "The fused CPU step"): the
-# lanes' signals and manifest, a lane clone's damaged progress.json, the fused step's compile.
+# docs/RELIABILITY.md, "Lanes" and "The fused CPU step": the lanes' signals and manifest, a
+# lane clone's damaged progress.json, the fused step's compile.
 
 
 def _lane_project(tmp_path: Path) -> tuple[Path, Path]:
