@@ -31,7 +31,8 @@
 # changes while you work; each lane also builds into its own artifacts/ and MLflow store.
 # A second set of lanes for other studies (the real-language ones, say) needs its own LANES_DIR.
 # Lanes live in LANES_DIR (default: lanes/ beside this checkout): laneK/ (the clone, with its
-# .venv), laneK.command (what it runs), laneK.host, laneK.session, laneK.log, laneK.exit (its
+# .venv), laneK.command (what it runs), laneK.host, laneK.session (and laneK.start, its
+# leader's start time: a recycled session number is never signalled), laneK.log, laneK.exit (its
 # command ended by itself: the status), laneK.stopped (by `stop`). results/lanes.tsv here
 # lists the lanes not finished (number, host, start, last checkpoint, command): committed with
 # the records, it tells a new machine's `resume` what its lost lanes ran. Harvest and commit
@@ -52,14 +53,38 @@ lanes() {  # the numbers of the lanes with a command, in order
   done | sort -n
 }
 
+started_at() {  # process $1's start time (clock ticks since boot: /proc/PID/stat's 22nd field)
+  sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20
+}
+
+session_of() {  # lane $1's process session while it may still be the lane's: never that of a
+  # finished lane, a damaged laneK.session, or a number another process took since (its
+  # leader's start time differs from laneK.start); a leader gone with its session still
+  # alive keeps its number (Linux reuses none that a live session holds)
+  local sid start
+  [ -f "$dir/lane$1.exit" ] && return 0
+  sid="$(head -c 32 "$dir/lane$1.session" 2>/dev/null | tr -d '[:space:]')" || true
+  [[ $sid =~ ^[0-9]+$ ]] && [ "$sid" -gt 1 ] || return 0
+  start="$(cat "$dir/lane$1.start" 2>/dev/null || true)"
+  if [ -n "$start" ] && [ -r "/proc/$sid/stat" ] && [ "$(started_at "$sid")" != "$start" ]; then
+    return 0
+  fi
+  echo "$sid"
+}
+
 alive() {  # whether lane $1's process session still has a process
   local sid
-  sid="$(cat "$dir/lane$1.session" 2>/dev/null || true)"
+  sid="$(session_of "$1")"
   [ -n "$sid" ] && pgrep -s "$sid" >/dev/null
 }
 
 sessions() {  # the process sessions of the started lanes (lanes started before laneK.command too)
-  cat "$dir"/lane*.session 2>/dev/null || true
+  local file k
+  for file in "$dir"/lane*.session; do
+    [ -f "$file" ] || continue
+    k="${file##*/lane}"
+    session_of "${k%.session}"
+  done
 }
 
 running() {  # whether a started lane still has a process
@@ -78,10 +103,12 @@ checkpoint_of() {  # lane $1's latest checkpoint: "MODEL step S/T", or nothing
   found="$(find "$dir/lane$1/artifacts/checkpoints" -name progress.json -printf '%T@ %p\n' \
     2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)"
   [ -n "$found" ] || return 0
-  step="$(sed -n 's/.*"step": *\([0-9]*\).*/\1/p' "$found")"
-  total="$(sed -n 's/.*"total_steps": *\([0-9]*\).*/\1/p' "$found")"
+  # bytes, not characters (a damaged file is no UTF-8), and numbers only: this goes into
+  # the committed results/lanes.tsv
+  step="$(LC_ALL=C sed -n 's/.*"step": *\([0-9][0-9]*\).*/\1/p' "$found" | head -n 1)"
+  total="$(LC_ALL=C sed -n 's/.*"total_steps": *\([0-9][0-9]*\).*/\1/p' "$found" | head -n 1)"
   found="${found#"$dir/lane$1/artifacts/checkpoints/"}"
-  echo "${found%/*/*/progress.json} step $step/${total:-?}"
+  echo "${found%/*/*/progress.json} step ${step:-?}/${total:-?}"
 }
 
 write_manifest() {  # results/lanes.tsv: the lanes not finished, for a new machine's resume
@@ -108,6 +135,7 @@ start_lane() {  # start lane $1's command in its clone; its state in LANES_DIR
   started="$(cd "$dir/lane$k" && bash scripts/background.sh "$dir/lane$k.log" bash -c \
     'bash -c "$1"; echo $? > "$2"' lane "$(cat "$dir/lane$k.command")" "$dir/lane$k.exit")"
   echo "$started" | sed -n 's/.*session \([0-9]*\):.*/\1/p' > "$dir/lane$k.session"
+  started_at "$(cat "$dir/lane$k.session")" > "$dir/lane$k.start" || true  # ended already: none
 }
 
 setup_lane() {  # clone this checkout into lane $1 (or reset its clone to it), in the background
@@ -242,6 +270,15 @@ case "$action" in
     else
       shift
       [ $# -gt 0 ] || { echo "lanes.sh run: name the lanes' commands, e.g. 'multilab study run k2020-table10 --rows char --seeds 43'" >&2; exit 2; }
+      for line in "$@"; do  # an empty one would start a lane that does nothing, or none
+        case "$line" in
+          *[![:space:]]*) ;;
+          *) echo "lanes.sh run: command ${line@Q} is empty; name what each lane runs" >&2; exit 2 ;;
+        esac
+        case "$line" in
+          *$'\n'*) echo "lanes.sh run: command ${line@Q} has a line break; one line a lane (join with ;)" >&2; exit 2 ;;
+        esac
+      done
     fi
     if running; then
       echo "lanes.sh: lanes are running (bash scripts/lanes.sh status); stop them first" >&2
@@ -260,7 +297,7 @@ case "$action" in
     fi
     mkdir -p "$dir"
     rm -f "$dir"/lane*.session "$dir"/lane*.command "$dir"/lane*.exit "$dir"/lane*.stopped \
-      "$dir"/lane*.host "$dir"/lane*.since "$dir"/lane*.lost
+      "$dir"/lane*.host "$dir"/lane*.since "$dir"/lane*.lost "$dir"/lane*.start
     number=0
     while IFS= read -r line; do
       number=$((number + 1))
@@ -278,6 +315,7 @@ case "$action" in
     ;;
   resume) resume ;;
   status)
+    compgen -G "$dir/lane*.log" >/dev/null || echo "lanes.sh status: no lanes in $dir" >&2
     for log in "$dir"/lane*.log; do
       [ -f "$log" ] || continue
       k="$(basename "$log" .log)"
@@ -298,7 +336,12 @@ case "$action" in
     signal TERM; signal CONT  # a paused lane gets its TERM once it runs again
     write_manifest
     ;;
-  harvest) write_manifest; harvest "${2:-}" ;;
+  harvest)
+    if [ $# -gt 2 ] || { [ $# -eq 2 ] && [ "$2" != --force ]; }; then
+      echo "lanes.sh harvest: ${*:2}: valid: harvest, or harvest --force" >&2
+      exit 2
+    fi
+    write_manifest; harvest "${2:-}" ;;
   *)
     echo "usage: bash scripts/lanes.sh resume | start [HOURS] [N] [STUDY ...] | run 'COMMAND' ... | status | pause | continue | harvest [--force] | stop" >&2
     exit 2

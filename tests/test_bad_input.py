@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -526,6 +527,106 @@ def test_a_ledger_that_cannot_be_read_is_one_line_naming_it(ledger_text: str, tm
         # the ledger's lock file is the only new file (the lock the booking would take)
         assert _snapshot(tmp_path) - before <= {"results/.ledger.csv.lock"}
         assert before <= _snapshot(tmp_path)
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    (["--hours", "inf"], "--hours inf: must be a number of hours > 0"),  # planned everything
+    (["--hours", "nan"], "--hours nan: must be a number of hours > 0"),
+    (["--lanes", "100000000"], "--lanes 100000000: must be from 1 to 256"),  # MemoryError
+    (["--lanes", "-1"], "--lanes -1: must be from 1 to 256"),
+])
+def test_study_next_lanes_refuses_numbers_no_session_has(options: list[str], said: str,
+                                                         tmp_path: Path, capsys) -> None:
+    """`study next --lanes N --hours H`: infinite hours planned every run into one lane
+    ("≈ 49.0 of inf h"), a hundred million lanes filled the memory; one line each now."""
+    folder, results = _toy_study(tmp_path)
+    code = main(["--set", f"paths.results={results}", "study", "next", "--studies",
+                 str(folder), "--shell", *options])
+    err = capsys.readouterr().err
+    assert code == 2 and err.splitlines() == [f"multilab: error: {err.split('error: ')[1]}"
+                                              .strip()] and said in err, err
+
+
+def _ledger_release(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "multilab.studies.ledger", "release", *args],
+                          capture_output=True, text=True, timeout=LAUNCH_TIMEOUT)
+
+
+BOOKING = "s,original,43,gone pid 7,2026-12-01T00:00:00+00:00\n"
+
+
+@pytest.mark.parametrize(("ledger", "committed", "host", "said"), [
+    ("garbage\n", None, "gone", "ledger.csv line 1: 'garbage' is not a booking"),
+    (BOOKING, "study,row,seed,by,since\ns,original,x,gone pid 7,2026\n", "gone",
+     "committed.csv line 2: "),  # was ValueError
+    (BOOKING, "", "", "HOST '': must be a machine's name"),
+    (BOOKING, "missing", "gone", "committed.csv: no such file"),  # silently kept none
+    (None, None, "gone", "RESULTS "),  # results/ a file: FileExistsError
+])
+def test_ledger_release_bad_input_is_one_line_and_releases_nothing(
+        ledger: str | None, committed: str | None, host: str, said: str,
+        tmp_path: Path) -> None:
+    """`python -m multilab.studies.ledger release RESULTS HOST [COMMITTED]` (what
+    lanes.sh resume runs in a clone) printed a traceback for a ledger it cannot read, a
+    committed ledger with a bad line and a RESULTS that is a file; a missing COMMITTED kept
+    no booking. One line each now, exit 2, the ledger unchanged."""
+    results = tmp_path / "results"
+    if ledger is None:
+        results.write_text("a file\n")
+    else:
+        results.mkdir()
+        (results / "ledger.csv").write_text(f"study,row,seed,by,since\n{ledger}"
+                                            if ledger == BOOKING else ledger)
+    before = results.read_bytes() if ledger is None else (results / "ledger.csv").read_bytes()
+    args = [str(results), host]
+    if committed is not None:
+        args.append(str(tmp_path / "committed.csv"))
+        if committed != "missing":
+            (tmp_path / "committed.csv").write_text(committed)
+    done = _ledger_release(*args)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("ledger release: error: ") and said in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and done.stdout == ""
+    after = results.read_bytes() if ledger is None else (results / "ledger.csv").read_bytes()
+    assert after == before
+
+
+def test_ledger_release_in_a_clone_without_results_makes_no_folder(tmp_path: Path) -> None:
+    """A clone whose commit holds no ledger (nor results/): nothing to release, exit 0, and
+    no results/ made for a lock file (it was)."""
+    done = _ledger_release(str(tmp_path / "results"), "gone")
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["run", ""], "lanes.sh run: command '' is empty"),  # said "logs: …", started none
+    (["run", "echo x", "  "], "lanes.sh run: command '  ' is empty"),  # an idle lane
+    (["run", "echo a\necho b"], "has a line break"),  # two lanes of one command
+    (["harvest", "--forc"], "lanes.sh harvest: --forc: valid: harvest, or harvest --force"),
+    (["harvest", "--force", "x"], "valid: harvest, or harvest --force"),
+])
+def test_lanes_script_bad_input_is_one_line_and_starts_nothing(
+        args: list[str], said: str, tmp_path: Path) -> None:
+    """`lanes.sh run ''` said where the logs are and started nothing, `run '  '` started a
+    lane that ran nothing, a command with a line break became two lanes, and `harvest
+    --forc` harvested without --force; one line each now, exit 2, no lane started."""
+    from tests.test_faults import _lane_project, _lanes_sh
+
+    root, lanes = _lane_project(tmp_path)
+    done = _lanes_sh(root, lanes, *args)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and done.stdout == ""
+    assert not lanes.exists()
+
+
+def test_lanes_status_without_lanes_says_so(tmp_path: Path) -> None:
+    """`lanes.sh status` with no lanes printed nothing at all."""
+    from tests.test_faults import _lane_project, _lanes_sh
+
+    root, lanes = _lane_project(tmp_path)
+    done = _lanes_sh(root, lanes, "status")
+    assert done.returncode == 0 and done.stderr == f"lanes.sh status: no lanes in {lanes}\n"
 
 
 # --------------------------------------------------------------------------- imports

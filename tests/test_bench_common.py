@@ -9,7 +9,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from common import op_seconds  # noqa: E402
+from common import op_seconds
 
 
 def test_op_seconds_names_the_matrix_product_of_a_step_and_counts_each_step() -> None:

@@ -783,3 +783,161 @@ def test_study_run_again_says_it_replaces_the_records_it_measures_again(tmp_path
                             config={})
     assert [record.data["result"] for record in iter_records(tmp_path)] == [
         {"metrics": {"mu": 0.2}}] and path.is_file()
+
+
+# --------------------------------------------------------------------------- lanes, fused step
+# docs/RELIABILITY.md, "Lanes" and "The fused CPU step": the lanes' signals and manifest, a
+# lane clone's damaged progress.json, the fused step's compile.
+
+
+def _lane_project(tmp_path: Path) -> tuple[Path, Path]:
+    """A git project with scripts/lanes.sh (tests/test_lanes_script.py's) and its LANES_DIR."""
+    from tests.test_lanes_script import _project
+
+    return _project(tmp_path / "project"), tmp_path / "lanes"
+
+
+def _lanes_sh(root: Path, lanes: Path, *args: str, path: str | None = None
+              ) -> subprocess.CompletedProcess:
+    env = subprocess_env() | {"LANES_DIR": str(lanes)}
+    if path is not None:
+        env["PATH"] = f"{path}:{env.get('PATH', os.environ['PATH'])}"
+    return subprocess.run(["bash", str(root / "scripts" / "lanes.sh"), *args], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT)
+
+
+def test_lanes_never_signal_a_session_that_is_not_a_running_lane_s(tmp_path: Path) -> None:
+    """`pause`, `continue` and `stop` signal each lane's recorded process session. They
+    signalled a finished lane's (its number free for any process to take), a number whose
+    leader is another process now, and the words of a damaged laneK.session (`pkill -s 1`:
+    the machine's first session). Only a live lane's session is signalled now (a fake pkill
+    records what would be)."""
+    root, lanes = _lane_project(tmp_path)
+    lanes.mkdir()
+    sleeper = subprocess.Popen(["setsid", "sleep", "60"])  # a session of our own
+    try:
+        _wait_for_session(sleeper.pid)
+        start = Path(f"/proc/{sleeper.pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+        lane_files = {
+            1: {"session": str(sleeper.pid), "start": start},  # live: signalled
+            2: {"session": str(sleeper.pid), "exit": "0"},  # finished
+            3: {"session": str(sleeper.pid), "start": str(int(start) + 1)},  # number reused
+            4: {"session": "garbage; 1"},  # damaged
+            5: {"session": "1"},
+        }
+        for number, files in lane_files.items():
+            (lanes / f"lane{number}.command").write_text("sleep 60\n")
+            for suffix, text in files.items():
+                (lanes / f"lane{number}.{suffix}").write_text(text + "\n")
+        fake = tmp_path / "fake"
+        fake.mkdir()
+        (fake / "pkill").write_text(f'#!/usr/bin/env bash\necho "$*" >> {tmp_path}/pkill.log\n')
+        (fake / "pkill").chmod(0o755)
+        for action in ("pause", "continue"):
+            assert _lanes_sh(root, lanes, action, path=str(fake)).returncode == 0
+        assert (tmp_path / "pkill.log").read_text().splitlines() == [
+            f"-STOP -s {sleeper.pid}", f"-CONT -s {sleeper.pid}"]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def _wait_for_session(pid: int) -> None:
+    """Until ``pid`` leads its own session (setsid has run)."""
+    for _ in range(1000):
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) == pid:
+                return
+        import time
+
+        time.sleep(0.01)
+    pytest.fail(f"process {pid} never led a session")
+
+
+def test_a_damaged_progress_json_never_reaches_the_lanes_manifest(tmp_path: Path) -> None:
+    """A lane's checkpoint with a damaged progress.json: the committed results/lanes.tsv got
+    its bytes (`step \\xff/?`, not UTF-8); it says `step ?/?` now."""
+    root, lanes = _lane_project(tmp_path)
+    area = lanes / "lane1" / "artifacts" / "checkpoints" / "models" / "original" / "seed0"
+    (area / "f1" / "checkpoint-7").mkdir(parents=True)
+    (area / "f1" / "checkpoint-7" / "progress.json").write_bytes(b'\x00\xff "step": "12abc')
+    (lanes / "lane1.command").write_text("sleep 60\n")
+    done = _lanes_sh(root, lanes, "harvest")
+    assert done.returncode == 0, done.stderr
+    manifest = (root / "results" / "lanes.tsv").read_bytes().decode("utf-8")
+    assert manifest.split("\t")[3] == "models/original/seed0 step ?/?"
+
+
+@pytest.mark.parametrize("text", [
+    "{}", '{"step": "x"}', '{"step": null, "total_steps": 10}',
+    '{"step": 5, "total_steps": "ten"}', '{"step": 1e999}', '{"step": -5, "total_steps": 10}',
+    '{"step": 50, "total_steps": 10}', '{"step": true}', "[1, 2]", "not json"])
+def test_a_lane_s_damaged_progress_json_is_passed_over_with_a_warning(
+        text: str, tmp_path: Path, caplog) -> None:
+    """`study next --lanes-dir` reads each lane checkpoint's progress.json: a missing or
+    non-numeric step was a traceback (KeyError, ValueError, TypeError, OverflowError) and a
+    negative one or one past the total was planned ("from step -5/10"); now such a file is
+    passed over, a warning naming it, the model planned as if it had no checkpoint."""
+    from multilab.studies.lanes import lane_checkpoints
+    from tests.test_lanes import _toy_result
+
+    area = (tmp_path / "lane1" / "artifacts" / "checkpoints" / "studies" / "toy" / "models"
+            / "original" / "seed43" / "f1" / "checkpoint-100")
+    area.mkdir(parents=True)
+    (area / "progress.json").write_text(text)
+    assert lane_checkpoints(tmp_path, [_toy_result()]) == {}
+    assert f"{area / 'progress.json'}: not a checkpoint's progress" in caplog.text
+
+
+def _fused_train(cfg_root: Path) -> list[str]:
+    return cli_args(cli_settings(cfg_root, **{"train.step": "fused"}), "train", "--seed", "0")
+
+
+def _failing_compile(function, **_options):
+    """What torch.compile returns where inductor cannot build the step's loops."""
+    import torch
+
+    def failing(*_args, **_kwargs):
+        raise torch._inductor.exc.InductorError(
+            torch._inductor.exc.InvalidCxxCompiler(), None)
+    return failing
+
+
+def test_a_fused_run_without_a_c_compiler_is_one_line_before_training(
+        project, capsys, monkeypatch) -> None:
+    """No working C++ compiler (CXX naming none): the fused step's first step failed after
+    inductor's two minutes of tracing with a 99-line InductorError; now one line before the
+    data is prepared, exit 2, no MLflow run, no checkpoint."""
+    import torch
+
+    from tests.helpers import run_statuses
+
+    monkeypatch.setattr(torch, "compile", _failing_compile)
+    root = project.paths.artifacts.parent
+    with torch._inductor.config.patch({"cpp.cxx": (None, "/nonexistent/g++")}):
+        assert main(_fused_train(root)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "multilab: error: train.step = fused needs a C++ compiler"), err
+    assert "/nonexistent/g++" in err[0] and "train.step eager" in err[0]
+    assert "RUNNING" not in run_statuses(project) and "FINISHED" not in run_statuses(project)
+    assert not list((root / "artifacts").glob("checkpoints/**/checkpoint-*"))
+
+
+def test_a_fused_step_whose_compile_fails_is_one_line_and_the_run_failed(
+        project, capsys, monkeypatch) -> None:
+    """torch.compile failing inside the first step (a compiler that crashes, a cache it
+    cannot write): a traceback, exit 1; now one line naming the failure, exit 2, the run
+    FAILED, never a silent fall-back to another (uncompiled) trainer."""
+    import torch
+
+    from tests.helpers import run_statuses
+
+    monkeypatch.setattr(torch, "compile", _failing_compile)
+    assert main(_fused_train(project.paths.artifacts.parent)) == 2
+    text = capsys.readouterr().err
+    err = [line for line in re.sub(r"original s0:[^\n]*?step/s\]", "", text).splitlines()
+           if line.strip()]  # the progress bar's lines
+    assert len(err) == 1 and err[0].startswith(
+        "multilab: error: train.step = fused: torch.compile failed (InductorError"), text
+    assert run_statuses(project) == ["FAILED"]

@@ -111,14 +111,23 @@ def test_compiled_graph_computes_the_eager_fused_loss_with_dropout() -> None:
 
 def test_fused_step_is_refused_where_it_would_train_another_model(project: Config,
                                                                   tmp_path: Path) -> None:
-    """One line naming the value and the valid ones: a bad step name, a stack, NSP."""
+    """One line naming the value and the valid ones: a bad step name, a stack, compile,
+    NSP, separate layers, attended padding."""
     with pytest.raises(UserError, match=r"train.step = 'fast': valid: eager, fused"):
         config_of(cli_settings(tmp_path, **{"train.step": "fast"}))
     with pytest.raises(UserError, match=r"train\.step = fused with train\.stack = 2"):
         config_of(cli_settings(tmp_path, **{"train.step": "fused", "train.stack": 2}))
+    with pytest.raises(UserError, match=r"train\.compile = true: the fused step is compiled"):
+        config_of(cli_settings(tmp_path, **{"train.step": "fused", "train.compile": "true"}))
     cfg = config_of(cli_settings(tmp_path, **{"train.step": "fused"}))
     with pytest.raises(UserError, match=r"next_sentence; valid: step eager"):
         resolve_run(cfg, "nsp", 0)
+    with pytest.raises(UserError, match=r"not separate_layers; valid: step eager"):
+        resolve_run(cfg, "sep-L1-3", 0)
+    whole = config_of(cli_settings(tmp_path, **{"train.step": "fused",
+                                                "train.length_pieces": 1}))
+    with pytest.raises(UserError, match=r"not attend_padding; valid: step eager"):
+        resolve_run(whole, "attend-padding", 0)
 
 
 def test_fused_step_has_its_own_fingerprint(project: Config, tmp_path: Path) -> None:

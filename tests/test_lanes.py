@@ -93,16 +93,13 @@ def test_lane_commands_checkpoint_every_lane_checkpoint_every_steps() -> None:
     assert lane_command(kept) == kept
 
 
-def test_a_lane_checkpoint_is_found_with_its_progress(tmp_path: Path) -> None:
-    """A checkpoint under lane 2's clone, where ``study run`` trains the row's model, with
-    its ``progress.json``: found, the latest of its folder; one without it is not read."""
-    import json
-
+def _toy_result():
+    """What lane_checkpoints reads of a study result: study "toy", row original, seed 43."""
     from multilab.studies.spec import Row
 
     row = Row("original", "original", None, {})
 
-    class Study:  # what lane_checkpoints reads of a study and its result
+    class Study:
         name = "toy"
         rows = (row,)
 
@@ -113,6 +110,15 @@ def test_a_lane_checkpoint_is_found_with_its_progress(tmp_path: Path) -> None:
     class Result:
         study = Study
 
+    return Result
+
+
+def test_a_lane_checkpoint_is_found_with_its_progress(tmp_path: Path) -> None:
+    """A checkpoint under lane 2's clone, where ``study run`` trains the row's model, with
+    its ``progress.json``: found, the latest of its folder; one without it is not read."""
+    import json
+
+    Result = _toy_result()
     area = (tmp_path / "lane2" / "artifacts" / "checkpoints" / "studies" / "toy" / "models"
             / "original" / "seed43" / "f1")
     for step in (50, 100):
@@ -184,9 +190,9 @@ def test_study_next_lanes_on_the_committed_studies(capsys) -> None:
     every = f"multilab --set=train.checkpoint_every={LANE_CHECKPOINT_EVERY} study run "
     assert 1 <= len(shell) <= 2 and all(line.startswith(every) for line in shell if line)
     assert main(["study", "next", "--lanes", "0"]) == 2
-    assert "--lanes 0: must be >= 1" in capsys.readouterr().err
+    assert "--lanes 0: must be from 1 to 256" in capsys.readouterr().err
     assert main(["study", "next", "--hours", "-1"]) == 2
-    assert "--hours -1: must be > 0" in capsys.readouterr().err
+    assert "--hours -1: must be a number of hours > 0" in capsys.readouterr().err
 
 
 def test_a_row_priced_by_a_lower_bound_is_named_not_planned(tmp_path: Path, capsys) -> None:

@@ -24,6 +24,7 @@ by its remaining steps and planned on that lane, where its checkpoint is.
 
 from __future__ import annotations
 
+import logging
 import re
 import shlex
 import statistics
@@ -35,6 +36,8 @@ from pathlib import Path
 from multilab.studies.planning import ClaimPlan, run_command, schedule
 from multilab.studies.records import Record
 from multilab.studies.tables import cpu_training_seconds
+
+log = logging.getLogger(__name__)
 
 #: a training beside another lane against the fastest on record: the study runs of 2026-12
 #: took 1.05-1.15x their row's fastest (Conneau et al. Table 1: 43-45 min against 39.8;
@@ -87,7 +90,7 @@ def lane_checkpoints(lanes_dir: Path, results: Sequence) -> dict[tuple[str, str,
     """(study, row label, seed) → the latest checkpoint of its model in a lane's clone
     (``LANES_DIR/laneK/artifacts/checkpoints/…``, with its ``progress.json``), if any."""
     from multilab.studies.runner import Step, study_model_dir
-    from multilab.training.checkpoints import read_progress
+    from multilab.training.checkpoints import PROGRESS, read_progress
     from multilab.training.model_dir import CHECKPOINTS, latest_checkpoint
 
     clones = sorted((int(m.group(1)), path) for path in lanes_dir.glob("lane*")
@@ -109,6 +112,10 @@ def lane_checkpoints(lanes_dir: Path, results: Sequence) -> dict[tuple[str, str,
                         latest = latest_checkpoint(area)
                         progress = read_progress(latest) if latest else None
                         if latest is None or progress is None:
+                            if latest is not None and (latest / PROGRESS).exists():
+                                log.warning("%s: not a checkpoint's progress (a step and "
+                                            "its total steps); its model planned as if "
+                                            "it had none", latest / PROGRESS)
                             continue
                         here = LaneCheckpoint(number, int(progress["step"]),
                                               progress.get("total_steps"), latest)

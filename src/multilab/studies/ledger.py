@@ -83,10 +83,11 @@ def me() -> str:
 CONFLICT_MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||")
 
 
-def read_ledger(results: Path) -> list[Booking]:
-    """The bookings of ``results/ledger.csv``; blank lines, repeated header lines and merge
-    conflict markers are passed over; any other line that is no booking is one line."""
-    path = results / LEDGER
+def read_ledger(results: Path, name: str = LEDGER) -> list[Booking]:
+    """The bookings of ``results/ledger.csv`` (or another ledger file of ``results``);
+    blank lines, repeated header lines and merge conflict markers are passed over; any other
+    line that is no booking is one line."""
+    path = results / name
     if not path.is_file():
         return []
     try:
@@ -171,15 +172,31 @@ def release_host(results: Path, host: str, keep: Iterable[Booking] = ()) -> list
     return dropped
 
 
-def _parse(text: str) -> list[Booking]:
-    return [Booking(row["study"], row["row"], int(row["seed"]), row["by"], row["since"])
-            for row in csv.DictReader(io.StringIO(text))]
+def _release_command(args: list[str]) -> list[Booking]:
+    """``release RESULTS HOST [COMMITTED]``, its inputs checked: a bad one is a UserError."""
+    results, host = Path(args[1]), args[2]
+    if not host.strip() or " pid " in host:
+        raise UserError(f"HOST {host!r}: must be a machine's name (as a booking's "
+                        "'HOST pid N' has it)")
+    if results.exists() and not results.is_dir():
+        raise UserError(f"RESULTS {results}: not a folder (a checkout's results/)")
+    keep: list[Booking] = []
+    if len(args) == 4:
+        committed = Path(args[3])
+        if not committed.is_file():
+            raise UserError(f"COMMITTED {committed}: no such file (a ledger whose bookings "
+                            "stay; an empty file keeps none)")
+        keep = read_ledger(committed.parent, committed.name)
+    if not (results / LEDGER).is_file():
+        return []  # nothing booked (a clone without a ledger): no folder made for it
+    return release_host(results, host, keep)
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m multilab.studies.ledger release RESULTS HOST [COMMITTED]``: what
     scripts/lanes.sh runs before restarting a lane (COMMITTED: a ledger file whose
-    bookings stay, the clone's commit's); one line per booking dropped."""
+    bookings stay, the clone's commit's); one line per booking dropped. A ledger that
+    cannot be read, or a bad argument, is one line and exit 2, nothing released."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
@@ -187,9 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m multilab.studies.ledger release RESULTS HOST [COMMITTED]",
               file=sys.stderr)
         return 2
-    keep = _parse(Path(args[3]).read_text(encoding="utf-8")) if len(args) == 4 and \
-        Path(args[3]).is_file() else []
-    for booking in release_host(Path(args[1]), args[2], keep):
+    try:
+        dropped = _release_command(args)
+    except (UserError, OSError) as err:
+        print(f"ledger release: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    for booking in dropped:
         print(f"released {booking.study} {booking.row} seed {booking.seed} "
               f"(booked by {booking.by} since {booking.since})")
     return 0

@@ -3,6 +3,7 @@ and pages to write, all read from the committed records."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,10 @@ def list_lines(results: Sequence[StudyResult]) -> list[str]:
     return ["  ".join([*(f"{text:{width}s}" for text, width in zip(line[:5], widths,
                                                                     strict=True)), line[5]])
             for line in lines]
+
+
+#: ``study next --lanes``: the most lanes planned (each is a process of one thread)
+MAX_LANES = 256
 
 
 @dataclass(frozen=True)
@@ -88,10 +93,11 @@ def lane_plan(request: NextRequest, plans: Sequence[ClaimPlan],
 
     lanes = 2 if request.lanes is None else request.lanes
     hours = 2.5 if request.hours is None else request.hours
-    if lanes < 1:
-        raise UserError(f"--lanes {lanes}: must be >= 1")
-    if not hours > 0:
-        raise UserError(f"--hours {hours:g}: must be > 0")
+    if not 1 <= lanes <= MAX_LANES:  # a typo of many zeros would fill the memory
+        raise UserError(f"--lanes {lanes}: must be from 1 to {MAX_LANES} (a lane is one "
+                        "training process of one thread)")
+    if not 0 < hours < math.inf:  # nan and inf too: inf would plan every run in a lane
+        raise UserError(f"--hours {hours:g}: must be a number of hours > 0")
     # lanes rely on measured prices only, not on a profile's or another unit's lower bound
     measured = {(result.study.name, row.label): result.measured_seconds(row.label)
                 for result in results for row in result.study.rows}

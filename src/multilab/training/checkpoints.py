@@ -200,12 +200,26 @@ def progress_of(state: TrainingState, total_steps: int | None) -> dict[str, Any]
 
 
 def read_progress(checkpoint: Path) -> dict[str, Any] | None:
-    """A checkpoint's ``progress.json`` (None: none, or unreadable: an older checkpoint)."""
+    """A checkpoint's ``progress.json`` (None: none, an older checkpoint; or not one that
+    :func:`progress_of` writes: damaged, or edited by hand, its numbers never trusted)."""
     try:
         progress = json.loads((checkpoint / PROGRESS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return progress if isinstance(progress, dict) else None
+    return progress if valid_progress(progress) else None
+
+
+def valid_progress(progress: Any) -> bool:
+    """Whether ``progress`` is what :func:`progress_of` writes: a step done (a whole number,
+    at least 0) and the run's total steps (none, or a whole number at least the step)."""
+    if not isinstance(progress, dict):
+        return False
+    step, total = progress.get("step"), progress.get("total_steps")
+
+    def whole(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    return whole(step) and (total is None or (whole(total) and total >= max(step, 1)))
 
 
 def save_final_model(run: RunConfig, model: BertForMaskedLM, model_dir: Path, area: Path,

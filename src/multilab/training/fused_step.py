@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from transformers import BertForMaskedLM
 
+from multilab.errors import UserError
+
 #: Dropout sites of one forward: the embeddings, then per layer the attention map, the
 #: attention output and the feed-forward output (BERT's order).
 SITES_PER_LAYER = 3
@@ -135,6 +137,41 @@ def check_supported(model: BertForMaskedLM) -> None:
                          f"{config.position_embedding_type!r}")
 
 
+#: what a refusal of the fused step's compile offers instead
+_INSTEAD = "or train.step eager (another fingerprint)"
+
+
+def check_compiler() -> None:
+    """Inductor compiles the step's CPU loops with a C++ compiler (``CXX``, else g++): none
+    found is one line before the data is prepared, not a traceback two minutes into the
+    first step. Never a silent fall-back to the uncompiled function: it is several times
+    slower and agrees with the compiled one to float rounding only."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+    except ImportError:  # another torch: the first step's compile says what it lacks
+        return
+    try:
+        get_cpp_compiler()
+    except Exception as err:  # InvalidCxxCompiler, or its own search failing
+        raise UserError(f"train.step = fused needs a C++ compiler for torch.compile "
+                        f"({_first_line(err)}); install g++ or set CXX to one, "
+                        f"{_INSTEAD}") from None
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def _compile_failure(err: Exception) -> UserError | None:
+    """A failure of torch.compile itself (dynamo's tracing, inductor's code or its
+    compiler) as one line; None for any other error (a bug: its traceback is wanted)."""
+    module = type(err).__module__
+    if not module.startswith(("torch._dynamo", "torch._inductor")):
+        return None
+    return UserError(f"train.step = fused: torch.compile failed ({type(err).__name__}: "
+                     f"{_first_line(err)[:300]}); fix the compiler it names, {_INSTEAD}")
+
+
 class FusedObjective(torch.nn.Module):
     """``MaskedLMObjective``'s interface (the summed MLM loss of a piece) on the fused path.
 
@@ -174,6 +211,11 @@ class FusedObjective(torch.nn.Module):
         keys = torch.randint(-2**31, 2**31 - 1, (self.sites,), dtype=torch.int32,
                              generator=self._keys).to(attention.device)
         training = self.model.training  # the model's mode, as MaskedLMObjective follows it
-        return self._loss(self.model, ids, positions, types, tokens, key_bias, picked, labels,
-                          rows, width, keys, self.hidden_p if training else 0.0,
-                          self.attention_p if training else 0.0)
+        try:
+            return self._loss(self.model, ids, positions, types, tokens, key_bias, picked,
+                              labels, rows, width, keys, self.hidden_p if training else 0.0,
+                              self.attention_p if training else 0.0)
+        except Exception as err:  # a stop is a BaseException: it passes as it is
+            if (failure := _compile_failure(err)) is None:
+                raise
+            raise failure from err

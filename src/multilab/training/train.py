@@ -54,7 +54,7 @@ from multilab.training.checkpoints import (
     save_final_model,
     training_lock,
 )
-from multilab.training.fused_step import FusedObjective
+from multilab.training.fused_step import FusedObjective, check_compiler
 from multilab.training.model import CurveHook, MaskedLMObjective, build_model, check_finite_weights
 from multilab.training.model_dir import (
     TRAIN_LOG,
@@ -246,7 +246,11 @@ class _Step:
         self.run, self.examples, self.batches = run, examples, batches
         self.encoder, self.knn_table = encoder, knn_table
         self.optimizer, self.scheduler, self.accelerator = optimizer, scheduler, accelerator
-        self.fused = FusedObjective(model) if run.study.train.step == FUSED_STEP else None
+        self.fused = None
+        if run.study.train.step == FUSED_STEP:
+            if accelerator.device.type == "cpu":  # a GPU's inductor needs no C++ compiler
+                check_compiler()
+            self.fused = FusedObjective(model)
         objective = self.fused or MaskedLMObjective(model)
         if run.study.train.compile:
             objective = torch.compile(objective)
