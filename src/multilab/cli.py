@@ -706,6 +706,7 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
     """``study run``: each study's missing (row, seed) pairs, through this command line."""
     from multilab.resolve import check_seed
     from multilab.studies.ledger import read_ledger
+    from multilab.studies.ray_executor import executor_dispatch
     from multilab.studies.runner import (
         check_seeds,
         check_stack_size,
@@ -729,6 +730,9 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
     check_seeds(studies, seeds, rows)
     for study in studies:  # every study's --stack checked before anything runs
         check_stack_size(study, args.stack, seeds, rows)
+    dispatch = executor_dispatch(args.executor, lambda argv: main(base + argv), Path.cwd(),
+                                 args.address, args.cpus_per_run, args.gpus_per_run,
+                                 stack=args.stack, queue=args.queue)
     if args.prepare:
         for study in studies:
             for folder in prepare_study(study, pick_rows(study, rows),
@@ -764,7 +768,7 @@ def _run_studies(args: argparse.Namespace, cfg: Config, studies: list, records: 
             continue
         run_study(study, steps, lambda argv: main(base + argv), Path.cwd(),
                   results=cfg.paths.results, stack=args.stack, params=resolved[0],
-                  overrides=resolved[1], again=args.again,
+                  overrides=resolved[1], again=args.again, dispatch=dispatch,
                   fingerprint_of=lambda settings, modification, seed: _fingerprint_here(
                       args, settings, modification, seed))
 
@@ -1168,6 +1172,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack", type=int, default=1, metavar="K",
                    help="run: train the rows that may share a stack (one architecture, one "
                         "data folder) in stacks of up to K models (default 1: one at a time)")
+    p.add_argument("--executor", default="local", help="run: local (this process, the "
+                   "default) or ray: each (row, seed) a Ray task (docs/ray.md)")
+    p.add_argument("--address", help="run --executor ray: a running Ray cluster's address "
+                   "(HOST:6379, auto); default: a new local Ray instance")
+    p.add_argument("--cpus-per-run", type=float, default=1.0, help="run --executor ray: CPUs "
+                   "a run's task asks for (default 1: its torch threads)")
+    p.add_argument("--gpus-per-run", type=float, help="run --executor ray: GPUs a run's task "
+                   "asks for (default 1 where the cluster has GPUs, else 0; 0.25 shares one)")
     p.add_argument("names", nargs="*", help="study names (studies/<name>.yaml)")
     p.add_argument("--all", action="store_true", help="every study, and the claims summary")
     p.add_argument("--studies", default="studies", help="the folder of study specs")
