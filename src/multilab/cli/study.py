@@ -91,7 +91,9 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
 
     return RunRequest(params=args.params, overrides=args.set or [], seeds=args.seeds,
                       rows=args.rows, again=args.again, plan=args.plan, prepare=args.prepare,
-                      queue=args.queue, stack=args.stack)
+                      queue=args.queue, stack=args.stack, executor=args.executor,
+                      address=args.address, cpus_per_run=args.cpus_per_run,
+                      gpus_per_run=args.gpus_per_run)
 
 
 def _next_request(args: argparse.Namespace) -> NextRequest:
@@ -146,6 +148,14 @@ def add_study(add: AddCommand, command_line: Command) -> None:
     p.add_argument("--stack", type=int, default=1, metavar="K",
                    help="run: train the rows that may share a stack (one architecture, one "
                         "data folder) in stacks of up to K models (default 1: one at a time)")
+    p.add_argument("--executor", default="local", help="run: local (this process, the "
+                   "default) or ray: each (row, seed) a Ray task (docs/ray.md)")
+    p.add_argument("--address", help="run --executor ray: a running Ray cluster's address "
+                   "(HOST:6379, auto); default: a new local Ray instance")
+    p.add_argument("--cpus-per-run", type=float, default=1.0, help="run --executor ray: CPUs "
+                   "a run's task asks for (default 1: its torch threads)")
+    p.add_argument("--gpus-per-run", type=float, help="run --executor ray: GPUs a run's task "
+                   "asks for (default 1 where the cluster has GPUs, else 0; 0.25 shares one)")
     p.add_argument("names", nargs="*", help="study names (studies/<name>.yaml)")
     p.add_argument("--all", action="store_true", help="every study, and the claims summary")
     p.add_argument("--studies", default="studies", help="the folder of study specs")

@@ -33,6 +33,10 @@ class RunRequest:
     prepare: bool = False
     queue: bool = False
     stack: int = 1
+    executor: str = "local"
+    address: str | None = None
+    cpus_per_run: float = 1.0
+    gpus_per_run: float | None = None
 
     def command_line(self, command: Command) -> Command:
         """``command`` with this request's ``--params`` and ``--set`` before each argv."""
@@ -53,6 +57,7 @@ def run_studies(request: RunRequest, cfg: Config, studies: Sequence[Study],
     """Each study's missing (row, seed) pairs: said (``--plan``, or none missing), their data
     built (``--prepare``), queued (``--queue``) or run through ``command``."""
     from multilab.resolve import check_seed
+    from multilab.studies.ray_executor import executor_dispatch
     from multilab.studies.runner import (
         check_seeds,
         check_stack_size,
@@ -74,6 +79,9 @@ def run_studies(request: RunRequest, cfg: Config, studies: Sequence[Study],
     check_seeds(studies, seeds, rows)
     for study in studies:  # every study's --stack checked before anything runs
         check_stack_size(study, request.stack, seeds, rows)
+    dispatch = executor_dispatch(request.executor, run_command, Path.cwd(), request.address,
+                                 request.cpus_per_run, request.gpus_per_run,
+                                 stack=request.stack, queue=request.queue)
     if request.prepare:
         for study in studies:
             for folder in prepare_study(study, pick_rows(study, rows), run_command, Path.cwd()):
@@ -96,7 +104,7 @@ def run_studies(request: RunRequest, cfg: Config, studies: Sequence[Study],
             continue
         run_study(study, steps, run_command, Path.cwd(),
                   results=cfg.paths.results, stack=request.stack, params=resolved[0],
-                  overrides=resolved[1], again=request.again,
+                  overrides=resolved[1], again=request.again, dispatch=dispatch,
                   fingerprint_of=lambda settings, modification, seed: fingerprint_here(
                       request, settings, modification, seed))
 

@@ -21,7 +21,9 @@ nested, and the experiment reads as the study's table in the UI. ``evaluate`` pu
 ± std of the row's seeds on the parent (:func:`multilab.tracking.summarise_study_row`).
 
 The commands are passed in as a function (the command line's own ``main``), so this module
-stays below the command line in the import structure.
+stays below the command line in the import structure. Where they run is the caller's choice:
+here, one after another, or each (row, seed) as a task on a Ray cluster (a ``dispatch``:
+:mod:`multilab.studies.ray_executor`), which runs the same commands (:class:`StepRun`).
 """
 
 from __future__ import annotations
@@ -65,6 +67,35 @@ class Step:
     # fingerprints of the models the row's records at this seed measure (any study's): a
     # finished model of one of them, wherever it lies, need not be trained again
     fingerprints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StepRun:
+    """One (row, seed)'s work once its data is prepared: the ``multilab`` argument lists that
+    train it and write its records, in order. What an executor dispatches (the local loop
+    here, or :mod:`multilab.studies.ray_executor`): the same commands either way, so the
+    records, fingerprints and checkpoints are the same."""
+
+    study: str
+    step: Step
+    title: str  # "study NAME: ROW seed S (n/N)", as the runner says it
+    commands: tuple[tuple[str, ...], ...]
+
+
+def failure_line(study: str, shown: str, code: int) -> str:
+    """The one line a failed command of a study's run is reported by (any executor)."""
+    return (f"study {study}: `{shown}` failed (exit {code}; its message is above); fix it "
+            f"and run `multilab study run {study}` again: finished runs are kept")
+
+
+def shown_command(args: Sequence[str]) -> str:
+    """``multilab <command>`` as a failure names it: without the ``--set`` values."""
+    return "multilab " + " ".join(arg for arg in args if not arg.startswith("--set="))
+
+
+#: Runs prepared :class:`StepRun` s elsewhere (a Ray cluster); raises on a failed one once the
+#: others are done
+Dispatch = Callable[[Sequence[StepRun]], None]
 
 
 def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] | None = None,
@@ -188,7 +219,7 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
               say: Callable[[str], None] = print, results: Path | None = None,
               stack: int = 1, fingerprint_of: FingerprintOf | None = None,
               params: Path = DEFAULT_PARAMS, overrides: Sequence[str] = (),
-              again: bool = False) -> None:
+              again: bool = False, dispatch: Dispatch | None = None) -> None:
     """Run ``steps`` through ``command`` (``multilab``'s main); stop at the first failure.
     Corpora and vocabulary are built once per artifacts folder (the study's, or a row's own
     where its settings change the languages, corpus or vocabulary), under a lock, so that
@@ -205,7 +236,15 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
     since, and released it. So, once booked, each step is planned again from the records in
     ``results`` (resolved from ``params`` and ``overrides``, ``again`` as planned): one whose
     records are there now is released and skipped, not measured (and its record rewritten)
-    a second time."""
+    a second time.
+
+    ``dispatch``: the steps that train are prepared here (their data built once, as above),
+    then handed to ``dispatch`` whole (a Ray cluster schedules them: no ledger booking, one
+    model a task, ``stack`` 1); rows run by their script and models trained elsewhere are
+    still run here first."""
+    if dispatch is not None and stack > 1:
+        raise UserError(f"--stack {stack} with --executor ray: each (row, seed) is one Ray "
+                        "task (valid: --stack 1)")
     runner = _Runner(study, command, root, say, results, (params, tuple(overrides), again))
     for step in [step for step in steps if step.row.script is not None]:
         if runner.book([step]):
@@ -222,6 +261,14 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
         else:
             runner.measure_only(step, folder)
     steps = to_train
+    if dispatch is not None:
+        work = []
+        for number, step in enumerate(steps, 1):
+            runner.prepare(step.row)  # once per artifacts folder, before any task starts
+            work.append(runner.step_run(step, number, len(steps)))
+        if work:
+            dispatch(work)
+        return
     if stack > 1:
         runner.stacked(steps, stack)
         return
@@ -230,13 +277,10 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
             continue
         try:
             runner.prepare(step.row)
-            say(f"study {study.name}: {step.row.label} seed {step.seed} "
-                f"({number}/{len(steps)})")
-            settings = [*study_settings(study, root, step.row), row_setting([step.row])]
-            runner.run(settings, "train", "--modification", step.row.modification, "--seed",
-                       str(step.seed))
-            for argv in measure_commands(study, step, runner.model_dir(step)):
-                runner.run(settings, *argv)
+            work = runner.step_run(step, number, len(steps))
+            say(work.title)
+            for argv in work.commands:
+                runner.run_argv(list(argv))
         finally:
             runner.release([step])
 
@@ -314,6 +358,10 @@ def products(steps: Sequence[Step]) -> list[tuple[list[Row], list[int]]]:
     return out
 
 
+def _with_settings(settings: Sequence[str], argv: Sequence[str]) -> list[str]:
+    return [f"--set={value}" for value in settings] + list(argv)
+
+
 class _Runner:
     """One study's commands: preparing its artifacts once, booking runs in the ledger."""
 
@@ -327,8 +375,20 @@ class _Runner:
         self.prepared: set[Path] = set()
 
     def run(self, settings: list[str], *argv: str) -> None:
-        args = [f"--set={value}" for value in settings] + list(argv)
-        self._check(self.command(args), f"multilab {' '.join(argv)}")
+        self.run_argv(_with_settings(settings, argv))
+
+    def run_argv(self, args: list[str]) -> None:
+        self._check(self.command(args), shown_command(args))
+
+    def step_run(self, step: Step, number: int, total: int) -> StepRun:
+        """``step``'s commands: ``train`` in the study's (row's) settings, nested under its
+        row's parent run, then the commands that write the records it lacks."""
+        settings = [*study_settings(self.study, self.root, step.row), row_setting([step.row])]
+        argvs = [["train", "--modification", step.row.modification, "--seed", str(step.seed)],
+                 *measure_commands(self.study, step, self.model_dir(step))]
+        title = f"study {self.study.name}: {step.row.label} seed {step.seed} ({number}/{total})"
+        return StepRun(self.study.name, step, title,
+                       tuple(tuple(_with_settings(settings, argv)) for argv in argvs))
 
     def _check(self, code: int, shown: str) -> None:
         """A command's exit status: a stop it said it took is this run's stop as well; a
@@ -336,9 +396,7 @@ class _Runner:
         if (stop := stops.stop_of_exit_status(code)) is not None:
             raise stop
         if code != 0:
-            raise UserError(f"study {self.study.name}: `{shown}` failed (exit {code}; its "
-                            "message is above); fix it and run `multilab study run "
-                            f"{self.study.name}` again: finished runs are kept")
+            raise UserError(failure_line(self.study.name, shown, code))
 
     def script(self, step: Step) -> None:
         """A row's own command (its ``script``, ``{seed}`` filled in), from the project

@@ -10,6 +10,7 @@ stages whose numbers are no model's metrics log to experiments of their own.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import mlflow
+from filelock import FileLock
 from mlflow.tracking import MlflowClient
 
 from multilab import stops
@@ -168,7 +170,8 @@ def connect(paths: Paths, experiment: str) -> str:
         _check_server(uri)
     point_at(uri)
     try:
-        return _experiment_id(paths, uri, experiment)
+        with _creation_lock(uri):
+            return _experiment_id(paths, uri, experiment)
     except Exception as err:
         problem = damaged_store(err)
         if problem is None:
@@ -177,6 +180,17 @@ def connect(paths: Paths, experiment: str) -> str:
             f"the MLflow store {uri} is damaged ({problem}); restore its mlflow.db from a "
             f"copy, or move {paths.mlruns} aside and run `multilab report`: it re-creates the "
             "study's runs from the model directories and their evaluations") from err
+
+
+def _creation_lock(uri: str) -> contextlib.AbstractContextManager:
+    """Held while a process first opens a SQLite store: MLflow creates and migrates a new
+    database's tables on first use, and two processes doing it at once (two Ray tasks, two
+    queue workers on a fresh clone) fail with "duplicate column name: step"."""
+    if not uri.startswith("sqlite:///"):
+        return contextlib.nullcontext()
+    database = Path(uri.removeprefix("sqlite:///"))
+    database.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(f"{database}.lock")
 
 
 #: what SQLite says of a file that is no database, or no longer a whole one
