@@ -18,7 +18,7 @@ from multilab.resolve import resolve_run
 from multilab.training.fused_step import FusedObjective, hash_dropout, keep_mask, mix32
 from multilab.training.model import MaskedLMObjective
 from multilab.training.model_dir import read_done
-from multilab.training.train import train_model
+from multilab.training.train import make_optimizer, train_model
 from tests.helpers import cli_settings, config_of, one_torch_thread, saved_weights
 
 slow = pytest.mark.slow
@@ -284,3 +284,27 @@ def test_eager_step_computes_the_frozen_step(heads: int) -> None:
 def test_compiled_step_computes_the_frozen_step() -> None:
     """Compiled (what the trainer runs), the step is still the frozen one's function."""
     _against_frozen(do_compile=True)
+
+
+def test_one_kernel_adamw_makes_the_default_adamw_update() -> None:
+    """The fused step's optimizer (torch's fused AdamW) is the default AdamW of the same
+    hyper-parameters and decay groups: parameters within 1e-6 after five steps of real
+    gradients, the learning rate changing between steps as the schedule changes it."""
+    selected, labels, inputs = _piece()
+    models = [_model().eval(), _model().eval()]  # no dropout: the same gradients for both
+    optimizers = [make_optimizer(model, 2e-3, 0.01, 1e-6, one_kernel=one_kernel)
+                  for model, one_kernel in zip(models, (False, True), strict=True)]
+    assert [o.param_groups[0]["fused"] for o in optimizers] == [None, True]
+    for step in range(5):
+        for model, optimizer in zip(models, optimizers, strict=True):
+            for group in optimizer.param_groups:
+                group["lr"] = 2e-3 * (step + 1) / 5
+            MaskedLMObjective(model)(selected, labels, **inputs).backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    default, fused = (dict(model.named_parameters()) for model in models)
+    moved = max(float((p - q).abs().max()) for p, q in
+                zip(default.values(), _model().parameters(), strict=True))
+    assert moved > 1e-3  # the steps did move the weights
+    for name, param in default.items():
+        assert float((param - fused[name]).abs().max()) <= 1e-6, name
