@@ -12,13 +12,16 @@ the same quick-profile corpus, model and schedule:
   on the selected positions, SDPA, torch's dropout);
 * **fused**: ``train.step: fused`` (training/fused_step.py): the same pieces, unpadded,
   counter-hash dropout, compiled by inductor (compiled before the timed rounds);
+* **fused-adamw** (``--fused-adamw``): the fused step with torch's fused AdamW (the same
+  update to float rounding): what that lever gains, in the same run;
 * **HF recipe**: ``BertForMaskedLM`` with ``DataCollatorForLanguageModeling`` (bench_train.py's
   baseline).
 
 Then a profiler breakdown of the eager and fused steps: matrix products, inductor's compiled
-loops, and the rest. Writes ``benchmarks/results/cpu-floor-<date>.json``.
+loops, and the rest. Writes ``benchmarks/results/cpu-floor-<date>[-<suffix>].json``.
 
     .venv/bin/python benchmarks/bench_cpu_floor.py [--project DIR] [--steps 20] [--threads 2]
+        [--fused-adamw] [--suffix b]
 """
 
 from __future__ import annotations
@@ -35,10 +38,12 @@ from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as multilab/threads.py sets it
 import torch  # after the OpenMP setting, which is read once at load
+from transformers import get_linear_schedule_with_warmup
 
 from bench_train import BASELINE, MULTILAB, Arm, Data, Levers
 from common import RESULTS, load_average, machine, op_seconds, project_config, write_json
 from multilab.resolve import resolve_run
+from multilab.training.train import make_optimizer
 
 FUSED = Levers(batches="random", pieces=4, step="fused")
 
@@ -101,6 +106,17 @@ class Floor:
             self.seconds.append(time.perf_counter() - started)
 
 
+def fused_adamw(levers: Levers, data: Data, seed: int, schedule_steps: int) -> Arm:
+    """The fused arm with torch's fused AdamW in place of the per-parameter one."""
+    arm = Arm("fused-adamw", levers, data, seed, schedule_steps)
+    train, model_cfg = data.run.study.train, data.run.model
+    arm.optimizer = make_optimizer(arm.model, model_cfg.lr, train.weight_decay,
+                                   train.adam_eps, one_kernel=True)
+    arm.scheduler = get_linear_schedule_with_warmup(arm.optimizer, train.warmup_steps,
+                                                    schedule_steps)
+    return arm
+
+
 def breakdown(arm: Arm, steps: int) -> dict[str, float]:
     """Seconds a step under the profiler: matrix products (aten), inductor's compiled C++
     loops, the rest of the aten ops (element-wise, dropout, norms, copies, the optimizer)."""
@@ -127,6 +143,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--no-hf", action="store_true", help="leave out the HF recipe arm")
+    parser.add_argument("--fused-adamw", action="store_true",
+                        help="add the fused step with torch's fused AdamW (fused-adamw)")
+    parser.add_argument("--suffix", default="", help="the record's name: cpu-floor-<date>-SUFFIX")
     args = parser.parse_args()
 
     cfg = project_config(args.project)
@@ -141,6 +160,9 @@ def main() -> None:
         "fused": Arm("fused", Levers(**{**vars(FUSED), **threads}), data, args.seed,
                      schedule),
     }
+    if args.fused_adamw:
+        arms["fused-adamw"] = fused_adamw(Levers(**{**vars(FUSED), **threads}), data,
+                                            args.seed, schedule)
     if not args.no_hf:
         arms["hf-recipe"] = Arm("hf-recipe", Levers(**{**vars(BASELINE), **threads}), data,
                                 args.seed, schedule)
@@ -150,6 +172,8 @@ def main() -> None:
     compile_started = time.perf_counter()
     arms["fused"].step(record=False)  # compiles forward and backward
     record["fused_compile_seconds"] = time.perf_counter() - compile_started
+    if "fused-adamw" in arms:
+        arms["fused-adamw"].step(record=False)
     loads = []
     for number in range(args.warmup + args.steps):
         for arm in arms.values():
@@ -167,12 +191,16 @@ def main() -> None:
         "fused_vs_eager": medians["eager"] / medians["fused"],
         **({"fused_vs_hf_recipe": medians["hf-recipe"] / medians["fused"],
             "eager_vs_hf_recipe": medians["hf-recipe"] / medians["eager"]}
-           if "hf-recipe" in medians else {})}
+           if "hf-recipe" in medians else {}),
+        **({"fused_adamw_vs_fused": medians["fused"] / medians["fused-adamw"]}
+           if "fused-adamw" in medians else {})}
     record["load_average_per_round"] = loads
-    record["profile_seconds_per_step"] = {name: breakdown(arms[name], 3)
-                                          for name in ("eager", "fused")}
+    record["profile_seconds_per_step"] = {
+        name: breakdown(arms[name], 3) for name in ("eager", "fused", "fused-adamw")
+        if name in arms}
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
-    path = write_json(RESULTS / f"cpu-floor-{date}.json", record)
+    suffix = f"-{args.suffix}" if args.suffix else ""
+    path = write_json(RESULTS / f"cpu-floor-{date}{suffix}.json", record)
     for name in arms:
         print(f"{name:10s} {medians[name]:.3f} s/step  {record['ratio_to_floor'][name]:.2f}x "
               "the floor")

@@ -4,19 +4,21 @@ and a trainer that resumes to identical weights with it."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
 
 from multilab.config import Config
 from multilab.errors import StoppedEarly, UserError
 from multilab.resolve import resolve_run
-from multilab.training.fused_step import FusedObjective, hash_dropout, keep_mask
+from multilab.training.fused_step import FusedObjective, hash_dropout, keep_mask, mix32
 from multilab.training.model import MaskedLMObjective
 from multilab.training.model_dir import read_done
-from multilab.training.train import train_model
+from multilab.training.train import make_optimizer, train_model
 from tests.helpers import cli_settings, config_of, one_torch_thread, saved_weights
 
 slow = pytest.mark.slow
@@ -162,3 +164,156 @@ def test_fused_training_resumes_to_identical_weights(project: Config, tmp_path: 
     assert whole.keys() == resumed.keys()
     for key, tensor in whole.items():
         assert torch.equal(tensor, resumed[key]), key
+
+
+# --------------------------------------------------------------------------- the frozen step
+# The fused step as the paper-budget study's first seeds were trained by it (commit 4628f30):
+# a later, faster step must compute the same function (same dropout bits, same loss and
+# gradients), or a later seed would be another trainer's. Frozen here, never edited.
+
+
+def _frozen_mix32(x: torch.Tensor) -> torch.Tensor:
+    x = x ^ ((x >> 16) & 0xFFFF)
+    x = x * 0x7FEB352D
+    x = x ^ ((x >> 15) & 0x1FFFF)
+    x = x * (0x846CA68B - (1 << 32))
+    return x ^ ((x >> 16) & 0xFFFF)
+
+
+def _frozen_dropout(x: torch.Tensor, key: torch.Tensor, p: float) -> torch.Tensor:
+    if p == 0.0:
+        return x
+    index = torch.arange(x.numel(), dtype=torch.int32).view(x.shape)
+    keep = _frozen_mix32(_frozen_mix32(index ^ key) + key) >= round(p * 2**32) - 2**31
+    return torch.where(keep, x * (1.0 / (1.0 - p)), 0.0)
+
+
+def _frozen_norm(x: torch.Tensor, module: torch.nn.LayerNorm) -> torch.Tensor:
+    return F.layer_norm(x, module.normalized_shape, module.weight, module.bias, module.eps)
+
+
+def _frozen_unpadded_loss(model, input_ids, position_ids, token_type_ids, tokens, key_bias,
+                          selected, labels, rows, width, keys, hidden_p, attention_p):
+    bert, head = model.bert, model.cls.predictions
+    emb = bert.embeddings
+    x = (emb.word_embeddings.weight[input_ids] + emb.position_embeddings.weight[position_ids]
+         + emb.token_type_embeddings.weight[token_type_ids])
+    x = _frozen_dropout(_frozen_norm(x, emb.LayerNorm), keys[0], hidden_p)
+    hidden = x.shape[-1]
+    for number, layer in enumerate(bert.encoder.layer):
+        site = 1 + 3 * number
+        attention = layer.attention
+        heads = attention.self.num_attention_heads
+        size = hidden // heads
+        projections = (attention.self.query, attention.self.key, attention.self.value)
+        qkv = F.linear(x, torch.cat([p.weight for p in projections]),
+                       torch.cat([p.bias for p in projections]))
+        padded = qkv.new_zeros(rows * width, 3 * hidden).index_copy(0, tokens, qkv)
+        q, k, v = padded.view(rows, width, 3, heads, size).permute(2, 0, 3, 1, 4).unbind(0)
+        scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(size)) + key_bias
+        probs = _frozen_dropout(scores.softmax(-1), keys[site], attention_p)
+        context = torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(rows * width, hidden)
+        out = F.linear(context[tokens], attention.output.dense.weight,
+                       attention.output.dense.bias)
+        x = _frozen_norm(_frozen_dropout(out, keys[site + 1], hidden_p) + x,
+                         attention.output.LayerNorm)
+        inner = F.gelu(F.linear(x, layer.intermediate.dense.weight,
+                                layer.intermediate.dense.bias))
+        out = F.linear(inner, layer.output.dense.weight, layer.output.dense.bias)
+        x = _frozen_norm(_frozen_dropout(out, keys[site + 2], hidden_p) + x,
+                         layer.output.LayerNorm)
+    picked = x[selected]
+    picked = _frozen_norm(F.gelu(F.linear(picked, head.transform.dense.weight,
+                                          head.transform.dense.bias)), head.transform.LayerNorm)
+    logits = F.linear(picked, emb.word_embeddings.weight, head.bias)
+    return F.cross_entropy(logits.float(), labels, reduction="sum")
+
+
+class _FrozenObjective(FusedObjective):
+    """FusedObjective's unpadding and key drawing around the frozen loss."""
+
+    def __init__(self, model: BertForMaskedLM) -> None:
+        super().__init__(model, compile=False)
+        self._loss = _frozen_unpadded_loss
+
+
+#: Today's keep bits, computed once by the frozen formula: (key, p, shape) → kept count,
+#: the first 64 bits (element i at bit i) and the first dropped indices.
+PINNED_MASKS = [
+    (12345, 0.1, (1000, 1000), 899730, 0xFFFFFFFFFFDF7FFE, [0, 15, 21, 67, 84, 107, 109, 121]),
+    (-7, 0.1, (300, 7, 11), 20731, 0xBDFFB6BBFFFF6FF7, [3, 12, 15, 34, 38, 40, 43, 46]),
+    (2**31 - 1, 0.5, (4096,), 1997, 0x8EB0C0A4CD183803, [2, 3, 4, 5, 6, 7, 8, 9]),
+]
+
+
+@pytest.mark.parametrize(("key", "p", "shape", "kept", "first_bits", "first_dropped"),
+                         PINNED_MASKS)
+def test_keep_mask_bits_are_the_ones_the_study_trained_with(
+        key: int, p: float, shape: tuple[int, ...], kept: int, first_bits: int,
+        first_dropped: list[int]) -> None:
+    """The paper-budget study's seeds are trained over several processes and sessions: the
+    mask of a key must never change, whatever makes the step faster."""
+    mask = keep_mask(shape, torch.tensor(key, dtype=torch.int32), p)
+    flat = mask.flatten()
+    assert int(mask.sum()) == kept
+    assert sum(int(bit) << i for i, bit in enumerate(flat[:64].tolist())) == first_bits
+    assert torch.nonzero(~flat)[:8].flatten().tolist() == first_dropped
+    assert mix32(torch.tensor([0, 1, 2, -1, 123456789], dtype=torch.int32)).tolist() == [
+        0, 1753845952, -787275391, 1734902346, -1460544632]
+
+
+def _against_frozen(do_compile: bool, heads: int = 2, rows: int = 9, seed: int = 3) -> None:
+    """The step's loss and every gradient, dropout on and the same keys, against the frozen
+    step's: to 1e-5 of the loss and of the largest gradient."""
+    selected, labels, inputs = _piece(rows=rows, seed=seed)
+    results = []
+    for objective_of in (_FrozenObjective,
+                         lambda model: FusedObjective(model, compile=do_compile)):
+        model = _model(heads=heads)
+        model.train()
+        objective = objective_of(model)
+        objective.seed_step(11)
+        loss = objective(selected, labels, **inputs)
+        loss.backward()
+        results.append((float(loss), {n: p.grad for n, p in model.named_parameters()}))
+    (want, want_grads), (got, got_grads) = results
+    assert abs(got - want) <= 1e-5 * abs(want)
+    scale = max(float(grad.abs().max()) for grad in want_grads.values())
+    for name, grad in want_grads.items():
+        assert float((grad - got_grads[name]).abs().max()) <= 1e-5 * scale, name
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_eager_step_computes_the_frozen_step(heads: int) -> None:
+    """Run eagerly, today's step is the frozen one's function, dropout included."""
+    _against_frozen(do_compile=False, heads=heads)
+
+
+@slow
+def test_compiled_step_computes_the_frozen_step() -> None:
+    """Compiled (what the trainer runs), the step is still the frozen one's function."""
+    _against_frozen(do_compile=True)
+
+
+def test_one_kernel_adamw_makes_the_default_adamw_update() -> None:
+    """The fused step's optimizer (torch's fused AdamW) is the default AdamW of the same
+    hyper-parameters and decay groups: parameters within 1e-6 after five steps of real
+    gradients, the learning rate changing between steps as the schedule changes it."""
+    selected, labels, inputs = _piece()
+    models = [_model().eval(), _model().eval()]  # no dropout: the same gradients for both
+    optimizers = [make_optimizer(model, 2e-3, 0.01, 1e-6, one_kernel=one_kernel)
+                  for model, one_kernel in zip(models, (False, True), strict=True)]
+    assert [o.param_groups[0]["fused"] for o in optimizers] == [None, True]
+    for step in range(5):
+        for model, optimizer in zip(models, optimizers, strict=True):
+            for group in optimizer.param_groups:
+                group["lr"] = 2e-3 * (step + 1) / 5
+            MaskedLMObjective(model)(selected, labels, **inputs).backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    default, fused = (dict(model.named_parameters()) for model in models)
+    moved = max(float((p - q).abs().max()) for p, q in
+                zip(default.values(), _model().parameters(), strict=True))
+    assert moved > 1e-3  # the steps did move the weights
+    for name, param in default.items():
+        assert float((param - fused[name]).abs().max()) <= 1e-6, name

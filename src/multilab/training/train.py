@@ -223,14 +223,20 @@ def _no_decay(name: str) -> bool:
     return name.endswith("bias") or "LayerNorm" in name
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, eps: float):
-    """AdamW without decay on biases and LayerNorm weights (as BERT)."""
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, eps: float,
+                   one_kernel: bool = False):
+    """AdamW without decay on biases and LayerNorm weights (as BERT).
+
+    ``one_kernel``: torch's fused AdamW (one C++ pass over each parameter instead of a dozen
+    ops each), the same update to float rounding (tests/test_fused_step.py). A lever measured
+    by benchmarks/bench_cpu_floor.py (``--fused-adamw``), not used by the trainer: it did not
+    shorten the fused step measurably (benchmarks/results/cpu-floor-2026-12-07-b-*.json)."""
     named = list(model.named_parameters())
     groups = [
         {"params": [p for n, p in named if not _no_decay(n)], "weight_decay": weight_decay},
         {"params": [p for n, p in named if _no_decay(n)], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=lr, eps=eps)
+    return torch.optim.AdamW(groups, lr=lr, eps=eps, fused=True if one_kernel else None)
 
 
 # --------------------------------------------------------------------------- one step
