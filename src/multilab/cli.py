@@ -811,6 +811,17 @@ def _queue_studies(args: argparse.Namespace, cfg: Config, plans: list) -> None:
               f"{' '.join(study.name for study, _ in plans)}`")
 
 
+def cmd_records(args: argparse.Namespace) -> None:
+    """``records check [ROOT]``: one line per bad file and field, exit 2 (record_schema.py)."""
+    from multilab.studies.record_schema import check_records
+
+    problems = [problem.line() for problem in check_records(args.root)]
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        raise SystemExit(2)
+    print(f"{args.root}: every record names its provenance or says why not")
+
+
 def cmd_ids(args: argparse.Namespace) -> None:
     for pid, mod in PAPER_IDS.items():
         print(f"{pid:>4}  {mod:45s} {describe(mod)}")
@@ -1177,6 +1188,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_study)
 
     add("ids", help="the paper-ID table").set_defaults(func=cmd_ids)
+    p = add("records", help="check every file under results/ against the record schema")
+    p.add_argument("action", choices=["check"])
+    p.add_argument("root", nargs="?", type=Path, default=Path("results"))
+    p.set_defaults(func=cmd_records)
     p = add("check", help="validate params.yaml")
     p.add_argument("--stage", metavar="MARKER",
                    help="the DVC pipeline's first stage: write MARKER when the parameters are "

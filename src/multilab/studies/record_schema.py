@@ -124,8 +124,8 @@ def check_document(path: Path, data: Any) -> list[Problem]:
     for field in sorted(declared):
         if field in problems:
             del problems[field]
-        elif field.startswith("model.") and data.get("model") is None \
-                or field == "config.profile" and data.get("model") is not None:
+        elif (field.startswith("model.") and data.get("model") is None) \
+                or (field == "config.profile" and data.get("model") is not None):
             problems[field] = Problem(path, "provenance.unbacked", f"names {field}, which a "
                                       "record of this shape is not asked for")
         else:
