@@ -27,6 +27,7 @@ from typing import Any
 from multilab.errors import UserError
 from multilab.files import write_text
 from multilab.resolve import load_config, resolve_run
+from multilab.studies.record_schema import CHECKED_FIELDS, check_document
 from multilab.studies.records import model_identity, record_document
 
 #: the records an import would write, (path, content): checked whole before any is written
@@ -39,16 +40,46 @@ def write_record(results: Path, experiment: str, kind: str, result: dict[str, An
     """Plan one record (written by :func:`main` once every record is checked)."""
     path, data = record_document(results, experiment, kind, result, model=model,
                                  config=config, qualifier=qualifier, origin=origin)
-    PLANNED.append((path, data))
+    PLANNED.append((path, mark_unbacked(path, data)))
     return path
+
+
+#: what a field the run never recorded is, in the words of an unbacked mark's reason
+MISSING_WHAT = {"provenance.commit": "the commit it ran at",
+                "provenance.command": "its command line",
+                "model.fingerprint": "its model's fingerprint (it predates fingerprints)"}
+
+
+def mark_unbacked(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """Say in the record which provenance fields its source lacks, and why
+    (``provenance.unbacked``, read by ``multilab records check``): an import keeps the
+    numbers it finds and never makes up the rest."""
+    missing = [problem.field for problem in check_document(path, data)
+               if problem.field in CHECKED_FIELDS]
+    if not missing:
+        return data
+    provenance = data["provenance"]
+    lacks = ", ".join(MISSING_WHAT.get(field, field) for field in missing)
+    if provenance.get("imported_from"):
+        reason = (f"imported by scripts/import_records.py from {provenance['imported_from']} "
+                  f"(as of commit {str(provenance.get('imported_file_commit'))[:10]}), "
+                  f"which holds the run's output but not {lacks}")
+    else:
+        reason = ("imported by scripts/import_records.py --runs from a background run's "
+                  "folder (run.json, model.json, eval.json) that was not committed (no raw "
+                  f"source is left); the run did not record {lacks}")
+    provenance["unbacked"] = {"fields": missing, "reason": reason}
+    return data
 
 TABLE1_KEYS = ("mu", "align_f1.l0", "retrieval_p1.l0", "translation_p1.l0", "align_f1.l8",
                "retrieval_p1.l8", "translation_p1.l8", "ppl_train", "ppl_dev")
 
 
 def file_commit(path: Path) -> tuple[str, str]:
-    """The commit that added ``path`` and its date."""
-    out = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H %aI", "-1", "--",
+    """The commit of the version of ``path`` that is read (the last that changed it; the
+    commit that added it held other numbers where the file was rewritten later) and its
+    date."""
+    out = subprocess.run(["git", "log", "--format=%H %aI", "-1", "--",
                           str(path)], capture_output=True, text=True, check=True).stdout
     commit, date = out.split()
     return commit, date
@@ -465,9 +496,9 @@ def import_run(folder: Path, results: Path) -> list[Path]:
     config = _config(run["modification"], run["seed"])
     stamp = {"commit": run["commit"], "dirty": False, "date": run["finished"],
              "machine": {"device": run["device"], "threads": run["threads"]},
-             "command": f"multilab train/evaluate/downstream ({run['modification']}, seed "
-                        f"{run['seed']}), one thread, nice 19", "config_rebuilt": True,
-             "started": run["started"]}
+             "command": None, "config_rebuilt": True, "started": run["started"],
+             "note": f"multilab train/evaluate/downstream ({run['modification']}, seed "
+                     f"{run['seed']}), one thread, nice 19"}
     written = [write_record(results, "multilab-quick", "train", trained, model=model,
                             config=config, origin=stamp)]
     for kind, name in (("evaluate", "eval.json"), ("downstream", "downstream.json")):

@@ -28,7 +28,8 @@ COMMANDS: tuple[Callable[[AddCommand], None], ...] = (
     evaluate.add_evaluate, verses.add_probe, verses.add_similarity, analyses.add_translate,
     analyses.add_mrr, analyses.add_static, analyses.add_model_order, evaluate.add_downstream,
     evaluate.add_variant, report.add_report, report.add_plots_page, report.add_figures,
-    lambda add: study.add_study(add, command_line=main), params.add_ids, params.add_check)
+    lambda add: study.add_study(add, command_line=main), params.add_ids, params.add_check,
+    params.add_records)
 #: The commands that may use a GPU: one is claimed, and the cores shared, before they start.
 GPU_COMMANDS = ("train", "evaluate", "variant", "downstream")
 

@@ -1,8 +1,10 @@
-"""``ids``, ``check``: the paper-ID table, and params.yaml validated as every command does."""
+"""``ids``, ``check``, ``records``: the paper-ID table, params.yaml validated as every command
+does, and the committed records checked against their schema."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from multilab.cli.common import AddCommand, config_of
@@ -56,3 +58,21 @@ def add_check(add: AddCommand) -> None:
                         "accepted; under `dvc exp run -S`, a refused value is taken back out of "
                         "params.yaml")
     p.set_defaults(func=cmd_check)
+
+
+def cmd_records(args: argparse.Namespace) -> None:
+    """``records check [ROOT]``: one line per bad file and field, exit 2 (record_schema.py)."""
+    from multilab.studies.record_schema import check_records
+
+    problems = [problem.line() for problem in check_records(args.root)]
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        raise SystemExit(2)
+    print(f"{args.root}: every record names its provenance or says why not")
+
+
+def add_records(add: AddCommand) -> None:
+    p = add("records", help="check every file under results/ against the record schema")
+    p.add_argument("action", choices=["check"])
+    p.add_argument("root", nargs="?", type=Path, default=Path("results"))
+    p.set_defaults(func=cmd_records)
