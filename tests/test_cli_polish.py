@@ -147,3 +147,15 @@ def test_a_closed_pipe_leaves_no_traceback_in_a_process() -> None:
     process.stdout.close()  # the reader is gone before the first line
     _, err = process.communicate(timeout=120)
     assert process.returncode == 141 and err.decode() == "", err.decode()
+
+
+def test_a_bare_multilab_prints_the_help(capsys) -> None:
+    """No command at all asks what there is (as ``--help`` does): the help, exit 0; an
+    option without a command is still an error naming the missing command."""
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: multilab") and "study" in out and "train" in out
+    with pytest.raises(SystemExit) as stopped:
+        main(["-v"])
+    assert stopped.value.code == 2
+    assert "<command>" in capsys.readouterr().err
