@@ -31,6 +31,7 @@ def cmd_study(args: argparse.Namespace, command_line: Command) -> None:
     run in this process (``multilab``'s main)."""
     from multilab.studies.claims import load_claims
     from multilab.studies.figures import write_figures
+    from multilab.studies.findings import tally_text
     from multilab.studies.overview import (
         every_result,
         list_lines,
@@ -81,6 +82,7 @@ def cmd_study(args: argparse.Namespace, command_line: Command) -> None:
     for result in results:  # the figures the markdown links, from the same cells
         for path in write_figures(result, out):
             print(f"wrote {path} (and its .pdf)")
+    print(tally_text(every, claims))  # over every study, as the findings count them
     warning = uncommitted_warning(cfg.paths.results)
     if warning:
         print(warning, file=sys.stderr)
