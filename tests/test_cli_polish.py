@@ -147,3 +147,53 @@ def test_a_closed_pipe_leaves_no_traceback_in_a_process() -> None:
     process.stdout.close()  # the reader is gone before the first line
     _, err = process.communicate(timeout=120)
     assert process.returncode == 141 and err.decode() == "", err.decode()
+
+
+def test_a_bare_multilab_prints_the_help(capsys) -> None:
+    """No command at all asks what there is (as ``--help`` does): the help, exit 0; an
+    option without a command is still an error naming the missing command."""
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: multilab") and "study" in out and "train" in out
+    with pytest.raises(SystemExit) as stopped:
+        main(["-v"])
+    assert stopped.value.code == 2
+    assert "<command>" in capsys.readouterr().err
+
+
+def _widths(text: str) -> list[int]:
+    return [len(line) for line in text.splitlines()]
+
+
+def test_ids_fits_the_columns_with_a_header(monkeypatch, capsys) -> None:
+    """``ids`` was 357 columns: now a header, lines cut to $COLUMNS with "…", --wide whole."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["ids"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:2] == ["ID", "modification"]
+    assert max(_widths(out)) == 80 and "…\n" in out
+    assert main(["ids", "--wide"]) == 0
+    wide = capsys.readouterr().out
+    assert max(_widths(wide)) > 80 and "…" not in wide
+    monkeypatch.delenv("COLUMNS")
+    assert main(["ids"]) == 0  # no terminal (a capture): 100 columns
+    assert max(_widths(capsys.readouterr().out)) == 100
+
+
+def test_study_list_and_next_fit_the_columns(monkeypatch, capsys) -> None:
+    """``study list`` (180 columns, no header) and ``study next`` (267) fit $COLUMNS; the
+    commands ``next`` prints to copy stay whole; --wide prints the full lines."""
+    monkeypatch.setenv("COLUMNS", "70")
+    assert main(["study", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert listed.splitlines()[0].split()[:3] == ["study", "paper", "table"]
+    assert max(_widths(listed)) == 70 and "…" in listed
+    assert main(["study", "list", "--wide"]) == 0
+    wide = capsys.readouterr().out
+    assert "…" not in wide and "multilab study report dufter2020-table1\n" in wide
+    assert main(["study", "next", "--limit", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    commands = [line for line in lines if line.lstrip().startswith("multilab ")]
+    assert commands and all("…" not in line for line in commands)
+    assert all(len(line) <= 70 for line in lines if line not in commands)
+    assert any(line.endswith("…") for line in lines)

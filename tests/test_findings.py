@@ -222,6 +222,10 @@ def test_report_all_writes_the_findings_and_the_readme_box(tmp_path: Path, capsy
     args = ["--set", f"paths.results={tmp_path / 'results'}", "study", "report", "--all",
             "--out", str(tmp_path / "docs" / "studies"), "--studies", str(folder)]
     assert main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    # the tally after the "wrote" lines: the box's counts in one line
+    assert out[-1].startswith("tally: 282 claims: ") and "wrote" in out[-2]
+    assert "survive Holm's correction" in out[-1]
     text = readme.read_text()
     assert text.startswith("# Toy\n\nMine.\n\n<!-- generated:tally -->\n**What the lab found")
     assert text.endswith("<!-- /generated:tally -->\n\nMore prose.\n") and "\nold\n" not in text

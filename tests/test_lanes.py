@@ -223,7 +223,7 @@ def test_a_row_priced_by_a_lower_bound_is_named_not_planned(tmp_path: Path, caps
         config=_model_config("smoke", "3,fake"),
         origin={"commit": "abc", "date": "2026-12-06T00:00:00+00:00", "machine": {"device": "cpu"}})
     args = ["--set", f"paths.results={results}", "study", "next", "--studies", str(folder),
-            "--lanes", "1", "--hours", "1"]
+            "--lanes", "1", "--hours", "1", "--wide"]  # the last line whole
     assert main(args) == 0
     out = capsys.readouterr().out.splitlines()
     # two trainings of 600 s x 1.15, each with the default 360 s of measurement (no record

@@ -117,3 +117,40 @@ def test_a_copied_source_names_its_commit(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(SOURCE_COMMIT_ENV, "abc1234")
     assert source_state(tmp_path) == {"commit": "abc1234", "dirty": None, "commit_from": "env"}
     assert source_state(Path.cwd())["commit"] == "abc1234"
+
+
+def test_a_smoke_record_lands_in_the_scratch_folder_and_reports_ignore_it(
+        tmp_path: Path, monkeypatch, capsys) -> None:
+    """The smoke profile (no study reads it) sets its own ``paths.results``: its records go
+    to the ignored results-scratch/, so a smoke run followed by ``study report --all``
+    leaves the committed results/ and documents as they were."""
+    from multilab.cli.common import record_result
+    from multilab.resolve import load_config
+    from tests.helpers import PARAMS
+    from tests.test_bad_input import _toy_study
+
+    folder, results = _toy_study(tmp_path)
+    monkeypatch.chdir(tmp_path)  # params.yaml's paths are relative to the working folder
+    report = ["--params", str(PARAMS), "study", "report", "--all", "--studies", str(folder),
+              "--out", str(tmp_path / "docs" / "studies")]
+    assert main(report) == 0
+    pages = {p: p.read_text() for p in sorted((tmp_path / "docs").rglob("*.md"))}
+    committed = sorted(results.rglob("*.json"))
+    capsys.readouterr()
+
+    smoke = load_config(PARAMS, {"profile": "smoke"})
+    assert smoke.paths.results == Path("results-scratch")
+    assert load_config(PARAMS, {}).paths.results == Path("results")  # studies' profiles
+    record_result(smoke, "evaluate", {"metrics": {"mu": 0.99}})
+    written = capsys.readouterr().out
+    scratch = sorted((tmp_path / "results-scratch").rglob("*.json"))
+    assert len(scratch) == 1 and scratch[0].parts[-3:-1] == ("multilab-smoke", "evaluate")
+    assert f"record: results-scratch/{scratch[0].relative_to(tmp_path / 'results-scratch')}" \
+        in written
+    assert sorted(results.rglob("*.json")) == committed  # nothing new in results/
+
+    assert main(report) == 0
+    assert {p: p.read_text() for p in sorted((tmp_path / "docs").rglob("*.md"))} == pages
+    assert "results-scratch" not in capsys.readouterr().err
+    ignored = (Path(__file__).resolve().parent.parent / ".gitignore").read_text().split()
+    assert "/results-scratch/" in ignored

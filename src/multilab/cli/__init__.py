@@ -93,7 +93,12 @@ def _quiet_stdout() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # a bare `multilab` asks what there is, as `--help` does: no bad value
+        parser.print_help()
+        return 0
+    args = parser.parse_args(argv)
     args.set = [*(args.set or []), *(getattr(args, "set_after", None) or [])] or None
     quiet_libraries()
     logging.basicConfig(

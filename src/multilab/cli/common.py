@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Protocol
@@ -23,6 +24,29 @@ class Parser(argparse.ArgumentParser):
             raise argparse.ArgumentError(
                 action, f"invalid choice: {value!r} (choose from {', '.join(names)}){hint}")
         super()._check_value(action, value)
+
+
+#: the width of output that is no terminal's (a pipe, a file, a test's capture)
+DEFAULT_COLUMNS = 100
+
+
+def output_width(wide: bool = False) -> int | None:
+    """The columns a listing fits: ``$COLUMNS``, else the terminal's, else
+    :data:`DEFAULT_COLUMNS`; ``--wide`` (``None``): the full lines."""
+    return None if wide else shutil.get_terminal_size((DEFAULT_COLUMNS, 24)).columns
+
+
+def fit_line(line: str, width: int | None) -> str:
+    """``line`` cut to ``width`` with "…" where it is longer, so a listing does not wrap."""
+    if width is None or len(line) <= width:
+        return line
+    return line[:max(width - 1, 0)] + "…"
+
+
+def add_wide(parser: argparse.ArgumentParser) -> None:
+    """The ``--wide`` of a listing that fits the terminal otherwise."""
+    parser.add_argument("--wide", action="store_true",
+                        help="full lines (default: cut to $COLUMNS with …)")
 
 
 class AddCommand(Protocol):

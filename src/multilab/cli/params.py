@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from multilab.cli.common import AddCommand, config_of
+from multilab.cli.common import AddCommand, add_wide, config_of, fit_line, output_width
 from multilab.errors import UserError
 from multilab.lab.modifications import PAPER_IDS, describe
 
@@ -24,8 +24,10 @@ IDS_DESCRIPTION = (
 
 
 def cmd_ids(args: argparse.Namespace) -> None:
+    width = output_width(args.wide)
+    print(fit_line(f"{'ID':>4}  {'modification':45s} what it changes", width))
     for pid, mod in PAPER_IDS.items():
-        print(f"{pid:>4}  {mod:45s} {describe(mod)}")
+        print(fit_line(f"{pid:>4}  {mod:45s} {describe(mod)}", width))
 
 
 def cmd_check(args: argparse.Namespace) -> None:
@@ -48,7 +50,9 @@ def cmd_check(args: argparse.Namespace) -> None:
 
 
 def add_ids(add: AddCommand) -> None:
-    add("ids", help="the paper-ID table", description=IDS_DESCRIPTION).set_defaults(func=cmd_ids)
+    p = add("ids", help="the paper-ID table", description=IDS_DESCRIPTION)
+    add_wide(p)
+    p.set_defaults(func=cmd_ids)
 
 
 def add_check(add: AddCommand) -> None:

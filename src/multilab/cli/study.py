@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from multilab import stops
-from multilab.cli.common import AddCommand, config_of
+from multilab.cli.common import AddCommand, add_wide, config_of, fit_line, output_width
 from multilab.files import write_text
 
 if TYPE_CHECKING:  # the studies package is imported when a study command runs
@@ -31,6 +31,7 @@ def cmd_study(args: argparse.Namespace, command_line: Command) -> None:
     run in this process (``multilab``'s main)."""
     from multilab.studies.claims import load_claims
     from multilab.studies.figures import write_figures
+    from multilab.studies.findings import tally_text
     from multilab.studies.overview import (
         every_result,
         list_lines,
@@ -61,12 +62,16 @@ def cmd_study(args: argparse.Namespace, command_line: Command) -> None:
     overrides = args.set or []
     results = [study_result(studies[name], records, claims, Path(args.params), overrides)
                for name in names]
+    width = output_width(args.wide)
     if args.action == "next":
-        print("\n".join(next_lines(results, claims, records, _next_request(args))))
+        for line in next_lines(results, claims, records, _next_request(args)):
+            # a command to copy (and a shell line) stays whole: cut, it would run wrong
+            whole = args.shell or line.lstrip().startswith("multilab ")
+            print(line if whole else fit_line(line, width))
         return
     if args.action in ("list", "run"):
         for line in list_lines(results):
-            print(line)
+            print(fit_line(line, width))
         return
     out = Path(args.out)
     every = results if args.all else every_result(studies, results, records, claims,
@@ -81,6 +86,7 @@ def cmd_study(args: argparse.Namespace, command_line: Command) -> None:
     for result in results:  # the figures the markdown links, from the same cells
         for path in write_figures(result, out):
             print(f"wrote {path} (and its .pdf)")
+    print(tally_text(every, claims))  # over every study, as the findings count them
     warning = uncommitted_warning(cfg.paths.results)
     if warning:
         print(warning, file=sys.stderr)
@@ -156,6 +162,7 @@ def add_study(add: AddCommand, command_line: Command) -> None:
                    "a run's task asks for (default 1: its torch threads)")
     p.add_argument("--gpus-per-run", type=float, help="run --executor ray: GPUs a run's task "
                    "asks for (default 1 where the cluster has GPUs, else 0; 0.25 shares one)")
+    add_wide(p)
     p.add_argument("names", nargs="*", help="study names (studies/<name>.yaml)")
     p.add_argument("--all", action="store_true", help="every study, and the claims summary")
     p.add_argument("--studies", default="studies", help="the folder of study specs")

@@ -299,6 +299,24 @@ def tally(claims: Mapping[str, Claim], found: Mapping[str, Finding]) -> Counter[
     return Counter(verdict_of(claim, found) for claim in claims.values())
 
 
+def _surviving(decided: Iterable[Finding]) -> int:
+    """How many held or not-held findings keep p < ALPHA after Holm's correction."""
+    return sum(1 for f in decided if f.holm_p is not None and f.holm_p < ALPHA)
+
+
+def tally_text(results: Sequence[StudyResult], claims: Mapping[str, Claim]) -> str:
+    """``study report``'s closing line: the tally box's counts (:func:`tally_lines`) in one
+    plain line, so a report in a terminal says what the records add up to."""
+    found = findings(results, claims)
+    counts = tally(claims, found)
+    decided = [f for f in found.values() if f.decided]
+    others = _counts_text(counts, [v for v in SUMMARY_COLUMNS if not v.counts])
+    return (f"tally: {len(claims)} claims: {counts[Verdict.HELD]} held, "
+            f"{counts[Verdict.NOT_HELD]} did not hold, {counts[Verdict.NOT_SEPARABLE]} not "
+            f"separable from seed noise; {_surviving(decided)} of the {len(decided)} held or "
+            f"not held survive Holm's correction" + (f"; the rest: {others}" if others else ""))
+
+
 def tally_lines(results: Sequence[StudyResult], claims: Mapping[str, Claim],
                 link: str = "docs/") -> list[str]:
     """The tally box: the verdicts over every claim, how many survive Holm, and the
@@ -309,7 +327,7 @@ def tally_lines(results: Sequence[StudyResult], claims: Mapping[str, Claim],
     found = findings(results, claims)
     counts = tally(claims, found)
     decided = sorted((f for f in found.values() if f.decided), key=lambda f: f.strength)
-    surviving = sum(1 for f in decided if f.holm_p is not None and f.holm_p < ALPHA)
+    surviving = _surviving(decided)
     with_verdict = sum(counts[v] for v in Verdict if v.counts)
     others = _counts_text(counts, [v for v in SUMMARY_COLUMNS if not v.counts])
     lines = [*_wrap(f"**What the lab found so far**, from the committed records: of the five "

@@ -28,7 +28,7 @@ def pick_names(studies: Mapping[str, Study], names: Sequence[str], every: bool) 
 
 def list_lines(results: Sequence[StudyResult]) -> list[str]:
     """``study list``: one line a study, its runs and claims with a verdict, columns aligned."""
-    lines = []
+    lines = [("study", "paper", "table", "runs", "claims", "report with")]  # the header
     for result in results:
         study = result.study
         recorded = sum(len(seeds) for seeds in result.seeds_found.values())
