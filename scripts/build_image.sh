@@ -146,11 +146,14 @@ make_base() {
     'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get upgrade -y -qq >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*'
   buildah commit -q --rm "$ctr" "$BASE_IMAGE" >/dev/null
   rm -rf "$root"
+  BASE_BUILD_S=$((SECONDS - base_start))
   echo "base: made $BASE_IMAGE in $(((SECONDS - base_start) / 60)) min $(((SECONDS - base_start) % 60)) s"
 }
 
 # the image's user takes the caller's ids (files written to a mounted clone stay theirs);
 # root's ids would collide with the image's root, so root builds keep the defaults (1000)
+BASE_BUILD_S=""   # set when the base is made by this run
+LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
 BUILD_ARGS=()
 [ "$(id -u)" = 0 ] || BUILD_ARGS=(--build-arg "USER_UID=$(id -u)" --build-arg "USER_GID=$(id -g)")
 if [ "$ENGINE" = buildah ]; then
@@ -232,7 +235,9 @@ in_image() {  # run a shell command in a fresh container of the image, in its pr
     return "$status"
   fi
 }
+PASSED=()
 for check in ${CHECKS//,/ }; do
+  check_start=$SECONDS
   case "$check" in
     help)
       echo "check: multilab --help"
@@ -249,7 +254,21 @@ for check in ${CHECKS//,/ }; do
       in_image 'pip install -q -e ".[dev]" && pytest -m "not slow" -q -p no:cacheprovider'
       ;;
   esac
+  [ "$check" = none ] || { PASSED+=("$check"); echo "check $check passed in $((SECONDS - check_start)) s"; }
 done
-echo "done: $TAG ($ENGINE, torch $TORCH)"
+# the record of this build: what was built, by what, how long it took, what passed inside
+python3 - "$OUT/image-build.json" <<PY
+import json, os, sys, time
+json.dump({
+    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    "commit": "$(git -C "$REPO" rev-parse HEAD)", "engine": "$ENGINE", "torch": "$TORCH",
+    "image": "$TAG", "size": "$size", "build_s": $build_s,
+    "base_image": "${BASE_IMAGE}" if "$ENGINE" == "buildah" else None,
+    "base_build_s": int("${BASE_BUILD_S}") if "${BASE_BUILD_S}" else None,
+    "checks_passed": "${PASSED[*]:-}".split(), "cpu_count": os.cpu_count(),
+    "load_average_at_start": "$LOAD_AT_START", "nice_10": "$ENGINE" == "buildah",  # docker builds in its daemon, not niced
+}, open(sys.argv[1], "w"), indent=1)
+PY
+echo "done: $TAG ($ENGINE, torch $TORCH); record: $OUT/image-build.json"
 exit
 }
