@@ -24,7 +24,7 @@ REPO=$PWD
 usage() {
   cat <<'EOF'
 usage: scripts/build_image.sh [--torch cuda|cpu] [--engine docker|buildah] [--tag NAME]
-                              [--checks LIST] [--out DIR] [--rebuild-base]
+                              [--checks LIST] [--out DIR] [--rebuild-base] [--no-build]
   --torch         torch build in the image (default: cuda where nvidia-smi runs, else cpu)
   --engine        docker or buildah (default: docker where its daemon answers, else buildah)
   --tag           image name (default: multilab-gpu for cuda, multilab-cpu for cpu)
@@ -32,12 +32,13 @@ usage: scripts/build_image.sh [--torch cuda|cpu] [--engine docker|buildah] [--ta
                   (default: help,smoke,tests)
   --out           where the smoke study's report is copied (default: a new temporary folder)
   --rebuild-base  make the Debian base image again (buildah only; it is reused otherwise)
+  --no-build      only run the checks, on the image --tag names (built before)
 EOF
 }
 
 bad() { echo "build_image.sh: $1 (--help lists the options)" >&2; exit 2; }
 
-TORCH="" ENGINE="" TAG="" CHECKS="help,smoke,tests" OUT="" REBUILD_BASE=0
+TORCH="" ENGINE="" TAG="" CHECKS="help,smoke,tests" OUT="" REBUILD_BASE=0 BUILD=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --torch) TORCH=${2:-}; shift 2 || bad "--torch needs a value" ;;
@@ -46,6 +47,7 @@ while [ $# -gt 0 ]; do
     --checks) CHECKS=${2:-}; shift 2 || bad "--checks needs a value" ;;
     --out) OUT=${2:-}; shift 2 || bad "--out needs a value" ;;
     --rebuild-base) REBUILD_BASE=1; shift ;;
+    --no-build) BUILD=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) bad "unknown argument '$1'" ;;
   esac
@@ -156,7 +158,7 @@ BASE_BUILD_S=""   # set when the base is made by this run
 LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
 BUILD_ARGS=()
 [ "$(id -u)" = 0 ] || BUILD_ARGS=(--build-arg "USER_UID=$(id -u)" --build-arg "USER_GID=$(id -g)")
-if [ "$ENGINE" = buildah ]; then
+if [ "$ENGINE" = buildah ] && [ "$BUILD" = 1 ]; then
   if [ "$REBUILD_BASE" = 1 ] || ! buildah inspect --type image "$BASE_IMAGE" >/dev/null 2>&1; then
     [ "$(id -u)" = 0 ] || { echo "build_image.sh: making the base needs root (debootstrap)" >&2; exit 2; }
     make_base
@@ -168,7 +170,7 @@ fi
 
 # ---- CPU torch: TORCH_INDEX_URL, or this machine's wheels on a throwaway local index -------
 NETWORK_ARGS=()
-if [ "$TORCH" = cpu ]; then
+if [ "$TORCH" = cpu ] && [ "$BUILD" = 1 ]; then
   if [ -n "${TORCH_INDEX_URL:-}" ]; then
     TORCH_URL=$TORCH_INDEX_URL
   else
@@ -204,25 +206,33 @@ PY
 fi
 
 # ---- the build, from a fresh clone of HEAD ---------------------------------------------------
-git -C "$REPO" diff --quiet HEAD 2>/dev/null || echo "note: uncommitted changes are not in the image" >&2
-git clone -q --no-hardlinks "$REPO" "$WORK/context"
-git -C "$WORK/context" checkout -q --detach "$(git -C "$REPO" rev-parse HEAD)"
-git -C "$WORK/context" remote remove origin
-echo "building $TAG from $(git -C "$REPO" rev-parse --short HEAD) (log: $WORK/build.log)"
-start=$SECONDS
-if [ "$ENGINE" = docker ]; then
-  docker build ${NETWORK_ARGS[@]+"${NETWORK_ARGS[@]}"} ${BUILD_ARGS[@]+"${BUILD_ARGS[@]}"} -t "$TAG" "$WORK/context" >"$WORK/build.log" 2>&1 \
-    || { tail -40 "$WORK/build.log" >&2; exit 1; }
-  size=$(docker image ls --format '{{.Size}}' "$TAG" | head -1)
+build_s=None size=""   # None: the record says no build ran
+if [ "$BUILD" = 1 ]; then
+  git -C "$REPO" diff --quiet HEAD 2>/dev/null || echo "note: uncommitted changes are not in the image" >&2
+  git clone -q --no-hardlinks "$REPO" "$WORK/context"
+  git -C "$WORK/context" checkout -q --detach "$(git -C "$REPO" rev-parse HEAD)"
+  git -C "$WORK/context" remote remove origin
+  echo "building $TAG from $(git -C "$REPO" rev-parse --short HEAD) (log: $WORK/build.log)"
+  start=$SECONDS
+  if [ "$ENGINE" = docker ]; then
+    docker build ${NETWORK_ARGS[@]+"${NETWORK_ARGS[@]}"} ${BUILD_ARGS[@]+"${BUILD_ARGS[@]}"} -t "$TAG" "$WORK/context" >"$WORK/build.log" 2>&1 \
+      || { tail -40 "$WORK/build.log" >&2; exit 1; }
+    size=$(docker image ls --format '{{.Size}}' "$TAG" | head -1)
+  else
+    nice -n 10 buildah bud --isolation chroot --layers ${NETWORK_ARGS[@]+"${NETWORK_ARGS[@]}"} \
+      ${BUILD_ARGS[@]+"${BUILD_ARGS[@]}"} \
+      -t "$TAG" "$WORK/context" >"$WORK/build.log" 2>&1 \
+      || { tail -40 "$WORK/build.log" >&2; exit 1; }
+    size=$(buildah images --noheading --format '{{.Size}}' "$TAG" | head -1)
+  fi
+  build_s=$((SECONDS - start))
+  echo "built $TAG with $ENGINE in $((build_s / 60)) min $((build_s % 60)) s; size: $size"
 else
-  nice -n 10 buildah bud --isolation chroot --layers ${NETWORK_ARGS[@]+"${NETWORK_ARGS[@]}"} \
-    ${BUILD_ARGS[@]+"${BUILD_ARGS[@]}"} \
-    -t "$TAG" "$WORK/context" >"$WORK/build.log" 2>&1 \
-    || { tail -40 "$WORK/build.log" >&2; exit 1; }
-  size=$(buildah images --noheading --format '{{.Size}}' "$TAG" | head -1)
+  echo "checks only (--no-build): $TAG as built before"
+  if [ "$ENGINE" = docker ]; then size=$(docker image ls --format '{{.Size}}' "$TAG" | head -1)
+  else size=$(buildah images --noheading --format '{{.Size}}' "$TAG" | head -1); fi
+  [ -n "$size" ] || { echo "build_image.sh: no image '$TAG' to check (build it first)" >&2; exit 2; }
 fi
-build_s=$((SECONDS - start))
-echo "built $TAG with $ENGINE in $((build_s / 60)) min $((build_s % 60)) s; size: $size"
 
 # ---- checks inside the image ------------------------------------------------------------------
 in_image() {  # run a shell command in a fresh container of the image, in its project folder
@@ -251,7 +261,7 @@ for check in ${CHECKS//,/ }; do
       ;;
     tests)
       echo "check: pytest -m 'not slow' (dev extras installed in a throwaway container)"
-      in_image 'pip install -q -e ".[dev]" && pytest -m "not slow" -q -p no:cacheprovider'
+      in_image 'pip install -q -e ".[dev]" && pytest -m "not slow" -p no:cacheprovider'
       ;;
   esac
   [ "$check" = none ] || { PASSED+=("$check"); echo "check $check passed in $((SECONDS - check_start)) s"; }
@@ -262,7 +272,7 @@ import json, os, sys, time
 json.dump({
     "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "commit": "$(git -C "$REPO" rev-parse HEAD)", "engine": "$ENGINE", "torch": "$TORCH",
-    "image": "$TAG", "size": "$size", "build_s": $build_s,
+    "image": "$TAG", "size": "$size", "built": $BUILD == 1, "build_s": $build_s,
     "base_image": "${BASE_IMAGE}" if "$ENGINE" == "buildah" else None,
     "base_build_s": int("${BASE_BUILD_S}") if "${BASE_BUILD_S}" else None,
     "checks_passed": "${PASSED[*]:-}".split(), "cpu_count": os.cpu_count(),
