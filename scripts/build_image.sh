@@ -245,26 +245,30 @@ in_image() {  # run a shell command in a fresh container of the image, in its pr
     return "$status"
   fi
 }
-PASSED=()
-for check in ${CHECKS//,/ }; do
-  check_start=$SECONDS
-  case "$check" in
-    help)
-      echo "check: multilab --help"
-      in_image 'multilab --help' >/dev/null
-      ;;
+PASSED=() FAILED=()
+run_check() {  # one named check inside the image; its output on stdout (smoke: the report)
+  case "$1" in
+    help) in_image 'multilab --help' >/dev/null ;;
     smoke)
-      echo "check: the default study on the smoke profile (dvc exp run -S profile=smoke)"
       in_image 'dvc exp run -q -S profile=smoke >/tmp/repro.log 2>&1 || { tail -40 /tmp/repro.log >&2; exit 1; }
-                cat reports/table1.csv' >"$OUT/table1.csv"
-      echo "smoke report: $OUT/table1.csv ($(($(wc -l <"$OUT/table1.csv") - 1)) rows)"
-      ;;
-    tests)
-      echo "check: pytest -m 'not slow' (dev extras installed in a throwaway container)"
-      in_image 'pip install -q -e ".[dev]" && pytest -m "not slow" -p no:cacheprovider'
-      ;;
+                cat reports/table1.csv' >"$OUT/table1.csv" ;;
+    tests) in_image 'pip install -q -e ".[dev]" && pytest -m "not slow" -p no:cacheprovider' ;;
   esac
-  [ "$check" = none ] || { PASSED+=("$check"); echo "check $check passed in $((SECONDS - check_start)) s"; }
+}
+for check in ${CHECKS//,/ }; do
+  [ "$check" != none ] || continue
+  case "$check" in
+    help) echo "check: multilab --help" ;;
+    smoke) echo "check: the default study on the smoke profile (dvc exp run -S profile=smoke)" ;;
+    tests) echo "check: pytest -m 'not slow' (dev extras installed in a throwaway container)" ;;
+  esac
+  check_start=$SECONDS
+  if run_check "$check"; then
+    PASSED+=("$check"); echo "check $check passed in $((SECONDS - check_start)) s"
+    [ "$check" != smoke ] || echo "smoke report: $OUT/table1.csv ($(($(wc -l <"$OUT/table1.csv") - 1)) rows)"
+  else
+    FAILED+=("$check"); echo "check $check FAILED after $((SECONDS - check_start)) s"
+  fi
 done
 # the record of this build: what was built, by what, how long it took, what passed inside
 python3 - "$OUT/image-build.json" <<PY
@@ -275,10 +279,12 @@ json.dump({
     "image": "$TAG", "size": "$size", "built": $BUILD == 1, "build_s": $build_s,
     "base_image": "${BASE_IMAGE}" if "$ENGINE" == "buildah" else None,
     "base_build_s": int("${BASE_BUILD_S}") if "${BASE_BUILD_S}" else None,
-    "checks_passed": "${PASSED[*]:-}".split(), "cpu_count": os.cpu_count(),
+    "checks_passed": "${PASSED[*]:-}".split(), "checks_failed": "${FAILED[*]:-}".split(),
+    "cpu_count": os.cpu_count(),
     "load_average_at_start": "$LOAD_AT_START", "nice_10": "$ENGINE" == "buildah",  # docker builds in its daemon, not niced
 }, open(sys.argv[1], "w"), indent=1)
 PY
 echo "done: $TAG ($ENGINE, torch $TORCH); record: $OUT/image-build.json"
+[ "${#FAILED[@]}" = 0 ] || { echo "failed checks: ${FAILED[*]}" >&2; exit 1; }
 exit
 }
