@@ -236,7 +236,9 @@ fi
 
 # ---- checks inside the image ------------------------------------------------------------------
 in_image() {  # run a shell command in a fresh container of the image, in its project folder
-  if [ "$ENGINE" = docker ]; then docker run --rm "$TAG" bash -c "$1"
+  if [ "$ENGINE" = docker ]; then  # the CUDA image's checks run on the GPUs
+    if [ "$TORCH" = cuda ]; then docker run --rm --gpus all --ipc host "$TAG" bash -c "$1"
+    else docker run --rm "$TAG" bash -c "$1"; fi
   else
     local ctr status=0
     ctr=$(buildah from --pull-never -q "$TAG")
