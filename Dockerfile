@@ -77,9 +77,10 @@ FROM ${PYTHON_IMAGE}
 ARG TORCH_INDEX_URL=""
 ARG USER_UID=1000
 ARG USER_GID=1000
+# procps: `ps`, which scripts/lanes.sh uses to find its lanes' processes
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends git \
+    && apt-get install -y --no-install-recommends git procps \
     && rm -rf /var/lib/apt/lists/*
 # git identity and safe.directory system-wide, so that they hold for any --user and for a
 # clone mounted from the host: `dvc exp run` commits experiments to the repository. A clone's

@@ -1,0 +1,61 @@
+"""The GPU server's image, built here and checked from inside: scripts/build_image.sh builds the
+Dockerfile from a fresh clone of HEAD (CPU torch, so no GPU is needed) and runs the default
+study on the smoke profile in the image; its report must hold every study row with finite
+scores. That test is slow (tens of minutes: the first run also makes the Debian base image)
+and skipped where no engine can build the image (neither a Docker daemon nor buildah run as
+root). The script's bad arguments are checked everywhere, in a second each."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+def _image_engine() -> str | None:
+    """The engine scripts/build_image.sh would pick here, or None when it has none."""
+    if shutil.which("docker"):
+        info = subprocess.run(["docker", "info"], capture_output=True, check=False)
+        if info.returncode == 0:
+            return "docker"
+    if shutil.which("buildah") and os.geteuid() == 0:  # the base needs debootstrap (root)
+        return "buildah"
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_image_engine() is None, reason="no Docker daemon, and no buildah as root")
+def test_image_builds_and_runs_the_smoke_study(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts/build_image.sh"), "--torch", "cpu", "--tag",
+         "multilab-cpu-test", "--checks", "help,smoke", "--out", str(out)],
+        capture_output=True, text=True, check=False, timeout=3 * 3600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"with {_image_engine()} in" in done.stdout  # the script says which engine built it
+    study = yaml.safe_load((ROOT / "params.yaml").read_text())["study"]
+    table = pd.read_csv(out / "table1.csv").set_index("modification")
+    assert list(table.index) == study
+    assert all(math.isfinite(table.loc[row, "mu_mean"]) for row in study)
+    assert (table["n_seeds"] == 1).all()
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--torch", "rocm"], "bad --torch 'rocm' (valid: cuda, cpu)"),
+    (["--engine", "podman"], "bad --engine 'podman' (valid: docker, buildah)"),
+    (["--checks", "help,lint"], "bad check 'lint' in --checks (valid: help, smoke, tests, none)"),
+    (["--fast"], "unknown argument '--fast'"),
+])
+def test_bad_arguments_stop_in_one_line(args: list[str], named: str) -> None:
+    done = subprocess.run(["bash", str(ROOT / "scripts/build_image.sh"), *args],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"build_image.sh: {named} (--help lists the options)"]
+    assert done.stdout == ""
