@@ -459,15 +459,9 @@ def test_train_retrains_a_model_whose_done_file_is_damaged(
 # --------------------------------------------------------------------------- studies
 
 def _toy_study(tmp_path: Path) -> tuple[Path, Path]:
-    """A toy study's specs folder and its records (three seeds a row)."""
-    from tests.test_studies import STUDIES, _spec, _toy_records
+    from tests.test_studies import toy_study
 
-    folder = tmp_path / "studies"
-    folder.mkdir()
-    shutil.copytree(STUDIES / "claims", folder / "claims")
-    _spec(folder)
-    _toy_records(tmp_path / "results")
-    return folder, tmp_path / "results"
+    return toy_study(tmp_path)
 
 
 @pytest.mark.parametrize(("value", "said"), [

@@ -544,15 +544,9 @@ def test_sigkill_mid_write_keeps_every_output_whole(name: str, at: int, built_pr
 # --------------------------------------------------------------------------- studies
 
 def _toy_study(tmp_path: Path) -> tuple[Path, Path]:
-    """A toy study's specs folder and its records (three seeds a row)."""
-    from tests.test_studies import STUDIES, _spec, _toy_records
+    from tests.test_studies import toy_study
 
-    folder = tmp_path / "studies"
-    folder.mkdir()
-    shutil.copytree(STUDIES / "claims", folder / "claims")
-    _spec(folder)
-    _toy_records(tmp_path / "results")
-    return folder, tmp_path / "results"
+    return toy_study(tmp_path)
 
 
 def _report_argv(tmp_path: Path, folder: Path, results: Path) -> list[str]:

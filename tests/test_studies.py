@@ -287,6 +287,17 @@ def _toy_records(results: Path) -> None:
                  config=_model_config("quick", "3,fake"))
 
 
+def toy_study(tmp_path: Path) -> tuple[Path, Path]:
+    """A toy study's specs folder and its records (three seeds a row), for the bad-input and
+    fault tests of ``study`` commands."""
+    folder = tmp_path / "studies"
+    folder.mkdir()
+    shutil.copytree(STUDIES / "claims", folder / "claims")
+    _spec(folder)
+    _toy_records(tmp_path / "results")
+    return folder, tmp_path / "results"
+
+
 def test_verdicts_come_from_records_only(tmp_path: Path) -> None:
     study = load_study(_spec(tmp_path), CLAIMS)
     _toy_records(tmp_path / "results")
