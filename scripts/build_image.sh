@@ -41,11 +41,11 @@ bad() { echo "build_image.sh: $1 (--help lists the options)" >&2; exit 2; }
 TORCH="" ENGINE="" TAG="" CHECKS="help,smoke,tests" OUT="" REBUILD_BASE=0 BUILD=1
 while [ $# -gt 0 ]; do
   case "$1" in
-    --torch) TORCH=${2:-}; shift 2 || bad "--torch needs a value" ;;
-    --engine) ENGINE=${2:-}; shift 2 || bad "--engine needs a value" ;;
-    --tag) TAG=${2:-}; shift 2 || bad "--tag needs a value" ;;
-    --checks) CHECKS=${2:-}; shift 2 || bad "--checks needs a value" ;;
-    --out) OUT=${2:-}; shift 2 || bad "--out needs a value" ;;
+    --torch) case "${2:-}" in ""|-*) bad "--torch needs a value";; esac; TORCH=$2; shift 2 ;;
+    --engine) case "${2:-}" in ""|-*) bad "--engine needs a value";; esac; ENGINE=$2; shift 2 ;;
+    --tag) case "${2:-}" in ""|-*) bad "--tag needs a value";; esac; TAG=$2; shift 2 ;;
+    --checks) case "${2:-}" in ""|-*) bad "--checks needs a value";; esac; CHECKS=$2; shift 2 ;;
+    --out) case "${2:-}" in ""|-*) bad "--out needs a value";; esac; OUT=$2; shift 2 ;;
     --rebuild-base) REBUILD_BASE=1; shift ;;
     --no-build) BUILD=0; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -229,8 +229,9 @@ if [ "$BUILD" = 1 ]; then
   echo "built $TAG with $ENGINE in $((build_s / 60)) min $((build_s % 60)) s; size: $size"
 else
   echo "checks only (--no-build): $TAG as built before"
-  if [ "$ENGINE" = docker ]; then size=$(docker image ls --format '{{.Size}}' "$TAG" | head -1)
-  else size=$(buildah images --noheading --format '{{.Size}}' "$TAG" | head -1); fi
+  # an image not there: the engine's own error (exit 125) becomes the line below
+  if [ "$ENGINE" = docker ]; then size=$(docker image ls --format '{{.Size}}' "$TAG" 2>/dev/null | head -1 || true)
+  else size=$(buildah images --noheading --format '{{.Size}}' "$TAG" 2>/dev/null | head -1 || true); fi
   [ -n "$size" ] || { echo "build_image.sh: no image '$TAG' to check (build it first)" >&2; exit 2; }
 fi
 

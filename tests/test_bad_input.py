@@ -655,3 +655,78 @@ def test_bad_import_runs_are_one_line(damage, said: str, tmp_path: Path, capsys,
     assert len(err.splitlines()) == 1 and err.startswith("import_records: error: "), err
     assert said in err and str(folder) in err
     assert not results.exists()
+
+
+def _nan_record(results: Path) -> None:
+    """A record that passes the schema but holds NaN (Python writes it; reading refuses it)."""
+    from tests.test_record_schema import GOOD
+
+    (results / "evaluate.json").write_text(json.dumps(
+        {**GOOD, "result": {"metrics": {"mu": float("nan")}}}))
+
+
+def _link_out(results: Path) -> None:
+    (results.parent / "elsewhere.json").write_text("{}")
+    (results / "stray.json").symlink_to(results.parent / "elsewhere.json")
+
+
+def _huge_file(results: Path) -> None:
+    with (results / "dump.json").open("wb") as dump:  # sparse: no disk used
+        dump.truncate(17 << 20)
+
+
+@pytest.mark.parametrize(("make", "field", "said"), [
+    (_nan_record, "result.metrics.mu", "not a finite number"),
+    (lambda results: (results / "lanes.tsv").write_bytes(b"\x00\xff\n"), "(file)",
+     "not readable as text"),
+    (_link_out, "(link)", "a link out of"),
+    (lambda results: (results / "gone.json").symlink_to(results / "nowhere.json"), "(link)",
+     "which does not exist"),
+    (_huge_file, "(file)", "more than any record or list holds"),
+])
+def test_records_check_names_every_bad_file_in_one_line(make, field: str, said: str,
+                                                        tmp_path: Path, capsys) -> None:
+    """``records check`` passed a NaN that reading refuses and a dangling link (silently
+    skipped), read a link out of results/, read a huge dump whole, and a binary lanes.tsv
+    was a traceback: each is now one line naming the file, exit 2."""
+    results = tmp_path / "results"
+    results.mkdir()
+    make(results)
+    with pytest.raises(SystemExit) as stopped:
+        main(["records", "check", str(results)])
+    assert stopped.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and f": {field}: " in lines[0] and said in lines[0], lines
+    assert lines[0].startswith(str(results / "")), lines
+
+
+@pytest.fixture
+def ray_importable(monkeypatch) -> None:
+    """``import ray`` succeeds (an empty module): the checks before Ray is asked anything."""
+    import types
+
+    monkeypatch.setitem(sys.modules, "ray", types.ModuleType("ray"))
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    (["--cpus-per-run", "0"], "--cpus-per-run 0; valid: a number above 0"),
+    (["--cpus-per-run", "-1"], "--cpus-per-run -1; valid: a number above 0"),
+    (["--cpus-per-run", "nan"], "--cpus-per-run nan; valid: a number above 0"),
+    (["--gpus-per-run", "-1"], "--gpus-per-run -1; valid: 0 or more"),
+    (["--address", "nonsense"], "--address 'nonsense'; valid: HOST:PORT"),
+    (["--address", "127.0.0.1:{closed}"], "no Ray cluster answers there"),
+])
+def test_bad_ray_resources_and_addresses_stop_before_any_work(
+        ray_importable, extra: list[str], said: str, tmp_path: Path, monkeypatch,
+        capsys) -> None:
+    """``--executor ray`` checked its resources only against the cluster, and connected only
+    when the runs were dispatched: a negative count or an unreachable cluster (Ray retries
+    its connection for minutes) came after the study's data was built. Now one line first;
+    ``--plan`` (which builds nothing) shows the check precedes every stage."""
+    extra = [value.replace("{closed}", str(free_port())) for value in extra]
+    monkeypatch.chdir(ROOT)
+    assert main(["study", "run", "conneau2020-section5", "--plan", "--out",
+                 str(tmp_path / "docs"), "--executor", "ray", *extra]) == 2
+    err = capsys.readouterr()
+    assert len(err.err.splitlines()) == 1 and said in err.err, err.err
+    assert err.out == ""  # no plan printed: refused before it

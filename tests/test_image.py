@@ -47,11 +47,21 @@ def test_image_builds_and_runs_the_smoke_study(tmp_path: Path) -> None:
     assert (table["n_seeds"] == 1).all()
 
 
+NO_ENGINE = ["--engine", "not-an-engine"]
+
+
 @pytest.mark.parametrize(("args", "named"), [
     (["--torch", "rocm"], "bad --torch 'rocm' (valid: cuda, cpu)"),
     (["--engine", "podman"], "bad --engine 'podman' (valid: docker, buildah)"),
     (["--checks", "help,lint"], "bad check 'lint' in --checks (valid: help, smoke, tests, none)"),
     (["--fast"], "unknown argument '--fast'"),
+    # an empty value was the default (auto torch, no checks) and a flag taken as --tag's
+    # value started a build tagged "--no-build"; the bad --engine after it keeps a regression
+    # from starting a build here
+    (["--torch", "", *NO_ENGINE], "--torch needs a value"),
+    (["--checks", "", *NO_ENGINE], "--checks needs a value"),
+    (["--tag", "--no-build", *NO_ENGINE], "--tag needs a value"),
+    (["--torch"], "--torch needs a value"),
 ])
 def test_bad_arguments_stop_in_one_line(args: list[str], named: str) -> None:
     done = subprocess.run(["bash", str(ROOT / "scripts/build_image.sh"), *args],
@@ -59,3 +69,14 @@ def test_bad_arguments_stop_in_one_line(args: list[str], named: str) -> None:
     assert done.returncode == 2
     assert done.stderr.splitlines() == [f"build_image.sh: {named} (--help lists the options)"]
     assert done.stdout == ""
+
+
+@pytest.mark.skipif(_image_engine() is None, reason="no Docker daemon, and no buildah as root")
+def test_checks_of_an_image_not_built_stop_in_one_line() -> None:
+    """``--no-build`` on a tag never built was the engine's own error, exit 125."""
+    done = subprocess.run(["bash", str(ROOT / "scripts/build_image.sh"), "--no-build", "--tag",
+                           "multilab-never-built", "--checks", "help"],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "build_image.sh: no image 'multilab-never-built' to check (build it first)"]

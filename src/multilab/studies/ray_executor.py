@@ -27,6 +27,7 @@ only here and only when asked for.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import sys
@@ -47,6 +48,9 @@ MAX_RETRIES = 3
 #: the driver's variables each task gets: where MLflow runs go, the lab's own switches
 PASSED_VARIABLES = ("MLFLOW_TRACKING_URI", "TQDM_DISABLE", "OMP_WAIT_POLICY")
 PASSED_PREFIX = "MULTILAB_"
+#: seconds to wait for a cluster's head to answer before a study builds anything (Ray's own
+#: connect waits about a minute, after the data is built)
+CONNECT_TIMEOUT_S = 10.0
 
 
 class CommandFailed(Exception):
@@ -146,6 +150,34 @@ class RayExecutor:
         return cpus, gpus
 
 
+def check_resources(cpus_per_run: float, gpus_per_run: float | None) -> None:
+    """What a run asks for, before the cluster is asked what it has: a count of CPUs above
+    0 and of GPUs from 0, finite (``nan`` compares false with every bound)."""
+    if not (math.isfinite(cpus_per_run) and cpus_per_run > 0):
+        raise UserError(f"--cpus-per-run {cpus_per_run:g}; valid: a number above 0 "
+                        "(1: a run's torch threads)")
+    if gpus_per_run is not None and not (math.isfinite(gpus_per_run) and gpus_per_run >= 0):
+        raise UserError(f"--gpus-per-run {gpus_per_run:g}; valid: 0 or more (0.25: four "
+                        "runs a GPU)")
+
+
+def check_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """A cluster's head answers at ``address`` (``HOST:PORT``, ``ray://HOST:PORT``; ``auto``
+    and ``local`` are Ray's to find), before any data is built for it."""
+    if address in ("auto", "local"):
+        return
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise UserError(f"--address {address!r}; valid: HOST:PORT of a running Ray head "
+                        "(HOST:6379), ray://HOST:10001, auto, or leave it out (a local one)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as error:
+        raise UserError(f"--address {address}: no Ray cluster answers there ({error}); start "
+                        "one (`ray start --head`) or leave --address out (a local one)"
+                        ) from None
+
+
 def task_failure(run: StepRun, error: BaseException) -> str:
     """The one line of a task that failed otherwise than by its command's exit status: an
     exception inside it, or its worker lost more often than it was retried."""
@@ -206,5 +238,8 @@ def executor_dispatch(executor: str, command: Command, root: Path, address: str 
     if stack != 1:
         raise UserError(f"--stack {stack} with --executor ray: each (row, seed) is one Ray "
                         "task (valid: --stack 1)")
+    check_resources(cpus_per_run, gpus_per_run)
     import_ray()  # before the data is built: one line naming the install command
+    if address is not None:
+        check_address(address)
     return RayExecutor(command, root, address, cpus_per_run, gpus_per_run, say)

@@ -13,6 +13,7 @@ names a field the record does have is an error too: the mark must stay true.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from jsonschema import Draft202012Validator
 
 from multilab.errors import UserError
 from multilab.studies.ledger import LEDGER, read_ledger
-from multilab.studies.records import KINDS, SCHEMA
+from multilab.studies.records import KINDS, SCHEMA, check_numbers
 
 _COMMIT = {"type": "string", "pattern": "^[0-9a-f]{7,40}$"}
 _DATE = {"type": "string",  # ISO 8601 with its zone, as provenance() writes it
@@ -111,11 +112,32 @@ def _value(data: Mapping[str, Any], field: str) -> Any:
     return node
 
 
+def _non_finite(tree: Any, where: str = "") -> Iterator[str]:
+    """The dotted fields holding NaN or an infinity (JSON's ``NaN``, which Python reads)."""
+    if isinstance(tree, Mapping):
+        for key, value in tree.items():
+            yield from _non_finite(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(tree, list):
+        for index, value in enumerate(tree):
+            yield from _non_finite(value, f"{where}.{index}" if where else str(index))
+    elif isinstance(tree, float) and not math.isfinite(tree):
+        yield where or "(record)"
+
+
 def check_document(path: Path, data: Any) -> list[Problem]:
-    """The schema's complaints about one parsed record, less the gaps it declares unbacked."""
+    """The schema's complaints about one parsed record, less the gaps it declares unbacked,
+    and what reading it would refuse (NaN, a measured value that is no number)."""
     if not isinstance(data, Mapping):
         return [Problem(path, "(record)", "not a JSON object")]
-    problems: dict[str, Problem] = {}
+    problems: dict[str, Problem] = {
+        field: Problem(path, field, "not a finite number; a record holds finite numbers "
+                       "(measure it again, or delete the record)")
+        for field in _non_finite(data)}
+    if not problems and isinstance(data.get("result"), Mapping):
+        try:
+            check_numbers(path, data["result"])
+        except UserError as err:
+            problems["result"] = Problem(path, "result", str(err).removeprefix(f"{path}: "))
     for error in sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path)):
         field = _field(error)
         problems.setdefault(field, Problem(path, field, _message(error)))
@@ -148,8 +170,12 @@ LANES_FILE = "lanes.tsv"
 
 def check_lanes_file(path: Path) -> list[Problem]:
     """The lanes' list: each line five tab-separated fields, the first a lane number."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        return [Problem(path, "(file)", f"not readable as text ({err})")]
     problems = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         fields = line.split("\t")
         if len(fields) != 5 or not fields[0].isdigit():
             problems.append(Problem(path, f"(line {number})", "not a lane: lane number, host, "
@@ -157,8 +183,16 @@ def check_lanes_file(path: Path) -> list[Problem]:
     return problems
 
 
+#: more than any record holds (the largest are some 16 KB): a stray dump, not read whole
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
 def check_file(path: Path) -> list[Problem]:
     """One file under results/: a JSON record, the run ledger or the lanes' list."""
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        return [Problem(path, "(file)", f"{size} bytes, more than any record or list holds "
+                        f"({MAX_FILE_BYTES} at most): not read")]
     if path.name == LANES_FILE:
         return check_lanes_file(path)
     if path.name == LEDGER:
@@ -182,5 +216,16 @@ def check_records(root: Path) -> Iterator[Problem]:
     if not root.is_dir():
         raise UserError(f"{root}: no results folder here (run from the project root, or "
                         "name the folder)")
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        yield from check_file(path)
+    inside = root.resolve()
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink():
+            target = path.resolve()
+            if not target.exists():
+                yield Problem(path, "(link)", f"a link to {target}, which does not exist")
+                continue
+            if not target.is_relative_to(inside):
+                yield Problem(path, "(link)", f"a link out of {root} (to {target}): a record "
+                              "lies in the results tree, committed with it")
+                continue
+        if path.is_file():
+            yield from check_file(path)

@@ -195,7 +195,7 @@ def parse_record(path: Path) -> Record:
     model = data["model"]
     if model is not None and not {"modification", "seed"} <= model.keys():
         raise UserError(f"{path}: its model names no modification and seed")
-    _check_numbers(Path(path), data["result"])
+    check_numbers(Path(path), data["result"])
     return Record(Path(path), data)
 
 
@@ -206,7 +206,7 @@ NUMERIC_PARTS = ("metrics",)
 NUMERIC_KEYS = ("accuracy", "macro_f1")
 
 
-def _check_numbers(path: Path, result: Mapping[str, Any]) -> None:
+def check_numbers(path: Path, result: Mapping[str, Any]) -> None:
     """A record's numbers are numbers: NaN or infinity anywhere (JSON's ``NaN``, which
     Python writes and reads) and a value that is no number where a table reads numbers
     are one line naming the file and the key; a table would drop the value or fail on it."""
