@@ -68,8 +68,6 @@ def test_command_line_overrides_win_over_the_profile() -> None:
         ({"spaces": {"seed_dictionary": "silver"}}, "'silver' needs real languages"),
         ({"spaces": {"knn_k": 0}}, "spaces.knn_k = 0"),
         ({"profiles": {"smoke": {"seeds": [1]}}, "profile": "smoke"}, "profile 'smoke' sets seeds"),
-        ({"profiles": {"smoke": {"paths": {"data": "x"}}}, "profile": "smoke"},
-         "profile 'smoke' sets paths: these are read by dvc.yaml"),
     ],
 )
 def test_bad_values_fail_clearly(overrides: dict, message: str) -> None:

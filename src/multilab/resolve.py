@@ -72,9 +72,6 @@ PROFILES_KEY = "profiles"
 # what dvc.yaml templates read (matrix, paths): a profile may not change them behind its back
 TOP_LEVEL_ONLY = frozenset({"profile", "seeds", "study", "modification", "paths", "experiment",
                             "languages", "corpora", "rows"})
-#: the paths a profile may set all the same: dvc.yaml never reads them (a profile no study
-#: reads, such as smoke, keeps its records out of the committed results/)
-PROFILE_PATHS = frozenset({"results"})
 
 #: The sections of params.yaml and the dataclass each one becomes (``models``: one per size).
 SECTIONS: dict[str, type] = {
@@ -537,14 +534,11 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
                         f"{', '.join(profiles) or '(none)'}")
     for name, values in profiles.items():
         values = _mapping(values, f"{PROFILES_KEY}.{name}", tuple(SECTIONS))
-        pinned = sorted(key for key in set(values) & TOP_LEVEL_ONLY
-                        if not (key == "paths" and isinstance(values[key], dict)
-                                and set(values[key]) <= PROFILE_PATHS))
+        pinned = sorted(set(values) & TOP_LEVEL_ONLY)
         if pinned:
             raise UserError(
                 f"profile {name!r} sets {', '.join(pinned)}: these are read by dvc.yaml from "
-                "the top of params.yaml, so set them there (or with `dvc exp run -S`); of "
-                f"the paths a profile may set only {', '.join(sorted(PROFILE_PATHS))}"
+                "the top of params.yaml, so set them there (or with `dvc exp run -S`)"
             )
         _reject_unknown(values, tuple(SECTIONS), f"{PROFILES_KEY}.{name}")
         _check_keys(values, f"{PROFILES_KEY}.{name}")
