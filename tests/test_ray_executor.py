@@ -65,11 +65,10 @@ def _run_in(root: Path, args: list[str]) -> int:
 
 
 def _comparable(root: Path) -> dict[tuple, dict]:
-    """Each record of ``root/results-scratch`` (where the smoke profile writes its records)
-    by (kind, modification, seed), less what differs between two runs of the same model: the
-    MLflow run id, the date, the pid, timings."""
+    """Each record of ``root/results`` by (kind, modification, seed), less what differs
+    between two runs of the same model: the MLflow run id, the date, the pid, timings."""
     out = {}
-    for record in iter_records(root / "results-scratch"):
+    for record in iter_records(root / "results"):
         data = json.loads(json.dumps(record.data))
         for block in ("model", "result"):
             data.get(block, {}).pop("run_id", None)
