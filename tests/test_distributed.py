@@ -301,8 +301,8 @@ def _child() -> int:
     save = train_module.save_checkpoint
     log_path = Path(os.environ[CHECKPOINT_LOG])
 
-    def recorded_save(run, model_dir, model, optimizer, scheduler, state):
-        save(run, model_dir, model, optimizer, scheduler, state)
+    def recorded_save(run, model_dir, model, optimizer, scheduler, state, *rest, **named):
+        save(run, model_dir, model, optimizer, scheduler, state, *rest, **named)
         step = state.step
         final = checkpoint_dir(Path(model_dir), step) / "state.pt"
         saved_step = torch.load(final, weights_only=False)["state"]["step"]
