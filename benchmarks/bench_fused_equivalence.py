@@ -34,6 +34,7 @@ from multilab.studies.claims import load_claims
 from multilab.studies.records import Record, iter_records
 from multilab.studies.spec import load_study
 from multilab.studies.tables import collect
+from multilab.studies.verdict import welch as verdict_welch
 
 ARMS = {"eager": "dufter2020-table1", "fused": "dufter2020-table1-fused"}
 ROW = "original"
@@ -72,14 +73,16 @@ def seed_values(by_kind: dict[str, Record]) -> dict[str, float]:
 
 
 def welch(a: list[float], b: list[float]) -> dict[str, Any]:
-    """Welch's t-test of b − a with the 95 % interval of the difference (Welch–Satterthwaite)."""
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    """Welch's t-test of b − a (the verdict rule's :func:`multilab.studies.verdict.welch`) with
+    the 95 % interval of the difference."""
+    va, vb = statistics.variance(a), statistics.variance(b)
     diff = statistics.fmean(b) - statistics.fmean(a)
-    spread = va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)
-    dof = (va + vb) ** 2 / spread if spread else math.inf
-    half = stats.t.ppf(0.975, dof) * math.sqrt(va + vb) if va + vb else 0.0
-    p = float(stats.ttest_ind(b, a, equal_var=False).pvalue) if va + vb else 1.0
-    return {"difference": diff, "ci95": [diff - half, diff + half], "p": p}
+    if not va + vb:
+        return {"difference": diff, "ci95": [diff, diff], "p": 1.0 if diff == 0 else 0.0}
+    t, dof = verdict_welch(statistics.fmean(b), vb, len(b), statistics.fmean(a), va, len(a))
+    half = float(stats.t.ppf(0.975, dof)) * math.sqrt(va / len(a) + vb / len(b))
+    return {"difference": diff, "ci95": [diff - half, diff + half],
+            "p": float(2 * stats.t.sf(abs(t), dof))}
 
 
 def compare(arms: dict[str, dict[int, dict[str, Record]]]) -> dict[str, Any]:
