@@ -10,8 +10,8 @@
   ``multilab.lab.modifications``.
 
 Every page names the five papers by their authors where the code and older notes number them
-(the seed papers' numbers, 000 to 004). multilab is imported when a page is built, not when MkDocs loads
-this file, and only through its public names.
+(the papers' numbers, 000 to 004). multilab is imported when a page is built, not when MkDocs
+loads this file, and only through its public names.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ _SEED = re.compile(r"\b[Ss]eeds?[ -](00[0-4](?:\s*(?:/|,|and)\s*00[0-4])*)(?: \(
 
 
 def name_papers(text: str) -> str:
-    """A seed paper's number → its key: ``003 §5`` → ``Conneau et al. 2020 §5``; ``001/004`` → both."""
+    """A paper's number → its key: ``003 §5`` → ``Conneau et al. 2020 §5``; ``001/004`` → both."""
     return _SEED.sub(lambda m: " / ".join(PAPERS[n] for n in re.findall(r"00[0-4]", m[1])), text)
 
 
