@@ -19,6 +19,11 @@
 #   bash scripts/lanes.sh run 'COMMAND' ...   one lane per command instead of the plan: a row
 #                                             the plan leaves out for want of a measured time
 #                                             (benchmarks/bench_row_steps.py prices it)
+#   bash scripts/lanes.sh queue K 'COMMAND' ...
+#                                             what lane K runs after its command ends with
+#                                             exit 0, in its clone, one after the other (a
+#                                             finished lane starts the first now); the queue
+#                                             (LANES_DIR/laneK.queue) is this machine's only
 #   bash scripts/lanes.sh status              each lane's state and last line
 #   bash scripts/lanes.sh pause | continue    SIGSTOP / SIGCONT every lane (tests, timings)
 #   bash scripts/lanes.sh harvest [--force]   copy the lanes' new records into results/ (a
@@ -132,8 +137,14 @@ start_lane() {  # start lane $1's command in its clone; its state in LANES_DIR
   date -u +%FT%TZ > "$dir/lane$k.since"
   # the exit status is written only when the command ends by itself: a session's stop
   # (SIGTERM, SIGKILL of the whole process group) ends this shell first
+  # then, while each command succeeds, the next line of laneK.queue becomes laneK.command
+  # (so a stop mid-queue resumes the command it was running) and runs
   started="$(cd "$dir/lane$k" && bash scripts/background.sh "$dir/lane$k.log" bash -c \
-    'bash -c "$1"; echo $? > "$2"' lane "$(cat "$dir/lane$k.command")" "$dir/lane$k.exit")"
+    'while :; do bash -c "$(cat "$1")"; status=$?; [ "$status" -eq 0 ] || break
+       next="$(head -n 1 "$3" 2>/dev/null)"; [ -n "$next" ] || break
+       printf "%s\n" "$next" > "$1"; sed -i 1d "$3"; echo "== $(date -u +%FT%TZ) next: $next"
+     done; echo "$status" > "$2"' lane "$dir/lane$k.command" "$dir/lane$k.exit" \
+    "$dir/lane$k.queue")"
   echo "$started" | sed -n 's/.*session \([0-9]*\):.*/\1/p' > "$dir/lane$k.session"
   started_at "$(cat "$dir/lane$k.session")" > "$dir/lane$k.start" || true  # ended already: none
 }
@@ -181,7 +192,13 @@ resume() {  # restart what a session's stop ended (see the top)
   harvest || true  # a record it will not copy is said; the clones are not reset
   for k in $(lanes); do
     line="$(cat "$dir/lane$k.command")"
-    if [ -f "$dir/lane$k.exit" ]; then
+    if [ "$(cat "$dir/lane$k.exit" 2>/dev/null)" = 0 ] && [ -s "$dir/lane$k.queue" ]; then
+      line="$(head -n 1 "$dir/lane$k.queue")"  # its command done, the next one queued
+      printf '%s\n' "$line" > "$dir/lane$k.command"
+      sed -i 1d "$dir/lane$k.queue"
+      start_lane "$k"
+      echo "lane $k: its command finished; started the next one queued: $line"
+    elif [ -f "$dir/lane$k.exit" ]; then
       echo "lane $k: finished (exit $(cat "$dir/lane$k.exit")), not restarted: $line"
     elif [ -f "$dir/lane$k.stopped" ]; then
       echo "lane $k: stopped by lanes.sh stop, not restarted: $line"
@@ -297,6 +314,7 @@ case "$action" in
     fi
     mkdir -p "$dir"
     rm -f "$dir"/lane*.session "$dir"/lane*.command "$dir"/lane*.exit "$dir"/lane*.stopped \
+      "$dir"/lane*.queue \
       "$dir"/lane*.host "$dir"/lane*.since "$dir"/lane*.lost "$dir"/lane*.start
     number=0
     while IFS= read -r line; do
@@ -314,6 +332,22 @@ case "$action" in
     echo "logs: $dir/lane*.log; pause for tests: bash scripts/lanes.sh pause; next session: bash scripts/lanes.sh resume"
     ;;
   resume) resume ;;
+  queue)
+    k="${2:-}"
+    [[ $k =~ ^[1-9][0-9]*$ ]] && [ -f "$dir/lane$k.command" ] \
+      || { echo "lanes.sh queue: lane ${k@Q} has no command; lanes: $(lanes | tr '\n' ' ')" >&2; exit 2; }
+    shift 2
+    [ $# -gt 0 ] || { echo "lanes.sh queue: name the commands lane $k runs next" >&2; exit 2; }
+    for line in "$@"; do
+      case "$line" in
+        *$'\n'*|'') echo "lanes.sh queue: command ${line@Q} is empty or has a line break" >&2; exit 2 ;;
+      esac
+    done
+    (cd "$root" && .venv/bin/python -c 'from multilab.studies.lanes import lane_command; import sys; print("\n".join(map(lane_command, sys.argv[1:])))' "$@") \
+      >> "$dir/lane$k.queue"
+    echo "lane $k: $(wc -l < "$dir/lane$k.queue") command(s) queued after: $(cat "$dir/lane$k.command")"
+    if [ "$(cat "$dir/lane$k.exit" 2>/dev/null)" = 0 ]; then resume; fi
+    ;;
   status)
     compgen -G "$dir/lane*.log" >/dev/null || echo "lanes.sh status: no lanes in $dir" >&2
     for log in "$dir"/lane*.log; do
@@ -326,6 +360,7 @@ case "$action" in
       elif [ -f "$dir/lane$k.command" ]; then
         alive "$k" && state="running: " || state="ended by a session's stop (resume restarts it): "
       fi
+      [ -s "$dir/lane$k.queue" ] && state+="($(wc -l < "$dir/lane$k.queue") queued) "
       echo "lane$k: $state$(tail -c 400 "$log" | tr '\r' '\n' | grep -v '^$' | tail -n 1)"
     done
     ;;
@@ -343,7 +378,7 @@ case "$action" in
     fi
     write_manifest; harvest "${2:-}" ;;
   *)
-    echo "usage: bash scripts/lanes.sh resume | start [HOURS] [N] [STUDY ...] | run 'COMMAND' ... | status | pause | continue | harvest [--force] | stop" >&2
+    echo "usage: bash scripts/lanes.sh resume | start [HOURS] [N] [STUDY ...] | run 'COMMAND' ... | queue K 'COMMAND' ... | status | pause | continue | harvest [--force] | stop" >&2
     exit 2
     ;;
 esac

@@ -242,3 +242,34 @@ def test_pause_and_continue_and_a_resume_without_lanes(tmp_path: Path) -> None:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(group, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_queued_commands_follow_the_lane_in_order_and_stop_at_a_failure(tmp_path: Path) -> None:
+    """`queue K` runs its commands after lane K's, in its clone, one after another; a lane
+    that has finished already (or one started by an older lanes.sh) starts the next one at
+    once; a failing command ends the queue; a lane without a command is refused."""
+    root = _project(tmp_path / "project")
+    lanes = tmp_path / "lanes"
+    order = lanes / "lane1" / "order.txt"
+    _lanes(root, lanes, "run", "sleep 5; echo first >> order.txt")
+    queued = _lanes(root, lanes, "queue", "1", "echo second >> order.txt",
+                    "echo third >> order.txt")
+    assert "2 command(s) queued" in queued.stdout or order.exists()
+    _wait(lambda: (lanes / "lane1.exit").exists(), "the lane's end", lanes / "lane1.log")
+    assert order.read_text().split() == ["first", "second", "third"]
+    assert (lanes / "lane1.exit").read_text().strip() == "0"
+    assert (lanes / "lane1.command").read_text().strip() == "echo third >> order.txt"
+    assert "queued" not in _lanes(root, lanes, "status").stdout
+
+    started = _lanes(root, lanes, "queue", "1", "false", "echo never >> order.txt")
+    assert "started the next one queued: false" in started.stdout
+    _wait(lambda: (lanes / "lane1.exit").exists(), "the queue's end", lanes / "lane1.log")
+    assert (lanes / "lane1.exit").read_text().strip() == "1"
+    assert "never" not in order.read_text()
+    assert "(1 queued)" in _lanes(root, lanes, "status").stdout
+    assert "finished (exit 1), not restarted" in _lanes(root, lanes, "resume").stdout
+
+    refused = _lanes(root, lanes, "queue", "7", "true", check=False)
+    assert refused.returncode == 2 and "lane '7' has no command" in refused.stderr
+    assert _lanes(root, lanes, "queue", "1", "", check=False).returncode == 2
