@@ -105,14 +105,17 @@ signal() {  # signal every lane's process session
 
 checkpoint_of() {  # lane $1's latest checkpoint: "MODEL step S/T", or nothing
   local found step total
-  found="$(find "$dir/lane$1/artifacts/checkpoints" -name progress.json -printf '%T@ %p\n' \
-    2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)"
+  # under artifacts/checkpoints/ (a plain `multilab train`) or a study's own
+  # artifacts/studies/<study>/checkpoints/ (model_dir.checkpoint_home under its paths.artifacts)
+  found="$(find "$dir/lane$1/artifacts" -path '*/checkpoints/*' -name progress.json \
+    -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)"
   [ -n "$found" ] || return 0
   # bytes, not characters (a damaged file is no UTF-8), and numbers only: this goes into
   # the committed results/lanes.tsv
   step="$(LC_ALL=C sed -n 's/.*"step": *\([0-9][0-9]*\).*/\1/p' "$found" | head -n 1)"
   total="$(LC_ALL=C sed -n 's/.*"total_steps": *\([0-9][0-9]*\).*/\1/p' "$found" | head -n 1)"
-  found="${found#"$dir/lane$1/artifacts/checkpoints/"}"
+  found="${found#"$dir/lane$1/artifacts/"}"
+  found="${found/checkpoints\//}"  # the model's folder under artifacts/
   echo "${found%/*/*/progress.json} step ${step:-?}/${total:-?}"
 }
 

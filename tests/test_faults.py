@@ -873,10 +873,9 @@ def test_a_lane_s_damaged_progress_json_is_passed_over_with_a_warning(
     negative one or one past the total was planned ("from step -5/10"); now such a file is
     passed over, a warning naming it, the model planned as if it had no checkpoint."""
     from multilab.studies.lanes import lane_checkpoints
-    from tests.test_lanes import _toy_result
+    from tests.test_lanes import _toy_result, toy_checkpoint_area
 
-    area = (tmp_path / "lane1" / "artifacts" / "checkpoints" / "studies" / "toy" / "models"
-            / "original" / "seed43" / "f1" / "checkpoint-100")
+    area = toy_checkpoint_area(tmp_path / "lane1") / "checkpoint-100"
     area.mkdir(parents=True)
     (area / "progress.json").write_text(text)
     assert lane_checkpoints(tmp_path, [_toy_result()]) == {}

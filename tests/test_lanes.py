@@ -113,14 +113,28 @@ def _toy_result():
     return Result
 
 
+def toy_checkpoint_area(clone: Path, fingerprint: str = "f1") -> Path:
+    """Where training keeps the toy study's model's checkpoints in a lane's clone: the
+    study's own artifacts folder is the run's ``paths.artifacts`` (studies.settings), and
+    ``model_dir.checkpoint_area`` mirrors the model folder under it, as the lanes showed."""
+    from types import SimpleNamespace
+
+    from multilab.training.model_dir import checkpoint_area
+
+    study = clone / "artifacts" / "studies" / "toy"
+    area = checkpoint_area(SimpleNamespace(artifacts=study),
+                           study / "models" / "original" / "seed43", fingerprint)
+    assert area == study / "checkpoints" / "models" / "original" / "seed43" / fingerprint
+    return area
+
+
 def test_a_lane_checkpoint_is_found_with_its_progress(tmp_path: Path) -> None:
     """A checkpoint under lane 2's clone, where ``study run`` trains the row's model, with
     its ``progress.json``: found, the latest of its folder; one without it is not read."""
     import json
 
     Result = _toy_result()
-    area = (tmp_path / "lane2" / "artifacts" / "checkpoints" / "studies" / "toy" / "models"
-            / "original" / "seed43" / "f1")
+    area = toy_checkpoint_area(tmp_path / "lane2")
     for step in (50, 100):
         (area / f"checkpoint-{step}").mkdir(parents=True)
     (area / "checkpoint-100" / "progress.json").write_text(json.dumps(

@@ -273,3 +273,27 @@ def test_queued_commands_follow_the_lane_in_order_and_stop_at_a_failure(tmp_path
     refused = _lanes(root, lanes, "queue", "7", "true", check=False)
     assert refused.returncode == 2 and "lane '7' has no command" in refused.stderr
     assert _lanes(root, lanes, "queue", "1", "", check=False).returncode == 2
+
+
+@pytest.mark.slow
+def test_a_study_lane_s_checkpoint_reaches_the_manifest(tmp_path: Path) -> None:
+    """A study's run checkpoints under its own artifacts folder
+    (`artifacts/studies/<study>/checkpoints/…`): `resume` beside a running lane writes it to
+    results/lanes.tsv as the model's folder and step (it read only `artifacts/checkpoints/`
+    and wrote none, so a new machine's `resume` could not say what was lost)."""
+    from tests.test_lanes import toy_checkpoint_area
+
+    root = _project(tmp_path / "project")
+    lanes = tmp_path / "lanes"
+    _lanes(root, lanes, "run", "sleep 60")
+    group = int((lanes / "lane1.session").read_text())
+    try:
+        area = toy_checkpoint_area(lanes / "lane1") / "checkpoint-100"
+        area.mkdir(parents=True)
+        (area / "progress.json").write_text('{"step": 100, "total_steps": 400}')
+        assert "lane 1: running, left alone" in _lanes(root, lanes, "resume").stdout
+        fields = (root / "results" / "lanes.tsv").read_text().split("\t")
+        assert fields[3] == "studies/toy/models/original/seed43 step 100/400"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)

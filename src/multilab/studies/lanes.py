@@ -88,8 +88,10 @@ class LaneCheckpoint:
 def lane_checkpoints(lanes_dir: Path, results: Sequence) -> dict[tuple[str, str, int],
                                                                   LaneCheckpoint]:
     """(study, row label, seed) → the latest checkpoint of its model in a lane's clone
-    (``LANES_DIR/laneK/artifacts/checkpoints/…``, with its ``progress.json``), if any."""
+    (``LANES_DIR/laneK/artifacts/studies/<study>/checkpoints/…``, with its ``progress.json``),
+    if any."""
     from multilab.studies.runner import Step, study_model_dir
+    from multilab.studies.settings import study_artifacts
     from multilab.training.checkpoints import PROGRESS, read_progress
     from multilab.training.model_dir import CHECKPOINTS, latest_checkpoint
 
@@ -104,10 +106,12 @@ def lane_checkpoints(lanes_dir: Path, results: Sequence) -> dict[tuple[str, str,
             if row.static or row.script is not None:
                 continue
             for seed in study.seeds_of(row):
-                relative = study_model_dir(study, Path(), Step(row, seed)).relative_to(
-                    "artifacts")
+                # as training puts them (model_dir.checkpoint_home): under the study's own
+                # artifacts folder, which is the run's paths.artifacts
+                base = study_artifacts(study, Path(), row)
+                relative = study_model_dir(study, Path(), Step(row, seed)).relative_to(base)
                 for number, clone in clones:
-                    home = clone / "artifacts" / CHECKPOINTS / relative
+                    home = clone / base / CHECKPOINTS / relative
                     for area in home.glob("*") if home.is_dir() else ():
                         latest = latest_checkpoint(area)
                         progress = read_progress(latest) if latest else None
