@@ -1992,7 +1992,7 @@ def test_holm_runs_per_paper_over_distinct_tests(tmp_path: Path) -> None:
                     "held": "4", "did not hold": "0", "not separable from seed noise": "0",
                     "held or did not hold": "4", "… of which survive Holm (α .05)": "2",
                     "distinct tests (Holm's m)": "3", "indicative": "0",
-                    "not comparable": "0", "not testable": "6", "not measured": "62"}
+                    "not comparable": "0", "not testable": "2", "not measured": "66"}
     page = render_study(result, CLAIMS, adjusted=corrected.adjusted)
     assert f"| `{LANG_POS}` |" in page and "| **held** | 0.04 | 0.06 | this study |" in page
 

@@ -333,7 +333,6 @@ def compare_relative(a: Arm, b: Arm, bounds: Sequence[float | None], alpha: floa
     low, high = bounds
     if low is not None and high is not None and not low < high:
         raise ValueError(f"relative change bounds {list(bounds)}: low < high")
-    how = "paired over matched seeds" if paired else "over seeds"
     difference = a.mean - b.mean if a.n and b.n else None
     if a.n < MIN_SEEDS or b.n < MIN_SEEDS:
         outcome = _too_few((a, b), difference, "equal")
@@ -375,7 +374,7 @@ def compare_relative(a: Arm, b: Arm, bounds: Sequence[float | None], alpha: floa
         inside_p.append(toward)
         beyond.append((1.0 - toward if se else (0.0 if side * mean < 0 else 1.0),
                        "below the lower bound" if side > 0 else "above the upper bound"))
-    test = f"{'paired t' if paired else 'Welch t'} {how}"
+    test = f"paired t over {a.n} matched seeds" if paired else "Welch's t over seeds"
     held_p = max(inside_p)
     if held_p < alpha:
         return Outcome(Verdict.HELD, f"{test}: {criterion}: inside, shown at p {held_p:.3g} "
