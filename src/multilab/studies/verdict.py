@@ -111,7 +111,8 @@ class Arm:
 
     @property
     def mixed_devices(self) -> bool:
-        return len({device_kind(d) for d in self.devices}) > 1
+        """Its values ran on more than one kind of device (two CPU models are one kind)."""
+        return len({kind for device in self.devices for kind in device_kinds(device)}) > 1
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,12 @@ class Outcome:
 def device_kind(device: str) -> str:
     """``cpu: AMD EPYC …`` and ``cpu`` are one kind; ``cuda: NVIDIA H200`` another."""
     return device.split(":", 1)[0].strip().lower()
+
+
+def device_kinds(device: str) -> set[str]:
+    """The kinds of one value's device: ``cpu: x + cuda: y`` (its records ran on both) is
+    both kinds."""
+    return {device_kind(part) for part in device.split(" + ")}
 
 
 def welch(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float, n_b: int
