@@ -11,13 +11,16 @@ import yaml
 from multilab.errors import UserError
 from multilab.studies.claims import (
     PAPERS,
+    SIZE_WORDS,
     load_claims,
     load_paper_claims,
     lock_text,
     read_lock,
+    size_words,
 )
 
 CLAIMS = Path(__file__).resolve().parent.parent / "studies" / "claims"
+STUDIES_README = CLAIMS.parent / "README.md"
 
 
 def test_the_committed_claims_validate_and_match_the_lock() -> None:
@@ -154,3 +157,40 @@ def test_a_claim_of_a_size_carries_its_criterion(tmp_path: Path) -> None:
     assert claim.relative_bounds == (-0.31, 0)
     _, (plain,) = load_paper_claims(_write(tmp_path, GOOD))
     assert plain.relative_bounds is None and plain.criterion is None
+
+
+def test_every_claim_whose_words_carry_a_size_states_its_criterion() -> None:
+    """A claim quoting "slight", "drastically", "similar", "very small", … (SIZE_WORDS, one
+    list) is tested at its own strength: its entry states bounds, or why none can be read;
+    and studies/README.md documents each one."""
+    claims = load_claims(CLAIMS)
+    sized = {claim_id: size_words(claim.wording) for claim_id, claim in claims.items()
+             if size_words(claim.wording)}
+    assert len(sized) >= 50, "the size words stopped matching the papers' quotes"
+    missing = sorted(claim_id for claim_id in sized if claims[claim_id].criterion is None)
+    assert not missing, f"sized claims without a criterion: {missing}"
+    assert {claims[claim_id].paper for claim_id in sized} == set(PAPERS)
+    readme = STUDIES_README.read_text(encoding="utf-8")
+    undocumented = sorted(claim_id for claim_id, claim in claims.items()
+                          if claim.criterion is not None and f"`{claim_id}`" not in readme)
+    assert not undocumented, f"criteria missing from studies/README.md: {undocumented}"
+
+
+def test_a_criterion_without_bounds_says_why_and_binds_nothing(tmp_path: Path) -> None:
+    """``relative_change: null``: the paper gives no number for its word; the basis says so,
+    and the verdict reads the claim's direction alone."""
+    figure_only = {"relative_change": None, "basis": "Figure 3 gives bars without values"}
+    for kind, compare in (("rows", GOOD["compare"]), ("qualitative", {})):
+        _, (claim,) = load_paper_claims(_write(tmp_path, GOOD | {
+            "kind": kind, "compare": compare, "criterion": figure_only}))
+        assert claim.criterion == figure_only and claim.relative_bounds is None
+    with pytest.raises(UserError, match="criterion basis must be non-empty"):
+        load_paper_claims(_write(tmp_path, GOOD | {
+            "criterion": {"relative_change": None, "basis": ""}}))
+
+
+def test_size_words_match_whole_words_in_any_case() -> None:
+    assert size_words("Slightly better, but drastically hurt") == ["slightly", "drastically"]
+    assert size_words("structural similarity is crucial; drops significantly") == []
+    assert size_words("performance drops to random") == ["drops to random"]
+    assert len(set(SIZE_WORDS)) == len(SIZE_WORDS)

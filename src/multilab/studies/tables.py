@@ -44,6 +44,7 @@ from multilab.studies.spec import (
     Study,
     bind_claim,
     claim_metrics,
+    claim_row_names,
     group_rows,
     resolve_metric,
     two_arm_parts,
@@ -55,6 +56,8 @@ from multilab.studies.verdict import (
     Verdict,
     compare_rows,
     compare_with_paper,
+    device_kind,
+    device_kinds,
     holm,
 )
 
@@ -201,6 +204,12 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def joined_devices(devices: Iterable[str]) -> str:
+    """One value's device from the records behind it: the one, or ``a + b`` where they
+    differ (a Δ of a CPU and a GPU record), so that the kinds stay readable."""
+    return " + ".join(sorted({part for device in devices for part in device.split(" + ")}))
+
+
 @dataclass(frozen=True)
 class Cell:
     """One row's values of one metric over the study's seeds."""
@@ -337,7 +346,7 @@ def _cell(study: Study, chosen: Chosen, row: Row, metric: str) -> Cell:
             kinds.add(record.device)
         else:
             values.append(numbers[0] - sum(numbers[1:]) if len(numbers) > 1 else numbers[0])
-            devices.append(kinds.pop() if len(kinds) == 1 else "mixed")
+            devices.append(joined_devices(kinds))
             seeds.append(seed)
     return Cell(tuple(values), tuple(devices), tuple(seeds))
 
@@ -605,7 +614,7 @@ def _correlation(study: Study, cells: Mapping[tuple[str, str], Cell], claim: Cla
             too_few.append(seed)
             continue
         values.append(statistics.correlation(xs, ys))
-        devices.append(kinds.pop() if len(kinds) == 1 else "mixed")
+        devices.append(joined_devices(kinds))
     if not values:
         return Outcome(Verdict.NOT_MEASURED, f"fewer than {MIN_ROWS} rows with both {x} and "
                        f"{y} in every seed (of {', '.join(labels)})")
@@ -727,7 +736,7 @@ def _per_seed(study: Study, group: list[Cell],
         if all(seed in found for found in per_row):
             values.append(combine([found[seed][0] for found in per_row]))
             kinds = {found[seed][1] for found in per_row}
-            devices.append(kinds.pop() if len(kinds) == 1 else "mixed")
+            devices.append(joined_devices(kinds))
             seeds.append(seed)
     return Arm.of(values, devices, seeds)
 
@@ -978,13 +987,16 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
         lines += [f"Magnitudes are not comparable with the paper's: {study.paper_comparable}.",
                   ""]
     lines += table_lines(result)
+    lines += device_lines(result)
     lines += [*figures]
     lines += ["## Claims", "", "| claim | where | comparison | verdict | p | Holm p | speaks "
               "| why |", "|---|---|---|---|---|---|---|---|"]
     for entry in study.claims:
         claim, outcome = bind_claim(claims[entry.id], entry), result.outcomes[entry.id]
         p = "" if outcome.p is None else f"{outcome.p:.3g}"
-        flag = " (mixed devices)" if outcome.mixed_devices else ""
+        where = claim_device_note(result, claim) if outcome.mixed_devices else ""
+        flag = f" (mixed devices: {where})" if where else \
+            " (mixed devices)" if outcome.mixed_devices else ""
         speaker = speaking.get(entry.id)
         ours = speaker is None or speaker.result.study.name == study.name
         holm_p = f"{adjusted[entry.id]:.3g}" if ours and entry.id in adjusted else ""
@@ -1005,6 +1017,87 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
                   "models: a rerun of the same configuration elsewhere is another draw).", ""]
     lines += [f"{len(result.sources)} records read.", ""]
     return "\n".join(lines)
+
+
+def row_devices(result: StudyResult, row: Row) -> dict[int, str]:
+    """Each seed of the row → the device its records ran on (the record's
+    ``provenance.machine.device``; ``a + b`` where the row's records of one seed differ)."""
+    found: dict[int, set[str]] = {}
+    for (label, _), cell in result.cells.items():
+        if label == row.label:
+            for seed, device in zip(cell.seeds, cell.devices, strict=True):
+                found.setdefault(seed, set()).add(device)
+    return {seed: joined_devices(devices) for seed, devices in sorted(found.items())}
+
+
+def seeds_by_device(devices: Mapping[int, str], kinds_only: bool = False) -> str:
+    """``seed 42 on cpu (Intel Xeon); seeds 43, 44 on cuda (NVIDIA H100)``: which seeds ran
+    where, a device's seeds together in the order of their first seed."""
+    def named(device: str) -> str:
+        kind, _, name = device.partition(":")
+        return device_kind(device) if kinds_only or not name.strip() else \
+            f"{kind.strip()} ({name.strip()})"
+
+    groups: dict[str, list[int]] = {}
+    for seed, device in devices.items():
+        text = " + ".join(dict.fromkeys(named(part) for part in device.split(" + ")))
+        groups.setdefault(text, []).append(seed)
+    return "; ".join(f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} on "
+                     f"{device}" for device, seeds in groups.items())
+
+
+def row_device_kinds(devices: Mapping[int, str]) -> set[str]:
+    """The kinds of device (``cpu``, ``cuda``) a row's seeds ran on."""
+    return {kind for device in devices.values() for kind in device_kinds(device)}
+
+
+def device_lines(result: StudyResult) -> list[str]:
+    """Where each row's seeds ran: one sentence when every record ran on one device, else a
+    table, a row whose seeds ran on several kinds of device (CPU and GPU runs are not
+    bit-identical) marked."""
+    study = result.study
+    per_row = {row.label: row_devices(result, row) for row in study.rows}
+    every = {device for devices in per_row.values() for device in devices.values()}
+    if not every:
+        return []
+    lines = ["## Devices", ""]
+    if len(every) == 1:
+        where = seeds_by_device({0: every.pop()}).split(" on ", 1)[1]
+        return [*lines, f"Every record of this table ran on {where}.", ""]
+    ids = any(row.paper_id for row in study.rows)
+    lines += ["| ID | row | where its seeds ran |" if ids else "| row | where its seeds ran |",
+              "|---|---|---|" if ids else "|---|---|"]
+    mixed = False
+    for row in study.rows:
+        devices = per_row[row.label]
+        several = len(row_device_kinds(devices)) > 1
+        mixed |= several
+        flag = " **(mixed devices)**" if several else ""
+        lines.append(("| " + (row.paper_id or "") + " " if ids else "") + f"| {row.label} | "
+                     f"{escape(seeds_by_device(devices))}{flag} |")
+    if mixed:
+        lines += ["", "A verdict that reads a row of *mixed devices* is marked so and names "
+                  "which seeds ran where: it stands as a test over seeds whose spread then "
+                  "includes the devices' difference, which it does not test (studies/README.md, "
+                  "\"The verdict rule\")."]
+    return [*lines, ""]
+
+
+def claim_device_note(result: StudyResult, claim: Claim) -> str:
+    """For a verdict of mixed devices: each row it reads whose seeds ran on several kinds of
+    device, with which seeds ran where (``original: seed 42 on cpu; seeds 43, 44 on cuda``)."""
+    rows: dict[str, Row] = {}
+    for name in claim_row_names(result.study, claim):
+        try:
+            rows.update({row.label: row for row in group_rows(result.study, name)[1]})
+        except KeyError:
+            continue
+    notes = []
+    for label, row in rows.items():
+        devices = row_devices(result, row)
+        if len(row_device_kinds(devices)) > 1:
+            notes.append(f"{label}: {seeds_by_device(devices, kinds_only=True)}")
+    return ", ".join(notes)
 
 
 def speaks_text(speaker: Speaker | None, study: str) -> str:

@@ -111,7 +111,8 @@ class Arm:
 
     @property
     def mixed_devices(self) -> bool:
-        return len({device_kind(d) for d in self.devices}) > 1
+        """Its values ran on more than one kind of device (two CPU models are one kind)."""
+        return len({kind for device in self.devices for kind in device_kinds(device)}) > 1
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,12 @@ class Outcome:
 def device_kind(device: str) -> str:
     """``cpu: AMD EPYC …`` and ``cpu`` are one kind; ``cuda: NVIDIA H200`` another."""
     return device.split(":", 1)[0].strip().lower()
+
+
+def device_kinds(device: str) -> set[str]:
+    """The kinds of one value's device: ``cpu: x + cuda: y`` (its records ran on both) is
+    both kinds."""
+    return {device_kind(part) for part in device.split(" + ")}
 
 
 def welch(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float, n_b: int
@@ -333,7 +340,6 @@ def compare_relative(a: Arm, b: Arm, bounds: Sequence[float | None], alpha: floa
     low, high = bounds
     if low is not None and high is not None and not low < high:
         raise ValueError(f"relative change bounds {list(bounds)}: low < high")
-    how = "paired over matched seeds" if paired else "over seeds"
     difference = a.mean - b.mean if a.n and b.n else None
     if a.n < MIN_SEEDS or b.n < MIN_SEEDS:
         outcome = _too_few((a, b), difference, "equal")
@@ -375,7 +381,7 @@ def compare_relative(a: Arm, b: Arm, bounds: Sequence[float | None], alpha: floa
         inside_p.append(toward)
         beyond.append((1.0 - toward if se else (0.0 if side * mean < 0 else 1.0),
                        "below the lower bound" if side > 0 else "above the upper bound"))
-    test = f"{'paired t' if paired else 'Welch t'} {how}"
+    test = f"paired t over {a.n} matched seeds" if paired else "Welch's t over seeds"
     held_p = max(inside_p)
     if held_p < alpha:
         return Outcome(Verdict.HELD, f"{test}: {criterion}: inside, shown at p {held_p:.3g} "
