@@ -94,3 +94,14 @@ def test_the_lanes_list_is_checked_line_by_line(tmp_path: Path) -> None:
     assert [p.line() for p in check_records(tmp_path)] == [
         f"{lanes}: (line {n}): not a lane: lane number, host, start, checkpoint and command, "
         "tab-separated" for n in (2, 3)]
+
+
+def test_the_ledger_s_empty_lock_is_no_problem_but_a_full_one_is(tmp_path: Path) -> None:
+    """Every `study run` leaves results/.ledger.csv.lock (FileLock's empty file): `records
+    check` named it "neither a .json record …" and exited 2 on a working checkout."""
+    from multilab.studies.ledger import LEDGER_LOCK
+
+    (tmp_path / LEDGER_LOCK).write_text("")
+    assert list(check_records(tmp_path)) == []
+    (tmp_path / LEDGER_LOCK).write_text("not a lock")
+    assert [p.field for p in check_records(tmp_path)] == ["(file)"]

@@ -36,6 +36,8 @@ from multilab.errors import UserError
 from multilab.files import write_text
 
 LEDGER = "ledger.csv"
+#: the empty file FileLock holds while the ledger changes (git-ignored)
+LEDGER_LOCK = f".{LEDGER}.lock"
 COLUMNS = ("study", "row", "seed", "by", "since")
 #: a booking from another machine older than this is taken to be abandoned: a quick model
 #: takes under an hour, a paper-profile one a few hours on a CPU
@@ -136,7 +138,7 @@ def _write(results: Path, bookings: list[Booking]) -> None:
 @contextmanager
 def _locked(results: Path) -> Iterator[list[Booking]]:
     results.mkdir(parents=True, exist_ok=True)
-    with FileLock(results / f".{LEDGER}.lock"):
+    with FileLock(results / LEDGER_LOCK):
         yield read_ledger(results)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from multilab.errors import UserError
-from multilab.studies.ledger import LEDGER, read_ledger
+from multilab.studies.ledger import LEDGER, LEDGER_LOCK, read_ledger
 from multilab.studies.records import KINDS, SCHEMA, check_numbers
 
 _COMMIT = {"type": "string", "pattern": "^[0-9a-f]{7,40}$"}
@@ -195,6 +195,8 @@ def check_file(path: Path) -> list[Problem]:
                         f"({MAX_FILE_BYTES} at most): not read")]
     if path.name == LANES_FILE:
         return check_lanes_file(path)
+    if path.name == LEDGER_LOCK and size == 0:  # the ledger's lock, left by every runner
+        return []
     if path.name == LEDGER:
         try:
             read_ledger(path.parent)
