@@ -71,7 +71,7 @@ def tables(cfg: Config, records: list[Record]) -> dict[str, str]:
 
 def test_mlflow_and_committed_records_give_byte_identical_tables(tmp_path: Path) -> None:
     cfg = _smoke_study(tmp_path)
-    from_runs = records_of_runs(cfg.paths, finished_runs(cfg))
+    from_runs = records_of_runs(cfg, finished_runs(cfg))
     from_files = committed_records(cfg)
     assert len(from_runs) == len(from_files) == 8
     assert all(str(r.path).startswith("runs:/") for r in from_runs)  # really two sources
@@ -91,7 +91,7 @@ def test_a_lost_store_is_imported_back_from_the_records_to_the_same_tables(tmp_p
     """`rm -rf mlruns`: the committed records re-create the runs (record → run), which
     carry them again and give the same tables, byte for byte."""
     cfg = _smoke_study(tmp_path)
-    before = tables(cfg, records_of_runs(cfg.paths, finished_runs(cfg)))
+    before = tables(cfg, records_of_runs(cfg, finished_runs(cfg)))
     lost = set(finished_runs(cfg)["run_id"])
     fresh = replace(cfg, paths=replace(cfg.paths, mlruns=tmp_path / "new-mlruns"))
     assert finished_runs(fresh).empty
@@ -100,7 +100,7 @@ def test_a_lost_store_is_imported_back_from_the_records_to_the_same_tables(tmp_p
     assert import_records(fresh, committed_records(fresh)) == []  # once: found by its tag
     runs = finished_runs(fresh)
     assert set(runs[f"tags.{tracking.RESTORED_TAG}"]) == lost
-    assert tables(fresh, records_of_runs(fresh.paths, runs)) == before
+    assert tables(fresh, records_of_runs(fresh, runs)) == before
 
 
 def test_a_run_without_its_record_gets_the_committed_one(tmp_path: Path) -> None:
@@ -117,8 +117,26 @@ def test_a_run_without_its_record_gets_the_committed_one(tmp_path: Path) -> None
     path = write_record(cfg.paths.results, cfg.experiment, "evaluate",
                         {"metrics": {"mu": 0.25}}, model=model,
                         config=record_config(cfg, "original", 0))
-    assert records_of_runs(cfg.paths, finished_runs(cfg)) == []
+    (own,) = records_of_runs(cfg, finished_runs(cfg))  # read from the run's own fields
+    assert str(own.path) == f"runs:/{run_id}" and own.metrics["metrics.mu"] == 0.25
     assert import_records(cfg, committed_records(cfg)) == []  # the run is there
-    (carried,) = records_of_runs(cfg.paths, finished_runs(cfg))
+    (carried,) = records_of_runs(cfg, finished_runs(cfg))
     assert carried.data == json.loads(path.read_text())
     assert table_rows(cfg, [carried], ["original"])[0].run_ids == (run_id,)
+
+
+def test_a_record_of_another_configuration_is_counted_and_ignored(tmp_path: Path) -> None:
+    """A record of a row's modification and seed measured under other parameters (here one
+    more training epoch) is no row's record: the table leaves it out and says so."""
+    cfg = smoke_config(tmp_path, seeds=[0], study=["original"])
+    model = {"modification": "original", "seed": 0, "profile": cfg.profile,
+             "fingerprint": "original-0", "run_id": None}
+    config = record_config(cfg, "original", 0)
+    write_record(cfg.paths.results, cfg.experiment, "evaluate", {"metrics": {"mu": 0.25}},
+                 model=model, config=config)
+    write_record(cfg.paths.results, cfg.experiment, "evaluate", {"metrics": {"mu": 0.75}},
+                 model=model | {"fingerprint": "more-epochs"},
+                 config=config | {"train.epochs": config["train.epochs"] + 1})
+    (row,) = table_rows(cfg, committed_records(cfg), ["original"])
+    assert row.stats["mu"] == (0.25, 0.0) and row.other_configurations == 1
+    assert "1 run(s) of other parameters ignored" in markdown_table([row], "Table 1")

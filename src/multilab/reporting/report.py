@@ -131,33 +131,33 @@ def table_rows(cfg: Config, records: Sequence[Record], modifications: list[str])
     the experiment but not the rows; they are counted and ignored."""
     study = default_study(cfg, modifications)
     configurations = default_configurations(cfg, study)
-    current = {(row.label, seed): expected_fingerprint(cfg, row.label, seed)
-               for row in study.rows for seed in cfg.seeds}
+    labels = [row.label for row in study.rows]
+    current = {(label, seed): expected_fingerprint(cfg, label, seed)
+               for label in labels for seed in cfg.seeds}
     kept, other = [], Counter[str]()
     for record in records:
-        owner = _owner(record, [row.label for row in study.rows], cfg.seeds)
+        owner = _owner(record, labels, cfg.seeds)
         if owner is not None and current[owner] not in (None, record.model.get("fingerprint")):
-            if record.kind == "evaluate":
-                other[owner[0]] += 1
+            other[owner[0]] += int(record.kind == "evaluate")
             continue
         kept.append(record)
     result = study_result(study, kept, {}, configurations=configurations)
     read = set(result.sources)
-    chosen = [record for record in kept if record.path in read]
+    for record in kept:  # of a row's model, another configuration: no row's record
+        if record.kind == "evaluate" and record.path not in read and (
+                owner := _owner(record, labels, cfg.seeds)) is not None and \
+                not same_configuration(record.data["config"], configurations[owner[0]]):
+            other[owner[0]] += 1
     rows = []
     for row in study.rows:
-        found = list(result.seeds_found[row.label])
-        mine = sorted((r for r in chosen if _owner(r, [row.label], found)),
+        found = sorted(result.seeds_found[row.label])
+        mine = sorted((r for r in kept if r.path in read and _owner(r, [row.label], found)),
                       key=lambda r: r.model["seed"])
-        ignored = sum(1 for r in kept if r.kind == "evaluate" and r not in mine
-                      and _owner(r, [row.label], cfg.seeds)
-                      and not same_configuration(r.data["config"], configurations[row.label]))
-        cells = [result.cells[(row.label, key)] for key in METRICS]
-        stats = {key: mean_std(list(cell.values)) for key, cell in zip(METRICS, cells,
-                                                                         strict=True)
-                 if cell.values and len(cell.values) == len(found)}
+        cells = {key: result.cells[(row.label, key)].values for key in METRICS}
+        stats = {key: mean_std(list(values)) for key, values in cells.items()
+                 if values and len(values) == len(found)}  # a metric every seed has
         rows.append(Row(row.label, row.paper_id, found, [s for s in cfg.seeds if s not in found],
-                        stats, other[row.label] + ignored,
+                        stats, other[row.label],
                         any(current[(row.label, seed)] is None for seed in cfg.seeds),
                         tuple(run for r in mine if (run := carrying_run(r)))))
     return rows
@@ -510,7 +510,7 @@ def study_records(cfg: Config) -> tuple[pd.DataFrame, list[Record]]:
             "first (`dvc repro`); a model whose run the store lost and whose record under "
             f"{cfg.paths.results} is gone too gets it back from `multilab evaluate <model dir>`"
         )
-    return runs, records_of_runs(cfg.paths, runs)
+    return runs, records_of_runs(cfg, runs)
 
 
 def report_intro(cfg: Config) -> str:

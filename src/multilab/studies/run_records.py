@@ -11,6 +11,7 @@ record, or a store that lost the run, gets it back from the committed file
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 from collections.abc import Mapping
@@ -21,10 +22,11 @@ from typing import Any
 import pandas as pd
 
 from multilab import tracking
-from multilab.config import Config, Paths
+from multilab.config import Config
 from multilab.errors import UserError
 from multilab.resolve import resolve_run
 from multilab.studies.records import (
+    SCHEMA,
     Record,
     iter_records,
     model_identity,
@@ -91,20 +93,55 @@ def carry_record(cfg: Config, path: Path, run_id: str) -> str | None:
         return None
 
 
-def records_of_runs(paths: Paths, runs: pd.DataFrame) -> list[Record]:
+def records_of_runs(cfg: Config, runs: pd.DataFrame) -> list[Record]:
     """The records the runs carry (``runs``: a ``search_runs`` table), oldest run first so
     that of two records of one model the later run's wins a tie of dates. Each is named
-    ``runs:/<run id>/records/<file>`` (:func:`carrying_run` reads the run back)."""
+    ``runs:/<run id>/records/<file>`` (:func:`carrying_run` reads the run back). A run that
+    carries none (evaluated before runs carried their records, or by a caller of the
+    library that writes no record) is read as the ``evaluate`` record its own fields make:
+    :func:`record_of_run`."""
     if runs.empty:
         return []
     records = []
     with tempfile.TemporaryDirectory(prefix="multilab-records-") as folder:
-        for run_id in runs.sort_values("end_time")["run_id"]:
-            for file in tracking.run_files(paths, run_id, RECORDS_FOLDER, Path(folder, run_id)):
-                record = parse_record(file)
-                records.append(replace(record, path=Path(RUNS_SCHEME, run_id, RECORDS_FOLDER,
-                                                         file.name)))
+        for _, run in runs.sort_values("end_time").iterrows():
+            run_id = str(run["run_id"])
+            files = tracking.run_files(cfg.paths, run_id, RECORDS_FOLDER, Path(folder, run_id))
+            records += [replace(parse_record(file), path=Path(RUNS_SCHEME, run_id,
+                                                               RECORDS_FOLDER, file.name))
+                        for file in files]
+            if not files and (record := record_of_run(cfg, run)) is not None:
+                records.append(record)
     return records
+
+
+def record_of_run(cfg: Config, run: pd.Series) -> Record | None:
+    """The ``evaluate`` record a run's fields make (None: not a model's evaluated run): its
+    model from the tags, its result from the metrics, its configuration the one its
+    fingerprint stands for (the report drops a record whose fingerprint is not the current
+    configuration's, and flags rows whose fingerprint it cannot check)."""
+    tags = {key.removeprefix("tags."): value for key, value in run.items()
+            if key.startswith("tags.") and isinstance(value, str)}
+    if tags.get("evaluated") != "true" or not {"modification", "seed",
+                                                "fingerprint"} <= tags.keys():
+        return None
+    modification, seed = tags["modification"], int(tags["seed"])
+    try:
+        config = record_config(cfg, modification, seed)
+    except UserError:  # a modification this multilab no longer knows: no row's
+        return None
+    metrics = {key.removeprefix("metrics."): float(value) for key, value in run.items()
+               if key.startswith("metrics.") and pd.notna(value)}
+    model = {"modification": modification, "paper_id": tags.get("paper_id") or None,
+             "seed": seed, "profile": tags.get("profile"), "fingerprint": tags["fingerprint"],
+             "run_id": str(run["run_id"])}
+    ended = pd.Timestamp(run["end_time"]).isoformat(timespec="seconds")
+    data = {"schema": SCHEMA, "kind": "evaluate", "qualifier": "", "model": model,
+            "config": config,
+            "provenance": {"date": ended, "machine": {"device": "unknown"}},
+            "result": model | {"metrics": metrics}}
+    return Record(Path(RUNS_SCHEME, str(run["run_id"])), json.loads(json.dumps(data,
+                                                                                 default=str)))
 
 
 def carrying_run(record: Record) -> str | None:
