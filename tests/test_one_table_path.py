@@ -24,7 +24,12 @@ from multilab.reporting.report import (
 from multilab.studies.default import default_configurations, default_study
 from multilab.studies.records import Record, write_record
 from multilab.studies.restore import import_records
-from multilab.studies.run_records import committed_records, record_config, records_of_runs
+from multilab.studies.run_records import (
+    RECORDS_FOLDER,
+    committed_records,
+    record_config,
+    records_of_runs,
+)
 from multilab.studies.tables import study_result, table_lines
 from tests.helpers import fake_record, smoke_config
 
@@ -117,12 +122,17 @@ def test_a_run_without_its_record_gets_the_committed_one(tmp_path: Path) -> None
     path = write_record(cfg.paths.results, cfg.experiment, "evaluate",
                         {"metrics": {"mu": 0.25}}, model=model,
                         config=record_config(cfg, "original", 0))
-    (own,) = records_of_runs(cfg, finished_runs(cfg))  # read from the run's own fields
-    assert str(own.path) == f"runs:/{run_id}" and own.metrics["metrics.mu"] == 0.25
+    train = write_record(cfg.paths.results, cfg.experiment, "train", {"steps": 1}, model=model,
+                         config=record_config(cfg, "original", 0))
+    tracking.log_artifact_to_run(cfg.paths, run_id, train, RECORDS_FOLDER)  # train's alone
+    own = [r for r in records_of_runs(cfg, finished_runs(cfg)) if r.kind == "evaluate"]
+    assert [str(r.path) for r in own] == [f"runs:/{run_id}"]  # read from the run's fields
+    assert own[0].metrics["metrics.mu"] == 0.25
     assert import_records(cfg, committed_records(cfg)) == []  # the run is there
-    (carried,) = records_of_runs(cfg, finished_runs(cfg))
-    assert carried.data == json.loads(path.read_text())
-    assert table_rows(cfg, [carried], ["original"])[0].run_ids == (run_id,)
+    carried = {r.kind: r for r in records_of_runs(cfg, finished_runs(cfg))}
+    assert set(carried) == {"train", "evaluate"}
+    assert carried["evaluate"].data == json.loads(path.read_text())
+    assert table_rows(cfg, [carried["evaluate"]], ["original"])[0].run_ids == (run_id,)
 
 
 def test_a_record_of_another_configuration_is_counted_and_ignored(tmp_path: Path) -> None:

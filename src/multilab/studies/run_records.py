@@ -97,9 +97,9 @@ def records_of_runs(cfg: Config, runs: pd.DataFrame) -> list[Record]:
     """The records the runs carry (``runs``: a ``search_runs`` table), oldest run first so
     that of two records of one model the later run's wins a tie of dates. Each is named
     ``runs:/<run id>/records/<file>`` (:func:`carrying_run` reads the run back). A run that
-    carries none (evaluated before runs carried their records, or by a caller of the
-    library that writes no record) is read as the ``evaluate`` record its own fields make:
-    :func:`record_of_run`."""
+    carries no ``evaluate`` record (evaluated before runs carried their records, or by a
+    caller of the library that writes none: ``multilab variant``) is read as the one its
+    own fields make: :func:`record_of_run`."""
     if runs.empty:
         return []
     records = []
@@ -107,10 +107,12 @@ def records_of_runs(cfg: Config, runs: pd.DataFrame) -> list[Record]:
         for _, run in runs.sort_values("end_time").iterrows():
             run_id = str(run["run_id"])
             files = tracking.run_files(cfg.paths, run_id, RECORDS_FOLDER, Path(folder, run_id))
-            records += [replace(parse_record(file), path=Path(RUNS_SCHEME, run_id,
-                                                               RECORDS_FOLDER, file.name))
-                        for file in files]
-            if not files and (record := record_of_run(cfg, run)) is not None:
+            carried = [replace(parse_record(file), path=Path(RUNS_SCHEME, run_id,
+                                                              RECORDS_FOLDER, file.name))
+                       for file in files]
+            records += carried
+            evaluated = any(r.kind == "evaluate" and not r.data["qualifier"] for r in carried)
+            if not evaluated and (record := record_of_run(cfg, run)) is not None:
                 records.append(record)
     return records
 

@@ -4,7 +4,9 @@ read)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import mlflow
@@ -66,5 +68,24 @@ def run_files(paths: Paths, run_id: str, folder: str, into: Path | None = None) 
     if into is None:
         return [Path(name) for name in names]
     into.mkdir(parents=True, exist_ok=True)
-    return [Path(client.download_artifacts(run_id, f"{folder}/{name}", str(into)))
-            for name in names]
+    with _quiet_downloads():  # a bar per small file would bury the report's own lines
+        return [Path(client.download_artifacts(run_id, f"{folder}/{name}", str(into)))
+                for name in names]
+
+
+@contextlib.contextmanager
+def _quiet_downloads() -> Iterator[None]:
+    """MLflow's download progress bar off (it reads the variable at each download)."""
+    before = os.environ.get(PROGRESS_BAR)
+    os.environ[PROGRESS_BAR] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(PROGRESS_BAR, None)
+        else:
+            os.environ[PROGRESS_BAR] = before
+
+
+#: MLflow's switch of its artifact progress bars
+PROGRESS_BAR = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
