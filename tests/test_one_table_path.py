@@ -31,6 +31,7 @@ from multilab.studies.run_records import (
     records_of_runs,
 )
 from multilab.studies.tables import study_result, table_lines
+from multilab.training.model_dir import write_done
 from tests.helpers import fake_record, smoke_config
 
 STUDY = ["original", "inv-order", "lang-pos"]
@@ -55,6 +56,7 @@ def _smoke_study(tmp_path: Path) -> Config:
             with tracking.run(experiment, tags=tags) as run_id:
                 tracking.log_metrics(metrics)
             fake_record(cfg, run_id, tags, metrics)
+            write_done(cfg.paths.model_dir(mod, seed), tags | {"run_id": run_id})
     return cfg
 
 
@@ -106,6 +108,17 @@ def test_a_lost_store_is_imported_back_from_the_records_to_the_same_tables(tmp_p
     runs = finished_runs(fresh)
     assert set(runs[f"tags.{tracking.RESTORED_TAG}"]) == lost
     assert tables(fresh, records_of_runs(fresh, runs)) == before
+
+
+def test_records_of_models_trained_elsewhere_stay_out_of_the_store(tmp_path: Path) -> None:
+    """A fresh clone's committed records name runs its store never held: without the model
+    directory that names the run, no run is made up for them."""
+    cfg = _smoke_study(tmp_path)
+    for done in cfg.paths.models.rglob("multilab.json"):
+        done.unlink()
+    fresh = replace(cfg, paths=replace(cfg.paths, mlruns=tmp_path / "new-mlruns"))
+    assert import_records(fresh, committed_records(fresh)) == []
+    assert finished_runs(fresh).empty
 
 
 def test_a_run_without_its_record_gets_the_committed_one(tmp_path: Path) -> None:

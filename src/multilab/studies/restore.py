@@ -4,7 +4,9 @@ costs no report, and a run evaluated before runs carried their records gets its 
 ``multilab report`` calls :func:`import_records` before it reads the store. For every
 committed ``evaluate`` record of a model of ``study`` × ``seeds`` (profile the configuration's):
 when the store holds neither the run the record names nor a run re-created for it
-(``multilab.sys.restored_from``), the run is re-created from the record — its tags (the
+(``multilab.sys.restored_from``) and the model was trained here (its directory's
+``multilab.json`` names that run: a fresh clone's records of models trained elsewhere stay
+out of its store), the run is re-created from the record — its tags (the
 model's identity), params (the record's configuration), final metrics (its result, and those
 of the model's downstream records) — and the loss curve of the model directory's
 ``train_log.csv`` where that is at hand (a record keeps no per-step loss); then every record of
@@ -25,7 +27,7 @@ from multilab.lab.modifications import same_modification
 from multilab.resolve import resolve_run
 from multilab.studies.records import Record
 from multilab.studies.run_records import RECORDS_FOLDER
-from multilab.training.model_dir import TRAIN_LOG
+from multilab.training.model_dir import TRAIN_LOG, read_done
 
 
 def import_records(cfg: Config, records: Sequence[Record]) -> list[str]:
@@ -41,6 +43,8 @@ def import_records(cfg: Config, records: Sequence[Record]) -> list[str]:
         mine = [r for r in records if r.path.parent == record.path.parent]
         run_id = tracking.current_run_id(cfg.paths, experiment_id, str(model["run_id"]))
         if run_id is None:
+            if not _trained_here(cfg, model):
+                continue  # another workspace's model: its run was never this store's
             run_id = recreate_run(cfg, experiment_id, record, mine)
             restored.append(run_id)
         carried = {path.name for path in tracking.run_files(cfg.paths, run_id, RECORDS_FOLDER)}
@@ -48,6 +52,15 @@ def import_records(cfg: Config, records: Sequence[Record]) -> list[str]:
             if other.path.name not in carried:
                 tracking.log_artifact_to_run(cfg.paths, run_id, other.path, RECORDS_FOLDER)
     return restored
+
+
+def _trained_here(cfg: Config, model: dict) -> bool:
+    """Whether the record's model was trained in this workspace: its model directory's
+    ``multilab.json`` names the record's run (a store lost its run), not a fresh clone's
+    committed record of a model trained elsewhere (whose run no store here ever held)."""
+    model_dir = resolve_run(cfg, str(model["modification"]), int(model["seed"])).model_dir
+    done = read_done(model_dir, damaged_ok=True)
+    return done is not None and done.get("run_id") == model["run_id"]
 
 
 def _studied(cfg: Config, model: dict) -> bool:
