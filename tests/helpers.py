@@ -222,19 +222,40 @@ def dead_pid() -> int:
 
 def fake_run(cfg: Config, experiment: str, mod: str, seed: int, value: float, *,
              fingerprint: str | None = None, evaluated: bool = True, fail: bool = False) -> None:
-    """A run as train + evaluate leave it, with every table metric = ``value``."""
+    """A run as train + evaluate leave it, with every table metric = ``value``; evaluated,
+    its ``evaluate`` record is committed under ``results/`` and carried by the run, as
+    ``multilab evaluate`` leaves both."""
     tags = {"modification": mod, "seed": seed, "profile": cfg.profile,
             "fingerprint": fingerprint or f"{mod}-{seed}"}
     if evaluated:
         tags["evaluated"] = "true"
     try:
-        with tracking.run(experiment, tags=tags):
+        with tracking.run(experiment, tags=tags) as run_id:
             tracking.log_metrics(dict.fromkeys(METRICS, value))
             tracking.log_metrics({TRAIN_LOSS: 8.0 - value}, step=1)
             if fail:
                 raise RuntimeError("crash")
     except RuntimeError:
-        pass
+        return
+    if evaluated:
+        fake_record(cfg, run_id, tags, dict.fromkeys(METRICS, value))
+
+
+def fake_record(cfg: Config, run_id: str, tags: dict, metrics: dict[str, float]) -> Path:
+    """The ``evaluate`` record of a fake run's model, committed and carried by the run."""
+    from multilab.lab.modifications import paper_id
+    from multilab.studies.records import write_record
+    from multilab.studies.run_records import RECORDS_FOLDER, record_config
+
+    model = {"modification": tags["modification"], "paper_id": paper_id(tags["modification"]),
+             "seed": tags["seed"], "profile": tags["profile"],
+             "fingerprint": tags["fingerprint"], "run_id": run_id, "steps": 1,
+             "weights_sha256": None}
+    path = write_record(cfg.paths.results, cfg.experiment, "evaluate",
+                        model | {"metrics": metrics}, model=model,
+                        config=record_config(cfg, tags["modification"], tags["seed"]))
+    tracking.log_artifact_to_run(cfg.paths, run_id, path, RECORDS_FOLDER)
+    return path
 
 
 def files_of_fresh_processes(script: str, args: list[str], out_of: list[Path]

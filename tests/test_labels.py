@@ -7,7 +7,7 @@ from itertools import combinations
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from multilab.reporting.labels import Box, candidate_offsets, label_points, place
+from multilab.labels import Box, candidate_offsets, label_points, place
 
 
 def _boxes(anchors, sizes, offsets) -> list[Box]:

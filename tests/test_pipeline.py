@@ -101,6 +101,27 @@ def test_repro_builds_the_report_from_mlflow(pipeline: Path) -> None:
     assert list(loss.columns) == ["step", "original", "untrained"]
 
 
+def test_the_runs_and_the_committed_records_give_one_table(pipeline: Path) -> None:
+    """One path for a number, on a smoke study `dvc repro` trained: the records the runs
+    carry and the files `multilab evaluate` committed under results/ are one record, and the
+    one table builder gives the report's Table 1 byte for byte from either."""
+    from multilab.reporting.report import finished_runs, markdown_table, rows_frame, table_rows
+    from multilab.studies.run_records import committed_records, records_of_runs
+
+    cfg = load_config(pipeline / "params.yaml")
+    cfg = cfg.__class__(**{**cfg.__dict__, "paths": cfg.paths.rebased(pipeline)})
+    from_runs = [r for r in records_of_runs(cfg, finished_runs(cfg)) if r.kind == "evaluate"]
+    from_files = [r for r in committed_records(cfg) if r.kind == "evaluate"]
+    assert len(from_runs) == len(from_files) == 2
+    assert sorted(r.data["result"]["metrics"]["mu"] for r in from_runs) == \
+        sorted(r.data["result"]["metrics"]["mu"] for r in from_files)
+    tables = [(markdown_table(rows, "Table 1"), rows_frame(rows).to_csv(index=False))
+              for rows in (table_rows(cfg, records, list(cfg.study))
+                           for records in (from_runs, from_files))]
+    assert tables[0] == tables[1]
+    assert tables[0][1] == (pipeline / "reports" / "table1.csv").read_text()
+
+
 def test_dvc_views_compare_models_and_fit_a_terminal(pipeline: Path) -> None:
     """Issue 22: `dvc plots show` overlays every study model in one chart per quantity;
     `dvc metrics show` is a row per model in a terminal's width, one key per metric; corpus

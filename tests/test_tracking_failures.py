@@ -214,16 +214,20 @@ def test_a_resume_whose_run_the_store_lost_continues_in_a_new_run(built_project:
 def test_after_losing_mlruns_one_report_command_restores_runs_and_report(
         built_project: Path, tmp_path: Path, preloaded_multilab: dict[str, str]) -> None:
     """Issue 53, case 1: `rm -rf mlruns`, then `multilab report` in a fresh process (no
-    client cache of the old store) re-creates the run from multilab.json, train_log.csv and
-    the evaluation JSON, and writes the same Table 1 with its figures; nothing retrained,
-    the model directory unchanged. It used to say "no finished runs" (and, after the
+    client cache of the old store) re-creates the run from the committed record (and
+    train_log.csv), and writes the same Table 1 with its figures; nothing retrained, the
+    model directory unchanged. It used to say "no finished runs" (and, after the
     documented `evaluate`, crash on the lost run id after deleting the earlier report)."""
+    from multilab.cli.common import record_result
+
     cfg = _short_project(built_project, tmp_path / "project")
     experiment = tracking.connect(cfg.paths, cfg.experiment)
     with one_torch_thread():
         model_dir = train_model(resolve_run(cfg, "original", 0), experiment_id=experiment,
                                 progress=False)
-        lost = evaluate_and_record(cfg, model_dir)["run_id"]
+        evaluation = evaluate_and_record(cfg, model_dir)
+        record_result(cfg, "evaluate", evaluation, model_dir)  # as `multilab evaluate` does
+        lost = evaluation["run_id"]
     settings = [f"paths.{name}={getattr(cfg.paths, name)}" for name in
                 ("data", "artifacts", "reports", "metrics", "mlruns", "results")]
     settings += ["profile=smoke", "seeds=[0]", "study=[original]", "train.epochs=1",

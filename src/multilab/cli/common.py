@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import shutil
-from dataclasses import asdict
 from pathlib import Path
 from typing import Protocol
 
@@ -72,24 +71,12 @@ def config_of(args: argparse.Namespace) -> Config:
 
 def record_result(cfg: Config, kind: str, result: dict, model_dir: Path | None = None,
                   qualifier: str = "", extra: dict | None = None, once: bool = False) -> None:
-    """Leave the command's result as a record in ``results/`` (studies/records.py): the
-    lasting form of a number, whatever happens to MLflow or the machine. ``once``: keep an
-    existing record (a training skipped as done keeps its first provenance)."""
-    from multilab.resolve import resolve_run
-    from multilab.studies.records import model_identity, record_path, write_record
-    from multilab.training.model_dir import read_done
+    """Leave the command's result as a record in ``results/`` and on its model's run
+    (studies/run_records.py): the lasting form of a number, whatever happens to MLflow or
+    the machine. ``once``: keep an existing record (a training skipped as done keeps its
+    first provenance)."""
+    from multilab.studies.run_records import keep_record
 
-    config: dict = {"profile": cfg.profile, "languages": ",".join(cfg.languages),
-                    "vocab.mode": cfg.vocab.mode, "vocab.unit": cfg.vocab.unit}
-    model = None
-    if model_dir is not None and (done := read_done(model_dir)) is not None:
-        model = model_identity(done)
-        config = resolve_run(cfg, done["modification"], done["seed"]).as_params()
-    config |= {f"evaluate.{k}": v for k, v in asdict(cfg.evaluate).items()}
-    config |= {f"downstream.{k}": v for k, v in asdict(cfg.downstream).items()}
-    config |= extra or {}
-    if once and record_path(cfg.paths.results, cfg.experiment, kind, model, qualifier).exists():
-        return
-    path = write_record(cfg.paths.results, cfg.experiment, kind, result, model=model,
-                        config=config, qualifier=qualifier)
-    print(f"record: {path}")
+    path = keep_record(cfg, kind, result, model_dir, qualifier, extra, once)
+    if path is not None:
+        print(f"record: {path}")

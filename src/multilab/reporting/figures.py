@@ -46,7 +46,7 @@ from multilab.lab.modifications import (
     paper_id,
     resolve_recipe,
 )
-from multilab.reporting.labels import label_points
+from multilab.labels import label_points
 from multilab.training.model_dir import DONE_FILE, looks_like_model_dir, read_done
 
 ENGLISH_COLOUR, FAKE_COLOUR = "tab:blue", "tab:orange"

@@ -1,15 +1,22 @@
-"""MLflow runs → Table 1 and Table 2 of Dufter & Schütze 2020 as mean ± std over seeds, beside
-the paper.
+"""The default study's tables, Table 1 and Table 2 of Dufter & Schütze 2020, as mean ± std over
+seeds beside the paper, with the sections the report gathers around them.
 
-Reads only the tracking API (never local JSON): finished, evaluated runs of the study's
-experiment. Exactly one run per (resolved configuration, seed) is used — the latest
-finished one — and missing seeds are listed in the table, never silently dropped.
+The numbers are the records the study's finished, evaluated MLflow runs carry (the design
+card's "query MLflow"; :mod:`multilab.studies.run_records`), turned into rows by the one
+table builder that ``study report`` uses on the committed files
+(:func:`multilab.studies.tables.study_result`, the spec of the default study generated from
+params.yaml: :mod:`multilab.studies.default`). Exactly one record per (resolved configuration,
+seed) is used — the latest — and missing seeds are listed in the table, never silently
+dropped. A run the store lost comes back from its committed record first
+(:mod:`multilab.studies.restore`).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +26,6 @@ from multilab.config import Config
 from multilab.data.layout import metric_name
 from multilab.errors import UserError
 from multilab.evaluation import verse_retrieval
-from multilab.evaluation.restore import restore_lost_runs
 from multilab.evaluation.wordorder import Correlation
 from multilab.files import write_json, write_text
 from multilab.lab.cells import cell, number, spread
@@ -31,12 +37,10 @@ from multilab.lab.metric_table import (
     TABLE2_IDS,
     dvc_metrics,
     mean_std,
-    summarise,
 )
 from multilab.lab.modifications import (
     canonical_name,
     describe,
-    paper_id,
     same_modification,
     slug,
     split_modification,
@@ -58,6 +62,11 @@ from multilab.reporting.word_order_table import (
     word_order_markdown,
 )
 from multilab.resolve import resolve_run
+from multilab.studies.default import default_configurations, default_study
+from multilab.studies.records import Record
+from multilab.studies.restore import import_records
+from multilab.studies.run_records import carrying_run, committed_records, records_of_runs
+from multilab.studies.tables import same_configuration, study_result
 from multilab.training.model_dir import model_fingerprint
 
 log = logging.getLogger(__name__)
@@ -111,37 +120,56 @@ def expected_fingerprint(cfg: Config, modification: str, seed: int) -> str | Non
         return None
 
 
-def table_rows(cfg: Config, runs: pd.DataFrame, modifications: list[str]) -> list[Row]:
-    """Exactly one run per (modification, seed): the latest of the *current* configuration.
+def table_rows(cfg: Config, records: Sequence[Record], modifications: list[str]) -> list[Row]:
+    """The rows of ``modifications`` from ``records`` (either serialisation: the copies the
+    runs carry or the committed files give the same rows), by the one table builder on the
+    default study's spec: exactly one record per (modification, seed), the latest of the
+    *current* configuration.
 
-    Runs trained with other parameters (an experiment with ``-S train.epochs=5``, an older
-    corpus) share the experiment but not the fingerprint; they are counted and ignored.
-    """
+    Records of a model trained with other parameters (an experiment with ``-S
+    train.epochs=5``, an older corpus: another fingerprint, or another configuration) share
+    the experiment but not the rows; they are counted and ignored."""
+    study = default_study(cfg, modifications)
+    configurations = default_configurations(cfg, study)
+    labels = [row.label for row in study.rows]
+    current = {(label, seed): expected_fingerprint(cfg, label, seed)
+               for label in labels for seed in cfg.seeds}
+    kept, other = [], Counter[str]()
+    for record in records:
+        owner = _owner(record, labels, cfg.seeds)
+        if owner is not None and current[owner] not in (None, record.model.get("fingerprint")):
+            other[owner[0]] += int(record.kind == "evaluate")
+            continue
+        kept.append(record)
+    result = study_result(study, kept, {}, configurations=configurations)
+    read = set(result.sources)
+    for record in kept:  # of a row's model, another configuration: no row's record
+        if record.kind == "evaluate" and record.path not in read and (
+                owner := _owner(record, labels, cfg.seeds)) is not None and \
+                not same_configuration(record.data["config"], configurations[owner[0]]):
+            other[owner[0]] += 1
     rows = []
-    for mod in modifications:
-        name = canonical_name(mod)
-        mine = tracking.runs_of(runs, name, cfg.seeds)
-        current = {seed: expected_fingerprint(cfg, name, seed) for seed in cfg.seeds}
-        if len(mine):
-            keep = [current[int(seed)] in (None, fingerprint) for seed, fingerprint
-                    in zip(mine["tags.seed"], mine["tags.fingerprint"], strict=True)]
-            other = int(len(keep) - sum(keep))
-            mine = mine[keep]
-        else:
-            other = 0
-        mine = mine.drop_duplicates(subset=["tags.seed"], keep="first")
-        found = sorted(int(s) for s in mine["tags.seed"])
-        stats = summarise([_table_metrics(run) for _, run in mine.iterrows()])
-        rows.append(Row(name, paper_id(name), found,
-                        [s for s in cfg.seeds if s not in found], stats, other,
-                        any(f is None for f in current.values()), tuple(mine["run_id"])))
+    for row in study.rows:
+        found = sorted(result.seeds_found[row.label])
+        mine = sorted((r for r in kept if r.path in read and _owner(r, [row.label], found)),
+                      key=lambda r: r.model["seed"])
+        cells = {key: result.cells[(row.label, key)].values for key in METRICS}
+        stats = {key: mean_std(list(values)) for key, values in cells.items()
+                 if values and len(values) == len(found)}  # a metric every seed has
+        rows.append(Row(row.label, row.paper_id, found, [s for s in cfg.seeds if s not in found],
+                        stats, other[row.label],
+                        any(current[(row.label, seed)] is None for seed in cfg.seeds),
+                        tuple(run for r in mine if (run := carrying_run(r)))))
     return rows
 
 
-def _table_metrics(run: pd.Series) -> dict[str, float]:
-    """The table metrics a run (a row of ``finished_runs``) has a value for."""
-    values = {key: run.get(f"metrics.{key}") for key in METRICS}
-    return {key: float(value) for key, value in values.items() if pd.notna(value)}
+def _owner(record: Record, names: Sequence[str], seeds: Sequence[int]) -> tuple[str, int] | None:
+    """The (modification of ``names``, seed of ``seeds``) whose model a record measures."""
+    model = record.model
+    if model is None or model.get("seed") not in seeds:
+        return None
+    name = next((n for n in names if same_modification(str(model["modification"]), n)), None)
+    return None if name is None else (name, int(model["seed"]))
 
 
 def _seeds_cell(row: Row) -> str:
@@ -275,11 +303,12 @@ def write_plot_data(cfg: Config, runs: pd.DataFrame, columns: dict[str, str] | N
     return written
 
 
-def variant_section(cfg: Config, runs: pd.DataFrame, rows: list[Row]) -> tuple[str, list[Row]]:
+def variant_section(cfg: Config, records: Sequence[Record], rows: list[Row]
+                    ) -> tuple[str, list[Row]]:
     """The variant (params.yaml's ``modification``, `dvc exp run -S modification=…`) in the
     report: its own table when the study does not have it, a sentence when it does; and its
     row (none without a finished run)."""
-    (row,) = table_rows(cfg, runs, [cfg.modification])
+    (row,) = table_rows(cfg, records, [cfg.modification])
     if not row.seeds_found:
         return "", []
     if row.modification in {r.modification for r in rows}:
@@ -413,108 +442,48 @@ def clear_own_outputs(reports: Path, keep: set[Path] | None = None) -> None:
                 path.unlink()
 
 
+@dataclass
+class Draft:
+    """The report being written: its markdown after the intro, and the files written so far
+    (only this report's are kept when the earlier report's go: :func:`clear_own_outputs`)."""
+
+    body: str = ""
+    written: list[Path] = field(default_factory=list)
+
+    def add(self, section: str, files: Sequence[Path] = ()) -> None:
+        self.body += ("\n\n" if self.body else "") + section
+        self.written += files
+
+
 def build_report(cfg: Config) -> list[Path]:
     """Write reports/table1.{md,csv,tex}, table2.{md,csv,tex} (when runs of the
     non-parallel rows exist), downstream.{md,csv} (when downstream results exist), figures,
     plot data and metrics/study/<row>.json."""
-    for run_id in restore_lost_runs(cfg):  # mlruns/ lost: the runs come back from disk
-        log.warning("re-created run %s from its model's multilab.json and evaluation", run_id)
-    runs = finished_runs(cfg)
-    if runs.empty:
-        raise UserError(
-            f"no finished, evaluated runs of profile {cfg.profile!r} in MLflow experiment "
-            f"{cfg.experiment!r} ({tracking.tracking_uri(cfg.paths)}): train and evaluate "
-            "first (`dvc repro`); a model whose run the store lost and whose evaluation JSON "
-            "is gone too gets it back from `multilab evaluate <model dir>`"
-        )
-    study = list(cfg.study)
-    rows = table_rows(cfg, runs, study)
-    table2_mods = list(TABLE2_IDS)
-    rows2 = [r for r in table_rows(cfg, runs, table2_mods) if r.seeds_found]
+    runs, records = study_records(cfg)
+    rows = table_rows(cfg, records, list(cfg.study))
+    rows2 = [r for r in table_rows(cfg, records, list(TABLE2_IDS)) if r.seeds_found]
     if not any(r.paper_id in TABLE2_IDS[1:] for r in rows2):
         rows2 = []  # no non-parallel run: the original row alone compares nothing
-    reports = cfg.paths.reports
-    written = []
-    steps = ("" if cfg.profile == "paper" else f"Profile `{cfg.profile}` trains far fewer "
-             "steps than the paper: see docs/REPRODUCTION.md.")
-    if cfg.verses:  # the paper's tables are English + Fake-English: nothing to compare
-        intro = (
-            f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
-            f"Languages: {', '.join(cfg.languages)} (verses of each edition). Mean ± std over "
-            f"seeds {list(cfg.seeds)} of finished MLflow runs (a row of one seed shows its "
-            "value alone). " + OMITTED_FOR_VERSES + " " + steps + "\n\n"
-        )
-        body = markdown_table(rows, "Table 1")
-    else:
-        intro = (
-            f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
-            f"Mean ± std over seeds {list(cfg.seeds)} of finished MLflow runs (a row of one "
-            "seed shows its value alone: one seed has no spread); the paper's means of the "
-            "same rows follow in a table of their own. ρ = sentence retrieval P@1, τ = word "
-            "translation P@1, F1 = word alignment, μ = (ρ0 + ρ8 + τ0 + τ8) / 4. " + steps
-            + "\n\n"
-        )
-        body = _with_paper(markdown_table(rows, "Table 1"),
-                           paper_table(rows, "Table 1 of the paper (Dufter & Schütze 2020), "
-                                       "same rows"))
+    intro = report_intro(cfg)
+    draft = Draft()
+    draft.add(_table_with_paper(cfg, rows, "Table 1", "Table 1 of the paper (Dufter & "
+                                "Schütze 2020), same rows"))
     if rows2:
-        table2 = markdown_table(rows2, "Table 2 (parallel vs non-parallel corpus)")
-        if not cfg.verses:
-            table2 = _with_paper(table2, paper_table(rows2, "Table 2 of the paper, same rows"))
-        body += "\n\n" + table2
-        written += _write_table(reports / "table2", intro.replace("Table 1", "Table 2", 1)
-                                + table2 + "\n", rows_frame(rows2))
-    retrieval = pd.DataFrame()
-    if cfg.verses:
-        retrieval = retrieval_frame(cfg, rows, runs)
-        ppl = perplexity_frame(cfg, rows, runs)
-        section = retrieval_markdown(cfg, retrieval) + "\n\n" + perplexity_markdown(ppl)
-        body += "\n\n" + section
-        written += [write_text(reports / "retrieval.md", section + "\n"),
-                    write_text(reports / "retrieval.csv", retrieval.to_csv(index=False)),
-                    write_text(reports / "perplexity.csv", ppl.to_csv(index=False))]
-    downstream = downstream_frame(runs, {row.modification: list(row.run_ids) for row in rows},
-                                  {row.modification: row.paper_id for row in rows})
-    if not downstream.empty:  # `multilab downstream` has run for some of the study's models
-        table = downstream_markdown(downstream)
-        body += "\n\n" + table
-        written += [write_text(reports / "downstream.md", table + "\n"),
-                    write_text(reports / "downstream.csv", downstream.to_csv(index=False))]
-    word_order = read_word_order(cfg.paths.metrics)
-    if word_order is not None:  # the `word_order` stage has run
-        section, correlation_files = word_order_section(cfg, word_order, downstream,
-                                                        retrieval, rows)
-        body += "\n\n" + section
-        written += [write_text(reports / "word_order.md", section + "\n"),
-                    *correlation_files]
-    liu, liu_files = liu_sections(cfg)  # `multilab static` / `mrr` / `translate` results
-    if liu:
-        body += "\n\n" + liu
-        written += [write_text(reports / "liu.md", liu + "\n"), *liu_files]
-    similarity, similarity_files = similarity_section(cfg)  # `multilab similarity` results
-    if similarity:
-        body += "\n\n" + similarity
-        written += [write_text(reports / "similarity.md", similarity + "\n"),
-                    *similarity_files]
-    variant, variant_rows = variant_section(cfg, runs, rows)
+        table2 = _table_with_paper(cfg, rows2, "Table 2 (parallel vs non-parallel corpus)",
+                                   "Table 2 of the paper, same rows")
+        draft.add(table2, _write_table(cfg.paths.reports / "table2", intro.replace(
+            "Table 1", "Table 2", 1) + table2 + "\n", rows_frame(rows2)))
+    add_sections(cfg, draft, rows, runs)
+    variant, variant_rows = variant_section(cfg, records, rows)
     if variant:
-        body += "\n\n" + variant
-    body += "\n\n## Modifications\n\n" + legend(rows + rows2 + variant_rows)
-    # figures and plot data from exactly the runs behind the table's numbers
-    behind = {run_id for row in rows for run_id in row.run_ids}
-    used = runs[runs["run_id"].isin(behind)] if len(runs) else runs
-    if not used.empty:
-        written += study_figures(cfg, used)
-    figures = sorted({path for path in written  # this report's, not an earlier one's
-                      if path.suffix == ".png" and path.parent == cfg.paths.figures})
-    if figures:
-        body += "\n\n## Figures\n\n" + "\n".join(
-            f"![{p.stem}](figures/{p.name})" for p in figures
-        )
-    written += _write_table(reports / "table1", intro + body + "\n", rows_frame(rows))
+        draft.add(variant)
+    draft.add("## Modifications\n\n" + legend(rows + rows2 + variant_rows))
+    used = add_figures(cfg, draft, rows, runs)  # from exactly the runs behind the numbers
+    written = draft.written
+    written += _write_table(cfg.paths.reports / "table1", intro + draft.body + "\n",
+                            rows_frame(rows))
     written += write_metrics(cfg, rows)
-    legacy = cfg.paths.metrics / "study.json"
-    legacy.unlink(missing_ok=True)  # the one-file layout of earlier versions
+    (cfg.paths.metrics / "study.json").unlink(missing_ok=True)  # the layout of old versions
     if not used.empty:
         written += write_plot_data(cfg, used)
     if variant_rows:  # its curves beside the rows' in `dvc plots show`
@@ -526,6 +495,96 @@ def build_report(cfg: Config) -> list[Path]:
                 if png.suffix == ".png" and png.with_suffix(".pdf").is_file()]
     clear_own_outputs(cfg.paths.reports, set(written))  # only now: the new files exist
     return written
+
+
+def study_records(cfg: Config) -> tuple[pd.DataFrame, list[Record]]:
+    """The study's finished, evaluated runs and the records they carry, after the committed
+    records of runs the store lost (or that lack their copy) were imported into it."""
+    for run_id in import_records(cfg, committed_records(cfg)):  # mlruns/ lost: runs back
+        log.warning("re-created run %s from its model's committed records", run_id)
+    runs = finished_runs(cfg)
+    if runs.empty:
+        raise UserError(
+            f"no finished, evaluated runs of profile {cfg.profile!r} in MLflow experiment "
+            f"{cfg.experiment!r} ({tracking.tracking_uri(cfg.paths)}): train and evaluate "
+            "first (`dvc repro`); a model whose run the store lost and whose record under "
+            f"{cfg.paths.results} is gone too gets it back from `multilab evaluate <model dir>`"
+        )
+    return runs, records_of_runs(cfg, runs)
+
+
+def report_intro(cfg: Config) -> str:
+    """Table 1's heading and what its cells are (Table 2's, with its name)."""
+    steps = ("" if cfg.profile == "paper" else f"Profile `{cfg.profile}` trains far fewer "
+             "steps than the paper: see docs/REPRODUCTION.md.")
+    head = f"# multilab: Table 1 (profile `{cfg.profile}`, experiment `{cfg.experiment}`)\n\n"
+    if cfg.verses:  # the paper's tables are English + Fake-English: nothing to compare
+        return head + (
+            f"Languages: {', '.join(cfg.languages)} (verses of each edition). Mean ± std over "
+            f"seeds {list(cfg.seeds)} of finished MLflow runs (a row of one seed shows its "
+            "value alone). " + OMITTED_FOR_VERSES + " " + steps + "\n\n")
+    return head + (
+        f"Mean ± std over seeds {list(cfg.seeds)} of finished MLflow runs (a row of one "
+        "seed shows its value alone: one seed has no spread); the paper's means of the "
+        "same rows follow in a table of their own. ρ = sentence retrieval P@1, τ = word "
+        "translation P@1, F1 = word alignment, μ = (ρ0 + ρ8 + τ0 + τ8) / 4. " + steps
+        + "\n\n")
+
+
+def _table_with_paper(cfg: Config, rows: list[Row], title: str, paper_title: str) -> str:
+    """Our table of ``rows``, and the paper's of the same rows (not beside real languages)."""
+    ours = markdown_table(rows, title)
+    return ours if cfg.verses else _with_paper(ours, paper_table(rows, paper_title))
+
+
+def add_sections(cfg: Config, draft: Draft, rows: list[Row], runs: pd.DataFrame) -> None:
+    """The sections after the tables, each where its results exist: verse retrieval and
+    perplexity per language (real languages), downstream, word order, Liu et al. 2020a/b's
+    measurements and the similarity of models."""
+    reports = cfg.paths.reports
+    retrieval = pd.DataFrame()
+    if cfg.verses:
+        retrieval = retrieval_frame(cfg, rows, runs)
+        ppl = perplexity_frame(cfg, rows, runs)
+        section = retrieval_markdown(cfg, retrieval) + "\n\n" + perplexity_markdown(ppl)
+        draft.add(section, [write_text(reports / "retrieval.md", section + "\n"),
+                            write_text(reports / "retrieval.csv", retrieval.to_csv(index=False)),
+                            write_text(reports / "perplexity.csv", ppl.to_csv(index=False))])
+    downstream = downstream_frame(runs, {row.modification: list(row.run_ids) for row in rows},
+                                  {row.modification: row.paper_id for row in rows})
+    if not downstream.empty:  # `multilab downstream` has run for some of the study's models
+        table = downstream_markdown(downstream)
+        draft.add(table, [write_text(reports / "downstream.md", table + "\n"),
+                          write_text(reports / "downstream.csv", downstream.to_csv(index=False))])
+    word_order = read_word_order(cfg.paths.metrics)
+    if word_order is not None:  # the `word_order` stage has run
+        section, correlation_files = word_order_section(cfg, word_order, downstream,
+                                                        retrieval, rows)
+        draft.add(section, [write_text(reports / "word_order.md", section + "\n"),
+                            *correlation_files])
+    liu, liu_files = liu_sections(cfg)  # `multilab static` / `mrr` / `translate` results
+    if liu:
+        draft.add(liu, [write_text(reports / "liu.md", liu + "\n"), *liu_files])
+    similarity, similarity_files = similarity_section(cfg)  # `multilab similarity` results
+    if similarity:
+        draft.add(similarity, [write_text(reports / "similarity.md", similarity + "\n"),
+                               *similarity_files])
+
+
+def add_figures(cfg: Config, draft: Draft, rows: list[Row], runs: pd.DataFrame
+                ) -> pd.DataFrame:
+    """The study's figures, drawn from exactly the runs behind the table's numbers, and
+    their section; returns those runs (the plot data reads them too)."""
+    behind = {run_id for row in rows for run_id in row.run_ids}
+    used = runs[runs["run_id"].isin(behind)] if len(runs) else runs
+    if not used.empty:
+        draft.written += study_figures(cfg, used)
+    figures = sorted({path for path in draft.written  # this report's, not an earlier one's
+                      if path.suffix == ".png" and path.parent == cfg.paths.figures})
+    if figures:
+        draft.add("## Figures\n\n" + "\n".join(f"![{p.stem}](figures/{p.name})"
+                                                  for p in figures))
+    return used
 
 
 def word_order_section(cfg: Config, data: dict, downstream: pd.DataFrame,

@@ -24,8 +24,8 @@ from multilab.data.layout import metric_name
 from multilab.evaluation.wordorder import Correlation, correlate
 from multilab.lab.cells import cell, number
 from multilab.lab.languages import Language
+from multilab.labels import label_points
 from multilab.reporting.figures import save_png
-from multilab.reporting.labels import label_points
 
 WORD_ORDER_JSON = "word_order.json"
 WORD_ORDER_CHART = "word-order.png"

@@ -146,7 +146,7 @@ def draw(figure: FigureSpec, points: dict[str, list[Point]], path: Path) -> Path
     from matplotlib.figure import Figure
 
     from multilab.files import save_figure
-    from multilab.reporting.labels import label_points
+    from multilab.labels import label_points
 
     count = len(points)
     canvas = Figure(figsize=(5.2 * count, 4.4), layout="constrained")

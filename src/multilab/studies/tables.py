@@ -352,12 +352,17 @@ def _cell(study: Study, chosen: Chosen, row: Row, metric: str) -> Cell:
 
 
 def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, Claim],
-                 params: Path = DEFAULT_PARAMS, overrides: Sequence[str] = ()
+                 params: Path = DEFAULT_PARAMS, overrides: Sequence[str] = (),
+                 configurations: Mapping[str, Mapping[str, Any]] | None = None
                  ) -> StudyResult:
     """The study's table and verdicts from ``records`` (which belong to which row:
-    :func:`collect`, the rows resolved from ``params`` and ``overrides``)."""
+    :func:`collect`, the rows resolved from ``params`` and ``overrides``, or given as
+    ``configurations``: the default study's, resolved from its own configuration). The one
+    table builder: ``study report`` hands it the committed records, the report stage the
+    records its MLflow runs carry (:mod:`multilab.studies.run_records`)."""
     records = list(records)
-    configurations = row_configurations(study, params, overrides)
+    if configurations is None:
+        configurations = row_configurations(study, params, overrides)
     chosen = collect(study, records, params, overrides, configurations)
     cells: dict[tuple[str, str], Cell] = {}
     for row in study.rows:

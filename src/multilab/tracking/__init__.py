@@ -28,7 +28,13 @@ from multilab.tracking.orphans import (
     end_orphaned_runs,
     process_tags,
 )
-from multilab.tracking.queries import logged_model, metric_history, runs_of, search_runs
+from multilab.tracking.queries import (
+    logged_model,
+    metric_history,
+    run_files,
+    runs_of,
+    search_runs,
+)
 from multilab.tracking.rows import STD_SUFFIX, baseline_first, summarise_row, summarise_study_row
 from multilab.tracking.runs import (
     FAILED,
@@ -74,7 +80,8 @@ __all__ = [  # the public names every room reads as tracking.<name>
     "current_run_id", "end_orphaned_runs", "file_digest", "git_commit", "group_run", "held_runs",
     "log_artifact", "log_artifact_to_run", "log_datasets", "log_final_metrics", "log_metrics",
     "log_model", "log_params", "log_step_rows", "log_to_run", "logged_model", "metric_history",
-    "parent_tags", "process_tags", "project_root", "restore_run", "run", "run_exists", "runs_of",
+    "parent_tags", "process_tags", "project_root", "restore_run", "run", "run_exists", "run_files",
+    "runs_of",
     "search_runs", "set_tags", "similarity_experiment", "source_tags", "spaces_experiment",
     "summarise_row", "summarise_study_row", "tracking_uri", "word_order_experiment",
 ]

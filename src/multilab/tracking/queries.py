@@ -1,9 +1,13 @@
-"""What the store holds: an experiment's model runs as a table, a run's metric history and
-its logged model (what the report and the figures read)."""
+"""What the store holds: an experiment's model runs as a table, a run's metric history, its
+logged model and the files of one of its artifact folders (what the report and the figures
+read)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import mlflow
 import pandas as pd
@@ -51,3 +55,37 @@ def logged_model(paths: Paths, run_id: str) -> str | None:
     outputs = MlflowClient().get_run(run_id).outputs
     models = outputs.model_outputs if outputs else []
     return models[0].model_id if models else None
+
+
+@server_call
+def run_files(paths: Paths, run_id: str, folder: str, into: Path | None = None) -> list[Path]:
+    """The files of a run's artifact ``folder`` (none: an empty list): their names alone
+    (as paths) without ``into``, else copied into ``into`` (a folder per run is the caller's)."""
+    point_at(tracking_uri(paths))
+    client = MlflowClient()
+    names = sorted(Path(item.path).name for item in client.list_artifacts(run_id, folder)
+                   if not item.is_dir)
+    if into is None:
+        return [Path(name) for name in names]
+    into.mkdir(parents=True, exist_ok=True)
+    with _quiet_downloads():  # a bar per small file would bury the report's own lines
+        return [Path(client.download_artifacts(run_id, f"{folder}/{name}", str(into)))
+                for name in names]
+
+
+@contextlib.contextmanager
+def _quiet_downloads() -> Iterator[None]:
+    """MLflow's download progress bar off (it reads the variable at each download)."""
+    before = os.environ.get(PROGRESS_BAR)
+    os.environ[PROGRESS_BAR] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(PROGRESS_BAR, None)
+        else:
+            os.environ[PROGRESS_BAR] = before
+
+
+#: MLflow's switch of its artifact progress bars
+PROGRESS_BAR = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
