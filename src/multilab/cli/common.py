@@ -72,11 +72,12 @@ def config_of(args: argparse.Namespace) -> Config:
 
 def record_result(cfg: Config, kind: str, result: dict, model_dir: Path | None = None,
                   qualifier: str = "", extra: dict | None = None, once: bool = False) -> None:
-    """Leave the command's result as a record in ``results/`` (studies/records.py): the
+    """Leave the command's result as a record in ``results/`` (studies/records.py; a smoke
+    run's in the ignored ``results-scratch/``: :func:`~multilab.studies.records.records_root`): the
     lasting form of a number, whatever happens to MLflow or the machine. ``once``: keep an
     existing record (a training skipped as done keeps its first provenance)."""
     from multilab.resolve import resolve_run
-    from multilab.studies.records import model_identity, record_path, write_record
+    from multilab.studies.records import model_identity, record_path, records_root, write_record
     from multilab.training.model_dir import read_done
 
     config: dict = {"profile": cfg.profile, "languages": ",".join(cfg.languages),
@@ -88,8 +89,9 @@ def record_result(cfg: Config, kind: str, result: dict, model_dir: Path | None =
     config |= {f"evaluate.{k}": v for k, v in asdict(cfg.evaluate).items()}
     config |= {f"downstream.{k}": v for k, v in asdict(cfg.downstream).items()}
     config |= extra or {}
-    if once and record_path(cfg.paths.results, cfg.experiment, kind, model, qualifier).exists():
+    root = records_root(cfg.paths.results, cfg.profile)  # smoke: the ignored scratch folder
+    if once and record_path(root, cfg.experiment, kind, model, qualifier).exists():
         return
-    path = write_record(cfg.paths.results, cfg.experiment, kind, result, model=model,
+    path = write_record(root, cfg.experiment, kind, result, model=model,
                         config=config, qualifier=qualifier)
     print(f"record: {path}")
