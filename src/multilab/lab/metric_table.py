@@ -134,6 +134,10 @@ def dvc_metrics(stats: dict[str, tuple[float, float]], n_seeds: int) -> dict[str
             if key in stats} | {DVC_SEEDS: n_seeds}
 
 
+#: The few metrics a one-line view of a row shows (``multilab exp``, an MLflow experiment's
+#: description), in the paper's column order: μ, τ₀, ρ₈, dev perplexity; their short headers.
+HEADLINE = {"mu": "μ", "translation_p1.l0": "τ₀", "retrieval_p1.l8": "ρ₈", "ppl_dev": "ppl dev"}
+
 #: μ of the paper: the mean of retrieval (ρ) and translation (τ) at layers 0 and 8.
 MU_PARTS = ("retrieval_p1.l0", "retrieval_p1.l8", "translation_p1.l0", "translation_p1.l8")
 #: The curves of multilinguality during training (figures, ``dvc plots``).

@@ -19,12 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from multilab.errors import UserError
-from multilab.lab.metric_table import METRICS
+from multilab.lab.metric_table import HEADLINE, METRICS
 
-#: The variant's metrics a line shows, in the paper's column order: μ, ρ₈, τ₀, dev perplexity.
-HEADLINE = ("mu", "translation_p1.l0", "retrieval_p1.l8", "ppl_dev")
-#: Their short headers (a terminal's columns are few).
-HEADERS = {"mu": "μ", "translation_p1.l0": "τ₀", "retrieval_p1.l8": "ρ₈", "ppl_dev": "ppl dev"}
+#: The variant's metrics a line shows (μ, τ₀, ρ₈, dev perplexity) and their short headers.
+HEADERS = HEADLINE
 #: The width the lines fit when the terminal says nothing (the README's promise).
 DEFAULT_WIDTH = 120
 
