@@ -62,7 +62,7 @@ def test_a_parent_run_carries_its_recipe_its_spread_and_the_experiment_its_table
 
     note = client.get_experiment(experiment_id).tags[NOTE_TAG]
     lines = note.splitlines()
-    assert lines[0].startswith(f"**{cfg.experiment}**: one parent run per row")
+    assert lines[0].startswith(f"**{cfg.experiment}**: 2 row(s), original, lang-pos; mean ± std")
     assert "| row | settings | seeds | μ | τ₀ | ρ₈ | ppl dev |" in lines
     table = [line for line in lines if line.startswith("| ") and "±" in line]
     assert table == [

@@ -251,17 +251,18 @@ def experiment_note(name: str, rows: Iterable[Run]) -> str:
     seeds, mean ± std of μ, τ₀, ρ₈ and dev perplexity) and the commands that fill it."""
     rows = list(rows)
     study = any(ROW_TAG in run.data.tags for run in rows)
-    lines = [f"**{name}**: one parent run per row, its seeds nested under it. A row's metrics are "
-             "the mean (`mu`) and standard deviation (`mu_std`) over its seeds, its "
-             "parameters the settings it changes from `original`, its Duration the seeds' run "
-             "times together.", "",
+    names = ", ".join(run.info.run_name or "?" for run in rows)
+    lines = [f"**{name}**: {len(rows)} row(s), {names}; mean ± std over each row's seeds "
+             "(expand: the table and the commands).", "",
              "| row | settings | seeds | " + " | ".join(HEADLINE.values()) + " |",
              "|---|---|---|" + "---:|" * len(HEADLINE)]
     for run in rows:
         lines.append(f"| {run.info.run_name} | {_settings(run)} | "
                      f"{run.data.tags.get(SEEDS_TAG, '–') or '–'} | "
                      + " | ".join(_mean_std(run, key) for key in HEADLINE) + " |")
-    lines.append("")
+    lines += ["", "Each row is a parent run with its seeds nested under it: its metrics the mean "
+              "(`mu`) and standard deviation (`mu_std`) over them, its parameters the settings "
+              "it changes from `original`, its Duration their run times together.", ""]
     if study:
         lines += [f"Commands: `multilab study run {name}` trains the seeds it lacks; "
                   f"`multilab study report {name}` writes its table and claim verdicts "
