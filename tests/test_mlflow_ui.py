@@ -53,7 +53,8 @@ async def _runs_page(uri: str, experiment_id: str, shot: Path) -> tuple[str, lis
         await page.evaluate("document.querySelector('[data-testid=column-selection-dropdown]')"
                             ".click()")
         await page.wait_for("document.body.innerText.includes('Metrics (')")
-        ticked = [column for column in COLUMNS if await page.click_text(column)]
+        # the menu's entries, not the same words in the experiment's description above
+        ticked = [column for column in COLUMNS if await page.click_text(column, last=True)]
         await page.call("Input.dispatchKeyEvent", type="keyDown", key="Escape")
         await page.evaluate(  # the assistant panel: room for the table
             "document.querySelectorAll('button[aria-label=Close]').forEach(b => b.click())")
