@@ -70,3 +70,15 @@ def test_a_parent_run_carries_its_recipe_its_spread_and_the_experiment_its_table
         "| lang-pos | `recipe.language_positions=True` | 0 1 | 0.250 ± 0.071 | – | "
         "0.450 ± 0.071 | – |"]
     assert "`dvc exp run -S modification=<name>`" in note and "`multilab exp`" in note
+
+
+def test_a_seed_run_is_named_after_its_row(tmp_path: Path) -> None:
+    """A sweep's rows share a modification and differ in settings: each seed run is named
+    after its study row (``h32-l8 s0``), outside a study after its modification."""
+    from multilab.resolve import resolve_run
+    from multilab.training.run_tracking import seed_run_name
+
+    plain = smoke_config(tmp_path)
+    assert seed_run_name(resolve_run(plain, "lang-pos", 3)) == "lang-pos s3"
+    sweep = smoke_config(tmp_path, rows={"original": "h32-l8"})
+    assert seed_run_name(resolve_run(sweep, "original", 0)) == "h32-l8 s0"

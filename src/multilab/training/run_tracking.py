@@ -62,8 +62,14 @@ def tracked_run(tracked: bool, experiment_id: str | None, run_id: str | None,
                                     params=row_recipe(run.study, run.modification))
         tags = {**tags, **tracking.parent_tags(parent)}
     with tracking.run(experiment_id, run_id=run_id, tags=tags,
-                      name=f"{run.modification} s{run.seed}", suspend=suspend) as opened:
+                      name=seed_run_name(run), suspend=suspend) as opened:
         yield opened  # the resumed run, or a new one
+
+
+def seed_run_name(run: RunConfig) -> str:
+    """A seed run's name in MLflow: its study row's label (a sweep's rows share one
+    modification and differ in their settings) or its modification, and its seed."""
+    return f"{run.study.row_of(run.modification) or run.modification} s{run.seed}"
 
 
 def run_sizes(run: RunConfig, train_examples: int, truncated: int, total_steps: int,
