@@ -63,12 +63,14 @@ def test_a_parent_run_carries_its_recipe_its_spread_and_the_experiment_its_table
     note = client.get_experiment(experiment_id).tags[NOTE_TAG]
     lines = note.splitlines()
     assert lines[0].startswith(f"**{cfg.experiment}**: 2 row(s), original, lang-pos; mean ± std")
-    assert "| row | settings | seeds | μ | τ₀ | ρ₈ | ppl dev |" in lines
-    table = [line for line in lines if line.startswith("| ") and "±" in line]
-    assert table == [
-        "| original | the original setup | 0 1 | 0.250 ± 0.071 | – | 0.450 ± 0.071 | – |",
-        "| lang-pos | `recipe.language_positions=True` | 0 1 | 0.250 ± 0.071 | – | "
-        "0.450 ± 0.071 | – |"]
+    block = lines[lines.index("```text") + 1:lines.index("```")]
+    assert [line.split() for line in block] == [
+        ["row", "settings", "seeds", "μ", "τ₀", "ρ₈", "ppl", "dev"],
+        ["original", "the", "original", "setup", "0", "1", "0.250", "±", "0.071", "–",
+         "0.450", "±", "0.071", "–"],
+        ["lang-pos", "recipe.language_positions=True", "0", "1", "0.250", "±", "0.071", "–",
+         "0.450", "±", "0.071", "–"]]
+    assert len({len(line) for line in block[1:]}) == 1  # aligned: the last column's right edge
     assert "`dvc exp run -S modification=<name>`" in note and "`multilab exp`" in note
 
 

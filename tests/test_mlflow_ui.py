@@ -189,11 +189,11 @@ def test_chart_and_compare_views_show_the_rows_with_the_baseline(served_variant:
     # the experiment's description above the runs: its rows' table and the commands
     note = client.get_experiment(experiment_id).tags["mlflow.note.content"]
     assert f"{cfg.experiment}: 2 row(s), original, lang-pos; mean ± std" in table, table[:2000]
-    described = [line for line in table.splitlines() if line.startswith("lang-pos\t")]
+    described = [line for line in table.splitlines() if line.startswith("lang-pos  ")]
     assert described and "recipe.language_positions=True" in described[0], described
     mu = client.get_run(parents["lang-pos"]).data.metrics
     assert f"{mu['mu']:.3f} ± {mu['mu_std']:.3f}" in described[0], described
-    assert "dvc exp run -S modification=<name>" in table and "| lang-pos |" in note
+    assert "dvc exp run -S modification=<name>" in table and "\nlang-pos  " in note
     lines = charts.splitlines()
     for mod in parents:  # the run list: each row in its colour, and shown (not hidden)
         before = lines[:lines.index(mod)]

@@ -241,25 +241,28 @@ def _mean_std(run: Run, key: str) -> str:
 
 def _settings(run: Run) -> str:
     """The row's recipe (the parameters :func:`~multilab.tracking.runs.group_run` logs)."""
-    settings = [f"`{key}={value}`" for key, value in sorted(run.data.params.items())
+    settings = [f"{key}={value}" for key, value in sorted(run.data.params.items())
                 if key != "modification"]
     return ", ".join(settings) or "the original setup"
 
 
 def experiment_note(name: str, rows: Iterable[Run]) -> str:
     """The experiment's description (Markdown): what its rows are, their table (settings,
-    seeds, mean ± std of μ, τ₀, ρ₈ and dev perplexity) and the commands that fill it."""
+    seeds, mean ± std of μ, τ₀, ρ₈ and dev perplexity, aligned in a fixed-width block) and the
+    commands that fill it."""
     rows = list(rows)
     study = any(ROW_TAG in run.data.tags for run in rows)
     names = ", ".join(run.info.run_name or "?" for run in rows)
+    table = [["row", "settings", "seeds", *HEADLINE.values()]] + [
+        [run.info.run_name or "?", _settings(run), run.data.tags.get(SEEDS_TAG) or "–",
+         *(_mean_std(run, key) for key in HEADLINE)] for run in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    # a fixed-width block, not a Markdown table: the UI draws a table's cells unpadded
     lines = [f"**{name}**: {len(rows)} row(s), {names}; mean ± std over each row's seeds "
-             "(expand: the table and the commands).", "",
-             "| row | settings | seeds | " + " | ".join(HEADLINE.values()) + " |",
-             "|---|---|---|" + "---:|" * len(HEADLINE)]
-    for run in rows:
-        lines.append(f"| {run.info.run_name} | {_settings(run)} | "
-                     f"{run.data.tags.get(SEEDS_TAG, '–') or '–'} | "
-                     + " | ".join(_mean_std(run, key) for key in HEADLINE) + " |")
+             "(expand: the table and the commands).", "", "```text",
+             *("  ".join(cell.ljust(width) if i < 3 else cell.rjust(width)
+                         for i, (cell, width) in enumerate(zip(line, widths, strict=True)))
+               .rstrip() for line in table), "```"]
     lines += ["", "Each row is a parent run with its seeds nested under it: its metrics the mean "
               "(`mu`) and standard deviation (`mu_std`) over them, its parameters the settings "
               "it changes from `original`, its Duration their run times together.", ""]
