@@ -63,11 +63,13 @@ class Page:
             await asyncio.sleep(0.5)
         raise TimeoutError(f"page never satisfied: {script}")
 
-    async def click_text(self, text: str) -> bool:
+    async def click_text(self, text: str, last: bool = False) -> bool:
         """Click (a real mouse press and release) the visible element whose own text is
-        ``text`` exactly; False when there is none."""
+        ``text`` exactly; False when there is none. ``last``: the last such element in the
+        page (a menu opened on top, which the page appends after its own text)."""
+        find = "findLast" if last else "find"
         box = await self.evaluate(f"""(() => {{
-            const hit = Array.from(document.querySelectorAll('*')).find(
+            const hit = Array.from(document.querySelectorAll('*')).{find}(
                 e => Array.from(e.childNodes).some(
                          n => n.nodeType === 3 && n.textContent.trim() === {text!r})
                      && e.getBoundingClientRect().width > 0);

@@ -81,6 +81,7 @@ def test_one_precision_rule_for_table_cells() -> None:
     assert cell(0.9661, 0.00048) == "0.966 ± < 0.001"
     assert cell(0.5, 0.3606) == "0.500 ± 0.361"
     assert number(0.00043) == "0.00043"  # a small effect never reads as none
+    assert number(8.3e-05) == "0.000083" and number(-0.0000461) == "-0.000046"  # nor as 8.3e-05
     # larger values: three significant digits, from 100 on none, thousands separated
     assert cell(8.912, 0.31) == "8.91 ± 0.31" and cell(12.34, 1.2) == "12.3 ± 1.2"
     assert cell(1848.3, 12.6) == "1,848 ± 13" and cell(1848.3, 0.2) == "1,848 ± < 1"

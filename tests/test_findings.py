@@ -255,3 +255,29 @@ def test_the_box_names_the_strongest_and_weakest_findings_once_per_test() -> Non
     assert strongest.count("\n- [**") == 3 and weakest.count("\n- [**") == 3
     items = [line for line in lines if line.startswith("- [**")]
     assert len(set(items)) == 6
+
+
+def test_a_finding_that_does_not_survive_holm_says_so() -> None:
+    """README's weakest findings held (or did not hold) by their own test, yet Holm's
+    correction over the paper's tests lifts their p above .05: the box says so beside the
+    Holm p, and only there."""
+    from multilab.studies.findings import findings
+    from multilab.studies.records import iter_records
+    from multilab.studies.spec import load_studies
+    from multilab.studies.verdict import ALPHA
+
+    studies = load_studies(STUDIES, CLAIMS)
+    records = list(iter_records(STUDIES.parent / "results"))
+    results = [study_result(study, records, CLAIMS) for study in studies.values()]
+    found = [f for f in findings(results, CLAIMS).values() if f.decided]
+    assert any(f.holm_p >= ALPHA for f in found) and any(f.holm_p < ALPHA for f in found)
+    box = " ".join(" ".join(tally_lines(results, CLAIMS)).split())
+    entries = [entry.split(" Weakest (")[0] for entry in box.split("- [**")[1:]]
+    said = "does not survive Holm's correction"
+    for words in entries:
+        holm = words.split("Holm p ")[1].split()[0]
+        survives = holm == "0" or float(holm) < ALPHA
+        assert (said in words) is not survives, words
+        if not survives:
+            assert " on its own, " in words  # the test's own p beside the adjusted one
+    assert sum(said in entry for entry in entries) >= 1

@@ -53,7 +53,8 @@ async def _runs_page(uri: str, experiment_id: str, shot: Path) -> tuple[str, lis
         await page.evaluate("document.querySelector('[data-testid=column-selection-dropdown]')"
                             ".click()")
         await page.wait_for("document.body.innerText.includes('Metrics (')")
-        ticked = [column for column in COLUMNS if await page.click_text(column)]
+        # the menu's entries, not the same words in the experiment's description above
+        ticked = [column for column in COLUMNS if await page.click_text(column, last=True)]
         await page.call("Input.dispatchKeyEvent", type="keyDown", key="Escape")
         await page.evaluate(  # the assistant panel: room for the table
             "document.querySelectorAll('button[aria-label=Close]').forEach(b => b.click())")
@@ -162,10 +163,12 @@ async def _compare_view(uri: str, experiment_id: str, shot: Path) -> tuple[str, 
 
 @pytest.mark.slow
 def test_chart_and_compare_views_show_the_rows_with_the_baseline(served_variant: dict) -> None:
-    """Issue 54: rows folded as the experiment opens, the baseline listed first; the Chart
+    """Rows folded as the experiment opens, the baseline listed first, under the
+    experiment's description (its rows' table with mean ± std, and the commands); the Chart
     view draws each row's mean curve and final metrics, the baseline's and the variant's,
     in colours of their own; Compare of the rows offers their metrics (mean and std), no
-    constant; the parents' values are rounded."""
+    constant, and their settings (each parent's recipe: what it changes from original);
+    the parents' values are rounded."""
     cfg, uri, parents = served_variant["cfg"], served_variant["uri"], served_variant["parents"]
     assert set(parents) == {"original", "lang-pos"}
     client = MlflowClient(uri)
@@ -174,10 +177,23 @@ def test_chart_and_compare_views_show_the_rows_with_the_baseline(served_variant:
               for mod, run_id in parents.items()}
     assert colors["original"] != colors["lang-pos"]
 
+    # each row's recipe on its parent: what it changes from original, for Compare
+    assert client.get_run(parents["lang-pos"]).data.params == {
+        "modification": "lang-pos", "recipe.language_positions": "True"}
+    assert client.get_run(parents["original"]).data.params == {"modification": "original"}
+
     table, charts = asyncio.run(_chart_view(uri, experiment_id,
                                             _artifacts() / "mlflow-ui-charts.png"))
     rows = [line for line in table.splitlines() if line in parents]
     assert rows == ["original", "lang-pos"], rows  # folded, the baseline first
+    # the experiment's description above the runs: its rows' table and the commands
+    note = client.get_experiment(experiment_id).tags["mlflow.note.content"]
+    assert f"{cfg.experiment}: 2 row(s), original, lang-pos; mean ± std" in table, table[:2000]
+    described = [line for line in table.splitlines() if line.startswith("lang-pos  ")]
+    assert described and "recipe.language_positions=True" in described[0], described
+    mu = client.get_run(parents["lang-pos"]).data.metrics
+    assert f"{mu['mu']:.3f} ± {mu['mu_std']:.3f}" in described[0], described
+    assert "dvc exp run -S modification=<name>" in table and "\nlang-pos  " in note
     lines = charts.splitlines()
     for mod in parents:  # the run list: each row in its colour, and shown (not hidden)
         before = lines[:lines.index(mod)]
@@ -201,6 +217,10 @@ def test_chart_and_compare_views_show_the_rows_with_the_baseline(served_variant:
     assert plot[1] not in CONSTANTS and plot[1] != "Clear All", plot[:3]  # a real metric
     metrics = compare[compare.index("\nMetrics\n"):compare.index("\nArtifacts\n")].split()
     assert {"mu", "mu_std"} <= set(metrics)  # the table draws the rows on screen only
+    # the rows' settings: the parameters Compare lists are the recipe, not a hundred constants
+    params = compare[compare.index("\nParameters\n"):compare.index("\nMetrics\n")]
+    assert "recipe.language_positions" in params and "modification" in params, params
+    assert "train.lr" not in params and "model.hidden_size" not in params, params
     assert not set(CONSTANTS) & set(metrics)
     for run_id in parents.values():  # stored rounded: the UI shows what is stored, in full
         assert all(value == rounded(value)

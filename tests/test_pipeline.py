@@ -19,15 +19,15 @@ import yaml
 from multilab import tracking
 from multilab.resolve import load_config, resolve_run
 from multilab.training.model_dir import model_fingerprint, read_done
-from tests.helpers import BIN, DVC, clone_working_tree, subprocess_env
+from tests.helpers import BIN, DVC, ROOT, clone_working_tree, subprocess_env
 
 pytestmark = pytest.mark.slow
 
 
-#: The README's `dvc exp show` that fits a 120-column terminal. DVC prefixes a column with its
-#: file only where two files share the name: `mu` is in every metrics file, `modification`
-#: only in params.yaml.
-EXP_SHOW = ["--drop", ".*", "--keep", "Experiment|modification|metrics/variant.json:(mu|ppl.dev)"]
+#: docs/quickstart.md's `dvc exp show` of one metric beside the modification. DVC prefixes a
+#: column with its file only where two files share the name: `1.mu` is in every metrics file
+#: (`metrics/variant.json:1.mu`), `modification` only in params.yaml.
+EXP_SHOW = ["--drop", ".*", "--keep", "Experiment|modification|metrics/variant.json:1.mu"]
 
 
 #: What ``preloaded_multilab`` adds to the environment of DVC's processes (the stages'
@@ -134,20 +134,39 @@ def test_dvc_views_compare_models_and_fit_a_terminal(pipeline: Path) -> None:
     metrics = _run([DVC, "metrics", "show"], pipeline).stdout.splitlines()
     assert [line.split()[0] for line in metrics[1:]] == [
         "metrics/study/original.json", "metrics/study/untrained.json", "metrics/variant.json"]
-    # 9 metrics and the seeds under their DVC keys (Table 1's columns): a 132-column terminal,
-    # and the variant's name in a column of its own
-    name_column = len("  original")
-    assert "corpus" not in "\n".join(metrics) and max(map(len, metrics)) <= 132 + name_column, \
-        metrics
-    header = metrics[0].split()
-    assert header == ["Path", "l0.f1", "l0.rho", "l0.tau", "l8.f1", "l8.rho", "l8.tau", "mu",
-                      "ppl.dev", "ppl.train", "seeds", "variant"]
+    # 9 metrics and the seeds under their DVC keys (Table 1's columns, numbered): a
+    # 160-column terminal, the variant's name in a column of its own
+    assert "corpus" not in "\n".join(metrics) and max(map(len, metrics)) <= 160, metrics
+    header = metrics[0].split()  # the paper's column order, each value at 3 decimals
+    assert header == ["Path", "1.mu", "2.l0.f1", "3.l0.rho", "4.l0.tau", "5.l8.f1", "6.l8.rho",
+                      "7.l8.tau", "8.ppl.train", "9.ppl.dev", "seeds", "variant"]
+    assert all(len(value.rpartition(".")[2]) <= 3 for line in metrics[1:]
+               for value in line.split()[1:-2] if value.replace(".", "").isdigit())
     assert metrics[-1].split()[-1] == "original"
     cfg = load_config(pipeline / "params.yaml")
     cfg = cfg.__class__(**{**cfg.__dict__, "paths": cfg.paths.rebased(pipeline)})
     runs = tracking.search_runs(cfg.paths, cfg.experiment)
     assert "metrics.iterations" not in runs  # the spaces run logs elsewhere
     assert len(tracking.search_runs(cfg.paths, tracking.spaces_experiment(cfg.experiment))) == 1
+
+
+def test_a_smoke_run_leaves_the_committed_records_and_documents_alone(pipeline: Path) -> None:
+    """The smoke `dvc repro` wrote its records to the ignored results-scratch/, none to the
+    committed results/; `multilab study report --all` afterwards changes no tracked file
+    (the committed studies read results/ alone)."""
+    def status() -> list[str]:
+        return _run(["git", "status", "--porcelain", "--untracked-files=all"],
+                    pipeline).stdout.splitlines()
+
+    before = status()
+    assert not [line for line in before if "results" in line], before
+    assert {p.name for p in (pipeline / "results-scratch").rglob("*.json")} >= {
+        "train.json", "evaluate.json"}
+    # the project's own params.yaml: the committed studies resolve under it, not under the
+    # shrunk smoke one (its dev corpus is cut to 1,000 sentences)
+    _run([str(BIN / "multilab"), "--params", str(ROOT / "params.yaml"), "study", "report",
+          "--all"], pipeline)
+    assert status() == before
 
 
 def test_second_repro_runs_nothing(pipeline: Path) -> None:
@@ -192,7 +211,7 @@ def _check_variant(pipeline: Path, modification: str) -> None:
     """`dvc exp run -S modification=...` wrote the DVC metrics of one seed and the summary
     that names the modification (canonical form)."""
     variant = json.loads((pipeline / "metrics" / "variant.json").read_text())
-    assert variant["seeds"] == 1 and 0 <= variant["mu"] <= 1
+    assert variant["seeds"] == 1 and 0 <= variant["1.mu"] <= 1
     summary = json.loads((pipeline / "artifacts" / "variant" / "summary.json").read_text())
     assert summary["modification"] == modification
 
@@ -218,9 +237,17 @@ def test_exp_run_trains_a_variant_and_writes_metrics(variant_experiment: Path) -
     # the README's command: after the committed baseline, a table that fits a terminal
     table = _run([DVC, "exp", "show", "--no-pager", *EXP_SHOW], pipeline,
                  columns=120).stdout
-    assert VARIANT in table and "metrics/variant.json:mu" in table, table
+    assert VARIANT in table and "metrics/variant.json:1.mu" in table, table
     assert "modification" in table.splitlines()[1], table
     assert "…" not in table and max(map(len, table.splitlines())) <= 120, table
+    # `multilab exp`: the experiment, modification, seeds, μ, τ₀, ρ₈, ppl dev in 120 columns
+    lines = _run([str(BIN / "multilab"), "exp"], pipeline, columns=120).stdout.splitlines()
+    assert lines[0].split()[:3] == ["experiment", "modification", "seeds"], lines
+    assert max(map(len, lines)) <= 120, lines
+    variant = json.loads((pipeline / "metrics" / "variant.json").read_text())
+    mine = next(line for line in lines if VARIANT in line and line.startswith("└")).split()
+    assert mine[3] == "0" and mine[4:7] == [f"{variant[key]:.3f}" for key in (
+        "1.mu", "4.l0.tau", "6.l8.rho")], lines
 
 
 def test_exp_run_knn_replace_end_to_end(variant_experiment: Path) -> None:

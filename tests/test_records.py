@@ -117,3 +117,71 @@ def test_a_copied_source_names_its_commit(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(SOURCE_COMMIT_ENV, "abc1234")
     assert source_state(tmp_path) == {"commit": "abc1234", "dirty": None, "commit_from": "env"}
     assert source_state(Path.cwd())["commit"] == "abc1234"
+
+
+def _git(root: Path, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args],
+                          cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+def test_a_smoke_record_leaves_the_committed_tree_and_its_documents_alone(
+        tmp_path: Path, capsys) -> None:
+    """A smoke run followed by ``study report --all`` leaves ``git status`` clean: the smoke
+    profile's records go to the ignored results-scratch/ beside the committed results/
+    (records_root, the one place writers and readers ask), the documents generated from the
+    committed records stay byte for byte as they were, and a smoke study's report reads its
+    records where its runs wrote them."""
+    import shutil
+
+    from multilab.cli.common import record_result
+    from multilab.resolve import load_config, parse_overrides
+    from multilab.studies.records import records_root
+    from tests.helpers import PARAMS, ROOT
+    from tests.test_studies import SPEC, STUDIES, _model_config, _toy_records
+
+    project = tmp_path / "project"
+    folder, results = project / "studies", project / "results"
+    smoke_folder = tmp_path / "smoke-studies"  # a smoke study, as the tests have them
+    for where, name, profile in ((folder, "toy-quick", "quick"),
+                                 (smoke_folder, "toy-smoke", "smoke")):
+        shutil.copytree(STUDIES / "claims", where / "claims")
+        (where / f"{name}.yaml").write_text(json.dumps(SPEC | {"name": name,
+                                                               "profile": profile}))
+    for modification, mu in (("original", (0.24, 0.28, 0.21)), ("lang-pos", (0.01, .02, 0))):
+        for seed in range(3):  # the committed study's records
+            write_record(results, "multilab-quick", "evaluate", {"metrics": {
+                "mu": mu[seed], "retrieval_p1.l0": 0.1, "retrieval_p1.l8": 0.5}},
+                model={"modification": modification, "seed": seed,
+                       "fingerprint": f"q{modification}{seed}"},
+                config=_model_config("quick", "3,fake", modification))
+    shutil.copy(ROOT / ".gitignore", project / ".gitignore")
+    report = ["--params", str(PARAMS), "--set", f"paths.results={results}", "study",
+              "report", "--all", "--studies", str(folder), "--out",
+              str(project / "docs" / "studies")]
+    assert main(report) == 0
+    _git(project, "init", "-q")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "committed records and their documents")
+    pages = {p: p.read_bytes() for p in sorted((project / "docs").rglob("*.md"))}
+
+    # a smoke run's record, through the command line's writer
+    smoke = load_config(PARAMS, parse_overrides(["profile=smoke", f"paths.results={results}"]))
+    scratch = project / "results-scratch"
+    assert records_root(results, "smoke") == scratch
+    assert records_root(results, "quick") == results
+    assert records_root(tmp_path / "elsewhere", "smoke") == tmp_path / "elsewhere"  # untracked
+    capsys.readouterr()
+    record_result(smoke, "evaluate", {"metrics": {"mu": 0.99}})
+    assert f"record: {scratch}" in capsys.readouterr().out
+    _toy_records(scratch)  # a smoke study's records, where its runner writes them
+
+    assert main(report) == 0
+    assert {p: p.read_bytes() for p in sorted((project / "docs").rglob("*.md"))} == pages
+    assert _git(project, "status", "--porcelain", "--untracked-files=all") == ""
+    assert main(["--params", str(PARAMS), "--set", f"paths.results={results}", "study",
+                 "list", "--studies", str(smoke_folder), "--wide"]) == 0
+    listed = capsys.readouterr().out
+    assert "toy-smoke" in listed and "6/6" in listed.split("toy-smoke")[1].split("\n")[0], \
+        listed

@@ -111,7 +111,7 @@ def test_dvc_metrics_of_the_study_are_the_table_metrics(reported) -> None:
     study = {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")}
     assert set(study) == {"original", "inv-order", "lang-pos"}
     assert set(study["original"]) == {*(m.dvc for m in METRICS.values()), "seeds"}
-    assert study["original"]["mu"] == pytest.approx(statistics.fmean([0.2, 0.4, 0.9]))
+    assert study["original"]["1.mu"] == round(statistics.fmean([0.2, 0.4, 0.9]), 3)
     assert study["original"]["seeds"] == 3
     assert study["lang-pos"] == {"seeds": 0}
     stale = folder / "no-longer-studied.json"

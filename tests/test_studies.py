@@ -122,7 +122,7 @@ def test_a_report_names_the_records_git_does_not_hold(tmp_path: Path, capsys) ->
     folder = tmp_path / "studies"
     folder.mkdir()
     shutil.copytree(STUDIES / "claims", folder / "claims")
-    _spec(folder)
+    _spec(folder, profile="quick")  # a study's profile: smoke reads the scratch folder
     results = tmp_path / "results"
     _toy_records(results)
 

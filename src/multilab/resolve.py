@@ -859,3 +859,19 @@ def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
                                 "already set to a value, not a section")
         node[leaf] = _yaml(value, f"--set {pair}")
     return tree
+
+
+#: what every model of a row has in its own way (not a setting of the row)
+_RUN_OWN = ("modification", "seed")
+
+
+def row_recipe(cfg: Config, modification: str) -> dict[str, Any]:
+    """The settings ``modification``'s models differ in from ``original``'s under ``cfg``
+    (its recipe fields and what they change: the model's positions, the vocabulary …), with
+    the modification's name: the parameters of its row's parent run in MLflow, so that
+    Compare of the rows shows what each row changes, not a hundred equal settings."""
+    mine = resolve_run(cfg, modification, 0).as_params()
+    original = resolve_run(cfg, "original", 0).as_params()
+    return {"modification": mods.canonical_name(modification),
+            **{key: value for key, value in mine.items()
+               if key not in _RUN_OWN and original.get(key) != value}}

@@ -43,6 +43,15 @@ def source_commit(root: Path | None = None) -> str | None:
     return _git(root or Path.cwd(), "rev-parse", "HEAD")
 
 
+def tracked_by_git(folder: Path) -> bool:
+    """Whether git tracks any file under ``folder`` (False outside a checkout, or for a
+    folder not there yet): the committed records folder, which a smoke run must not touch."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return False
+    return bool(_git(folder, "ls-files", "--", "."))
+
+
 def uncommitted_files(folder: Path) -> list[str] | None:
     """Files under ``folder`` that git does not track or that differ from the commit (None
     outside a git checkout). The generated study documents are checked against the committed

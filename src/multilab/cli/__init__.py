@@ -27,7 +27,8 @@ COMMANDS: tuple[Callable[[AddCommand], None], ...] = (
     data.add_corpus, data.add_vocab, data.add_spaces, verses.add_word_order, train.add_train,
     evaluate.add_evaluate, verses.add_probe, verses.add_similarity, analyses.add_translate,
     analyses.add_mrr, analyses.add_static, analyses.add_model_order, evaluate.add_downstream,
-    evaluate.add_variant, report.add_report, report.add_plots_page, report.add_figures,
+    evaluate.add_variant, report.add_report, report.add_exp, report.add_plots_page,
+    report.add_figures,
     lambda add: study.add_study(add, command_line=main), params.add_ids, params.add_check,
     params.add_records)
 #: The commands that may use a GPU: one is claimed, and the cores shared, before they start.

@@ -40,7 +40,7 @@ def cmd_study(args: argparse.Namespace, command_line: Command) -> None:
         report_pages,
         uncommitted_warning,
     )
-    from multilab.studies.records import iter_records
+    from multilab.studies.records import profile_records, records_roots
     from multilab.studies.run_studies import run_studies
     from multilab.studies.spec import load_studies
     from multilab.studies.tables import study_result
@@ -51,14 +51,17 @@ def cmd_study(args: argparse.Namespace, command_line: Command) -> None:
     studies = load_studies(folder, claims)
     names = pick_names(studies, args.names, args.all or (
         args.action in ("list", "next") and not args.names))
-    records = list(iter_records(cfg.paths.results))  # a damaged record: one line, no output
+    # the folders of every study's profile (committed studies: results/ alone; a smoke
+    # study's: the scratch folder); a damaged record: one line, no output
+    profiles = {study.profile for study in studies.values()}
+    records = profile_records(cfg.paths.results, profiles)
     if args.action == "run":
         # SIGTERM is a stop everywhere in the run, not only inside a training's MLflow run:
         # a runner killed while a command wrote its record left its booking behind, silently
         with stops.catching():
             run_studies(_run_request(args), cfg, [studies[name] for name in names], records,
                         command_line)
-        records = list(iter_records(cfg.paths.results))
+        records = profile_records(cfg.paths.results, profiles)
     overrides = args.set or []
     results = [study_result(studies[name], records, claims, Path(args.params), overrides)
                for name in names]
@@ -87,9 +90,10 @@ def cmd_study(args: argparse.Namespace, command_line: Command) -> None:
         for path in write_figures(result, out):
             print(f"wrote {path} (and its .pdf)")
     print(tally_text(every, claims))  # over every study, as the findings count them
-    warning = uncommitted_warning(cfg.paths.results)
-    if warning:
-        print(warning, file=sys.stderr)
+    for root in records_roots(cfg.paths.results, profiles):
+        warning = uncommitted_warning(root)
+        if warning:
+            print(warning, file=sys.stderr)
 
 
 def _run_request(args: argparse.Namespace) -> RunRequest:

@@ -38,7 +38,7 @@ from multilab.files import write_json
 from multilab.lab.metric_table import EVALUATION_FACTS, MU_PARTS, TRAIN_LOSS, layer_key
 from multilab.lab.modifications import Recipe
 from multilab.progress import progress_bar, show_postfix
-from multilab.resolve import resolve_run
+from multilab.resolve import resolve_run, row_recipe
 from multilab.training.model import (
     CurveHook,
     check_finite_weights,
@@ -507,7 +507,7 @@ def _model_run(cfg: Config, run: RunConfig, done: dict, model_dir: Path,
     row = cfg.row_of(run.modification)
     parent = tracking.group_run(experiment_id, run.modification,
                                 {"paper_id": run.paper_id or "", "profile": tags["profile"]},
-                                row=row)
+                                row=row, params=row_recipe(cfg, run.modification))
     tags |= tracking.parent_tags(parent)  # nested under its modification, as train nests it
     tags |= {tracking.ROW_TAG: row} if row else {}
     sizes = {key: done[key] for key in ("train_examples", "truncated_sentences", "world_size")
@@ -515,7 +515,7 @@ def _model_run(cfg: Config, run: RunConfig, done: dict, model_dir: Path,
     if isinstance(done.get("steps"), int):
         sizes["total_steps"] = done["steps"]
     restored = tracking.restore_run(
-        experiment_id, done["run_id"], name=f"{run.modification} s{run.seed}", tags=tags,
+        experiment_id, done["run_id"], name=f"{row or run.modification} s{run.seed}", tags=tags,
         params=(run.as_params() if same else {}) | sizes, metrics={},
         step_rows=[row for row in rows if "step" in row], step_keys={TRAIN_LOSS: "loss"},
         artifact=log_file,

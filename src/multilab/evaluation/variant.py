@@ -13,7 +13,7 @@ from multilab.config import Config
 from multilab.evaluation.evaluate import curve_hook, evaluate_and_record
 from multilab.files import write_json
 from multilab.lab.metric_table import VARIANT_KEY, dvc_metrics, summarise
-from multilab.resolve import resolve_run
+from multilab.resolve import resolve_run, row_recipe
 from multilab.training.model_dir import model_fingerprint, read_done
 from multilab.training.train import train_model
 
@@ -41,7 +41,8 @@ def run_variant(cfg: Config) -> dict:
     stats = summarise(per_seed)
     if run_ids and stats:  # the variant's row in the MLflow UI: mean ± std, mean curves
         parent = tracking.group_run(experiment_id, run.modification,
-                                    {"paper_id": run.paper_id or "", "profile": cfg.profile})
+                                    {"paper_id": run.paper_id or "", "profile": cfg.profile},
+                                    params=row_recipe(cfg, run.modification))
         tracking.summarise_row(cfg.paths, parent, run_ids, stats)
         tracking.baseline_first(cfg.paths, experiment_id)
     # the DVC metrics file: the mean over seeds under the DVC keys of metrics/study/, and the

@@ -35,8 +35,8 @@ def number(value: float | int | None) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     places = decimals(value)
-    if value != 0 and round(value, places) == 0:
-        return f"{value:.2g}"
+    if value != 0 and round(value, places) == 0:  # two significant digits, never 8.3e-05
+        return f"{value:.{1 - math.floor(math.log10(abs(value)))}f}"
     return f"{value:,.{places}f}"
 
 

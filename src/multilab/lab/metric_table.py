@@ -29,16 +29,16 @@ class Metric:
 METRICS: dict[str, Metric] = {
     m.key: m
     for m in (
-        Metric("mu", "μ", "μ (multilinguality score)", 3, "mu"),
-        Metric("align_f1.l0", "L0 F1", "word alignment F1, layer 0", 3, "l0.f1"),
-        Metric("retrieval_p1.l0", "L0 ρ", "sentence retrieval ρ, layer 0", 3, "l0.rho"),
-        Metric("translation_p1.l0", "L0 τ", "word translation τ, layer 0", 3, "l0.tau"),
-        Metric("align_f1.l8", "L8 F1", "word alignment F1, layer 8", 3, "l8.f1"),
-        Metric("retrieval_p1.l8", "L8 ρ", "sentence retrieval ρ, layer 8", 3, "l8.rho"),
-        Metric("translation_p1.l8", "L8 τ", "word translation τ, layer 8", 3, "l8.tau"),
-        Metric("ppl_train", "ppl train", "MLM perplexity, train", 0, "ppl.train",
+        Metric("mu", "μ", "μ (multilinguality score)", 3, "1.mu"),
+        Metric("align_f1.l0", "L0 F1", "word alignment F1, layer 0", 3, "2.l0.f1"),
+        Metric("retrieval_p1.l0", "L0 ρ", "sentence retrieval ρ, layer 0", 3, "3.l0.rho"),
+        Metric("translation_p1.l0", "L0 τ", "word translation τ, layer 0", 3, "4.l0.tau"),
+        Metric("align_f1.l8", "L8 F1", "word alignment F1, layer 8", 3, "5.l8.f1"),
+        Metric("retrieval_p1.l8", "L8 ρ", "sentence retrieval ρ, layer 8", 3, "6.l8.rho"),
+        Metric("translation_p1.l8", "L8 τ", "word translation τ, layer 8", 3, "7.l8.tau"),
+        Metric("ppl_train", "ppl train", "MLM perplexity, train", 0, "8.ppl.train",
                perplexity=True),
-        Metric("ppl_dev", "ppl dev", "MLM perplexity, dev", 0, "ppl.dev", perplexity=True),
+        Metric("ppl_dev", "ppl dev", "MLM perplexity, dev", 0, "9.ppl.dev", perplexity=True),
     )
 }
 
@@ -110,22 +110,33 @@ def column_title(key: str) -> str:
 
 
 #: The DVC metrics files (``metrics/study/<row>.json``, ``metrics/variant.json``) name each
-#: metric by its Table 1 column in ASCII (``l8.rho`` for L8 ρ, MLflow's ``retrieval_p1.l8``)
-#: and the seeds behind the means ``seeds``: ``dvc metrics show`` sorts its columns by name,
-#: so they read in the paper's order (layer 0, layer 8, μ, perplexities), and the table of
-#: the default study is 127 characters wide (196 with MLflow's keys). One spelling in every
-#: DVC file; MLflow, the evaluation JSONs and the report keep the full keys.
+#: metric by its Table 1 column in ASCII, numbered by its place in the paper's table (``6.l8.rho``
+#: for L8 ρ, MLflow's ``retrieval_p1.l8``), and the seeds behind the means ``seeds``: ``dvc
+#: metrics show`` sorts its columns by name, so the numbers make them read in the paper's order
+#: (μ, layer 0, layer 8, perplexity train and dev). One spelling in every DVC file; MLflow, the
+#: evaluation JSONs and the report keep the full keys.
 DVC_SEEDS = "seeds"
 #: ``metrics/variant.json``'s key for the modification's name: `dvc metrics show` prints it on
 #: the variant's row (a path alone does not say which variant it is)
 VARIANT_KEY = "variant"
 
 
-def dvc_metrics(stats: dict[str, tuple[float, float]], n_seeds: int) -> dict[str, float | int]:
-    """A DVC metrics file's content: the mean of each table metric under its DVC key, and the
-    number of seeds (standard deviations are in the report and beside the models)."""
-    return {METRICS[key].dvc: mean for key, (mean, _) in stats.items()} | {DVC_SEEDS: n_seeds}
+#: The decimals of a DVC metrics file's values: ``dvc metrics show`` prints what is stored
+#: (5 decimals by default), and a mean over seeds has no more than three that mean anything.
+DVC_DECIMALS = 3
 
+
+def dvc_metrics(stats: dict[str, tuple[float, float]], n_seeds: int) -> dict[str, float | int]:
+    """A DVC metrics file's content: the mean of each table metric under its DVC key, rounded
+    to :data:`DVC_DECIMALS`, in the paper's column order, and the number of seeds (standard
+    deviations are in the report and beside the models)."""
+    return {metric.dvc: round(stats[key][0], DVC_DECIMALS) for key, metric in METRICS.items()
+            if key in stats} | {DVC_SEEDS: n_seeds}
+
+
+#: The few metrics a one-line view of a row shows (``multilab exp``, an MLflow experiment's
+#: description), in the paper's column order: μ, τ₀, ρ₈, dev perplexity; their short headers.
+HEADLINE = {"mu": "μ", "translation_p1.l0": "τ₀", "retrieval_p1.l8": "ρ₈", "ppl_dev": "ppl dev"}
 
 #: μ of the paper: the mean of retrieval (ρ) and translation (τ) at layers 0 and 8.
 MU_PARTS = ("retrieval_p1.l0", "retrieval_p1.l8", "translation_p1.l0", "translation_p1.l8")

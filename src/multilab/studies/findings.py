@@ -355,9 +355,19 @@ def tally_lines(results: Sequence[StudyResult], claims: Mapping[str, Claim],
             page = f"{link}studies/{finding.study.name}.md"
             lines += _wrap(f"- [**{outcome.verdict}**]({page}) at `{finding.study.profile}`: "
                            f"{claim_cell(finding, BOX_CLAIM)}: {effect_text(outcome)}, Holm p "
-                           f"{_p_text(finding.holm_p)}", indent="  ")
+                           f"{_p_text(finding.holm_p)}{_holm_caveat(finding)}", indent="  ")
         lines.append("")
     return lines[:-1]
+
+
+def _holm_caveat(finding: Finding) -> str:
+    """The words a finding needs when its own test decided it but Holm's correction over
+    its paper's tests does not keep it below ALPHA: its verdict stands on p alone."""
+    if finding.holm_p is None or finding.holm_p < ALPHA:
+        return ""
+    alone = f"p {_p_text(finding.outcome.p)} on its own, " if finding.outcome.p is not None \
+        else ""
+    return f" ({alone}does not survive Holm's correction)"
 
 
 #: the width the box's lines are wrapped at (the README's own)

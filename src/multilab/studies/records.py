@@ -25,7 +25,7 @@ import os
 import platform
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from typing import Any
 from multilab import stops
 from multilab.errors import UserError
 from multilab.files import write_json
-from multilab.source import source_state
+from multilab.source import source_state, tracked_by_git
 
 SCHEMA = 1
 #: The commands that leave records (a record's ``kind``).
@@ -43,6 +43,45 @@ KINDS = ("train", "spaces", "evaluate", "downstream", "mrr", "static", "similari
 _REQUIRED = {"schema": int, "kind": str, "qualifier": str, "model": (dict, type(None)),
              "config": dict, "provenance": dict, "result": dict}
 _SAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
+
+
+#: the profiles no study reads (tests and first looks): their records are scratch
+SCRATCH_PROFILES = frozenset({"smoke"})
+#: the scratch records folder sits beside the committed one, its name with this suffix
+#: (``results-scratch/``, ignored by git)
+SCRATCH_SUFFIX = "-scratch"
+
+
+def records_root(results: Path, profile: str) -> Path:
+    """Where the records of a run on ``profile`` are written and read: ``results``
+    (``paths.results``) itself, except that a profile no study reads (smoke) never writes
+    into a folder git tracks (the committed results/): its records go to the ignored
+    ``results-scratch/`` beside it. Every writer and reader of records asks here, so that
+    a smoke study's runner, report and records agree, and a smoke run leaves the committed
+    tree and the documents generated from it as they were."""
+    results = Path(results)
+    if profile in SCRATCH_PROFILES and tracked_by_git(results):
+        name = results.name or results.resolve().name
+        return results.parent / f"{name}{SCRATCH_SUFFIX}"
+    return results
+
+
+def records_roots(results: Path, profiles: Iterable[str]) -> list[Path]:
+    """The records folders that runs on ``profiles`` use (:func:`records_root`), each once,
+    the committed one first."""
+    roots: list[Path] = []
+    for profile in sorted(set(profiles), key=lambda name: name in SCRATCH_PROFILES):
+        root = records_root(results, profile)
+        if root not in roots:
+            roots.append(root)
+    return roots
+
+
+def profile_records(results: Path, profiles: Iterable[str]) -> list[Record]:
+    """Every record that studies on ``profiles`` read: those of each folder
+    :func:`records_roots` names (for the committed studies, results/ alone)."""
+    return [record for root in records_roots(results, profiles)
+            for record in iter_records(root)]
 
 
 def safe_name(text: str) -> str:

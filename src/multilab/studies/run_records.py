@@ -32,6 +32,7 @@ from multilab.studies.records import (
     model_identity,
     parse_record,
     record_path,
+    records_root,
     safe_name,
     write_record,
 )
@@ -62,15 +63,18 @@ def record_config(cfg: Config, modification: str | None = None, seed: int | None
 def keep_record(cfg: Config, kind: str, result: Mapping[str, Any],
                 model_dir: Path | None = None, qualifier: str = "",
                 extra: Mapping[str, Any] | None = None, once: bool = False) -> Path | None:
-    """Write the command's record to ``results/`` and give the model's run a copy; returns
-    its path (None: ``once`` and a record is there already, kept with its provenance)."""
+    """Write the command's record to ``results/`` (a smoke run's to the ignored
+    ``results-scratch/``: :func:`~multilab.studies.records.records_root`) and give the
+    model's run a copy; returns its path (None: ``once`` and a record is there already,
+    kept with its provenance)."""
     done = read_done(model_dir) if model_dir is not None else None
     model = model_identity(done) if done is not None else None
     config = record_config(cfg, *((done["modification"], done["seed"]) if done else ()))
     config |= extra or {}
-    if once and record_path(cfg.paths.results, cfg.experiment, kind, model, qualifier).exists():
+    root = records_root(cfg.paths.results, cfg.profile)  # smoke: the ignored scratch folder
+    if once and record_path(root, cfg.experiment, kind, model, qualifier).exists():
         return None
-    path = write_record(cfg.paths.results, cfg.experiment, kind, result, model=model,
+    path = write_record(root, cfg.experiment, kind, result, model=model,
                         config=config, qualifier=qualifier)
     if model is not None and model.get("run_id"):
         carry_record(cfg, path, str(model["run_id"]))

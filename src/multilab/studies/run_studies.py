@@ -113,9 +113,11 @@ def plan_text(study: Study, steps: Sequence[Step], results: Path, again: bool) -
     """``study run --plan``: a study's missing pairs, each with what else is known of it (its
     script, a live runner's booking, a model another study trained)."""
     from multilab.studies.ledger import read_ledger
+    from multilab.studies.records import records_root
     from multilab.studies.runner import study_model_dir, trained_elsewhere
 
-    booked = {b.key: b for b in read_ledger(results) if not b.stale()}
+    booked = {b.key: b for b in read_ledger(records_root(results, study.profile))
+              if not b.stale()}
     lines = []
     for step in steps:
         held = booked.get((study.name, step.row.label, step.seed))

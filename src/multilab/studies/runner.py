@@ -41,7 +41,7 @@ from multilab import stops
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
 from multilab.studies import ledger
-from multilab.studies.records import Record
+from multilab.studies.records import Record, records_root
 from multilab.studies.settings import own_data, study_artifacts, study_settings
 from multilab.studies.spec import Row, Study
 from multilab.studies.tables import (
@@ -245,6 +245,8 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
     if dispatch is not None and stack > 1:
         raise UserError(f"--stack {stack} with --executor ray: each (row, seed) is one Ray "
                         "task (valid: --stack 1)")
+    if results is not None:  # the study's own records folder (a smoke study's: scratch)
+        results = records_root(results, study.profile)
     runner = _Runner(study, command, root, say, results, (params, tuple(overrides), again))
     for step in [step for step in steps if step.row.script is not None]:
         if runner.book([step]):

@@ -23,11 +23,11 @@ import time
 from collections.abc import Iterable
 
 from filelock import FileLock
-from mlflow.entities import Metric, Run
+from mlflow.entities import Metric, Param, Run
 from mlflow.tracking import MlflowClient
 
 from multilab.config import Paths
-from multilab.lab.metric_table import METRICS, PLOTS, summarise
+from multilab.lab.metric_table import HEADLINE, METRICS, PLOTS, summarise
 from multilab.lab.modifications import same_modification
 from multilab.tracking.colors import BASELINE, RUN_COLOR_TAG, pick_color
 from multilab.tracking.runs import FINISHED, GROUP, PARENT_TAG, ROLE_TAG, ROW_TAG
@@ -39,6 +39,8 @@ DIGITS = 4
 N_SEEDS_TAG, SEEDS_TAG = "n_seeds", "seeds"
 #: ``<metric>_std`` beside each mean ``<metric>`` on a parent.
 STD_SUFFIX = "_std"
+#: The experiment tag MLflow's UI shows as the experiment's description (Markdown).
+NOTE_TAG = "mlflow.note.content"
 
 
 def parents(client: MlflowClient, experiment_id: str) -> list[Run]:
@@ -85,8 +87,19 @@ def summarise_row(paths: Paths, parent_id: str, run_ids: Iterable[str],
     numbers = sorted(int(run.data.tags["seed"]) for run in seeds if "seed" in run.data.tags)
     client.set_tag(parent_id, N_SEEDS_TAG, str(len(seeds)))
     client.set_tag(parent_id, SEEDS_TAG, " ".join(map(str, numbers)))
-    _color_row(client, client.get_run(parent_id), seeds)
+    parent = client.get_run(parent_id)
+    _color_row(client, parent, seeds)
+    # its Duration: the seeds' run times together (created FINISHED, it had none of its own)
+    client.set_terminated(parent_id, status=FINISHED,
+                          end_time=parent.info.start_time + seeds_duration(seeds))
+    describe_experiment(client, parent.info.experiment_id)
     return parent_id
+
+
+def seeds_duration(seeds: Iterable[Run]) -> int:
+    """Milliseconds the finished seed runs took, summed (a run still open counts nothing)."""
+    return sum(max(run.info.end_time - run.info.start_time, 0) for run in seeds
+               if run.info.end_time and run.info.start_time)
 
 
 @server_call
@@ -163,8 +176,13 @@ def replace_parent(client: MlflowClient, parent: Run, seeds: Iterable[Run] = (),
     Returns the new parent's id."""
     old = parent.info.run_id
     tags = {key: value for key, value in parent.data.tags.items() if key != "mlflow.runName"}
-    created = client.create_run(parent.info.experiment_id, run_name=parent.info.run_name,
-                                tags=tags).info.run_id
+    made = client.create_run(parent.info.experiment_id, run_name=parent.info.run_name,
+                             tags=tags).info
+    created = made.run_id
+    if parent.data.params:  # the row's recipe (tracking.group_run)
+        client.log_batch(created, params=[Param(key, value)
+                                          for key, value in parent.data.params.items()],
+                         synchronous=True)
     if copy_metrics:
         points = [point for key in parent.data.metrics
                   for point in client.get_metric_history(old, key)]
@@ -172,7 +190,8 @@ def replace_parent(client: MlflowClient, parent: Run, seeds: Iterable[Run] = (),
             client.log_batch(created, metrics=[
                 Metric(p.key, p.value, p.timestamp, p.step) for p in points[start:start + 1000]],
                 synchronous=True)
-    client.set_terminated(created, status=FINISHED)
+    took = (parent.info.end_time or 0) - (parent.info.start_time or 0)  # its Duration kept
+    client.set_terminated(created, status=FINISHED, end_time=made.start_time + max(took, 0))
     nested = client.search_runs([parent.info.experiment_id],
                                 filter_string=f"tags.`{PARENT_TAG}` = '{old}'", max_results=50000)
     for run_id in {run.info.run_id for run in nested} | {run.info.run_id for run in seeds}:
@@ -207,3 +226,66 @@ def baseline_first(paths: Paths, experiment_id: str) -> None:
                 if same_modification(run.data.tags.get("modification", ""), BASELINE)]
     if baseline and found[-1].info.run_id != baseline[0].info.run_id:
         replace_parent(client, baseline[0], copy_metrics=True)
+
+
+def _mean_std(run: Run, key: str) -> str:
+    """A parent's ``key`` as ``mean ± std`` at the table's decimals; "–" where it has none."""
+    metrics = run.data.metrics
+    if key not in metrics:
+        return "–"
+    decimals = METRICS[key].decimals
+    std = metrics.get(key + STD_SUFFIX)
+    return f"{metrics[key]:.{decimals}f}" + (f" ± {std:.{decimals}f}" if std is not None
+                                              else "")
+
+
+def _settings(run: Run) -> str:
+    """The row's recipe (the parameters :func:`~multilab.tracking.runs.group_run` logs)."""
+    settings = [f"{key}={value}" for key, value in sorted(run.data.params.items())
+                if key != "modification"]
+    return ", ".join(settings) or "the original setup"
+
+
+def experiment_note(name: str, rows: Iterable[Run]) -> str:
+    """The experiment's description (Markdown): what its rows are, their table (settings,
+    seeds, mean ± std of μ, τ₀, ρ₈ and dev perplexity, aligned in a fixed-width block) and the
+    commands that fill it."""
+    rows = list(rows)
+    study = any(ROW_TAG in run.data.tags for run in rows)
+    names = ", ".join(run.info.run_name or "?" for run in rows)
+    table = [["row", "settings", "seeds", *HEADLINE.values()]] + [
+        [run.info.run_name or "?", _settings(run), run.data.tags.get(SEEDS_TAG) or "–",
+         *(_mean_std(run, key) for key in HEADLINE)] for run in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    # a fixed-width block, not a Markdown table: the UI draws a table's cells unpadded
+    lines = [f"**{name}**: {len(rows)} row(s), {names}; mean ± std over each row's seeds "
+             "(expand: the table and the commands).", "", "```text",
+             *("  ".join(cell.ljust(width) if i < 3 else cell.rjust(width)
+                         for i, (cell, width) in enumerate(zip(line, widths, strict=True)))
+               .rstrip() for line in table), "```"]
+    lines += ["", "Each row is a parent run with its seeds nested under it: its metrics the mean "
+              "(`mu`) and standard deviation (`mu_std`) over them, its parameters the settings "
+              "it changes from `original`, its Duration their run times together.", ""]
+    if study:
+        lines += [f"Commands: `multilab study run {name}` trains the seeds it lacks; "
+                  f"`multilab study report {name}` writes its table and claim verdicts "
+                  f"(docs/studies/{name}.md)."]
+    else:
+        lines += ["Commands: `dvc repro` runs the default study (params.yaml's `study` and "
+                  "`seeds`); `dvc exp run -S modification=<name>` adds a variant's row; "
+                  "`multilab report` writes reports/table1.md; `multilab exp` lists DVC's "
+                  "experiments, `dvc metrics show` their metrics."]
+    return "\n".join(lines) + "\n"
+
+
+def describe_experiment(client: MlflowClient, experiment_id: str) -> None:
+    """Write the experiment's description (:data:`NOTE_TAG`, :func:`experiment_note`) from
+    its parent runs, baseline first, as the runs table lists them; unchanged text is not
+    written again."""
+    experiment = client.get_experiment(experiment_id)
+    rows = sorted(parents(client, experiment_id), key=lambda run: (
+        not same_modification(run.data.tags.get("modification", ""), BASELINE),
+        run.info.run_name or ""))
+    note = experiment_note(experiment.name, rows)
+    if experiment.tags.get(NOTE_TAG) != note:
+        client.set_experiment_tag(experiment_id, NOTE_TAG, note)

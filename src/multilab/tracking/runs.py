@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
 
 from multilab import stops
@@ -209,9 +210,11 @@ def restore_run(
 
 @server_call
 def group_run(experiment_id: str, modification: str, tags: dict[str, Any],
-              row: str | None = None) -> str:
+              row: str | None = None, params: dict[str, Any] | None = None) -> str:
     """The parent run of ``modification`` (of study row ``row``) in the experiment: found,
     or created FINISHED in a colour of its own (:func:`~multilab.tracking.colors.pick_color`).
+    ``params``: the row's recipe (:func:`multilab.resolve.row_recipe`), logged on it where
+    it has none of that name yet, so that Compare of the rows shows what each one changes.
 
     One parent per modification (a Table 1 row, or a variant of ``dvc exp run``) holds its
     seed runs, so the UI shows a row per modification that unfolds into its seeds. A study
@@ -231,6 +234,7 @@ def group_run(experiment_id: str, modification: str, tags: dict[str, Any],
 
     found, every = existing()
     if found:
+        _add_params(client, found[0], params or {})
         return found[0].info.run_id
     color = pick_color(modification, (r.data.tags.get(RUN_COLOR_TAG) for r in every))
     created = client.create_run(
@@ -240,10 +244,19 @@ def group_run(experiment_id: str, modification: str, tags: dict[str, Any],
               **({ROW_TAG: row} if row is not None else {})},
     ).info.run_id
     client.set_terminated(created, status=FINISHED)
-    winner = existing()[0][0].info.run_id
-    if winner != created:
+    winner = existing()[0][0]
+    if winner.info.run_id != created:
         client.delete_run(created)
-    return winner
+    _add_params(client, winner, params or {})
+    return winner.info.run_id
+
+
+def _add_params(client: MlflowClient, parent: Any, params: dict[str, Any]) -> None:
+    """``params`` the parent does not hold yet (a parameter is written once in MLflow)."""
+    fresh = [Param(key, str(value)[:6000]) for key, value in params.items()
+             if key not in parent.data.params]
+    if fresh:
+        client.log_batch(parent.info.run_id, params=fresh, synchronous=True)
 
 
 @server_call

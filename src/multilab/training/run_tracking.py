@@ -20,6 +20,7 @@ from multilab import tracking
 from multilab.config import RunConfig
 from multilab.lab.metric_table import EVALUATION_FACTS, TRAIN_LOSS, curve_key
 from multilab.progress import show_postfix
+from multilab.resolve import row_recipe
 from multilab.training.model import CurveHook
 from multilab.training.training_data import TrainingData
 
@@ -57,11 +58,18 @@ def tracked_run(tracked: bool, experiment_id: str | None, run_id: str | None,
     if run_id is None:  # a new run: nested under its modification's (study row's) parent
         parent = tracking.group_run(experiment_id, run.modification,
                                     {"paper_id": run.paper_id or "", "profile": run.study.profile},
-                                    row=run.study.row_of(run.modification))
+                                    row=run.study.row_of(run.modification),
+                                    params=row_recipe(run.study, run.modification))
         tags = {**tags, **tracking.parent_tags(parent)}
     with tracking.run(experiment_id, run_id=run_id, tags=tags,
-                      name=f"{run.modification} s{run.seed}", suspend=suspend) as opened:
+                      name=seed_run_name(run), suspend=suspend) as opened:
         yield opened  # the resumed run, or a new one
+
+
+def seed_run_name(run: RunConfig) -> str:
+    """A seed run's name in MLflow: its study row's label (a sweep's rows share one
+    modification and differ in their settings) or its modification, and its seed."""
+    return f"{run.study.row_of(run.modification) or run.modification} s{run.seed}"
 
 
 def run_sizes(run: RunConfig, train_examples: int, truncated: int, total_steps: int,
