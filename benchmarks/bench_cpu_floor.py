@@ -12,6 +12,10 @@ the same quick-profile corpus, model and schedule:
   on the selected positions, SDPA, torch's dropout);
 * **fused**: ``train.step: fused`` (training/fused_step.py): the same pieces, unpadded,
   counter-hash dropout, compiled by inductor (compiled before the timed rounds);
+* **fused-before** (unless ``--no-before``): the fused step's earlier graph, which saved
+  each dropout mask as a bool tensor for the backward pass instead of recomputing its hash
+  (``FusedObjective(recompute_masks=False)``): the same bits and arithmetic, so its time
+  against **fused**'s, in the same rounds, is what recomputing the masks gains;
 * **fused-adamw** (``--fused-adamw``): the fused step with torch's fused AdamW (the same
   update to float rounding): what that lever gains, in the same run;
 * **HF recipe**: ``BertForMaskedLM`` with ``DataCollatorForLanguageModeling`` (bench_train.py's
@@ -43,6 +47,7 @@ from transformers import get_linear_schedule_with_warmup
 from bench_train import BASELINE, MULTILAB, Arm, Data, Levers
 from common import RESULTS, load_average, machine, op_seconds, project_config, write_json
 from multilab.resolve import resolve_run
+from multilab.training.fused_step import FusedObjective
 from multilab.training.train import make_optimizer
 
 FUSED = Levers(batches="random", pieces=4, step="fused")
@@ -106,6 +111,13 @@ class Floor:
             self.seconds.append(time.perf_counter() - started)
 
 
+def fused_before(levers: Levers, data: Data, seed: int, schedule_steps: int) -> Arm:
+    """The fused arm with the earlier graph (dropout masks saved, not recomputed)."""
+    arm = Arm("fused-before", levers, data, seed, schedule_steps)
+    arm.fused = arm.objective = FusedObjective(arm.model, recompute_masks=False)
+    return arm
+
+
 def fused_adamw(levers: Levers, data: Data, seed: int, schedule_steps: int) -> Arm:
     """The fused arm with torch's fused AdamW in place of the per-parameter one."""
     arm = Arm("fused-adamw", levers, data, seed, schedule_steps)
@@ -143,6 +155,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--no-hf", action="store_true", help="leave out the HF recipe arm")
+    parser.add_argument("--no-before", action="store_true",
+                        help="leave out the fused step's earlier graph (fused-before)")
     parser.add_argument("--fused-adamw", action="store_true",
                         help="add the fused step with torch's fused AdamW (fused-adamw)")
     parser.add_argument("--suffix", default="", help="the record's name: cpu-floor-<date>-SUFFIX")
@@ -160,6 +174,9 @@ def main() -> None:
         "fused": Arm("fused", Levers(**{**vars(FUSED), **threads}), data, args.seed,
                      schedule),
     }
+    if not args.no_before:
+        arms["fused-before"] = fused_before(Levers(**{**vars(FUSED), **threads}), data,
+                                            args.seed, schedule)
     if args.fused_adamw:
         arms["fused-adamw"] = fused_adamw(Levers(**{**vars(FUSED), **threads}), data,
                                             args.seed, schedule)
@@ -172,8 +189,9 @@ def main() -> None:
     compile_started = time.perf_counter()
     arms["fused"].step(record=False)  # compiles forward and backward
     record["fused_compile_seconds"] = time.perf_counter() - compile_started
-    if "fused-adamw" in arms:
-        arms["fused-adamw"].step(record=False)
+    for name in ("fused-before", "fused-adamw"):
+        if name in arms:
+            arms[name].step(record=False)
     loads = []
     for number in range(args.warmup + args.steps):
         for arm in arms.values():
@@ -193,10 +211,16 @@ def main() -> None:
             "eager_vs_hf_recipe": medians["hf-recipe"] / medians["eager"]}
            if "hf-recipe" in medians else {}),
         **({"fused_adamw_vs_fused": medians["fused"] / medians["fused-adamw"]}
-           if "fused-adamw" in medians else {})}
+           if "fused-adamw" in medians else {}),
+        **({"fused_vs_fused_before": medians["fused-before"] / medians["fused"],
+            "fused_vs_fused_before_per_round": [
+                before / now for before, now in zip(arms["fused-before"].seconds,
+                                                    arms["fused"].seconds, strict=True)]}
+           if "fused-before" in medians else {})}
     record["load_average_per_round"] = loads
     record["profile_seconds_per_step"] = {
-        name: breakdown(arms[name], 3) for name in ("eager", "fused", "fused-adamw")
+        name: breakdown(arms[name], 3) for name in ("eager", "fused", "fused-before",
+                                                    "fused-adamw")
         if name in arms}
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
     suffix = f"-{args.suffix}" if args.suffix else ""

@@ -33,6 +33,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 from transformers import BertForMaskedLM
 
 from multilab.errors import UserError
@@ -68,11 +69,24 @@ def keep_mask(shape: torch.Size | tuple[int, ...], key: torch.Tensor, p: float) 
     return mix32(mix32(index ^ key) + key) >= threshold
 
 
-def hash_dropout(x: torch.Tensor, key: torch.Tensor, p: float) -> torch.Tensor:
-    """Inverted dropout with the counter-hash mask (the identity at ``p`` = 0)."""
+def hash_dropout(x: torch.Tensor, key: torch.Tensor, p: float,
+                 recompute_mask: bool = True) -> torch.Tensor:
+    """Inverted dropout with the counter-hash mask (the identity at ``p`` = 0).
+
+    ``recompute_mask``: under torch.compile, the mask's hash is an activation-checkpointed
+    region, so the backward pass recomputes it from the key instead of loading it. Left to
+    itself the partitioner may not recompute ``arange`` and the bitwise ops, so it saved
+    each site's mask as a bool tensor; inductor's CPU loop stores a vector of bools one
+    element at a time, ten times the cost of the hash itself. The bits and the arithmetic
+    are the same either way (tests/test_fused_step.py compares the two compiled graphs);
+    False is the earlier graph, kept for benchmarks/bench_cpu_floor.py's paired arm."""
     if p == 0.0:
         return x
-    return torch.where(keep_mask(x.shape, key, p), x * (1.0 / (1.0 - p)), 0.0)
+    if recompute_mask and torch.compiler.is_compiling():
+        keep = checkpoint(keep_mask, x.shape, key, p, use_reentrant=False)
+    else:
+        keep = keep_mask(x.shape, key, p)
+    return torch.where(keep, x * (1.0 / (1.0 - p)), 0.0)
 
 
 def _norm(x: torch.Tensor, module: torch.nn.LayerNorm) -> torch.Tensor:
@@ -83,7 +97,7 @@ def unpadded_loss(
     model: BertForMaskedLM, input_ids: torch.Tensor, position_ids: torch.Tensor,
     token_type_ids: torch.Tensor, tokens: torch.Tensor, key_bias: torch.Tensor,
     selected: torch.Tensor, labels: torch.Tensor, rows: int, width: int,
-    keys: torch.Tensor, hidden_p: float, attention_p: float,
+    keys: torch.Tensor, hidden_p: float, attention_p: float, recompute_masks: bool = True,
 ) -> torch.Tensor:
     """The summed MLM loss of one piece, on its ``T`` real tokens.
 
@@ -91,13 +105,17 @@ def unpadded_loss(
     order; ``tokens``: [T] their flat positions in the padded ``rows × width`` piece;
     ``key_bias``: [rows, 1, 1, width], 0 at real keys and the dtype's minimum at padding;
     ``selected``: [N] which of the T tokens the loss predicts, ``labels`` [N] their ids;
-    ``keys``: [1 + 3 × layers] int32 dropout keys.
+    ``keys``: [1 + 3 × layers] int32 dropout keys; ``recompute_masks``: see
+    :func:`hash_dropout`.
     """
+    def drop(x: torch.Tensor, key: torch.Tensor, p: float) -> torch.Tensor:
+        return hash_dropout(x, key, p, recompute_masks)
+
     bert, head = model.bert, model.cls.predictions
     emb = bert.embeddings
     x = (emb.word_embeddings.weight[input_ids] + emb.position_embeddings.weight[position_ids]
          + emb.token_type_embeddings.weight[token_type_ids])
-    x = hash_dropout(_norm(x, emb.LayerNorm), keys[0], hidden_p)
+    x = drop(_norm(x, emb.LayerNorm), keys[0], hidden_p)
     hidden = x.shape[-1]
     for number, layer in enumerate(bert.encoder.layer):
         site = 1 + SITES_PER_LAYER * number
@@ -110,15 +128,15 @@ def unpadded_loss(
         padded = qkv.new_zeros(rows * width, 3 * hidden).index_copy(0, tokens, qkv)
         q, k, v = padded.view(rows, width, 3, heads, size).permute(2, 0, 3, 1, 4).unbind(0)
         scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(size)) + key_bias
-        probs = hash_dropout(scores.softmax(-1), keys[site], attention_p)
+        probs = drop(scores.softmax(-1), keys[site], attention_p)
         context = torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(rows * width, hidden)
         out = F.linear(context[tokens], attention.output.dense.weight,
                        attention.output.dense.bias)
-        x = _norm(hash_dropout(out, keys[site + 1], hidden_p) + x, attention.output.LayerNorm)
+        x = _norm(drop(out, keys[site + 1], hidden_p) + x, attention.output.LayerNorm)
         inner = F.gelu(F.linear(x, layer.intermediate.dense.weight,
                                 layer.intermediate.dense.bias))
         out = F.linear(inner, layer.output.dense.weight, layer.output.dense.bias)
-        x = _norm(hash_dropout(out, keys[site + 2], hidden_p) + x, layer.output.LayerNorm)
+        x = _norm(drop(out, keys[site + 2], hidden_p) + x, layer.output.LayerNorm)
     picked = x[selected]
     picked = _norm(F.gelu(F.linear(picked, head.transform.dense.weight,
                                    head.transform.dense.bias)), head.transform.LayerNorm)
@@ -181,7 +199,8 @@ class FusedObjective(torch.nn.Module):
     (:meth:`seed_step`), so a resumed run draws the same keys as an uninterrupted one.
     """
 
-    def __init__(self, model: BertForMaskedLM, compile: bool = True) -> None:
+    def __init__(self, model: BertForMaskedLM, compile: bool = True,
+                 recompute_masks: bool = True) -> None:
         super().__init__()
         check_supported(model)
         self.model = model
@@ -191,6 +210,7 @@ class FusedObjective(torch.nn.Module):
         self.sites = 1 + SITES_PER_LAYER * config.num_hidden_layers
         self._loss = torch.compile(unpadded_loss, dynamic=True) if compile else unpadded_loss
         self._keys = torch.Generator().manual_seed(0)
+        self.recompute_masks = recompute_masks  # False: the earlier graph (benchmarks)
 
     def seed_step(self, seed: int) -> None:
         """Seed the dropout keys of the next pieces (the trainer: once a step, from (seed,
@@ -214,7 +234,8 @@ class FusedObjective(torch.nn.Module):
         try:
             return self._loss(self.model, ids, positions, types, tokens, key_bias, picked,
                               labels, rows, width, keys, self.hidden_p if training else 0.0,
-                              self.attention_p if training else 0.0)
+                              self.attention_p if training else 0.0,
+                              recompute_masks=self.recompute_masks)
         except Exception as err:  # a stop is a BaseException: it passes as it is
             if (failure := _compile_failure(err)) is None:
                 raise
