@@ -468,6 +468,7 @@ def _toy_study(tmp_path: Path) -> tuple[Path, Path]:
     ("NaN", "result.metrics.mu is nan; a record holds finite numbers"),
     ("Infinity", "result.metrics.mu is inf"),
     ('"0.24"', "result.metrics.mu is '0.24' (str); a record's measured values are numbers"),
+    ("1" * 5000, "not a readable results record (Exceeds the limit (4300 digits)"),  # ValueError
 ])
 @pytest.mark.parametrize("action", ["list", "next", "report"])
 def test_a_record_that_is_no_number_is_one_line_naming_it(
@@ -683,6 +684,11 @@ def _huge_file(results: Path) -> None:
     (lambda results: (results / "gone.json").symlink_to(results / "nowhere.json"), "(link)",
      "which does not exist"),
     (_huge_file, "(file)", "more than any record or list holds"),
+    # RecursionError and ValueError tracebacks, not JSONDecodeError
+    (lambda results: (results / "deep.json").write_text("[" * 100_000 + "]" * 100_000),
+     "(record)", "not readable as JSON (maximum recursion depth exceeded"),
+    (lambda results: (results / "digits.json").write_text('{"mu": ' + "1" * 5000 + "}"),
+     "(record)", "not readable as JSON (Exceeds the limit (4300 digits)"),
 ])
 def test_records_check_names_every_bad_file_in_one_line(make, field: str, said: str,
                                                         tmp_path: Path, capsys) -> None:
@@ -698,6 +704,18 @@ def test_records_check_names_every_bad_file_in_one_line(make, field: str, said: 
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and f": {field}: " in lines[0] and said in lines[0], lines
     assert lines[0].startswith(str(results / "")), lines
+
+
+def test_records_check_takes_a_lane_command_holding_a_tab(tmp_path: Path, capsys) -> None:
+    """lanes.sh writes a lane's command, tabs and all, as the last field of results/lanes.tsv
+    (and reads it back whole); ``records check`` counted its tab as a sixth field and
+    refused the committed list. An empty checkpoint field (no checkpoint yet) is a field."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "lanes.tsv").write_text("1\thost\t2026-12-01T00:00:00Z\t\tprintf 'a\tb'\n"
+                                       "2\thost\t2026-12-01T00:00:00Z\tm step 3/9\tsleep 1\n")
+    main(["records", "check", str(results)])
+    assert capsys.readouterr().err == ""
 
 
 @pytest.fixture
