@@ -600,12 +600,25 @@ def test_ledger_release_in_a_clone_without_results_makes_no_folder(tmp_path: Pat
     (["run", "echo a\necho b"], "has a line break"),  # two lanes of one command
     (["harvest", "--forc"], "lanes.sh harvest: --forc: valid: harvest, or harvest --force"),
     (["harvest", "--force", "x"], "valid: harvest, or harvest --force"),
+    # study next's argparse usage (9 lines) after a harvest; 0 and -1 reached the plan
+    (["start", "abc"], "lanes.sh start: HOURS 'abc'; valid: a number of hours above 0"),
+    (["start", "0"], "lanes.sh start: HOURS '0'; valid: a number of hours above 0"),
+    (["start", "-1"], "lanes.sh start: HOURS '-1'; valid: a number of hours above 0"),
+    (["start", "2", "x"], "lanes.sh start: N 'x'; valid: a whole number of lanes from 1"),
+    (["start", "2", "0"], "lanes.sh start: N '0'; valid: a whole number of lanes from 1"),
+    # `stop 2` stopped every lane, not lane 2; the others ignored theirs too
+    (["stop", "2"], "lanes.sh stop: takes no arguments ('2'); it acts on every lane"),
+    (["pause", "1"], "lanes.sh pause: takes no arguments ('1'); it acts on every lane"),
+    (["continue", "1"], "lanes.sh continue: takes no arguments ('1')"),
+    (["resume", "lane1"], "lanes.sh resume: takes no arguments ('lane1')"),
+    (["status", "-v"], "lanes.sh status: takes no arguments ('-v')"),
 ])
 def test_lanes_script_bad_input_is_one_line_and_starts_nothing(
         args: list[str], said: str, tmp_path: Path) -> None:
     """`lanes.sh run ''` said where the logs are and started nothing, `run '  '` started a
-    lane that ran nothing, a command with a line break became two lanes, and `harvest
-    --forc` harvested without --force; one line each now, exit 2, no lane started."""
+    lane that ran nothing, a command with a line break became two lanes, `harvest --forc`
+    harvested without --force, `start abc` printed study next's usage after a harvest, and
+    `stop 2` stopped every lane; one line each now, exit 2, no lane started or signalled."""
     from tests.test_faults import _lane_project, _lanes_sh
 
     root, lanes = _lane_project(tmp_path)
