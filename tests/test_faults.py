@@ -994,6 +994,54 @@ def test_a_second_lanes_sh_while_one_starts_lanes_is_refused(tmp_path: Path) -> 
     assert (lanes / "ran.txt").read_text() == "first\n"
 
 
+def _eager_when_suppressed(function, **_options):
+    """torch.compile as it acts where dynamo's errors are suppressed: a compile that fails
+    runs the function uncompiled, a warning its only trace."""
+    import torch
+
+    def step(*args, **kwargs):
+        if torch._dynamo.config.suppress_errors:
+            return function(*args, **kwargs)
+        raise torch._inductor.exc.InductorError(torch._inductor.exc.InvalidCxxCompiler(), None)
+    return step
+
+
+def test_a_fused_run_that_would_fall_back_to_eager_unnoticed_is_refused(
+        project, capsys, monkeypatch) -> None:
+    """TORCHDYNAMO_SUPPRESS_ERRORS=1 in the environment (torch's switch): a failing compile
+    of the fused step trained the model with the uncompiled step, exit 0, under the fused
+    step's fingerprint. One line now, before the data, no run."""
+    import torch
+
+    from tests.helpers import run_statuses
+
+    monkeypatch.setattr(torch, "compile", _eager_when_suppressed)
+    root = project.paths.artifacts.parent
+    with torch._dynamo.config.patch(suppress_errors=True):
+        assert main(_fused_train(root)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["multilab: error: train.step = fused: TORCHDYNAMO_SUPPRESS_ERRORS is set, "
+                   "so a compile that fails would train with the uncompiled step unnoticed; "
+                   "unset it, or train.step eager (another fingerprint)"], err
+    assert run_statuses(project) == []
+    assert not list((root / "artifacts").glob("models/**/multilab.json"))
+
+
+@pytest.mark.parametrize("cxx", ["", "/tmp", "/etc/passwd", "g++ -O2", "/nonexistent/g++"])
+def test_a_compiler_that_is_no_program_is_one_line(cxx: str) -> None:
+    """CXX empty, a folder, a file that is no program, a command with its options: each one
+    line naming it (inductor's search raised PermissionError for the first three)."""
+    import torch
+
+    from multilab.errors import UserError
+    from multilab.training.fused_step import check_compiler
+
+    with torch._inductor.config.patch({"cpp.cxx": (None, cxx)}), \
+            pytest.raises(UserError, match=r"train\.step = fused needs a C\+\+ compiler") as err:
+        check_compiler()
+    assert len(str(err.value).splitlines()) == 1 and repr(cxx)[1:-1] in str(err.value)
+
+
 def test_a_merge_conflicted_lanes_list_resumes_only_its_lanes(tmp_path: Path) -> None:
     """results/lanes.tsv is committed from each machine; a merge that conflicted left its
     markers in it. `resume` took each marker line for a lane (`lane<<<<<<<.command`, a clone
