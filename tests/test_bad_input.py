@@ -745,6 +745,9 @@ def ray_importable(monkeypatch) -> None:
     (["--cpus-per-run", "nan"], "--cpus-per-run nan; valid: a number above 0"),
     (["--gpus-per-run", "-1"], "--gpus-per-run -1; valid: 0 or more"),
     (["--address", "nonsense"], "--address 'nonsense'; valid: HOST:PORT"),
+    (["--address", ":6379"], "--address ':6379'; valid: HOST:PORT"),  # no host
+    (["--address", "ray://head:client"], "--address 'ray://head:client'; valid: HOST:PORT"),
+    (["--address", ""], "--address ''; valid: HOST:PORT"),
     (["--address", "127.0.0.1:{closed}"], "no Ray cluster answers there"),
 ])
 def test_bad_ray_resources_and_addresses_stop_before_any_work(
