@@ -986,6 +986,8 @@ def test_a_second_lanes_sh_while_one_starts_lanes_is_refused(tmp_path: Path) -> 
         _wait(lambda: (lanes / "ran.txt").exists(), "the first's lane")
         # the running lane holds no lock: the next command is not refused
         assert "lane 1: running, left alone" in _lanes(root, lanes, "resume").stdout
+        beside = _lanes(root, lanes, "run", "echo third >> ../ran.txt", check=False)
+        assert beside.returncode == 2 and "lanes are running" in beside.stderr, beside.stderr
     finally:
         if first.poll() is None:
             first.kill()
