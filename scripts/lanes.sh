@@ -36,7 +36,8 @@
 # command ended by itself: the status), laneK.stopped (by `stop`). results/lanes.tsv here
 # lists the lanes not finished (number, host, start, last checkpoint, command): committed with
 # the records, it tells a new machine's `resume` what its lost lanes ran. Harvest and commit
-# before the session stops: a new checkout has only what was committed.
+# before the session stops: a new checkout has only what was committed. One start, run or
+# resume at a time in a LANES_DIR (LANES_DIR/.lanes.lock; a second is refused).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${LANES_DIR:-$(dirname "$root")/lanes}"
