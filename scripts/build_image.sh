@@ -62,6 +62,13 @@ for check in ${CHECKS//,/ }; do
   case "$check" in help|smoke|tests|none) ;;
     *) bad "bad check '$check' in --checks (valid: help, smoke, tests, none)" ;; esac
 done
+if [ -n "$OUT" ]; then  # checked before anything is made (mkdir's own error, exit 1, came
+  # after the work folder was, and left it)
+  out_base=$OUT
+  while [ ! -e "$out_base" ] && [ ! -L "$out_base" ]; do out_base=$(dirname -- "$out_base"); done
+  [ -d "$out_base" ] && [ -w "$out_base" ] \
+    || bad "--out '$OUT': not a folder it can make ('$out_base' is no writable folder)"
+fi
 if [ -z "$ENGINE" ]; then
   if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then ENGINE=docker
   elif command -v buildah >/dev/null 2>&1; then ENGINE=buildah
@@ -71,6 +78,13 @@ if [ -z "$ENGINE" ]; then
   fi
 fi
 case "$ENGINE" in docker|buildah) ;; *) bad "bad --engine '$ENGINE' (valid: docker, buildah)" ;; esac
+# an engine named but not here: the build's log said so after the clone (exit 1)
+if [ "$ENGINE" = docker ] && ! { command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; }; then
+  bad "--engine docker: no Docker daemon answers here (docker info fails); start it, or --engine buildah"
+fi
+if [ "$ENGINE" = buildah ] && ! command -v buildah >/dev/null 2>&1; then
+  bad "--engine buildah: buildah is not installed (apt-get install buildah)"
+fi
 TAG=${TAG:-multilab-$([ "$TORCH" = cuda ] && echo gpu || echo cpu)}
 BASE_IMAGE=localhost/multilab-base:bookworm-python3.11
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/multilab-image.XXXXXX")
@@ -80,6 +94,8 @@ INDEX_PID=""
 cleanup() {
   [ -z "$INDEX_PID" ] || kill "$INDEX_PID" 2>/dev/null || true
   rm -rf "$WORK/context" "$WORK/rootfs" "$WORK/index"
+  rmdir "$WORK/out" 2>/dev/null || true  # a run that stopped before writing anything
+  rmdir "$WORK" 2>/dev/null || true
 }
 trap cleanup EXIT
 echo "engine: $ENGINE; torch: $TORCH; image: $TAG"

@@ -41,7 +41,8 @@
 # command ended by itself: the status), laneK.stopped (by `stop`). results/lanes.tsv here
 # lists the lanes not finished (number, host, start, last checkpoint, command): committed with
 # the records, it tells a new machine's `resume` what its lost lanes ran. Harvest and commit
-# before the session stops: a new checkout has only what was committed.
+# before the session stops: a new checkout has only what was committed. One start, run or
+# resume at a time in a LANES_DIR (LANES_DIR/.lanes.lock; a second is refused).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${LANES_DIR:-$(dirname "$root")/lanes}"
@@ -140,6 +141,7 @@ start_lane() {  # start lane $1's command in its clone; its state in LANES_DIR
   date -u +%FT%TZ > "$dir/lane$k.since"
   # the exit status is written only when the command ends by itself: a session's stop
   # (SIGTERM, SIGKILL of the whole process group) ends this shell first
+  # 9>&-: the lane never holds this script's lock (lock_lanes)
   # then, while each command succeeds, the next line of laneK.queue becomes laneK.command
   # (so a stop mid-queue resumes the command it was running) and runs
   started="$(cd "$dir/lane$k" && bash scripts/background.sh "$dir/lane$k.log" bash -c \
@@ -147,7 +149,7 @@ start_lane() {  # start lane $1's command in its clone; its state in LANES_DIR
        next="$(head -n 1 "$3" 2>/dev/null)"; [ -n "$next" ] || break
        printf "%s\n" "$next" > "$1"; sed -i 1d "$3"; echo "== $(date -u +%FT%TZ) next: $next"
      done; echo "$status" > "$2"' lane "$dir/lane$k.command" "$dir/lane$k.exit" \
-    "$dir/lane$k.queue")"
+    "$dir/lane$k.queue" 9>&-)"
   echo "$started" | sed -n 's/.*session \([0-9]*\):.*/\1/p' > "$dir/lane$k.session"
   started_at "$(cat "$dir/lane$k.session")" > "$dir/lane$k.start" || true  # ended already: none
 }
@@ -179,12 +181,35 @@ release() {  # drop host $2's bookings from lane $1's ledger: its own, those not
   rm -f "$committed"
 }
 
+lock_lanes() {  # one lanes.sh at a time starts lanes in LANES_DIR (two terminals, a
+  # second `start` while the first sets its clones up: both found no lane running)
+  mkdir -p "$dir"
+  exec 9>> "$dir/.lanes.lock"
+  flock -n 9 || { echo "lanes.sh $action: another lanes.sh is starting or resuming lanes in" \
+    "$dir; wait for it, then: bash scripts/lanes.sh status" >&2; exit 2; }
+}
+
+no_arguments() {  # `stop 2` stopped every lane: the actions on all lanes take no argument
+  [ $# -eq 0 ] || { echo "lanes.sh $action: takes no arguments (${*@Q}); it acts on every" \
+    "lane" >&2; exit 2; }
+}
+
 resume() {  # restart what a session's stop ended (see the top)
   local k host since lost line setups=()
   mkdir -p "$dir"
   if [ -f "$manifest" ]; then  # a new machine: the lanes the last commit says were running
-    while IFS=$'\t' read -r k host since lost line; do
-      [ -n "$k" ] && [ ! -f "$dir/lane$k.command" ] || continue
+    local number=0 entry
+    while IFS= read -r entry || [ -n "$entry" ]; do
+      number=$((number + 1))
+      # split at tabs by hand: `read` merges two tabs (an empty field: no checkpoint yet)
+      IFS=$'\x1f' read -r k host since lost line <<< "${entry//$'\t'/$'\x1f'}"
+      line="${line//$'\x1f'/$'\t'}"  # the command's own tabs
+      if ! [[ $k =~ ^[0-9]+$ && $entry == *$'\t'*$'\t'*$'\t'*$'\t'* ]]; then
+        echo "lanes.sh resume: $manifest line $number: not a lane (number, host, start," \
+          "checkpoint, command; a merge's conflict marker?), passed over: ${entry:0:80}" >&2
+        continue
+      fi
+      [ ! -f "$dir/lane$k.command" ] || continue  # listed twice (both sides of a merge)
       echo "$line" > "$dir/lane$k.command"
       echo "$host" > "$dir/lane$k.host"
       echo "$since" > "$dir/lane$k.since"
@@ -213,10 +238,11 @@ resume() {  # restart what a session's stop ended (see the top)
       start_lane "$k"
       echo "lane $k: resumed in its clone${lost:+ (its last checkpoint: $lost)}: $line"
     else
-      host="$(cat "$dir/lane$k.host" 2>/dev/null || echo '?')"
+      host="$(cat "$dir/lane$k.host" 2>/dev/null || true)"
+      since="$(cat "$dir/lane$k.since" 2>/dev/null || true)"
       lost="$(cat "$dir/lane$k.lost" 2>/dev/null || true)"
-      echo "lane $k: LOST: its clone $dir/lane$k is gone (started on $host$(
-        [ -f "$dir/lane$k.since" ] && echo " at $(cat "$dir/lane$k.since")")); lost: its" \
+      echo "lane $k: LOST: its clone $dir/lane$k is gone (started on ${host:-?}${since:+ at" \
+        "$since}); lost: its" \
         "checkpoints${lost:+ (the last: $lost)} and its records not harvested; its command" \
         "starts again from step 0 in a new clone: $line"
       setups+=("$k")
@@ -286,6 +312,10 @@ case "$action" in
     if [ "$action" = start ]; then
       hours="${2:-2.5}"
       lanes="${3:-2}"
+      [[ $hours =~ ^[0-9]*\.?[0-9]+$ && $hours =~ [1-9] ]] || { echo "lanes.sh start: HOURS" \
+        "${hours@Q}; valid: a number of hours above 0 (2.5)" >&2; exit 2; }
+      [[ $lanes =~ ^0*[1-9][0-9]{0,3}$ ]] || { echo "lanes.sh start: N ${lanes@Q}; valid: a" \
+        "whole number of lanes from 1 (2)" >&2; exit 2; }
       shift $(($# < 3 ? $# : 3))
     else
       shift
@@ -300,6 +330,7 @@ case "$action" in
         esac
       done
     fi
+    lock_lanes
     if running; then
       echo "lanes.sh: lanes are running (bash scripts/lanes.sh status); stop them first" >&2
       exit 2
@@ -334,7 +365,7 @@ case "$action" in
     write_manifest
     echo "logs: $dir/lane*.log; pause for tests: bash scripts/lanes.sh pause; next session: bash scripts/lanes.sh resume"
     ;;
-  resume) resume ;;
+  resume) no_arguments "${@:2}"; lock_lanes; resume ;;
   queue)
     k="${2:-}"
     [[ $k =~ ^[1-9][0-9]*$ ]] && [ -f "$dir/lane$k.command" ] \
@@ -346,12 +377,14 @@ case "$action" in
         *$'\n'*|'') echo "lanes.sh queue: command ${line@Q} is empty or has a line break" >&2; exit 2 ;;
       esac
     done
+    lock_lanes
     (cd "$root" && .venv/bin/python -c 'from multilab.studies.lanes import lane_command; import sys; print("\n".join(map(lane_command, sys.argv[1:])))' "$@") \
       >> "$dir/lane$k.queue"
     echo "lane $k: $(wc -l < "$dir/lane$k.queue") command(s) queued after: $(cat "$dir/lane$k.command")"
     if [ "$(cat "$dir/lane$k.exit" 2>/dev/null)" = 0 ]; then resume; fi
     ;;
   status)
+    no_arguments "${@:2}"
     compgen -G "$dir/lane*.log" >/dev/null || echo "lanes.sh status: no lanes in $dir" >&2
     for log in "$dir"/lane*.log; do
       [ -f "$log" ] || continue
@@ -367,9 +400,10 @@ case "$action" in
       echo "lane$k: $state$(tail -c 400 "$log" | tr '\r' '\n' | grep -v '^$' | tail -n 1)"
     done
     ;;
-  pause) signal STOP ;;
-  continue) signal CONT ;;
+  pause) no_arguments "${@:2}"; signal STOP ;;
+  continue) no_arguments "${@:2}"; signal CONT ;;
   stop)
+    no_arguments "${@:2}"
     for k in $(lanes); do alive "$k" && touch "$dir/lane$k.stopped"; done
     signal TERM; signal CONT  # a paused lane gets its TERM once it runs again
     write_manifest

@@ -468,6 +468,7 @@ def _toy_study(tmp_path: Path) -> tuple[Path, Path]:
     ("NaN", "result.metrics.mu is nan; a record holds finite numbers"),
     ("Infinity", "result.metrics.mu is inf"),
     ('"0.24"', "result.metrics.mu is '0.24' (str); a record's measured values are numbers"),
+    ("1" * 5000, "not a readable results record (Exceeds the limit (4300 digits)"),  # ValueError
 ])
 @pytest.mark.parametrize("action", ["list", "next", "report"])
 def test_a_record_that_is_no_number_is_one_line_naming_it(
@@ -599,12 +600,25 @@ def test_ledger_release_in_a_clone_without_results_makes_no_folder(tmp_path: Pat
     (["run", "echo a\necho b"], "has a line break"),  # two lanes of one command
     (["harvest", "--forc"], "lanes.sh harvest: --forc: valid: harvest, or harvest --force"),
     (["harvest", "--force", "x"], "valid: harvest, or harvest --force"),
+    # study next's argparse usage (9 lines) after a harvest; 0 and -1 reached the plan
+    (["start", "abc"], "lanes.sh start: HOURS 'abc'; valid: a number of hours above 0"),
+    (["start", "0"], "lanes.sh start: HOURS '0'; valid: a number of hours above 0"),
+    (["start", "-1"], "lanes.sh start: HOURS '-1'; valid: a number of hours above 0"),
+    (["start", "2", "x"], "lanes.sh start: N 'x'; valid: a whole number of lanes from 1"),
+    (["start", "2", "0"], "lanes.sh start: N '0'; valid: a whole number of lanes from 1"),
+    # `stop 2` stopped every lane, not lane 2; the others ignored theirs too
+    (["stop", "2"], "lanes.sh stop: takes no arguments ('2'); it acts on every lane"),
+    (["pause", "1"], "lanes.sh pause: takes no arguments ('1'); it acts on every lane"),
+    (["continue", "1"], "lanes.sh continue: takes no arguments ('1')"),
+    (["resume", "lane1"], "lanes.sh resume: takes no arguments ('lane1')"),
+    (["status", "-v"], "lanes.sh status: takes no arguments ('-v')"),
 ])
 def test_lanes_script_bad_input_is_one_line_and_starts_nothing(
         args: list[str], said: str, tmp_path: Path) -> None:
     """`lanes.sh run ''` said where the logs are and started nothing, `run '  '` started a
-    lane that ran nothing, a command with a line break became two lanes, and `harvest
-    --forc` harvested without --force; one line each now, exit 2, no lane started."""
+    lane that ran nothing, a command with a line break became two lanes, `harvest --forc`
+    harvested without --force, `start abc` printed study next's usage after a harvest, and
+    `stop 2` stopped every lane; one line each now, exit 2, no lane started or signalled."""
     from tests.test_faults import _lane_project, _lanes_sh
 
     root, lanes = _lane_project(tmp_path)
@@ -683,6 +697,11 @@ def _huge_file(results: Path) -> None:
     (lambda results: (results / "gone.json").symlink_to(results / "nowhere.json"), "(link)",
      "which does not exist"),
     (_huge_file, "(file)", "more than any record or list holds"),
+    # RecursionError and ValueError tracebacks, not JSONDecodeError
+    (lambda results: (results / "deep.json").write_text("[" * 100_000 + "]" * 100_000),
+     "(record)", "not readable as JSON (maximum recursion depth exceeded"),
+    (lambda results: (results / "digits.json").write_text('{"mu": ' + "1" * 5000 + "}"),
+     "(record)", "not readable as JSON (Exceeds the limit (4300 digits)"),
 ])
 def test_records_check_names_every_bad_file_in_one_line(make, field: str, said: str,
                                                         tmp_path: Path, capsys) -> None:
@@ -700,6 +719,18 @@ def test_records_check_names_every_bad_file_in_one_line(make, field: str, said: 
     assert lines[0].startswith(str(results / "")), lines
 
 
+def test_records_check_takes_a_lane_command_holding_a_tab(tmp_path: Path, capsys) -> None:
+    """lanes.sh writes a lane's command, tabs and all, as the last field of results/lanes.tsv
+    (and reads it back whole); ``records check`` counted its tab as a sixth field and
+    refused the committed list. An empty checkpoint field (no checkpoint yet) is a field."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "lanes.tsv").write_text("1\thost\t2026-12-01T00:00:00Z\t\tprintf 'a\tb'\n"
+                                       "2\thost\t2026-12-01T00:00:00Z\tm step 3/9\tsleep 1\n")
+    main(["records", "check", str(results)])
+    assert capsys.readouterr().err == ""
+
+
 @pytest.fixture
 def ray_importable(monkeypatch) -> None:
     """``import ray`` succeeds (an empty module): the checks before Ray is asked anything."""
@@ -714,6 +745,9 @@ def ray_importable(monkeypatch) -> None:
     (["--cpus-per-run", "nan"], "--cpus-per-run nan; valid: a number above 0"),
     (["--gpus-per-run", "-1"], "--gpus-per-run -1; valid: 0 or more"),
     (["--address", "nonsense"], "--address 'nonsense'; valid: HOST:PORT"),
+    (["--address", ":6379"], "--address ':6379'; valid: HOST:PORT"),  # no host
+    (["--address", "ray://head:client"], "--address 'ray://head:client'; valid: HOST:PORT"),
+    (["--address", ""], "--address ''; valid: HOST:PORT"),
     (["--address", "127.0.0.1:{closed}"], "no Ray cluster answers there"),
 ])
 def test_bad_ray_resources_and_addresses_stop_before_any_work(

@@ -934,3 +934,132 @@ def test_a_fused_step_whose_compile_fails_is_one_line_and_the_run_failed(
     assert len(err) == 1 and err[0].startswith(
         "multilab: error: train.step = fused: torch.compile failed (InductorError"), text
     assert run_statuses(project) == ["FAILED"]
+
+
+def test_a_lane_lost_before_its_first_checkpoint_restarts_its_command(tmp_path: Path) -> None:
+    """A lane of a machine that is gone, listed in results/lanes.tsv before it wrote a
+    checkpoint (an empty fourth field, as lanes.sh writes it): `resume` read the line with
+    bash's tab splitting, which merges two tabs, so the command went into the checkpoint
+    field and the new lane ran an empty command. It runs the lane's command now."""
+    from tests.test_lanes_script import _lanes, _project, _wait
+
+    root = tmp_path / "project"
+    (root / "results").mkdir(parents=True)
+    line = "echo ran > ran.txt"
+    (root / "results" / "lanes.tsv").write_text(f"1\tgone-host\t\t\t{line}\n")
+    _project(root)
+    lanes = tmp_path / "lanes"
+    resumed = _lanes(root, lanes, "resume")
+    assert f"starts again from step 0 in a new clone: {line}" in resumed.stdout
+    assert "(the last:" not in resumed.stdout and " at )" not in resumed.stdout
+    _wait(lambda: (lanes / "lane1.exit").exists(), "end of the restarted lane")
+    assert (lanes / "lane1.command").read_text() == f"{line}\n"
+    assert (lanes / "lane1" / "ran.txt").read_text() == "ran\n"
+
+
+def test_a_second_lanes_sh_while_one_starts_lanes_is_refused(tmp_path: Path) -> None:
+    """Two `lanes.sh run` (or `start`, `resume`) at once, as from two terminals: the second
+    found no lane running yet (the first was setting up its clones), removed the first's lane
+    files and started its own lane in the same clone. It is refused now, one line, exit 2,
+    and the first's lane runs once."""
+    from tests.test_lanes_script import _git, _lanes, _project, _wait
+
+    root = _project(tmp_path / "project")
+    setup = root / "scripts" / "setup.sh"
+    setup.write_text("sleep 2\n" + setup.read_text().split("\n", 1)[1])  # a slow set-up
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "slow set-up")
+    lanes = tmp_path / "lanes"
+    env = subprocess_env() | {"LANES_DIR": str(lanes)}
+    first = subprocess.Popen(["bash", str(root / "scripts" / "lanes.sh"), "run",
+                              "echo first >> ../ran.txt; sleep 60"], cwd=root, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(lambda: (lanes / "lane1.command").exists(), "the first's lane files")
+        second = _lanes(root, lanes, "run", "echo second >> ../ran.txt", check=False)
+        assert second.returncode == 2, second.stderr
+        assert second.stderr.splitlines() == [
+            f"lanes.sh run: another lanes.sh is starting or resuming lanes in {lanes}; "
+            "wait for it, then: bash scripts/lanes.sh status"], second.stderr
+        _, err = first.communicate(timeout=LAUNCH_TIMEOUT)
+        assert first.returncode == 0, err
+        _wait(lambda: (lanes / "ran.txt").exists(), "the first's lane")
+        # the running lane holds no lock: the next command is not refused
+        assert "lane 1: running, left alone" in _lanes(root, lanes, "resume").stdout
+        beside = _lanes(root, lanes, "run", "echo third >> ../ran.txt", check=False)
+        assert beside.returncode == 2 and "lanes are running" in beside.stderr, beside.stderr
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        _lanes(root, lanes, "stop", check=False)
+    assert (lanes / "ran.txt").read_text() == "first\n"
+
+
+def _eager_when_suppressed(function, **_options):
+    """torch.compile as it acts where dynamo's errors are suppressed: a compile that fails
+    runs the function uncompiled, a warning its only trace."""
+    import torch
+
+    def step(*args, **kwargs):
+        if torch._dynamo.config.suppress_errors:
+            return function(*args, **kwargs)
+        raise torch._inductor.exc.InductorError(torch._inductor.exc.InvalidCxxCompiler(), None)
+    return step
+
+
+def test_a_fused_run_that_would_fall_back_to_eager_unnoticed_is_refused(
+        project, capsys, monkeypatch) -> None:
+    """TORCHDYNAMO_SUPPRESS_ERRORS=1 in the environment (torch's switch): a failing compile
+    of the fused step trained the model with the uncompiled step, exit 0, under the fused
+    step's fingerprint. One line now, before the data, no run."""
+    import torch
+
+    from tests.helpers import run_statuses
+
+    monkeypatch.setattr(torch, "compile", _eager_when_suppressed)
+    root = project.paths.artifacts.parent
+    with torch._dynamo.config.patch(suppress_errors=True):
+        assert main(_fused_train(root)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["multilab: error: train.step = fused: TORCHDYNAMO_SUPPRESS_ERRORS is set, "
+                   "so a compile that fails would train with the uncompiled step unnoticed; "
+                   "unset it, or train.step eager (another fingerprint)"], err
+    assert run_statuses(project) == []
+    assert not list((root / "artifacts").glob("models/**/multilab.json"))
+
+
+@pytest.mark.parametrize("cxx", ["", "/tmp", "/etc/passwd", "g++ -O2", "/nonexistent/g++"])
+def test_a_compiler_that_is_no_program_is_one_line(cxx: str) -> None:
+    """CXX empty, a folder, a file that is no program, a command with its options: each one
+    line naming it (inductor's search raised PermissionError for the first three)."""
+    import torch
+
+    from multilab.errors import UserError
+    from multilab.training.fused_step import check_compiler
+
+    with torch._inductor.config.patch({"cpp.cxx": (None, cxx)}), \
+            pytest.raises(UserError, match=r"train\.step = fused needs a C\+\+ compiler") as err:
+        check_compiler()
+    assert len(str(err.value).splitlines()) == 1 and repr(cxx)[1:-1] in str(err.value)
+
+
+def test_a_merge_conflicted_lanes_list_resumes_only_its_lanes(tmp_path: Path) -> None:
+    """results/lanes.tsv is committed from each machine; a merge that conflicted left its
+    markers in it. `resume` took each marker line for a lane (`lane<<<<<<<.command`, a clone
+    of that name, an empty command started); it passes them over now, a warning each, and
+    resumes each lane once (both sides list lane 1: the first line wins)."""
+    from tests.test_lanes_script import _lanes, _project, _wait
+
+    root = tmp_path / "project"
+    (root / "results").mkdir(parents=True)
+    (root / "results" / "lanes.tsv").write_text(
+        "<<<<<<< HEAD\n1\tgone\t\t\techo one > ran.txt\n=======\n"
+        "1\tother\t\t\techo other > ran.txt\n2\tother\t\t\techo two > ran.txt\n>>>>>>> b\n")
+    _project(root)
+    lanes = tmp_path / "lanes"
+    resumed = _lanes(root, lanes, "resume")
+    assert resumed.stderr.count("not a lane (number, host, start, checkpoint, command") == 3
+    _wait(lambda: all((lanes / f"lane{k}.exit").exists() for k in (1, 2)), "both lanes' end")
+    assert sorted(p.name for p in lanes.iterdir() if p.is_dir()) == ["lane1", "lane2"]
+    assert (lanes / "lane1" / "ran.txt").read_text() == "one\n"
+    assert (lanes / "lane2" / "ran.txt").read_text() == "two\n"

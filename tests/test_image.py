@@ -62,6 +62,10 @@ NO_ENGINE = ["--engine", "not-an-engine"]
     (["--checks", "", *NO_ENGINE], "--checks needs a value"),
     (["--tag", "--no-build", *NO_ENGINE], "--tag needs a value"),
     (["--torch"], "--torch needs a value"),
+    # mkdir's own error, exit 1, after the work folder was made (and left)
+    (["--out", "/proc/version/out", *NO_ENGINE],
+     "--out '/proc/version/out': not a folder it can make ('/proc/version' is no writable "
+     "folder)"),
 ])
 def test_bad_arguments_stop_in_one_line(args: list[str], named: str) -> None:
     done = subprocess.run(["bash", str(ROOT / "scripts/build_image.sh"), *args],
@@ -72,11 +76,34 @@ def test_bad_arguments_stop_in_one_line(args: list[str], named: str) -> None:
 
 
 @pytest.mark.skipif(_image_engine() is None, reason="no Docker daemon, and no buildah as root")
-def test_checks_of_an_image_not_built_stop_in_one_line() -> None:
-    """``--no-build`` on a tag never built was the engine's own error, exit 125."""
+def test_checks_of_an_image_not_built_stop_in_one_line(tmp_path: Path) -> None:
+    """``--no-build`` on a tag never built was the engine's own error, exit 125; then its
+    empty work folder was left in TMPDIR."""
     done = subprocess.run(["bash", str(ROOT / "scripts/build_image.sh"), "--no-build", "--tag",
                            "multilab-never-built", "--checks", "help"],
-                          capture_output=True, text=True, check=False, timeout=60)
+                          capture_output=True, text=True, check=False, timeout=60,
+                          env=os.environ | {"TMPDIR": str(tmp_path)})
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         "build_image.sh: no image 'multilab-never-built' to check (build it first)"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def _docker_daemon_answers() -> bool:
+    return shutil.which("docker") is not None and subprocess.run(
+        ["docker", "info"], capture_output=True, check=False).returncode == 0
+
+
+@pytest.mark.skipif(_docker_daemon_answers(), reason="a Docker daemon answers here")
+def test_docker_named_without_its_daemon_stops_before_the_clone(tmp_path: Path) -> None:
+    """``--engine docker`` where no daemon answers cloned the repository and started the
+    build, whose log's last lines ("Cannot connect to the Docker daemon") came with exit 1."""
+    done = subprocess.run(["bash", str(ROOT / "scripts/build_image.sh"), "--engine", "docker",
+                           "--torch", "cuda", "--checks", "none", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, check=False, timeout=120,
+                          env=os.environ | {"TMPDIR": str(tmp_path)})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "build_image.sh: --engine docker: no Docker daemon answers here (docker info fails); "
+        "start it, or --engine buildah (--help lists the options)"]
+    assert done.stdout == "" and list(tmp_path.iterdir()) == []

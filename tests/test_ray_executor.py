@@ -225,3 +225,24 @@ def test_tasks_get_the_drivers_tracking_uri_and_the_labs_switches() -> None:
                "HOME": "/root", "PATH": "/usr/bin"}
     assert passed_environment(environ) == {"MLFLOW_TRACKING_URI": "http://head:5000",
                                            "MULTILAB_MIXED_PRECISION": "bf16"}
+
+
+def test_a_cluster_ray_cannot_find_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    """``--address auto`` where no cluster runs (its head is found by Ray's own search, so
+    check_address lets it pass), or a head gone since it was checked: ``ray.init`` raised
+    ConnectionError, a traceback after the study's data was built. One line now."""
+    ray = pytest.importorskip("ray")
+
+    def no_cluster(**_options):
+        raise ConnectionError("Could not find any running Ray instance. Please specify the "
+                              "one to connect to by setting `--address` flag or "
+                              "`RAY_ADDRESS` environment variable.")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", no_cluster)
+    with pytest.raises(UserError) as refused:
+        RayExecutor(main, tmp_path, address="auto")([])
+    assert str(refused.value) == (
+        "--address auto: no Ray cluster to connect to (Could not find any running Ray "
+        "instance. Please specify the one to connect to by setting `--address` flag or "
+        "`RAY_ADDRESS` environment variable.); start one (`ray start --head`) or leave "
+        "--address out (a local one)")

@@ -91,8 +91,13 @@ class RayExecutor:
         started = not ray.is_initialized()  # a caller (a test) may have connected already
         if started:
             # "local": always a new instance on this machine, never a cluster found by chance
-            ray.init(address=self.address or "local", include_dashboard=False,
-                     log_to_driver=True)
+            try:
+                ray.init(address=self.address or "local", include_dashboard=False,
+                         log_to_driver=True)
+            except ConnectionError as error:  # `auto` finding none; a head gone since
+                raise UserError(f"--address {self.address or 'local'}: no Ray cluster to "
+                                f"connect to ({_first_line(error)}); start one (`ray start "
+                                "--head`) or leave --address out (a local one)") from None
         try:
             self._run(ray, runs)
         finally:
@@ -176,6 +181,10 @@ def check_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         raise UserError(f"--address {address}: no Ray cluster answers there ({error}); start "
                         "one (`ray start --head`) or leave --address out (a local one)"
                         ) from None
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def task_failure(run: StepRun, error: BaseException) -> str:

@@ -176,7 +176,7 @@ def check_lanes_file(path: Path) -> list[Problem]:
         return [Problem(path, "(file)", f"not readable as text ({err})")]
     problems = []
     for number, line in enumerate(text.splitlines(), 1):
-        fields = line.split("\t")
+        fields = line.split("\t", 4)  # the command, last, may hold tabs of its own
         if len(fields) != 5 or not fields[0].isdigit():
             problems.append(Problem(path, f"(line {number})", "not a lane: lane number, host, "
                                     "start, checkpoint and command, tab-separated"))
@@ -208,9 +208,15 @@ def check_file(path: Path) -> list[Problem]:
                         "neither a .json record, the run ledger nor the lanes' list")]
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        return [Problem(path, "(record)", f"not readable as JSON ({err})")]
+    except (OSError, ValueError, RecursionError) as err:  # ValueError: bad JSON, an integer
+        # of over 4300 digits; RecursionError: arrays nested some thousand deep
+        return [Problem(path, "(record)", f"not readable as JSON ({_first_words(err)})")]
     return check_document(path, data)
+
+
+def _first_words(err: BaseException) -> str:
+    """An error's message on one line, cut short (a decoder's can run to several)."""
+    return " ".join(str(err).split())[:200] or type(err).__name__
 
 
 def check_records(root: Path) -> Iterator[Problem]:

@@ -217,8 +217,10 @@ def parse_record(path: Path) -> Record:
     """Read one record; anything that is not one is a one-line UserError naming the file."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: not a readable results record ({err})") from None
+    except (OSError, ValueError, RecursionError) as err:  # ValueError: bad JSON (UTF-8
+        # too), an integer of over 4300 digits; RecursionError: arrays nested too deep
+        raise UserError(f"{path}: not a readable results record "
+                        f"({' '.join(str(err).split())[:200]})") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: not a results record (a JSON object is needed)")
     for key, kind in _REQUIRED.items():

@@ -176,6 +176,18 @@ def check_compiler() -> None:
                         f"{_INSTEAD}") from None
 
 
+def check_no_silent_fallback() -> None:
+    """Dynamo with its errors suppressed (``TORCHDYNAMO_SUPPRESS_ERRORS``, read when torch is
+    imported) runs a step whose compile failed uncompiled, a warning its only trace: the
+    model would train by another function under the fused step's fingerprint."""
+    import torch._dynamo
+
+    if torch._dynamo.config.suppress_errors:
+        raise UserError("train.step = fused: TORCHDYNAMO_SUPPRESS_ERRORS is set, so a compile "
+                        "that fails would train with the uncompiled step unnoticed; unset "
+                        f"it, {_INSTEAD}")
+
+
 def _first_line(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
@@ -203,6 +215,8 @@ class FusedObjective(torch.nn.Module):
                  recompute_masks: bool = True) -> None:
         super().__init__()
         check_supported(model)
+        if compile:
+            check_no_silent_fallback()
         self.model = model
         config = model.config
         self.hidden_p = float(config.hidden_dropout_prob)
