@@ -127,15 +127,37 @@ def test_depth_and_heads_families_are_integers() -> None:
         mods.resolve_recipe("depth-2.5")
 
 
-def test_stacking_is_declared_by_what_a_modification_changes() -> None:
-    """A modification stacks with original exactly when it changes no architecture field."""
-    entries = [*mods.REGISTRY.values(),
-               *(family.modification(family.low) for family in mods.FAMILIES.values())]
-    for entry in entries:
-        changes_model = bool(set(entry.changes) & mods.ARCHITECTURE_FIELDS)
-        assert entry.stacks is not changes_model, entry.name
+def test_stacking_follows_from_what_a_modification_changes() -> None:
+    """A modification stacks with original exactly when it changes no architecture field:
+    an entry declares only its fields, never whether it stacks."""
     assert mods.lookup("no-random").stacks and mods.lookup("permute-0.5").stacks
-    assert not mods.lookup("overparam").stacks and not mods.lookup("depth-4").stacks
+    assert mods.lookup("sep-emb").stacks and mods.lookup("window-20").stacks
+    for architecture in ("overparam", "untrained", "nsp", "depth-4", "heads-2", "sep-L1-3",
+                         "params-0.5"):
+        assert not mods.lookup(architecture).stacks, architecture
+    assert mods.stackable_names().split(", ")[:2] == ["original", "lang-pos"]
+
+
+def test_later_fields_are_every_field_the_first_fingerprints_lacked() -> None:
+    """A new Recipe field is declared once: the fingerprint leaves it out at its default
+    without a second list of defaults (the first fingerprints' fields are fixed)."""
+    assert mods.LATER_FIELDS == {
+        "permute": 0.0, "unigram_target": False, "language_sep": False, "layers": 0,
+        "heads": 0, "size_factor": 0.0, "next_sentence": False, "window": 0,
+        "random_in_language": False, "separate_layers": 0, "code_switch": False,
+        "attend_padding": False}
+    recipe = mods.Recipe()
+    assert all(getattr(recipe, name) == default for name, default in mods.LATER_FIELDS.items())
+
+
+def test_separate_embeddings_are_sep_embs_three_fields_together() -> None:
+    """Downstream fine-tuning freezes a language's embeddings only under sep-emb's own
+    positions, specials and in-language random replacements, not under each alone."""
+    assert mods.resolve_recipe("sep-emb").separate_embeddings
+    assert mods.resolve_recipe("sep-emb;sep-L1-3").separate_embeddings
+    assert not mods.resolve_recipe("lang-pos;shift-special").separate_embeddings
+    named = mods.names_setting("separate_layers", "random_in_language").split(", ")
+    assert {"sep-emb", "sep-L1-<n>"} <= set(named) and "lang-pos" not in named
 
 
 def test_mixed_stacks_are_refused_in_one_line() -> None:

@@ -734,7 +734,8 @@ def resolve_run(cfg: Config, modification: str, seed: int) -> RunConfig:
         raise mods.ModificationError(
             f"modification {mods.canonical_name(modification)!r} tells languages apart by "
             f"their blocks of ids; vocab.mode = {mode!r} has one block for all languages "
-            "(valid with it: any modification without sep-emb and sep-L1-<n>)")
+            "(valid with it: any modification without "
+            f"{mods.names_setting('separate_layers', 'random_in_language')})")
     if recipe.separate_layers > model.num_hidden_layers:
         raise mods.ModificationError(
             f"modification {mods.canonical_name(modification)!r}: the model has "

@@ -369,8 +369,8 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
                                           settings.max_length) for how in inputs[1:]} if mds else {}
     model = load_classifier(model_dir, seed, len(task.labels))
     # Conneau et al. 2020: the language-specific parts stay as pretrained (sep-L1-<n>'s copies;
-    # sep-emb, the one modification drawing random replacements within a language, its embeddings)
-    language_layers.freeze_language_specific(model, run.recipe.random_in_language)
+    # sep-emb's embeddings)
+    language_layers.freeze_language_specific(model, run.recipe.separate_embeddings)
     check_finite_weights(model.state_dict(), model_dir)  # NaN weights: NaN scores
     model = model.to(evaluation_device())
     if model.config.vocab_size < encoder.total_size:
