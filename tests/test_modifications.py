@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from multilab.lab import modifications as mods
 
@@ -173,3 +174,28 @@ def test_mixed_stacks_are_refused_in_one_line() -> None:
             mods.check_stack(mixed)
         assert "\n" not in str(err.value)
     assert mods.stack_group("lang-pos;overparam") == ("overparam",)
+
+
+def test_lang_random_keeps_random_replacements_inside_the_row_s_language() -> None:
+    """lang-random changes masking alone: the shared positions, specials and embeddings stay
+    (it stacks, fine-tuning freezes nothing), and a random replacement of an English row is
+    an English id, where the original setup's comes from either language."""
+    from multilab.data.batches import mask_tokens
+    from multilab.data.inputs import InputEncoder, collate
+
+    recipe = mods.resolve_recipe("lang-random")
+    assert recipe == mods.Recipe(random_in_language=True)
+    assert mods.lookup("lang-random").stacks and not recipe.separate_embeddings
+
+    def random_ids(recipe: mods.Recipe) -> list[torch.Tensor]:
+        encoder = InputEncoder(recipe, 20, 16, (0, 20), 40)
+        batch = collate([encoder.encode(torch.arange(5, 19), language) for language in (0, 1)],
+                        [0, 1])
+        masked = mask_tokens(batch, encoder, 1.0, (0.0, 0.0, 1.0),
+                             torch.Generator().manual_seed(0))
+        return [masked.inputs["input_ids"][row][batch.word_mask[row]] for row in (0, 1)]
+
+    english, fake = random_ids(recipe)
+    assert bool((english < 20).all()) and bool((fake >= 20).all())
+    english, fake = random_ids(mods.Recipe())
+    assert bool((english >= 20).any()) and bool((fake < 20).any())

@@ -160,6 +160,14 @@ REGISTRY: dict[str, Modification] = {
             {"language_positions": True, "shift_special": True, "random_in_language": True},
         ),
         Modification(
+            "lang-random",
+            "random replacements only from the masked row's own language (Conneau et al. "
+            "2020's in-language sampling, part of sep-emb, alone; the variant avoiding "
+            "cross-language replacements Dufter & Schütze 2020 point to): no-random's "
+            "random tokens kept, their crossing between languages removed",
+            {"random_in_language": True},
+        ),
+        Modification(
             "attend-padding",
             "the authors' padding (their run_language_modeling.py passes no attention mask): "
             "padding is attended, at its row's continuing positions and segment, as the row's "
