@@ -97,15 +97,8 @@ def train_model(
     if already_trained(model_dir, area, fingerprint, experiment_id if tracked else None):
         return model_dir
 
-    # every input read before anything is written: a damaged one is one line, not a traceback
-    # at the first checkpoint (which saves the tokenizer) or in the first step
-    load_tokenizer(run.study.paths.vocab, layout(run.study).saved)
-    data, encoder = prepare_data(run)
-    member = Member.of(run, data, encoder)  # its batches, masks and plan: the stack's contract
+    data, member, model, optimizer, scheduler = _built(run)
     plan = member.plan
-    model = build_model(run.model, encoder.total_size, run.seed, encoder.languages,
-                        run.recipe.next_sentence, run.recipe.separate_layers, encoder.offsets)
-    optimizer, scheduler = _optimizer_and_schedule(model, run, plan.total_steps)
     with training_lock(area.parent, model_dir) if main else contextlib.nullcontext():
         # asked again under the lock: a concurrent `train` of this model may have finished
         # while this one prepared its data, and must not be trained again from step 0
@@ -149,12 +142,32 @@ def train_model(
                     raise StoppedEarly(state.step)
             steps.close()
             if main:
-                save_final_model(run, model, model_dir, area, state,
-                                 done_record(run, state, plan, data, accelerator.num_processes))
-                if state.run_id:
-                    tracking.log_artifact(model_dir / TRAIN_LOG)
+                _save_finished(run, model, model_dir, area, state,
+                               done_record(run, state, plan, data, accelerator.num_processes))
             accelerator.wait_for_everyone()
     return model_dir
+
+
+def _built(run: RunConfig) -> tuple[TrainingData, Member, BertForMaskedLM, Any, Any]:
+    """What the run trains: its data, its member (batches, masks and plan: the stack's
+    contract), the fresh model, its optimizer and schedule. Every input is read here,
+    before anything is written: a damaged one is one line, not a traceback at the first
+    checkpoint (which saves the tokenizer) or in the first step."""
+    load_tokenizer(run.study.paths.vocab, layout(run.study).saved)
+    data, encoder = prepare_data(run)
+    member = Member.of(run, data, encoder)
+    model = build_model(run.model, encoder.total_size, run.seed, encoder.languages,
+                        run.recipe.next_sentence, run.recipe.separate_layers, encoder.offsets)
+    optimizer, scheduler = _optimizer_and_schedule(model, run, member.total_steps)
+    return data, member, model, optimizer, scheduler
+
+
+def _save_finished(run: RunConfig, model: BertForMaskedLM, model_dir: Path, area: Path,
+                   state: TrainingState, done: dict[str, Any]) -> None:
+    """The finished model and its done file; its train log to the run's MLflow artefacts."""
+    save_final_model(run, model, model_dir, area, state, done)
+    if state.run_id:
+        tracking.log_artifact(model_dir / TRAIN_LOG)
 
 
 # --------------------------------------------------------------------------- the optimizer
