@@ -33,9 +33,10 @@ from multilab.reporting.figures import (
 )
 from multilab.reporting.report import finished_runs
 from multilab.resolve import resolve_run
+from multilab.training.member import curve_steps
 from multilab.training.model import load_model
 from multilab.training.model_dir import read_done
-from multilab.training.train import curve_steps, train_model
+from multilab.training.train import train_model
 from tests.helpers import link_project, smoke_config
 
 pytestmark = pytest.mark.slow  # every test reads a smoke model trained for the module

@@ -23,8 +23,9 @@ from multilab.lab.metric_table import CURVE_KEYS, curve_key
 from multilab.resolve import resolve_run
 from multilab.tracking import orphans
 from multilab.tracking.colors import BASELINE_COLOR
+from multilab.training.member import curve_steps
 from multilab.training.model_dir import read_done
-from multilab.training.train import curve_steps, train_model
+from multilab.training.train import train_model
 from tests.helpers import PARAMS, link_project, one_torch_thread, smoke_config
 
 pytestmark = pytest.mark.slow  # a smoke model trained and evaluated three times

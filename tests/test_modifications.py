@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from multilab.lab import modifications as mods
 
@@ -127,15 +128,37 @@ def test_depth_and_heads_families_are_integers() -> None:
         mods.resolve_recipe("depth-2.5")
 
 
-def test_stacking_is_declared_by_what_a_modification_changes() -> None:
-    """A modification stacks with original exactly when it changes no architecture field."""
-    entries = [*mods.REGISTRY.values(),
-               *(family.modification(family.low) for family in mods.FAMILIES.values())]
-    for entry in entries:
-        changes_model = bool(set(entry.changes) & mods.ARCHITECTURE_FIELDS)
-        assert entry.stacks is not changes_model, entry.name
+def test_stacking_follows_from_what_a_modification_changes() -> None:
+    """A modification stacks with original exactly when it changes no architecture field:
+    an entry declares only its fields, never whether it stacks."""
     assert mods.lookup("no-random").stacks and mods.lookup("permute-0.5").stacks
-    assert not mods.lookup("overparam").stacks and not mods.lookup("depth-4").stacks
+    assert mods.lookup("sep-emb").stacks and mods.lookup("window-20").stacks
+    for architecture in ("overparam", "untrained", "nsp", "depth-4", "heads-2", "sep-L1-3",
+                         "params-0.5"):
+        assert not mods.lookup(architecture).stacks, architecture
+    assert mods.stackable_names().split(", ")[:2] == ["original", "lang-pos"]
+
+
+def test_later_fields_are_every_field_the_first_fingerprints_lacked() -> None:
+    """A new Recipe field is declared once: the fingerprint leaves it out at its default
+    without a second list of defaults (the first fingerprints' fields are fixed)."""
+    assert mods.LATER_FIELDS == {
+        "permute": 0.0, "unigram_target": False, "language_sep": False, "layers": 0,
+        "heads": 0, "size_factor": 0.0, "next_sentence": False, "window": 0,
+        "random_in_language": False, "separate_layers": 0, "code_switch": False,
+        "attend_padding": False}
+    recipe = mods.Recipe()
+    assert all(getattr(recipe, name) == default for name, default in mods.LATER_FIELDS.items())
+
+
+def test_separate_embeddings_are_sep_embs_three_fields_together() -> None:
+    """Downstream fine-tuning freezes a language's embeddings only under sep-emb's own
+    positions, specials and in-language random replacements, not under each alone."""
+    assert mods.resolve_recipe("sep-emb").separate_embeddings
+    assert mods.resolve_recipe("sep-emb;sep-L1-3").separate_embeddings
+    assert not mods.resolve_recipe("lang-pos;shift-special").separate_embeddings
+    named = mods.names_setting("separate_layers", "random_in_language").split(", ")
+    assert {"sep-emb", "sep-L1-<n>"} <= set(named) and "lang-pos" not in named
 
 
 def test_mixed_stacks_are_refused_in_one_line() -> None:
@@ -151,3 +174,28 @@ def test_mixed_stacks_are_refused_in_one_line() -> None:
             mods.check_stack(mixed)
         assert "\n" not in str(err.value)
     assert mods.stack_group("lang-pos;overparam") == ("overparam",)
+
+
+def test_lang_random_keeps_random_replacements_inside_the_row_s_language() -> None:
+    """lang-random changes masking alone: the shared positions, specials and embeddings stay
+    (it stacks, fine-tuning freezes nothing), and a random replacement of an English row is
+    an English id, where the original setup's comes from either language."""
+    from multilab.data.batches import mask_tokens
+    from multilab.data.inputs import InputEncoder, collate
+
+    recipe = mods.resolve_recipe("lang-random")
+    assert recipe == mods.Recipe(random_in_language=True)
+    assert mods.lookup("lang-random").stacks and not recipe.separate_embeddings
+
+    def random_ids(recipe: mods.Recipe) -> list[torch.Tensor]:
+        encoder = InputEncoder(recipe, 20, 16, (0, 20), 40)
+        batch = collate([encoder.encode(torch.arange(5, 19), language) for language in (0, 1)],
+                        [0, 1])
+        masked = mask_tokens(batch, encoder, 1.0, (0.0, 0.0, 1.0),
+                             torch.Generator().manual_seed(0))
+        return [masked.inputs["input_ids"][row][batch.word_mask[row]] for row in (0, 1)]
+
+    english, fake = random_ids(recipe)
+    assert bool((english < 20).all()) and bool((fake >= 20).all())
+    english, fake = random_ids(mods.Recipe())
+    assert bool((english >= 20).any()) and bool((fake < 20).any())

@@ -165,12 +165,12 @@ def test_untrained_model_is_saved_without_training(project: Config) -> None:
 
 
 def test_failed_run_ends_failed(project: Config, monkeypatch) -> None:
-    import multilab.training.train as train_module
+    import multilab.training.member as member_module
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(train_module, "mask_tokens", broken)
+    monkeypatch.setattr(member_module, "mask_tokens", broken)
     experiment = tracking.connect(project.paths, project.experiment)
     with pytest.raises(RuntimeError, match="boom"):
         train_model(resolve_run(project, "original", 0), experiment_id=experiment, progress=False)

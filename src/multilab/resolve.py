@@ -517,9 +517,64 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
 
     The one validation path of every command (``check`` included): unknown keys at every
     level, types, ranges, and every modification the config names (study entries and
-    ``modification``) resolved as training will resolve it.
+    ``modification``) resolved as training will resolve it. Sections are checked in this
+    order, so a config with several faults is told the same first one every time.
     """
     overrides = overrides or {}
+    profile, merged = _merged_profile(raw, overrides)
+    seeds = _check_seeds(merged.get("seeds"))
+    modification = _check_modification(merged.get("modification", "original"))
+    study = merged.get("study") or []
+    if not isinstance(study, list | tuple):
+        raise UserError(f"study = {study!r}: must be a list of modification names")
+    study = _check_study(study, from_file="study" not in overrides)
+    corpora = _check_corpora(merged.get("corpora"))
+    isos = {name: c.iso for name, c in corpora.items()}
+    languages = _check_languages(merged.get("languages", list(langs.DEFAULT_LANGUAGES)), isos)
+    experiment = merged.get("experiment")
+    if experiment is not None and (not isinstance(experiment, str | int) or experiment == ""):
+        raise UserError(f"experiment = {experiment!r}: must be a name or null "
+                        f"(null: multilab-{profile})")
+    rows = _check_rows(merged.get("rows"))
+    models = _models(merged)
+    train = _train_section(merged, models)
+    corpus = _build(CorpusConfig, merged.get("corpus"), "corpus")
+    _check_train_scope(corpus, languages, isos)
+    evaluate = _evaluate_section(merged, corpus, models)
+    spaces = _spaces_section(merged, languages, corpus, corpora)
+    vocab = _vocab_section(merged, languages, corpus, isos)
+    downstream = _downstream_section(merged, train)
+    word_order = _build(WordOrderConfig, merged.get("word_order"), "word_order")
+    _check_word_order(word_order)
+    cfg = Config(
+        profile=profile,
+        seeds=seeds,
+        modification=modification,
+        study=study,
+        experiment=str(experiment or default_experiment(profile, languages)),
+        paths=_build(Paths, merged.get("paths"), "paths"),
+        corpus=corpus,
+        vocab=vocab,
+        spaces=spaces,
+        train=train,
+        models=models,
+        evaluate=evaluate,
+        downstream=downstream,
+        word_order=word_order,
+        languages=languages,
+        corpora=corpora,
+        rows=rows,
+    )
+    for entry in (modification, *study):  # as `train` will resolve them: one path for both
+        resolve_run(cfg, entry, seeds[0])
+    return cfg
+
+
+def _merged_profile(raw: dict[str, Any], overrides: dict[str, Any]
+                    ) -> tuple[str, dict[str, Any]]:
+    """The chosen profile's name and the values it sees: the file's top level, the
+    profile's values over it, the overrides over both (every profile checked, not only the
+    chosen one: a bad one fails before its turn comes)."""
     _check_keys(raw, "")
     _check_keys(overrides, "")
     profiles = _deep_merge(
@@ -545,32 +600,30 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
     base = {k: v for k, v in raw.items() if k != PROFILES_KEY}
     merged = _deep_merge(_deep_merge(base, profiles[profile] or {}), overrides)
     merged.pop(PROFILES_KEY, None)
+    return profile, merged
 
-    seeds = _check_seeds(merged.get("seeds"))
-    modification = merged.get("modification", "original")
+
+def _check_modification(modification: Any) -> str:
+    """``modification``: a name, '+'-joined names or a paper ID (resolved with the rest)."""
     if isinstance(modification, bool) or not isinstance(modification, str | int):
         raise UserError(f"modification = {modification!r}: must be a name, '+'-joined names "
                         "or a paper ID")
-    modification = str(modification)
-    study = merged.get("study") or []
-    if not isinstance(study, list | tuple):
-        raise UserError(f"study = {study!r}: must be a list of modification names")
-    study = _check_study(study, from_file="study" not in overrides)
-    corpora = _check_corpora(merged.get("corpora"))
-    languages = _check_languages(merged.get("languages", list(langs.DEFAULT_LANGUAGES)),
-                                 {name: c.iso for name, c in corpora.items()})
-    experiment = merged.get("experiment")
-    if experiment is not None and (not isinstance(experiment, str | int) or experiment == ""):
-        raise UserError(f"experiment = {experiment!r}: must be a name or null "
-                        f"(null: multilab-{profile})")
-    rows = _check_rows(merged.get("rows"))
+    return str(modification)
 
+
+def _models(merged: dict[str, Any]) -> dict[str, ModelConfig]:
+    """``models``: every size of :data:`MODEL_SIZES`, each a :class:`ModelConfig`."""
     models_raw = _mapping(merged.get("models"), "models", MODEL_SIZES)
     models = {name: _build(ModelConfig, v, f"models.{name}") for name, v in models_raw.items()}
     for needed in MODEL_SIZES:
         if needed not in models:
             raise UserError(f"models.{needed} missing; valid sizes: {', '.join(MODEL_SIZES)}")
+    return models
 
+
+def _train_section(merged: dict[str, Any], models: dict[str, ModelConfig]) -> TrainConfig:
+    """``train``: its step, stack and compile together, every replacement the config or the
+    registry names, and each model size against it."""
     train = _build(TrainConfig, merged.get("train"), "train")
     if train.step not in TRAIN_STEPS:
         raise UserError(f"train.step = {train.step!r}: valid: {', '.join(TRAIN_STEPS)}")
@@ -589,9 +642,12 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
         _check_replacement(mod.changes.get("replacement", mods.BERT_REPLACEMENT), name)
     for size, model in models.items():
         _check_model(size, model, train)
+    return train
 
-    corpus = _build(CorpusConfig, merged.get("corpus"), "corpus")
-    _check_train_scope(corpus, languages, {name: c.iso for name, c in corpora.items()})
+
+def _evaluate_section(merged: dict[str, Any], corpus: CorpusConfig,
+                      models: dict[str, ModelConfig]) -> EvalConfig:
+    """``evaluate``: no more sentences than the dev corpus holds, no layer a model lacks."""
     evaluate = _build(EvalConfig, merged.get("evaluate"), "evaluate")
     evaluate = replace(evaluate, layers=parse_layers(evaluate.layers))
     for key in ("dev_sentences", "curve_sentences"):
@@ -609,6 +665,12 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
                     f"{model.num_hidden_layers} layers; valid: 0-{model.num_hidden_layers} "
                     f"or {ALL_LAYERS!r}"
                 )
+    return evaluate
+
+
+def _spaces_section(merged: dict[str, Any], languages: tuple[str, ...], corpus: CorpusConfig,
+                    corpora: dict[str, UserCorpusConfig]) -> SpacesConfig:
+    """``spaces``: a silver seed dictionary only where verse-aligned real languages give one."""
     spaces = _build(SpacesConfig, merged.get("spaces"), "spaces")
     if spaces.seed_dictionary not in SEED_DICTIONARIES:
         raise UserError(f"spaces.seed_dictionary = {spaces.seed_dictionary!r}; valid: "
@@ -627,6 +689,12 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
             "text; user corpora and an ot language's verses are not parallel (valid: none, "
             "VecMap unsupervised as Dufter & Schütze 2020 §5)"
         )
+    return spaces
+
+
+def _vocab_section(merged: dict[str, Any], languages: tuple[str, ...], corpus: CorpusConfig,
+                   isos: dict[str, str]) -> VocabConfig:
+    """``vocab``: a known mode and unit; a shared vocabulary only for real languages."""
     vocab = _build(VocabConfig, merged.get("vocab"), "vocab")
     if vocab.mode not in VOCAB_MODES:
         raise UserError(f"vocab.mode = {vocab.mode!r}; valid: {', '.join(VOCAB_MODES)}")
@@ -639,8 +707,12 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
             "[3, s, i])"
         )
     if vocab.shared:
-        _check_own_domain_pairs(languages, {name: c.iso for name, c in corpora.items()},
-                                vocab.mode)
+        _check_own_domain_pairs(languages, isos, vocab.mode)
+    return vocab
+
+
+def _downstream_section(merged: dict[str, Any], train: TrainConfig) -> DownstreamConfig:
+    """``downstream``: no position the pretrained model never saw, a known task."""
     downstream = _build(DownstreamConfig, merged.get("downstream"), "downstream")
     if downstream.max_length > train.max_length:
         raise UserError(
@@ -649,30 +721,7 @@ def config_from_dict(raw: dict[str, Any], overrides: dict[str, Any] | None = Non
             f"train.max_length); valid: <= {train.max_length}"
         )
     _check_task(downstream)
-    word_order = _build(WordOrderConfig, merged.get("word_order"), "word_order")
-    _check_word_order(word_order)
-    cfg = Config(
-        profile=profile,
-        seeds=seeds,
-        modification=modification,
-        study=study,
-        experiment=str(experiment or default_experiment(profile, languages)),
-        paths=_build(Paths, merged.get("paths"), "paths"),
-        corpus=corpus,
-        vocab=vocab,
-        spaces=spaces,
-        train=train,
-        models=models,
-        evaluate=evaluate,
-        downstream=downstream,
-        word_order=word_order,
-        languages=languages,
-        corpora=corpora,
-        rows=rows,
-    )
-    for entry in (modification, *study):  # as `train` will resolve them: one path for both
-        resolve_run(cfg, entry, seeds[0])
-    return cfg
+    return downstream
 
 
 def resolve_run(cfg: Config, modification: str, seed: int) -> RunConfig:
@@ -734,7 +783,8 @@ def resolve_run(cfg: Config, modification: str, seed: int) -> RunConfig:
         raise mods.ModificationError(
             f"modification {mods.canonical_name(modification)!r} tells languages apart by "
             f"their blocks of ids; vocab.mode = {mode!r} has one block for all languages "
-            "(valid with it: any modification without sep-emb and sep-L1-<n>)")
+            "(valid with it: any modification without "
+            f"{mods.names_setting('separate_layers', 'random_in_language')})")
     if recipe.separate_layers > model.num_hidden_layers:
         raise mods.ModificationError(
             f"modification {mods.canonical_name(modification)!r}: the model has "

@@ -359,12 +359,13 @@ def mask_tokens(
 ) -> MaskedBatch:
     """Select ``mask_prob`` of the wordpieces and replace them by (mask, keep, random, knn).
 
-    Random tokens come from the whole vocabulary (any language, as BERT), or with sep-emb
-    (``recipe.random_in_language``) from the row's own language's block.
+    Random tokens come from the whole vocabulary (any language, as BERT), or under
+    ``recipe.random_in_language`` from the row's own language's block
+    (:func:`random_replacement_ids`).
     knn tokens are drawn uniformly from the k cross-lingual neighbours of ``knn_table``.
     """
     ids = batch.input_ids
-    probs = torch.tensor(list(replacement) + [0.0] * (4 - len(replacement)))
+    probs = replacement_probs(replacement)
     selected = (torch.rand(ids.shape, generator=generator) < mask_prob) & batch.word_mask
     if not selected.any():  # never an empty loss
         first = batch.word_mask.nonzero()[0]
@@ -377,14 +378,7 @@ def mask_tokens(
     row_of = selected.nonzero()[:, 0]
     replaced = labels.clone()
     replaced = torch.where(choice == 0, mask_ids[row_of], replaced)
-    if encoder.recipe.random_in_language:  # sep-emb: a random id of the row's own block
-        starts = torch.tensor(encoder.offsets)
-        sizes = torch.tensor([*encoder.offsets[1:], encoder.total_size]) - starts
-        language = batch.languages[row_of]
-        random_ids = starts[language] + (torch.rand(n, generator=generator)
-                                         * sizes[language]).long()
-    else:
-        random_ids = torch.randint(0, encoder.total_size, (n,), generator=generator)
+    random_ids = random_replacement_ids(encoder, batch.languages[row_of], generator)
     replaced = torch.where(choice == 2, random_ids, replaced)
     if probs[3] > 0:
         neighbours = knn_neighbours(labels, encoder, knn_table, generator)
@@ -395,6 +389,26 @@ def mask_tokens(
     inputs["input_ids"] = corrupted
     return MaskedBatch(inputs=inputs, selected=selected, labels=labels,
                        token_mask=batch.real_tokens(), next_sentence=batch.next_sentence)
+
+
+def replacement_probs(replacement: tuple[float, ...]) -> torch.Tensor:
+    """(mask, keep, random, knn) as the tensor the replacement choices are drawn from (a
+    three-way replacement: no knn)."""
+    return torch.tensor(list(replacement) + [0.0] * (4 - len(replacement)))
+
+
+def random_replacement_ids(encoder: InputEncoder, language: torch.Tensor,
+                           generator: torch.Generator) -> torch.Tensor:
+    """The random replacement of each selected position, ``language`` its row's language:
+    any id of the vocabulary (BERT's: any language), or under ``recipe.random_in_language``
+    (lang-random, sep-emb) an id of the row's own language's block. The one place that
+    field is read: the single-model and the stacked trainer both draw here."""
+    n = len(language)
+    if encoder.recipe.random_in_language:
+        starts = torch.tensor(encoder.offsets)
+        sizes = torch.tensor([*encoder.offsets[1:], encoder.total_size]) - starts
+        return starts[language] + (torch.rand(n, generator=generator) * sizes[language]).long()
+    return torch.randint(0, encoder.total_size, (n,), generator=generator)
 
 
 def knn_neighbours(

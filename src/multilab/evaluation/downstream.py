@@ -52,6 +52,7 @@ from multilab import tracking
 from multilab.config import Config, DownstreamConfig, RunConfig
 from multilab.data.classification import (
     SPLITS,
+    Baseline,
     Example,
     Scores,
     classification_scores,
@@ -360,29 +361,10 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
     inputs = language_inputs(cfg, languages)
     data = task_data(cfg, languages) if data is None else data
     encoder = input_encoder(cfg, run)
-    first = inputs[0]
-    train = encode_examples(data["train"][first.language], first, encoder, settings.max_length)
-    dev = encode_examples(data["dev"][first.language], first, encoder, settings.max_length)
-    tests = {how.language: encode_examples(data["test"][how.language], how, encoder,
-                                           settings.max_length) for how in inputs}
-    devs = {how.language: encode_examples(data["dev"][how.language], how, encoder,
-                                          settings.max_length) for how in inputs[1:]} if mds else {}
-    model = load_classifier(model_dir, seed, len(task.labels))
-    # Conneau et al. 2020: the language-specific parts stay as pretrained (sep-L1-<n>'s copies;
-    # sep-emb, the one modification drawing random replacements within a language, its embeddings)
-    language_layers.freeze_language_specific(model, run.recipe.random_in_language)
-    check_finite_weights(model.state_dict(), model_dir)  # NaN weights: NaN scores
-    model = model.to(evaluation_device())
-    if model.config.vocab_size < encoder.total_size:
-        raise UserError(f"{model_dir} has {model.config.vocab_size} token ids, fewer than the "
-                        f"{encoder.total_size} of languages [{', '.join(cfg.languages)}]")
-    layer = 0
-    if mds:
-        try:
-            layer = mds_transfer.shift_layer(settings.mds_layer, model.config.num_hidden_layers)
-        except ValueError as err:
-            raise UserError(str(err)) from None
-        mds_transfer.freeze_below(model, layer)
+    split = _encoded_splits(data, inputs, encoder, settings.max_length, mds)
+    train, dev, tests, devs = split.train, split.dev, split.tests, split.devs
+    model = _classifier(cfg, model_dir, run, seed, len(task.labels), encoder)
+    layer = _mds_layer(model, settings) if mds else 0
     name = f"downstream{' mds' if mds else ''} {run.modification} s{run.seed}"
     work = settings.epochs * (len(train) + len(dev)) + sum(len(t) for t in tests.values())
     work += sum(len(settings.mds_alphas) * len(d) + len(tests[lang]) for lang, d in devs.items())
@@ -395,24 +377,12 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
                   for lang, test in tests.items()}
         shifts = _shifted_transfer(model, layer, settings, encoder, dev, devs, tests, scores,
                                    bar)
-    baseline = majority_baseline(train.labels.tolist(), tests[first.language].labels.tolist(),
+    first = inputs[0].language
+    baseline = majority_baseline(train.labels.tolist(), tests[first].labels.tolist(),
                                  len(task.labels))
     labels = {lang: language_label(lang, languages) for lang in languages}
     prefix = MDS_PREFIX if mds else PREFIX
-    metrics: dict[str, float] = {}
-    for lang, score in scores.items():
-        metrics[f"{prefix}acc.{labels[lang]}"] = score.accuracy
-        metrics[f"{prefix}f1.{labels[lang]}"] = score.macro_f1
-    for lang, shift in shifts.items():
-        metrics[f"{prefix}acc_shifted.{labels[lang]}"] = shift.test_shifted
-        metrics[f"{prefix}alpha.{labels[lang]}"] = shift.alpha
-    metrics |= {
-        f"{prefix}majority_acc": baseline.accuracy,
-        f"{prefix}majority_f1": baseline.macro_f1,
-        f"{prefix}dev_acc": tuned.dev_accuracy[tuned.epoch - 1],
-        f"{prefix}epoch": tuned.epoch,
-        f"{prefix}seconds": time.perf_counter() - started,
-    }
+    metrics = _transfer_metrics(prefix, labels, scores, shifts, baseline, tuned, started)
     bad = {k: v for k, v in metrics.items() if not math.isfinite(v)}
     if bad:
         raise UserError(f"fine-tuning {model_dir} gave non-finite metrics {bad}; lower "
@@ -424,9 +394,9 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
         "settings": asdict(settings) | {
             "seed": seed,
             "task_path": None if settings.task_path is None else str(settings.task_path)},
-        "verses": {"train": len(train), "dev": len(dev), "test": len(tests[first.language])},
+        "verses": {"train": len(train), "dev": len(dev), "test": len(tests[first])},
         "truncated": {"train": train.truncated, "dev": dev.truncated,
-                      "test": tests[first.language].truncated},
+                      "test": tests[first].truncated},
         "majority": {"label": task.labels[baseline.label], "accuracy": baseline.accuracy,
                      "macro_f1": baseline.macro_f1},
         "test": {labels[lang]: asdict(score) for lang, score in scores.items()},
@@ -437,6 +407,78 @@ def downstream_model(cfg: Config, model_dir: Path, run: RunConfig,
                   "alphas": list(settings.mds_alphas),
                   "languages": {labels[lang]: asdict(shift) for lang, shift in shifts.items()}}}
          if mds else {})
+
+
+@dataclass
+class _Splits:
+    """The task's splits encoded: fine-tuning (train, dev) in the first language, a test
+    split in each, and (mds only) the other languages' dev splits the shift is chosen on."""
+
+    train: Encoded
+    dev: Encoded
+    tests: dict[Language, Encoded]
+    devs: dict[Language, Encoded]
+
+
+def _encoded_splits(data: dict[str, dict[Language, list[Example]]],
+                    inputs: Sequence[LanguageInput],
+                    encoder: InputEncoder, max_length: int, mds: bool) -> _Splits:
+    first = inputs[0]
+    train = encode_examples(data["train"][first.language], first, encoder, max_length)
+    dev = encode_examples(data["dev"][first.language], first, encoder, max_length)
+    tests = {how.language: encode_examples(data["test"][how.language], how, encoder,
+                                           max_length) for how in inputs}
+    devs = {how.language: encode_examples(data["dev"][how.language], how, encoder,
+                                          max_length) for how in inputs[1:]} if mds else {}
+    return _Splits(train, dev, tests, devs)
+
+
+def _classifier(cfg: Config, model_dir: Path, run: RunConfig, seed: int, labels: int,
+                encoder: InputEncoder) -> PreTrainedModel:
+    """The pretrained model with a fresh classifier head, on the evaluation device, its
+    language-specific parts frozen; refused when its weights are not finite or it has fewer
+    token ids than the languages' inputs."""
+    model = load_classifier(model_dir, seed, labels)
+    # Conneau et al. 2020: the language-specific parts stay as pretrained (sep-L1-<n>'s copies;
+    # sep-emb's embeddings)
+    language_layers.freeze_language_specific(model, run.recipe.separate_embeddings)
+    check_finite_weights(model.state_dict(), model_dir)  # NaN weights: NaN scores
+    model = model.to(evaluation_device())
+    if model.config.vocab_size < encoder.total_size:
+        raise UserError(f"{model_dir} has {model.config.vocab_size} token ids, fewer than the "
+                        f"{encoder.total_size} of languages [{', '.join(cfg.languages)}]")
+    return model
+
+
+def _mds_layer(model: PreTrainedModel, settings: DownstreamConfig) -> int:
+    """The layer the mean difference shift acts at; the layers below it frozen."""
+    try:
+        layer = mds_transfer.shift_layer(settings.mds_layer, model.config.num_hidden_layers)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    mds_transfer.freeze_below(model, layer)
+    return layer
+
+
+def _transfer_metrics(prefix: str, labels: dict[Language, str], scores: dict[Language, Scores],
+                      shifts: dict[Language, mds_transfer.ShiftResult], baseline: Baseline,
+                      tuned: FineTuned, started: float) -> dict[str, float]:
+    """The flat metrics MLflow logs: each language's scores (and shifted ones), the majority
+    baseline, the selected epoch's dev accuracy, the time taken."""
+    metrics: dict[str, float] = {}
+    for lang, score in scores.items():
+        metrics[f"{prefix}acc.{labels[lang]}"] = score.accuracy
+        metrics[f"{prefix}f1.{labels[lang]}"] = score.macro_f1
+    for lang, shift in shifts.items():
+        metrics[f"{prefix}acc_shifted.{labels[lang]}"] = shift.test_shifted
+        metrics[f"{prefix}alpha.{labels[lang]}"] = shift.alpha
+    return metrics | {
+        f"{prefix}majority_acc": baseline.accuracy,
+        f"{prefix}majority_f1": baseline.macro_f1,
+        f"{prefix}dev_acc": tuned.dev_accuracy[tuned.epoch - 1],
+        f"{prefix}epoch": tuned.epoch,
+        f"{prefix}seconds": time.perf_counter() - started,
+    }
 
 
 def _shifted_transfer(model: PreTrainedModel, layer: int, settings: DownstreamConfig,

@@ -5,8 +5,10 @@ fields of a :class:`Recipe` it overrides. A :class:`Family` is the same with a n
 its name (``permute-0.5``: K et al. 2020's word-order permutation with p = 0.5). Combinations
 such as ``lang-pos;shift-special;no-random`` are the left-to-right merge of their parts; two
 parts that set the same field to different values are a conflict, never a silent
-override. To add an ablation, add one entry to ``REGISTRY`` (and, if the paper has one,
-its ID to ``PAPER_IDS``) and one test.
+override. To add an ablation that an existing :class:`Recipe` field expresses, add one entry
+to ``REGISTRY`` (and, if the paper has one, its ID to ``PAPER_IDS``) and one test: whether it
+stacks and how fingerprints treat its fields follow from the fields it sets. A new kind of
+change is a new ``Recipe`` field (docs/concepts.md, "Adding a modification").
 """
 
 from __future__ import annotations
@@ -74,6 +76,14 @@ class Recipe:
         """knn replacement needs a cross-lingual neighbour table from the spaces stage."""
         return self.replacement[3] > 0
 
+    @property
+    def separate_embeddings(self) -> bool:
+        """Conneau et al. 2020's sep-emb: every embedding of a language its own (positions,
+        specials, random replacements), so fine-tuning on English leaves them as pretrained
+        (evaluation/downstream.py). In-language random replacements alone are masking, not
+        separate embeddings."""
+        return self.language_positions and self.shift_special and self.random_in_language
+
 
 #: Recipe fields that change the model itself (its shape, its heads, whether it trains): a
 #: modification setting one cannot share a stack with ``original`` (training/stacked.py).
@@ -83,14 +93,17 @@ ARCHITECTURE_FIELDS = frozenset({"layers", "heads", "size_factor", "next_sentenc
 
 @dataclass(frozen=True)
 class Modification:
-    """One named ablation: a description, the recipe fields it sets, and whether it trains
-    in one stack with ``original`` (``stacks``: it changes only data, masking, inputs or
-    positions, not the architecture; training/stacked.py)."""
+    """One named ablation: a description and the recipe fields it sets."""
 
     name: str
     description: str
     changes: dict[str, Any] = field(default_factory=dict)
-    stacks: bool = True
+
+    @property
+    def stacks(self) -> bool:
+        """Whether it trains in one stack with ``original`` (training/stacked.py): it sets
+        no architecture field, so it changes only data, masking, inputs or positions."""
+        return not set(self.changes) & ARCHITECTURE_FIELDS
 
 
 REGISTRY: dict[str, Modification] = {
@@ -130,7 +143,7 @@ REGISTRY: dict[str, Modification] = {
             "K et al. 2020's next-sentence prediction: each pretraining input a pair of sentences "
             "of one language (the true next one half of the time, a random one otherwise) "
             "with BERT's NSP head and loss beside MLM",
-            {"next_sentence": True}, stacks=False,
+            {"next_sentence": True},
         ),
         Modification(
             "extra-anchors",
@@ -145,6 +158,14 @@ REGISTRY: dict[str, Modification] = {
             "word-piece block (as every separate vocabulary), its own positions and specials "
             "(lang-pos + shift-special), random replacements only within the language",
             {"language_positions": True, "shift_special": True, "random_in_language": True},
+        ),
+        Modification(
+            "lang-random",
+            "random replacements only from the masked row's own language (Conneau et al. "
+            "2020's in-language sampling, part of sep-emb, alone; the variant avoiding "
+            "cross-language replacements Dufter & Schütze 2020 point to): no-random's "
+            "random tokens kept, their crossing between languages removed",
+            {"random_in_language": True},
         ),
         Modification(
             "attend-padding",
@@ -167,10 +188,9 @@ REGISTRY: dict[str, Modification] = {
         Modification(
             "overparam",
             "BERT-base instead of BERT-small (lr 1e-4, batch 16 x 16)",
-            {"model_size": "base"}, stacks=False,
+            {"model_size": "base"},
         ),
-        Modification("untrained", "random initialisation, no training", {"trained": False},
-                     stacks=False),
+        Modification("untrained", "random initialisation, no training", {"trained": False}),
         Modification(
             "knn-replace",
             "a fourth replacement: a cross-lingual VecMap neighbour, (0.5, 0.1, 0.1, 0.3)",
@@ -179,13 +199,14 @@ REGISTRY: dict[str, Modification] = {
     ]
 }
 
-#: Recipe fields added after models were trained, with their defaults: a fingerprint leaves
-#: a field out while it has its default, so those models keep their fingerprints.
-LATER_FIELDS: dict[str, Any] = {"permute": 0.0, "unigram_target": False, "language_sep": False,
-                                "layers": 0, "heads": 0, "size_factor": 0.0,
-                                "next_sentence": False, "window": 0,
-                                "random_in_language": False, "separate_layers": 0,
-                                "code_switch": False, "attend_padding": False}
+#: The Recipe fields of the first fingerprints. Every field added since is left out of a
+#: fingerprint while it has its default, so the models trained before it keep theirs: a new
+#: field is declared once, in :class:`Recipe`, with the original setup's value as its default.
+FIRST_FIELDS = frozenset({"invert_fake", "parallel", "shift_special", "language_positions",
+                          "replacement", "model_size", "epoch_factor", "trained"})
+#: Recipe fields added after models were trained, with their defaults (read from Recipe).
+LATER_FIELDS: dict[str, Any] = {f.name: f.default for f in fields(Recipe)
+                                if f.name not in FIRST_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -203,7 +224,11 @@ class Family:
     high: float
     example: str
     integer: bool = False  # a count (layers, heads): written and parsed as an integer
-    stacks: bool = True  # as Modification.stacks
+
+    @property
+    def stacks(self) -> bool:
+        """As :attr:`Modification.stacks`: its field is no architecture field."""
+        return self.field not in ARCHITECTURE_FIELDS
 
     @property
     def symbol(self) -> str:
@@ -232,7 +257,7 @@ class Family:
 
     def modification(self, value: float) -> Modification:
         return Modification(f"{self.prefix}-{value:g}", self.description.format(value=value),
-                            {self.field: value}, self.stacks)
+                            {self.field: value})
 
 
 FAMILIES: dict[str, Family] = {
@@ -248,13 +273,13 @@ FAMILIES: dict[str, Family] = {
             "depth",
             "K et al. 2020 Table 4: {value:g} Transformer layers, the hidden size solved so that "
             "the parameter count stays the model size's (intermediate = 4 x hidden)",
-            "layers", 1, 48, "depth-4", integer=True, stacks=False,
+            "layers", 1, 48, "depth-4", integer=True,
         ),
         Family(
             "heads",
             "K et al. 2020 Table 5: {value:g} attention heads, the hidden size solved so that the "
             "parameter count stays the model size's (a multiple of the heads)",
-            "heads", 1, 64, "heads-2", integer=True, stacks=False,
+            "heads", 1, 64, "heads-2", integer=True,
         ),
         Family(
             "window",
@@ -268,14 +293,14 @@ FAMILIES: dict[str, Family] = {
             "Conneau et al. 2020's language-specific bottom layers: Transformer layers "
             "1-{value:g} one copy per language, the rest shared (sep-L1-3, sep-L1-6 of 12 as the "
             "paper's)",
-            "separate_layers", 1, 48, "sep-L1-3", integer=True, stacks=False,
+            "separate_layers", 1, 48, "sep-L1-3", integer=True,
         ),
         Family(
             "params",
             "K et al. 2020 Tables 6-7: {value:g} x the model size's parameter count at its depth "
             "and heads (or those of depth-<n> / heads-<n>), the hidden size solved "
             "(intermediate = 4 x hidden)",
-            "size_factor", 0.05, 20.0, "params-0.5", stacks=False,
+            "size_factor", 0.05, 20.0, "params-0.5",
         ),
     ]
 }
@@ -433,6 +458,15 @@ def check_stack(modifications: list[str]) -> None:
                 f"cannot share a stack: {differ} changes the architecture (valid: one "
                 f"architecture per stack: {stackable_names()} with original, or the seeds of "
                 "one row)")
+
+
+def names_setting(*recipe_fields: str) -> str:
+    """The registry entries and families that set any of ``recipe_fields`` (for messages
+    that name the modifications a rule concerns, current with the registry)."""
+    wanted = set(recipe_fields)
+    return ", ".join([*(m.name for m in REGISTRY.values() if wanted & set(m.changes)),
+                      *(f"{f.prefix}-<{f.symbol}>" for f in FAMILIES.values()
+                        if f.field in wanted)])
 
 
 def stackable_names() -> str:

@@ -365,6 +365,35 @@ def _figures(raw: Any, metrics: tuple[str, ...], source: Path) -> tuple[FigureSp
 def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     """Read and validate one spec against the claim list."""
     source = Path(source)
+    raw = _read_spec(source)
+    name = _check_identity(raw, source)
+    seeds = _check_spec_seeds(raw["seeds"], source)
+    languages = raw["languages"]
+    if not isinstance(languages, list) or not languages:
+        raise _fail(source, f"languages {languages!r}: a list of edition codes")
+    metrics = _check_metrics(raw["metrics"], source)
+    paper_seeds, decimals, not_comparable = _paper_reporting(raw, source)
+    settings = raw.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise _fail(source, "settings must map --set keys to values")
+    rows = _spec_rows(raw["rows"], metrics, paper_seeds, source, seeds, name)
+    entries = tuple(_claim_entry(c, source) for c in raw.get("claims") or [])
+    records_from, fine_tune, supersedes = _provenance(raw, source, name)
+    study = Study(name=name, paper=raw["paper"], table=str(raw["table"]), title=str(raw["title"]),
+                  languages=tuple(str(code) for code in languages), profile=raw["profile"],
+                  seeds=seeds, settings=settings, paper_seeds=paper_seeds,
+                  paper_decimals=decimals,
+                  paper_comparable=not_comparable, metrics=metrics, rows=rows, claims=entries,
+                  about=raw.get("about"), source=source, records_from=records_from,
+                  fine_tune=fine_tune, figures=_figures(raw.get("figures"), metrics, source),
+                  supersedes=supersedes)
+    for entry in entries:
+        _check_claim(study, entry, claims)
+    return study
+
+
+def _read_spec(source: Path) -> dict[str, Any]:
+    """The spec's YAML as a mapping with every required field and no unknown one."""
     try:
         raw = parse_yaml(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
@@ -376,6 +405,11 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     missing = [key for key in _REQUIRED if key not in raw]
     if missing:
         raise _fail(source, f"missing {', '.join(missing)}")
+    return raw
+
+
+def _check_identity(raw: dict[str, Any], source: Path) -> str:
+    """The study's name (its file's), paper and profile; returns the name."""
     name = raw["name"]
     if not isinstance(name, str) or not _NAME.match(name) or source.stem != name:
         raise _fail(source, f"name {name!r}: lowercase words joined by '-', the file's name")
@@ -386,22 +420,26 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
                     "name the paper whose claims the rows test")
     if raw["profile"] not in PROFILES:
         raise _fail(source, f"profile {raw['profile']!r}; valid: {', '.join(PROFILES)}")
-    seeds = raw["seeds"]
+    return name
+
+
+def _check_spec_seeds(seeds: Any, source: Path) -> tuple[int, ...]:
+    """Integers >= 0, each once: one record counted as several seeds is a false verdict."""
     if not isinstance(seeds, list) or not seeds or not all(
             isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
         raise _fail(source, f"seeds {seeds!r}: a list of integers >= 0")
-    if len(set(seeds)) != len(seeds):  # one record counted as several seeds: a false verdict
+    if len(set(seeds)) != len(seeds):
         twice = next(seed for seed in seeds if seeds.count(seed) > 1)
         raise _fail(source, f"seeds {seeds!r}: seed {twice} is listed twice; each seed once, "
                     f"e.g. {sorted(set(seeds))}")
-    languages = raw["languages"]
-    if not isinstance(languages, list) or not languages:
-        raise _fail(source, f"languages {languages!r}: a list of edition codes")
-    metrics = raw["metrics"]
+    return tuple(seeds)
+
+
+def _check_metrics(metrics: Any, source: Path) -> tuple[str, ...]:
+    """Metric keys of a known form, each evaluation part one the pipeline measures."""
     if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str)
                                                                 for m in metrics):
         raise _fail(source, f"metrics {metrics!r}: a list of metric keys")
-    metrics = tuple(metrics)
     for metric in metrics:
         try:
             found = metric_sources(metric.replace("<pair>", "a-b"))
@@ -413,6 +451,13 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
         for part, kind in zip(metric.split(MINUS), found, strict=True):
             if kind.kind == "evaluate" and not evaluation_metric(part.strip()):
                 _unknown_metric(source, part.strip())
+    return tuple(metrics)
+
+
+def _paper_reporting(raw: dict[str, Any], source: Path
+                     ) -> tuple[int | None, int | None, str | None]:
+    """How the paper reports the table: its seed count, its decimals, and why it is not
+    comparable (None: it is)."""
     paper_seeds = raw.get("paper_seeds")
     if paper_seeds is not None and (not isinstance(paper_seeds, int) or paper_seeds < 1):
         raise _fail(source, f"paper_seeds {paper_seeds!r}: the paper's seed count or null")
@@ -422,19 +467,19 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
         raise _fail(source, f"paper_decimals {decimals!r}: the decimals the paper reports, 0-6")
     comparable = raw.get("paper_comparable", True)
     if comparable is True:
-        not_comparable = None
-    elif isinstance(comparable, str) and comparable.startswith("no:"):
-        not_comparable = comparable[3:].strip()
-    else:
-        raise _fail(source, f"paper_comparable {comparable!r}: true, or 'no: <why>'")
-    settings = raw.get("settings") or {}
-    if not isinstance(settings, dict):
-        raise _fail(source, "settings must map --set keys to values")
-    if not isinstance(raw["rows"], list) or not raw["rows"]:
+        return paper_seeds, decimals, None
+    if isinstance(comparable, str) and comparable.startswith("no:"):
+        return paper_seeds, decimals, comparable[3:].strip()
+    raise _fail(source, f"paper_comparable {comparable!r}: true, or 'no: <why>'")
+
+
+def _spec_rows(entries: Any, metrics: tuple[str, ...], paper_seeds: int | None, source: Path,
+               seeds: tuple[int, ...], name: str) -> tuple[Row, ...]:
+    """The rows, each label and alias once and each its own data folder."""
+    if not isinstance(entries, list) or not entries:
         raise _fail(source, "rows must be a non-empty list")
-    rows = tuple(_row(r, i, metrics, paper_seeds, source, tuple(seeds))
-                 for i, r in enumerate(raw["rows"]))
-    labels = [name for row in rows for name in (row.label, *row.aliases)]
+    rows = tuple(_row(r, i, metrics, paper_seeds, source, seeds) for i, r in enumerate(entries))
+    labels = [label for row in rows for label in (row.label, *row.aliases)]
     if len(set(labels)) != len(labels):
         raise _fail(source, f"two rows share a label or alias: {labels}")
     folders: dict[str, str] = {}
@@ -445,7 +490,12 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
                         f"{safe_name(row.label)!r} (row-<label> in artifacts/studies/{name}/: "
                         "the second would train on the first's data); labels that differ in "
                         "letters or digits, not only in spaces or punctuation")
-    entries = tuple(_claim_entry(c, source) for c in raw.get("claims") or [])
+    return rows
+
+
+def _provenance(raw: dict[str, Any], source: Path, name: str
+                ) -> tuple[str | None, str | None, str | None]:
+    """Where the records came from, the fine-tuning edition, the study this one replaces."""
     records_from = raw.get("records_from")
     if records_from is not None and (not isinstance(records_from, str) or not records_from):
         raise _fail(source, f"records_from {records_from!r}: a path the records were imported "
@@ -457,17 +507,7 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
     if supersedes is not None and (not isinstance(supersedes, str) or supersedes == name
                                    or not _NAME.match(supersedes)):
         raise _fail(source, f"supersedes {supersedes!r}: the name of another study, or null")
-    study = Study(name=name, paper=raw["paper"], table=str(raw["table"]), title=str(raw["title"]),
-                  languages=tuple(str(code) for code in languages), profile=raw["profile"],
-                  seeds=tuple(seeds), settings=settings, paper_seeds=paper_seeds,
-                  paper_decimals=decimals,
-                  paper_comparable=not_comparable, metrics=metrics, rows=rows, claims=entries,
-                  about=raw.get("about"), source=source, records_from=records_from,
-                  fine_tune=fine_tune, figures=_figures(raw.get("figures"), metrics, source),
-                  supersedes=supersedes)
-    for entry in entries:
-        _check_claim(study, entry, claims)
-    return study
+    return records_from, fine_tune, supersedes
 
 
 def bind_claim(claim: Claim, entry: ClaimEntry) -> Claim:

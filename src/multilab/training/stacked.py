@@ -28,7 +28,9 @@ draws is its own and does not depend on who it is stacked with.
 :class:`SoloTrainer` trains one member with a plain module, ``torch.optim.AdamW``,
 ``clip_grad_norm_`` and the same counter dropout: the reference a stack must equal
 (tests/test_stacked.py) and the baseline of benchmarks/bench_stacked.py. The single-model
-trainer (training/train.py) is untouched: it keeps the global-generator dropout.
+trainer (training/train.py) takes its batches and masks from the same contract
+(:mod:`~multilab.training.member`: :class:`Member`, ``step_batch``) and keeps the
+global-generator dropout.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import copy
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -47,18 +48,19 @@ from transformers import AttentionInterface, BertForMaskedLM, get_linear_schedul
 
 from multilab.config import ModelConfig, RunConfig, TrainConfig
 from multilab.data.batches import (
-    BatchOrder,
     Examples,
     MaskedBatch,
     gradient_pieces,
     knn_neighbours,
-    mask_tokens,
     mix_seed,
+    random_replacement_ids,
+    replacement_probs,
     seeded_generator,
 )
 from multilab.data.inputs import CLS_ID, PAD_ID, InputEncoder
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
+from multilab.training.member import Member, step_batch
 from multilab.training.model import build_model
 
 #: The stack's parameter names are :class:`MaskedLMLoss`'s: the model's behind this prefix.
@@ -248,42 +250,6 @@ class MaskedLMLoss(nn.Module):
 # --------------------------------------------------------------------------- members and pieces
 
 
-@dataclass
-class Member:
-    """One model of a stack and all that is its own: seed, examples, masks, schedule."""
-
-    seed: int
-    examples: Examples
-    encoder: InputEncoder
-    lr: float
-    total_steps: int
-    mask_prob: float
-    replacement: tuple[float, ...]
-    knn_table: torch.Tensor | None = None
-    name: str = ""
-
-    def __post_init__(self) -> None:
-        self._order: BatchOrder | None = None
-
-    def order(self, global_batch: int, bucket_chunk: int) -> BatchOrder:
-        if self._order is None:
-            self._order = BatchOrder(self.examples.lengths, global_batch, self.seed,
-                                     bucket_chunk)
-        return self._order
-
-    @classmethod
-    def of(cls, run: RunConfig) -> Member:
-        """The member of a resolved run: its examples, knn table and number of steps."""
-        from multilab.training.training_data import load_knn_table, prepare_data
-
-        data, encoder = prepare_data(run)
-        steps_per_epoch = math.ceil(len(data.examples) / run.model.global_batch)
-        total = max(1, round(run.epochs * steps_per_epoch)) if run.recipe.trained else 0
-        return cls(run.seed, data.examples, encoder, run.model.lr, total,
-                   run.study.train.mask_prob, run.recipe.replacement, load_knn_table(run),
-                   f"{run.modification} s{run.seed}")
-
-
 @dataclass(frozen=True)
 class Settings:
     """What every member of a stack shares: the architecture and the step's mechanics."""
@@ -307,19 +273,13 @@ class Piece:
 def member_pieces(member: Member, settings: Settings, step: int
                   ) -> tuple[list[Piece | None], int, int]:
     """The pieces of ``member``'s global batch of ``step`` (None: an empty piece), the
-    number of selected positions of the whole batch and its real tokens. The same draws
-    as the single-model trainer (training/train.py ``_Step``)."""
-    train = settings.train
-    order = member.order(settings.model.global_batch, train.bucket_chunk)
-    indices, pieces = gradient_pieces(order(step), member.examples.lengths,
-                                      train.length_pieces, settings.model.grad_accum)
-    batch = member.examples.batch(indices)
-    masked = mask_tokens(batch, member.encoder, member.mask_prob, member.replacement,
-                         seeded_generator(member.seed, step, 1), member.knn_table)
+    number of selected positions of the whole batch and its real tokens: the single-model
+    trainer's step batch (:func:`~multilab.training.member.step_batch`), cut per piece."""
+    drawn = step_batch(member, settings.model, settings.train, step)
     out: list[Piece | None] = []
-    for piece in pieces:
-        out.append(_piece(masked, piece) if len(piece) else None)
-    return out, len(masked.labels), int(batch.real_tokens().sum())
+    for piece in drawn.pieces:
+        out.append(_piece(drawn.masked, piece) if len(piece) else None)
+    return out, len(drawn.masked.labels), int(drawn.batch.real_tokens().sum())
 
 
 def _piece(masked: MaskedBatch, rows: torch.Tensor) -> Piece:
@@ -441,8 +401,7 @@ class StackBatcher:
         languages = settings.languages
         self.mask_ids = torch.tensor([[m.encoder.mask_id(lang) for lang in range(languages)]
                                       for m in self.members])
-        self.probs = [torch.tensor(list(m.replacement) + [0.0] * (4 - len(m.replacement)))
-                      for m in self.members]
+        self.probs = [replacement_probs(m.replacement) for m in self.members]
         probs = {m.mask_prob for m in self.members}
         self.mask_prob: float | torch.Tensor = probs.pop() if len(probs) == 1 else \
             torch.tensor([m.mask_prob for m in self.members], dtype=torch.float32)[:, None, None]
@@ -534,17 +493,10 @@ class StackBatcher:
                                                strict=True):
             begin, end = end, end + n
             choices.append(torch.multinomial(probs, n, replacement=True, generator=generator))
-            encoder = member.encoder
-            if encoder.recipe.random_in_language:
-                starts = torch.tensor(encoder.offsets)
-                sizes = torch.tensor([*encoder.offsets[1:], encoder.total_size]) - starts
-                own = language[begin:end]
-                randoms.append(starts[own] + (torch.rand(n, generator=generator)
-                                              * sizes[own]).long())
-            else:
-                randoms.append(torch.randint(0, encoder.total_size, (n,), generator=generator))
+            randoms.append(random_replacement_ids(member.encoder, language[begin:end],
+                                                  generator))
             if probs[3] > 0:
-                neighbours.append(knn_neighbours(labels[begin:end], encoder,
+                neighbours.append(knn_neighbours(labels[begin:end], member.encoder,
                                                   member.knn_table, generator))
             else:
                 neighbours.append(labels[begin:end])

@@ -10,8 +10,9 @@ whole and then split across processes and accumulation steps, so the loss of a s
 not depend on how many devices share it.
 
 :func:`train_model` is the whole loop on one screen, in the spirit of nanoGPT's
-``train.py``; each of its lines is one named function, here (the plan, the optimizer, one
-step) or beside it: the examples (:mod:`~multilab.training.training_data`), checkpoint I/O
+``train.py``; each of its lines is one named function, here (the optimizer, one step) or
+beside it: the model's examples, plan, batches and masks, the contract it shares with the
+stacked trainer (:mod:`~multilab.training.member`), checkpoint I/O
 (:mod:`~multilab.training.checkpoints`) and what the run tells MLflow
 (:mod:`~multilab.training.run_tracking`).
 """
@@ -22,7 +23,6 @@ import contextlib
 import logging
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +33,7 @@ from transformers import BertForMaskedLM, get_linear_schedule_with_warmup
 
 from multilab import devices, tracking
 from multilab.config import FUSED_STEP, RunConfig
-from multilab.data.batches import (
-    BatchOrder,
-    Examples,
-    MaskedBatch,
-    gradient_pieces,
-    mask_tokens,
-    mix_seed,
-    seeded_generator,
-)
-from multilab.data.inputs import InputEncoder
+from multilab.data.batches import MaskedBatch, mix_seed
 from multilab.data.layout import layout
 from multilab.data.vocab import load_tokenizer
 from multilab.errors import StoppedEarly, UserError
@@ -55,6 +46,7 @@ from multilab.training.checkpoints import (
     training_lock,
 )
 from multilab.training.fused_step import FusedObjective, check_compiler
+from multilab.training.member import Member, Plan, step_batch
 from multilab.training.model import CurveHook, MaskedLMObjective, build_model, check_finite_weights
 from multilab.training.model_dir import (
     TRAIN_LOG,
@@ -73,7 +65,7 @@ from multilab.training.run_tracking import (
     run_tags,
     tracked_run,
 )
-from multilab.training.training_data import TrainingData, load_knn_table, prepare_data
+from multilab.training.training_data import TrainingData, prepare_data
 
 log = logging.getLogger(__name__)
 
@@ -105,17 +97,8 @@ def train_model(
     if already_trained(model_dir, area, fingerprint, experiment_id if tracked else None):
         return model_dir
 
-    # every input read before anything is written: a damaged one is one line, not a traceback
-    # at the first checkpoint (which saves the tokenizer) or in the first step
-    load_tokenizer(run.study.paths.vocab, layout(run.study).saved)
-    data, encoder = prepare_data(run)
-    knn_table = load_knn_table(run)
-    batches = BatchOrder(data.examples.lengths, run.model.global_batch, run.seed,
-                         run.study.train.bucket_chunk)
-    plan = Plan.of(run, batches.steps_per_epoch)
-    model = build_model(run.model, encoder.total_size, run.seed, encoder.languages,
-                        run.recipe.next_sentence, run.recipe.separate_layers, encoder.offsets)
-    optimizer, scheduler = _optimizer_and_schedule(model, run, plan.total_steps)
+    data, member, model, optimizer, scheduler = _built(run)
+    plan = member.plan
     with training_lock(area.parent, model_dir) if main else contextlib.nullcontext():
         # asked again under the lock: a concurrent `train` of this model may have finished
         # while this one prepared its data, and must not be trained again from step 0
@@ -128,8 +111,7 @@ def train_model(
             if tracked:
                 tracking.end_orphaned_runs(experiment_id, fingerprint)
             raise
-        one_step = _Step(run, data.examples, batches, encoder, knn_table, model,
-                         optimizer, scheduler, accelerator)
+        one_step = _Step(run, member, model, optimizer, scheduler, accelerator)
         if tracked:
             tracking.end_orphaned_runs(experiment_id, fingerprint, keep=state.run_id)
         tags = run_tags(run, data_hash, fingerprint)
@@ -160,54 +142,35 @@ def train_model(
                     raise StoppedEarly(state.step)
             steps.close()
             if main:
-                save_final_model(run, model, model_dir, area, state,
-                                 done_record(run, state, plan, data, accelerator.num_processes))
-                if state.run_id:
-                    tracking.log_artifact(model_dir / TRAIN_LOG)
+                _save_finished(run, model, model_dir, area, state,
+                               done_record(run, state, plan, data, accelerator.num_processes))
             accelerator.wait_for_everyone()
     return model_dir
 
 
-# --------------------------------------------------------------------------- the plan
+def _built(run: RunConfig) -> tuple[TrainingData, Member, BertForMaskedLM, Any, Any]:
+    """What the run trains: its data, its member (batches, masks and plan: the stack's
+    contract), the fresh model, its optimizer and schedule. Every input is read here,
+    before anything is written: a damaged one is one line, not a traceback at the first
+    checkpoint (which saves the tokenizer) or in the first step."""
+    load_tokenizer(run.study.paths.vocab, layout(run.study).saved)
+    data, encoder = prepare_data(run)
+    member = Member.of(run, data, encoder)
+    model = build_model(run.model, encoder.total_size, run.seed, encoder.languages,
+                        run.recipe.next_sentence, run.recipe.separate_layers, encoder.offsets)
+    optimizer, scheduler = _optimizer_and_schedule(model, run, member.total_steps)
+    return data, member, model, optimizer, scheduler
 
 
-@dataclass(frozen=True)
-class Plan:
-    """How long a run trains and when it logs, measures and checkpoints (steps count from 1)."""
-
-    steps_per_epoch: int
-    total_steps: int
-    curve_at: frozenset[int]
-    checkpoint_every: int
-    log_every: int
-
-    @classmethod
-    def of(cls, run: RunConfig, steps_per_epoch: int) -> Plan:
-        train = run.study.train
-        total = max(1, round(run.epochs * steps_per_epoch)) if run.recipe.trained else 0
-        curve_at = curve_steps(total, train.eval_points) if total else set()
-        return cls(steps_per_epoch, total, frozenset(curve_at), train.checkpoint_every,
-                   train.log_every)
-
-    def checkpoint_due(self, done: int) -> bool:
-        """Every ``checkpoint_every`` steps and at curve points; never at the end (the model
-        itself is saved then)."""
-        return done < self.total_steps and (
-            done % self.checkpoint_every == 0 or done in self.curve_at
-        )
-
-    def log_due(self, done: int) -> bool:
-        """When to send the steps logged so far to MLflow (each step is logged, in batches)."""
-        return done % self.log_every == 0 or done == self.total_steps
+def _save_finished(run: RunConfig, model: BertForMaskedLM, model_dir: Path, area: Path,
+                   state: TrainingState, done: dict[str, Any]) -> None:
+    """The finished model and its done file; its train log to the run's MLflow artefacts."""
+    save_final_model(run, model, model_dir, area, state, done)
+    if state.run_id:
+        tracking.log_artifact(model_dir / TRAIN_LOG)
 
 
-def curve_steps(total_steps: int, fractions: tuple[float, ...]) -> set[int]:
-    """Optimizer steps at which curve metrics are taken during training.
-
-    The final step is not one of them: the evaluate stage measures the final model (on the
-    full dev set, under the metrics' own names, at ``total_steps``).
-    """
-    return {max(1, round(f * total_steps)) for f in fractions if 0 < f < 1} - {total_steps}
+# --------------------------------------------------------------------------- the optimizer
 
 
 def _optimizer_and_schedule(model: torch.nn.Module, run: RunConfig, total_steps: int):
@@ -243,14 +206,13 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, eps: 
 
 
 class _Step:
-    """One optimisation step: the step's global batch, its masks, its pieces forward and
-    backward, the clipped update. Returns the row ``train_log.csv`` records for it."""
+    """One optimisation step: the step's global batch, its masks and pieces (the member's,
+    as a stack builds them: training/member.py), its pieces forward and backward, the
+    clipped update. Returns the row ``train_log.csv`` records for it."""
 
-    def __init__(self, run: RunConfig, examples: Examples, batches: BatchOrder,
-                 encoder: InputEncoder, knn_table: torch.Tensor | None, model: BertForMaskedLM,
+    def __init__(self, run: RunConfig, member: Member, model: BertForMaskedLM,
                  optimizer, scheduler, accelerator: Accelerator) -> None:
-        self.run, self.examples, self.batches = run, examples, batches
-        self.encoder, self.knn_table = encoder, knn_table
+        self.run, self.member = run, member
         self.optimizer, self.scheduler, self.accelerator = optimizer, scheduler, accelerator
         self.fused = None
         if run.study.train.step == FUSED_STEP:
@@ -270,13 +232,8 @@ class _Step:
         started = time.perf_counter()
         run, train, accelerator = self.run, self.run.study.train, self.accelerator
         world, rank = accelerator.num_processes, accelerator.process_index
-        indices, pieces = gradient_pieces(
-            self.batches(step), self.examples.lengths, train.length_pieces,
-            run.model.grad_accum, world, rank,
-        )
-        batch = self.examples.batch(indices)
-        masked = mask_tokens(batch, self.encoder, train.mask_prob, run.recipe.replacement,
-                             seeded_generator(run.seed, step, 1), self.knn_table)
+        drawn = step_batch(self.member, run.model, train, step, world, rank)
+        batch, pieces, masked = drawn.batch, drawn.pieces, drawn.masked
         torch.manual_seed(mix_seed(run.seed, step, rank))  # dropout of this step
         if self.fused is not None:  # its counter-hash keys: their own generator
             self.fused.seed_step(mix_seed(run.seed, step, rank))
@@ -291,7 +248,8 @@ class _Step:
         tokens = int(batch.real_tokens().sum())  # the global batch's real tokens
         return {
             "step": step + 1,
-            "epoch": (step + 1) / self.batches.steps_per_epoch,
+            "epoch": (step + 1) / self.member.order(run.model.global_batch,
+                                                    train.bucket_chunk).steps_per_epoch,
             "loss": loss,
             "lr": self.scheduler.get_last_lr()[0],
             "tokens_per_s": tokens / max(time.perf_counter() - started, 1e-9),

@@ -37,7 +37,6 @@ from transformers import BertForMaskedLM
 
 from multilab import tracking
 from multilab.config import RunConfig
-from multilab.data.batches import BatchOrder
 from multilab.data.layout import layout
 from multilab.data.vocab import load_tokenizer
 from multilab.errors import StoppedEarly, UserError
@@ -50,6 +49,7 @@ from multilab.training.checkpoints import (
     save_final_model,
     training_lock,
 )
+from multilab.training.member import Member, Plan
 from multilab.training.model import CurveHook, check_finite_weights
 from multilab.training.model_dir import (
     TRAIN_LOG,
@@ -66,8 +66,8 @@ from multilab.training.run_tracking import (
     run_tags,
     tracked_run,
 )
-from multilab.training.train import Plan, already_trained, check_finite_loss, done_record
-from multilab.training.training_data import TrainingData, load_knn_table, prepare_data
+from multilab.training.train import already_trained, check_finite_loss, done_record
+from multilab.training.training_data import TrainingData, prepare_data
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class _Seat:
     curve_hook: CurveHook | None
     data: TrainingData | None = None
     plan: Plan | None = None
-    member: stacked.Member | None = None
+    member: Member | None = None
     state: TrainingState | None = None
     weights: dict[str, torch.Tensor] | None = None  # None: its initial weights
     moments: dict[str, dict[str, torch.Tensor]] | None = None
@@ -173,13 +173,8 @@ def train_stack(runs: Sequence[RunConfig], *, experiment_id: str | None = None,
     for seat in todo:
         seat.data, encoder = prepare_data(seat.run)
         encoders[seat.model_dir] = encoder
-        batches = BatchOrder(seat.data.examples.lengths, seat.run.model.global_batch,
-                             seat.run.seed, seat.run.study.train.bucket_chunk)
-        seat.plan = Plan.of(seat.run, batches.steps_per_epoch)
-        seat.member = stacked.Member(
-            seat.run.seed, seat.data.examples, encoder, seat.run.model.lr,
-            seat.plan.total_steps, seat.run.study.train.mask_prob, seat.run.recipe.replacement,
-            load_knn_table(seat.run), f"{seat.run.modification} s{seat.run.seed}")
+        seat.member = Member.of(seat.run, seat.data, encoder)  # as train_model's
+        seat.plan = seat.member.plan
     settings = _shared_settings(todo, encoders)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
