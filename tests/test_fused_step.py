@@ -228,7 +228,8 @@ def _frozen_norm(x: torch.Tensor, module: torch.nn.LayerNorm) -> torch.Tensor:
 
 
 def _frozen_unpadded_loss(model, input_ids, position_ids, token_type_ids, tokens, key_bias,
-                          selected, labels, rows, width, keys, hidden_p, attention_p):
+                          selected, labels, rows, width, keys, hidden_p, attention_p,
+                          recompute_masks=True):  # how masks reach backward: same loss
     bert, head = model.bert, model.cls.predictions
     emb = bert.embeddings
     x = (emb.word_embeddings.weight[input_ids] + emb.position_embeddings.weight[position_ids]
