@@ -161,5 +161,7 @@ def carrying_run(record: Record) -> str | None:
 
 
 def committed_records(cfg: Config) -> list[Record]:
-    """The committed records of the configuration's experiment (``results/<experiment>/``)."""
-    return list(iter_records(cfg.paths.results / safe_name(cfg.experiment)))
+    """The records of the configuration's experiment as its commands wrote them
+    (``results/<experiment>/``; a smoke run's under ``results-scratch/``: records_root)."""
+    root = records_root(cfg.paths.results, cfg.profile)
+    return list(iter_records(root / safe_name(cfg.experiment)))
