@@ -6,12 +6,12 @@ import pytest
 import torch
 from transformers import BertForMaskedLM, BertForPreTraining
 
-from multilab.resolve import resolve_run
-from multilab.training.architecture import (
+from multilab.architecture import (
     BertShape,
     parameter_count,
     solve_hidden_size,
 )
+from multilab.resolve import resolve_run
 
 #: (hidden, layers, heads, vocab, positions, token types, intermediate or None)
 SHAPES = [

@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from multilab.architecture import BertShape, parameter_count, solve_hidden_size
 from multilab.config import (
     ALL_EDITIONS,
     ALL_LAYERS,
@@ -66,7 +67,6 @@ from multilab.files import parse_yaml
 from multilab.lab import languages as langs
 from multilab.lab import modifications as mods
 from multilab.lab.languages import EDITIONS
-from multilab.training.architecture import BertShape, parameter_count, solve_hidden_size
 
 PROFILES_KEY = "profiles"
 # what dvc.yaml templates read (matrix, paths): a profile may not change them behind its back

@@ -20,6 +20,7 @@ from multilab import tracking
 from multilab.config import RunConfig
 from multilab.lab.metric_table import EVALUATION_FACTS, TRAIN_LOSS, curve_key
 from multilab.progress import show_postfix
+from multilab.resolve import row_recipe
 from multilab.training.model import CurveHook
 from multilab.training.training_data import TrainingData
 
@@ -57,8 +58,8 @@ def tracked_run(tracked: bool, experiment_id: str | None, run_id: str | None,
     if run_id is None:  # a new run: nested under its modification's (study row's) parent
         parent = tracking.group_run(experiment_id, run.modification,
                                     {"paper_id": run.paper_id or "", "profile": run.study.profile},
-                                    row=run.study.row_of(run.modification))
-        # its recipe params are logged by `evaluate` (resolve sits above training)
+                                    row=run.study.row_of(run.modification),
+                                    params=row_recipe(run.study, run.modification))
         tags = {**tags, **tracking.parent_tags(parent)}
     with tracking.run(experiment_id, run_id=run_id, tags=tags,
                       name=seed_run_name(run), suspend=suspend) as opened:
