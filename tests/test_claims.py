@@ -194,3 +194,28 @@ def test_size_words_match_whole_words_in_any_case() -> None:
     assert size_words("structural similarity is crucial; drops significantly") == []
     assert size_words("performance drops to random") == ["drops to random"]
     assert len(set(SIZE_WORDS)) == len(SIZE_WORDS)
+
+
+def test_a_curve_criterion_names_its_test_and_agrees_with_the_shape(tmp_path: Path) -> None:
+    """``criterion: {curve: trend | end-vs-start, basis}``: only on a curve claim of a rising
+    or falling shape; bounds only beside end-vs-start, agreeing with the shape; an unknown
+    test is one line naming the valid ones."""
+    curve = GOOD | {"kind": "curve", "compare": {"metric": "mu", "over": "steps",
+                                                 "shape": "increasing", "rows": ["original"]}}
+    trend = {"curve": "trend", "basis": "the longer, the more"}
+    _, (claim,) = load_paper_claims(_write(tmp_path, curve | {"criterion": trend}))
+    assert claim.curve_test == "trend" and claim.relative_bounds is None
+    sized = {"curve": "end-vs-start", "relative_change": [0.066, None], "basis": "largely"}
+    _, (claim,) = load_paper_claims(_write(tmp_path, curve | {"criterion": sized}))
+    assert claim.curve_test == "end-vs-start" and claim.relative_bounds == (0.066, None)
+    for criterion, refusal in (
+            ({**trend, "curve": "slope"}, "curve 'slope'; valid: trend, end-vs-start"),
+            ({**trend, "relative_change": [0.1, None]}, "binds curve: end-vs-start only"),
+            ({**sized, "relative_change": [None, -0.1]}, "disagrees with direction 'greater'")):
+        with pytest.raises(UserError, match=re.escape(refusal)):
+            load_paper_claims(_write(tmp_path, curve | {"criterion": criterion}))
+    with pytest.raises(UserError, match="binds a claim of kind curve, not rows"):
+        load_paper_claims(_write(tmp_path, GOOD | {"criterion": trend}))
+    flat = curve | {"compare": {**curve["compare"], "shape": "flat"}}
+    with pytest.raises(UserError, match="needs a shape increasing, rising or decreasing"):
+        load_paper_claims(_write(tmp_path, flat | {"criterion": trend}))

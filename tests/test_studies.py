@@ -2021,3 +2021,79 @@ def test_still_a_high_degree_fails_where_our_row_7_is_far_below_the_original() -
     papers = {("original", "mu"): Cell((0.69, 0.70, 0.71), cpu, seeds),
               ("shift-special+no-random", "mu"): Cell((0.67, 0.68, 0.69), cpu, seeds)}
     assert claim_outcome(study, claim, papers).verdict is Verdict.HELD
+
+
+def _curve_claim(study_file: str, claim_id: str):
+    """A real study and its binding of one curve claim (the claim list's criterion kept)."""
+    from multilab.studies.spec import bind_claim
+
+    study = load_study(STUDIES / study_file, CLAIMS)
+    entry = next(e for e in study.claims if e.id == claim_id)
+    return study, bind_claim(CLAIMS[entry.id], entry)
+
+
+def test_a_trend_criterion_holds_a_rising_curve_and_not_a_flat_one() -> None:
+    """Dufter & Schütze 2020's "the longer a model is trained, the more multilingual it
+    gets" (``criterion: {curve: trend}``): per seed, Spearman's ρ of μ over the curve
+    points, tested against zero. A curve rising in every seed holds, though one step dips
+    (a trend, not every step); a curve without a trend does not; two seeds are no verdict."""
+    from multilab.studies.tables import Cell, claim_outcome
+
+    study, claim = _curve_claim("dufter2020-figure6.yaml",
+                                "dufter2020-f6-longer-more-multilingual")
+    points = ("curve.mu.at20", "curve.mu.at40", "curve.mu.at60", "curve.mu.at80")
+    seeds = (42, 43, 44)
+
+    def curve(by_seed: dict[int, tuple[float, ...]]) -> dict[tuple[str, str], Cell]:
+        used = tuple(seed for seed in seeds if seed in by_seed)
+        return {("original", point): Cell(tuple(by_seed[seed][i] for seed in used),
+                                          ("cpu",) * len(used), used)
+                for i, point in enumerate(points)}
+
+    rising = {42: (0.1, 0.3, 0.5, 0.7), 43: (0.1, 0.4, 0.35, 0.6), 44: (0.2, 0.3, 0.5, 0.6)}
+    outcome = claim_outcome(study, claim, curve(rising))
+    assert outcome.verdict is Verdict.HELD, outcome.reason
+    assert "Spearman's ρ per seed +1.00, +0.80, +1.00" in outcome.reason
+    flat = {42: (0.3, 0.31, 0.29, 0.30), 43: (0.3, 0.29, 0.31, 0.30), 44: (0.3, 0.3, 0.3, 0.3)}
+    assert claim_outcome(study, claim, curve(flat)).verdict is Verdict.NOT_SEPARABLE
+    falling = {seed: tuple(reversed(values)) for seed, values in rising.items()}
+    assert claim_outcome(study, claim, curve(falling)).verdict is Verdict.NOT_HELD
+    two_seeds = {seed: values for seed, values in rising.items() if seed != 44}
+    assert claim_outcome(study, claim, curve(two_seeds)).verdict is Verdict.INDICATIVE
+
+
+def test_an_end_vs_start_criterion_tests_the_claims_size() -> None:
+    """Liu et al. 2020a's "data size largely improved" (``curve: end-vs-start``, last / first
+    − 1 ≥ +6.6 %): the most data's MRR against the least's. A rise well beyond the bound
+    holds; a rise that is significant but within the authors' "slight" does not hold."""
+    from multilab.studies.tables import Cell, claim_outcome, comparison_text
+
+    study, claim = _curve_claim("liu2020a-data-window.yaml", "liu2020a-s2-3-2-data-improves-bert")
+    assert comparison_text(claim).endswith("criterion: end against start, last / first − 1 in "
+                                           "[+7 %, open]")
+    metric = str(claim.compare["metric"])
+    first, last = (study.row(str(name)).label for name in claim.compare["rows"])
+    seeds = (42, 43, 44)
+
+    def cells(low: tuple[float, ...], high: tuple[float, ...]) -> dict[tuple[str, str], Cell]:
+        return {(first, metric): Cell(low, ("cpu",) * 3, seeds),
+                (last, metric): Cell(high, ("cpu",) * 3, seeds)}
+
+    large = claim_outcome(study, claim, cells((0.40, 0.41, 0.42), (0.80, 0.81, 0.82)))
+    assert large.verdict is Verdict.HELD and large.reason.startswith("end against start")
+    slight = claim_outcome(study, claim, cells((0.400, 0.401, 0.402), (0.412, 0.413, 0.414)))
+    assert slight.verdict is Verdict.NOT_HELD
+
+
+def test_a_trend_in_every_seed_has_an_exact_permutation_p_not_zero() -> None:
+    """Three seeds whose 4-point curves all rise: each seed's order has probability 1 / 4!
+    under the null, so the trend's p is 1 / 24³ (a zero spread's t would say 0); falling
+    curves are the other side, did not hold; ties rank by their average."""
+    from multilab.studies.verdict import spearman, trend_test
+
+    rising = trend_test([[0.1, 0.2, 0.3, 0.4]] * 3, ["cpu"] * 3, "greater")
+    assert rising.verdict is Verdict.HELD and rising.p == pytest.approx(1 / 24 ** 3)
+    falling = trend_test([[0.4, 0.3, 0.2, 0.1]] * 3, ["cpu"] * 3, "greater")
+    assert falling.verdict is Verdict.NOT_HELD and falling.p == pytest.approx(1 / 24 ** 3)
+    assert spearman([0.3, 0.3, 0.3]) == 0.0
+    assert spearman([1.0, 2.0, 2.0, 3.0]) == pytest.approx(0.9486833)

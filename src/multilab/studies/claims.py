@@ -67,6 +67,15 @@ _OPTIONAL_FIELDS = ("lab", "today", "note", "criterion")
 CRITERION_FIELDS = ("relative_change", "basis")
 #: the kinds a criterion with bounds may bind: a comparison of two arms
 CRITERION_KINDS = ("rows",)
+#: A claim about a curve (over training steps, data sizes, layers) read at its own words:
+#: ``criterion: {curve: <test>, basis: …}`` (``relative_change`` beside ``end-vs-start``).
+#: ``trend`` — "X increases with training": per seed, Spearman's ρ of the metric against the
+#: curve's order, the seeds' ρ tested against zero in the shape's direction; ``end-vs-start``
+#: — "X largely improved from … to …": the curve's last point against its first, with
+#: ``relative_change`` bounds where the words carry a size
+#: (:func:`multilab.studies.tables.curve_criterion_outcome`).
+CURVE_TESTS = ("trend", "end-vs-start")
+CURVE_CRITERION_FIELDS = ("curve", "basis", "relative_change")
 #: The words that give a claim a size, matched as whole words in its quoted wording (any
 #: case): a claim that uses one carries a ``criterion`` (tests/test_claims.py checks it).
 #: Left out on purpose, because the verdict's own test at α already reads them: words of
@@ -118,10 +127,15 @@ class Claim:
     def relative_bounds(self) -> tuple[float | None, float | None] | None:
         """The criterion's bounds on the relative change a / b − 1, None without one (or
         with one that states why no bound can be read)."""
-        if not self.criterion or self.criterion["relative_change"] is None:
+        if not self.criterion or self.criterion.get("relative_change") is None:
             return None
         low, high = self.criterion["relative_change"]
         return low, high
+
+    @property
+    def curve_test(self) -> str | None:
+        """The criterion's test of a curve claim (:data:`CURVE_TESTS`), None without one."""
+        return None if not self.criterion else self.criterion.get("curve")
 
     @property
     def paper_value(self) -> PaperValue | None:
@@ -189,6 +203,9 @@ def _check_criterion(criterion: Any, kind: str, compare: Mapping[str, Any], sour
     """``criterion: {relative_change: [low, high], basis: <where the bounds come from>}``,
     bounds that agree with the claim's direction (less: high ≤ 0; greater: low ≥ 0; equal:
     0 inside)."""
+    if isinstance(criterion, dict) and "curve" in criterion:
+        _check_curve_criterion(criterion, kind, compare, source, where)
+        return
     shape = ("criterion: {relative_change: [<low or null>, <high or null>], basis: <the "
              "paper's words and numbers the bounds come from>} (relative_change: null, the "
              "basis saying why no bound can be read)")
@@ -201,7 +218,42 @@ def _check_criterion(criterion: Any, kind: str, compare: Mapping[str, Any], sour
     if kind not in CRITERION_KINDS:
         raise _fail(source, where, f"a criterion binds a claim of kind "
                     f"{', '.join(CRITERION_KINDS)}, not {kind}")
-    bounds = criterion["relative_change"]
+    _check_bounds(criterion["relative_change"], str(compare.get("direction")), source, where,
+                  shape)
+
+
+def _check_curve_criterion(criterion: dict[str, Any], kind: str, compare: Mapping[str, Any],
+                           source: Path, where: str) -> None:
+    """``criterion: {curve: trend | end-vs-start, basis: …, relative_change: [low, high]}``
+    (the bounds only beside ``end-vs-start``, agreeing with the curve's shape)."""
+    shape = ("criterion: {curve: " + " | ".join(CURVE_TESTS) + ", basis: <the paper's words "
+             "the test comes from>, relative_change: [<low>, <high>] (end-vs-start only)}")
+    unknown = sorted(set(criterion) - set(CURVE_CRITERION_FIELDS))
+    if unknown or "basis" not in criterion:
+        raise _fail(source, where, shape)
+    if kind != "curve":
+        raise _fail(source, where, f"a curve criterion binds a claim of kind curve, not {kind}")
+    if criterion["curve"] not in CURVE_TESTS:
+        raise _fail(source, where, f"curve {criterion['curve']!r}; valid: "
+                    f"{', '.join(CURVE_TESTS)}")
+    if not isinstance(criterion["basis"], str) or not criterion["basis"].strip():
+        raise _fail(source, where, "criterion basis must be non-empty text")
+    curve_shape = str(compare.get("shape", ""))
+    direction = next((d for word, d in (("increasing", "greater"), ("rising", "greater"),
+                                        ("decreasing", "less")) if curve_shape.startswith(word)),
+                     None)
+    if direction is None:
+        raise _fail(source, where, f"a curve criterion needs a shape increasing, rising or "
+                    f"decreasing, not {curve_shape!r}")
+    if criterion.get("relative_change") is None:
+        return
+    if criterion["curve"] != "end-vs-start":
+        raise _fail(source, where, "relative_change binds curve: end-vs-start only; " + shape)
+    _check_bounds(criterion["relative_change"], direction, source, where, shape)
+
+
+def _check_bounds(bounds: Any, direction: str, source: Path, where: str, shape: str) -> None:
+    """Bounds ``[low, high]`` on a / b − 1 that agree with the claimed direction."""
     if not isinstance(bounds, list) or len(bounds) != 2 or not all(
             bound is None or _number(bound) for bound in bounds) or bounds == [None, None]:
         raise _fail(source, where, f"relative_change {bounds!r}: [low, high], numbers or null "
@@ -209,7 +261,6 @@ def _check_criterion(criterion: Any, kind: str, compare: Mapping[str, Any], sour
     low, high = bounds
     if low is not None and high is not None and not low < high:
         raise _fail(source, where, f"relative_change {bounds!r}: low < high")
-    direction = compare.get("direction")
     agrees = {"less": high is not None and high <= 0,
               "greater": low is not None and low >= 0,
               "equal": (low is None or low < 0) and (high is None or high > 0)}

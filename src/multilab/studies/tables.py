@@ -59,6 +59,7 @@ from multilab.studies.verdict import (
     device_kind,
     device_kinds,
     holm,
+    trend_test,
 )
 
 #: the parameter file a table's rows are resolved from (the command line's default)
@@ -643,6 +644,8 @@ def _curve_over_rows(study: Study, cells: Mapping[tuple[str, str], Cell], claim:
     if direction is None:
         return Outcome(Verdict.NOT_MEASURED, f"a curve of shape {shape!r} is not computed "
                        f"({COMPUTED_SHAPES})")
+    if claim.curve_test is not None:
+        return curve_criterion_outcome(study, cells, claim, direction)
     if isinstance(compare["metric"], list):  # one row, metric by metric (α = 1, 2, 3)
         row = study.row(str(compare["rows"][0]))
         assert row is not None
@@ -659,6 +662,59 @@ def _curve_over_rows(study: Study, cells: Mapping[tuple[str, str], Cell], claim:
                                                  margin=margin)
              for before, after in itertools.pairwise(labels)}
     return _worst(steps, "steps")
+
+
+def curve_points(study: Study, cells: Mapping[tuple[str, str], Cell], claim: Claim
+                 ) -> tuple[list[tuple[str, Cell]], bool]:
+    """A curve's points in order, each named, and whether they are one row's models (a
+    metric list of one row: curve points over training, α = 1, 2, 3) or several rows'."""
+    compare = claim.compare
+    if isinstance(compare["metric"], list):
+        row = study.row(str(compare["rows"][0]))
+        assert row is not None
+        metrics = [resolve_metric(str(m), study) for m in compare["metric"]]
+        return [(metric, cells[(row.label, metric)]) for metric in metrics], True
+    metric = resolve_metric(str(compare["metric"]), study)
+    labels = [study.row(str(name)).label for name in compare["rows"]]  # type: ignore[union-attr]
+    return [(label, cells[(label, metric)]) for label in labels], False
+
+
+def curve_criterion_outcome(study: Study, cells: Mapping[tuple[str, str], Cell],
+                            claim: Claim, direction: str) -> Outcome:
+    """A curve claim read by its criterion's test (claims.py, ``CURVE_TESTS``), so that
+    "X increases with training" is its trend and "largely improved" its end against its
+    start, each over seeds by the one rule."""
+    points, one_row = curve_points(study, cells, claim)
+    if claim.curve_test == "end-vs-start":
+        (first_name, first), *_, (last_name, last) = points
+        outcome = compare_rows(last.arm, first.arm, direction, paired=one_row,
+                               relative=claim.relative_bounds)
+        return replace(outcome, reason=f"end against start, {first_name} → {last_name}: "
+                       + outcome.reason)
+    owner = study.row(str(claim.compare["rows"][0])) if one_row else None
+    return _trend(study, points, direction, owner.label if owner else "its rows")
+
+
+def _trend(study: Study, points: list[tuple[str, Cell]], direction: str, owner: str
+           ) -> Outcome:
+    """``trend``: per seed, the curve's values in order (at least :data:`MIN_ROWS` points in
+    the seed), tested by :func:`~multilab.studies.verdict.trend_test` (Spearman's ρ per seed,
+    the mean's exact permutation p; ≥ 3 seeds for a verdict)."""
+    curves, devices = [], []
+    for seed in study.seeds:
+        found = [(cell.values[cell.seeds.index(seed)], cell.devices[cell.seeds.index(seed)])
+                 for _, cell in points if seed in cell.seeds]
+        if len(found) < MIN_ROWS:
+            continue
+        curves.append([value for value, _ in found])
+        devices.append(joined_devices({device for _, device in found}))
+    names = " → ".join(name for name, _ in points)
+    if not curves:
+        return Outcome(Verdict.NOT_MEASURED, f"no seed of {owner} has {MIN_ROWS} or more "
+                       f"of the curve's points {names}: the records that hold them are "
+                       "missing", n=(0,))
+    outcome = trend_test(curves, devices, direction)
+    return replace(outcome, reason=f"trend of {names}: {outcome.reason}")
 
 
 def _above_floor(study: Study, cells: Mapping[tuple[str, str], Cell], claim: Claim
@@ -1123,8 +1179,14 @@ def escape(text: str) -> str:
 def comparison_text(claim: Claim) -> str:
     """A bound claim's comparison in words, with its criterion's bounds where it has one."""
     text = _comparison_words(claim)
-    if (bounds := claim.relative_bounds) is not None:
-        low, high = ("open" if b is None else f"{b * 100:+.0f} %" for b in bounds)
+    bounds = claim.relative_bounds
+    low, high = ("open" if b is None else f"{b * 100:+.0f} %" for b in bounds or (0, 0))
+    if claim.curve_test == "trend":
+        text += "; criterion: trend, Spearman's ρ per seed (exact permutation p)"
+    elif claim.curve_test == "end-vs-start":
+        text += "; criterion: end against start" + (
+            f", last / first − 1 in [{low}, {high}]" if bounds else "")
+    elif bounds is not None:
         text += f"; criterion: a / b − 1 in [{low}, {high}]"
     return text
 
@@ -1306,7 +1368,8 @@ def test_key(study: Study, claim: Claim) -> str:
     if claim.kind == "paper":
         compare["row"] = name(compare["row"])
     text = json.dumps({"kind": claim.kind, "compare": compare,
-                       "criterion": claim.relative_bounds}, sort_keys=True, default=str)
+                       "criterion": claim.relative_bounds, "curve": claim.curve_test},
+                      sort_keys=True, default=str)
     return f"{study.name}: {text}"
 
 

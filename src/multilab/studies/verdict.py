@@ -51,8 +51,11 @@ Hard cases, decided once:
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -483,3 +486,78 @@ def holm(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
         adjusted[i] = running
     return adjusted
+
+
+def spearman(values: Sequence[float]) -> float:
+    """Spearman's ρ of ``values`` against their order (ties: average ranks); 0 for a
+    constant curve, which has no trend."""
+    if len(set(values)) < 2:
+        return 0.0
+    ranks = [0.0] * len(values)
+    ordered = sorted(range(len(values)), key=lambda i: values[i])
+    start = 0
+    while start < len(ordered):
+        end = start
+        while end + 1 < len(ordered) and values[ordered[end + 1]] == values[ordered[start]]:
+            end += 1
+        for k in range(start, end + 1):
+            ranks[ordered[k]] = (start + end) / 2
+        start = end + 1
+    return statistics.correlation([float(i) for i in range(len(values))], ranks)
+
+
+#: curves longer than this are tested on a fixed sample of orders, not all of them
+EXACT_POINTS = 8
+_SAMPLED_ORDERS = 20_000
+
+
+def _null_rhos(values: Sequence[float]) -> list[float]:
+    """ρ of every reordering of one seed's curve (its null: no order effect), or of a fixed
+    sample of reorderings for a long curve (the same p on every run)."""
+    if len(values) <= EXACT_POINTS:
+        return [spearman(order) for order in itertools.permutations(values)]
+    draw = random.Random(0)
+    return [spearman(draw.sample(list(values), len(values))) for _ in range(_SAMPLED_ORDERS)]
+
+
+def trend_test(curves: Sequence[Sequence[float]], devices: Sequence[str], direction: str,
+               alpha: float = ALPHA) -> Outcome:
+    """"X increases with training": per seed, Spearman's ρ of the curve against its order;
+    the mean ρ over seeds tested by its exact permutation distribution (each seed's curve
+    reordered at random under the null), one-sided in the claimed ``direction`` (greater:
+    rising), so a trend in every seed has an exact p, not a zero spread's 0. The one rule:
+    ≥ 3 seeds for a verdict; held when p < α, did not hold when the other side's p < α."""
+    rhos = [spearman(curve) for curve in curves]
+    n = len(rhos)
+    mixed = len({kind for device in devices for kind in device_kinds(device)}) > 1
+    if n == 0:
+        return Outcome(Verdict.NOT_MEASURED, "no seed with the curve's points", n=(0,))
+    mean = statistics.fmean(rhos)
+    sign = 1 if direction == "greater" else -1
+    shown = ", ".join(f"{rho:+.2f}" for rho in rhos)
+    read = f"Spearman's ρ per seed {shown}, mean {mean:+.2f}"
+    if n < MIN_SEEDS:
+        agrees = "as" if mean * sign > 0 else "against the"
+        return Outcome(Verdict.INDICATIVE, f"{read}, {agrees} claimed (seeds {n}: fewer than "
+                       f"{MIN_SEEDS})", difference=mean, n=(n,), mixed_devices=mixed)
+    sums: Counter[float] = Counter({0.0: 1})
+    for curve in curves:
+        null = Counter(round(rho, 9) for rho in _null_rhos(curve))
+        combined: Counter[float] = Counter()
+        for total, count in sums.items():
+            for rho, times in null.items():
+                combined[round(total + rho, 9)] += count * times
+        sums = combined
+    whole, observed = sum(sums.values()), round(sum(rhos), 9)
+    p_claimed = sum(c for total, c in sums.items() if sign * total >= sign * observed - 1e-9)
+    p_other = sum(c for total, c in sums.items() if sign * total <= sign * observed + 1e-9)
+    p_claimed, p_other = p_claimed / whole, p_other / whole
+    test = f"exact permutation test of the mean ρ over {n} seeds"
+    if p_claimed < alpha:
+        return Outcome(Verdict.HELD, f"{read}; {test}: as claimed, p {p_claimed:.3g} < "
+                       f"{alpha:g}", p=p_claimed, difference=mean, n=(n,), mixed_devices=mixed)
+    if p_other < alpha:
+        return Outcome(Verdict.NOT_HELD, f"{read}; {test}: against the claim, p "
+                       f"{p_other:.3g}", p=p_other, difference=mean, n=(n,), mixed_devices=mixed)
+    return Outcome(Verdict.NOT_SEPARABLE, f"{read}; {test}: p {p_claimed:.3g} ≥ {alpha:g}",
+                   p=p_claimed, difference=mean, n=(n,), mixed_devices=mixed)
