@@ -89,7 +89,12 @@ def lane_plan(request: NextRequest, plans: Sequence[ClaimPlan],
               prices: Mapping[tuple[str, str], float | None]) -> list[str]:
     """``study next --lanes N --hours H``: the runs that fit in N background lanes of H hours,
     as lines to read, or (``--shell``) one command line per lane for scripts/lanes.sh."""
-    from multilab.studies.lanes import lane_checkpoints, lane_lines, measure_seconds, pack_lanes
+    from multilab.studies.lane_packing import (
+        lane_checkpoints,
+        lane_lines,
+        measure_seconds,
+        pack_lanes,
+    )
 
     lanes = 2 if request.lanes is None else request.lanes
     hours = 2.5 if request.hours is None else request.hours
