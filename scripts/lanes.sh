@@ -3,7 +3,7 @@
 # clone of this checkout's commit, running what `multilab study next --lanes N --hours H`
 # packs into the hours a session has left (whole run sets in the order to train, then one
 # model a lane that spans sessions). Every lane's `multilab` checkpoints each 50 steps
-# (studies/lanes.py, LANE_CHECKPOINT_EVERY), so a session's stop loses minutes of it.
+# (studies/lane_packing.py, LANE_CHECKPOINT_EVERY), so a session's stop loses minutes of it.
 # `harvest` copies their records back here; `start` harvests first, then resets each clone
 # to this checkout's commit.
 #
@@ -344,7 +344,7 @@ case "$action" in
       plan="$(cd "$root" && .venv/bin/multilab study next "$@" --lanes "$lanes" --hours "$hours" --lanes-dir "$dir" --shell)"
       [ -n "$plan" ] || { echo "lanes.sh: nothing to train in $hours h" >&2; exit 0; }
     else  # the lanes' checkpoint interval, as the plan's commands have it
-      plan="$(cd "$root" && .venv/bin/python -c 'from multilab.studies.lanes import lane_command; import sys; print("\n".join(map(lane_command, sys.argv[1:])))' "$@")"
+      plan="$(cd "$root" && .venv/bin/python -c 'from multilab.studies.lane_packing import lane_command; import sys; print("\n".join(map(lane_command, sys.argv[1:])))' "$@")"
     fi
     mkdir -p "$dir"
     rm -f "$dir"/lane*.session "$dir"/lane*.command "$dir"/lane*.exit "$dir"/lane*.stopped \
@@ -378,7 +378,7 @@ case "$action" in
       esac
     done
     lock_lanes
-    (cd "$root" && .venv/bin/python -c 'from multilab.studies.lanes import lane_command; import sys; print("\n".join(map(lane_command, sys.argv[1:])))' "$@") \
+    (cd "$root" && .venv/bin/python -c 'from multilab.studies.lane_packing import lane_command; import sys; print("\n".join(map(lane_command, sys.argv[1:])))' "$@") \
       >> "$dir/lane$k.queue"
     echo "lane $k: $(wc -l < "$dir/lane$k.queue") command(s) queued after: $(cat "$dir/lane$k.command")"
     if [ "$(cat "$dir/lane$k.exit" 2>/dev/null)" = 0 ]; then resume; fi

@@ -872,8 +872,8 @@ def test_a_lane_s_damaged_progress_json_is_passed_over_with_a_warning(
     non-numeric step was a traceback (KeyError, ValueError, TypeError, OverflowError) and a
     negative one or one past the total was planned ("from step -5/10"); now such a file is
     passed over, a warning naming it, the model planned as if it had no checkpoint."""
-    from multilab.studies.lanes import lane_checkpoints
-    from tests.test_lanes import _toy_result, toy_checkpoint_area
+    from multilab.studies.lane_packing import lane_checkpoints
+    from tests.test_lane_packing import _toy_result, toy_checkpoint_area
 
     area = toy_checkpoint_area(tmp_path / "lane1") / "checkpoint-100"
     area.mkdir(parents=True)

@@ -281,7 +281,7 @@ def test_a_study_lane_s_checkpoint_reaches_the_manifest(tmp_path: Path) -> None:
     (`artifacts/studies/<study>/checkpoints/…`): `resume` beside a running lane writes it to
     results/lanes.tsv as the model's folder and step (it read only `artifacts/checkpoints/`
     and wrote none, so a new machine's `resume` could not say what was lost)."""
-    from tests.test_lanes import toy_checkpoint_area
+    from tests.test_lane_packing import toy_checkpoint_area
 
     root = _project(tmp_path / "project")
     lanes = tmp_path / "lanes"

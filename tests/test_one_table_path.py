@@ -163,3 +163,32 @@ def test_a_record_of_another_configuration_is_counted_and_ignored(tmp_path: Path
     (row,) = table_rows(cfg, committed_records(cfg), ["original"])
     assert row.stats["mu"] == (0.25, 0.0) and row.other_configurations == 1
     assert "1 run(s) of other parameters ignored" in markdown_table([row], "Table 1")
+
+
+def test_the_default_study_is_listed_and_reported_from_where_dvc_repro_writes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`study list | report` hold the default study beside studies/*.yaml, named after its
+    experiment; its page's table is the one the report stage builds from the runs, and a
+    record of the same model in another study's folder is not read."""
+    from multilab.cli import main
+
+    cfg = _smoke_study(tmp_path)
+    model = {"modification": "original", "seed": 0, "profile": cfg.profile,
+             "fingerprint": "original-0", "run_id": None}
+    write_record(cfg.paths.results, "another-study", "evaluate", {"metrics": {"mu": 0.9}},
+                 model=model, config=record_config(cfg, "original", 0))  # newer, elsewhere
+    sets = [arg for key, value in {
+        "profile": "smoke", "seeds": "[0, 1, 2]", "study": f"[{', '.join(STUDY)}]",
+        **{f"paths.{name}": tmp_path / name for name in
+           ("data", "artifacts", "reports", "metrics", "mlruns", "results")}}.items()
+            for arg in ("--set", f"{key}={value}")]
+    studies = Path(__file__).parents[1] / "studies"
+    assert main([*sets, "study", "list", "--wide", "--studies", str(studies)]) == 0
+    listed = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert listed[1][:1] == [cfg.experiment] and "8/9" in listed[1]  # first, 8 of 9 runs
+    out = tmp_path / "pages"
+    assert main([*sets, "study", "report", cfg.experiment, "--out", str(out),
+                 "--studies", str(studies)]) == 0
+    page = (out / f"{cfg.experiment}.md").read_text()
+    assert tables(cfg, records_of_runs(cfg, finished_runs(cfg)))["study page"] in page
+    assert "This study tests no claim" in page

@@ -399,7 +399,8 @@ def test_study_cli_lists_and_reports_a_toy_study(tmp_path: Path, capsys) -> None
     assert "| 1 | lang-pos | .015\u00a0±\u00a0.005\u00a0/\u00a0.30\u00a0±\u00a0.05 |" in table
     assert "**held**" in table
     assert main([*where, "study", "report", "no-such-study", *common]) == 2
-    assert "study 'no-such-study'; name one of toy-study or --all" in capsys.readouterr().err
+    assert "study 'no-such-study'; name one of multilab-quick, toy-study or --all" in \
+        capsys.readouterr().err  # the default study (params.yaml's) first
 
 
 def test_study_run_plan_takes_seeds_and_rows_from_the_command_line(tmp_path: Path,

@@ -34,6 +34,7 @@ def cmd_study(args: argparse.Namespace, command_line: Command) -> None:
     from multilab.studies.findings import tally_text
     from multilab.studies.overview import (
         every_result,
+        every_study,
         list_lines,
         next_lines,
         pick_names,
@@ -42,13 +43,12 @@ def cmd_study(args: argparse.Namespace, command_line: Command) -> None:
     )
     from multilab.studies.records import profile_records, records_roots
     from multilab.studies.run_studies import run_studies
-    from multilab.studies.spec import load_studies
     from multilab.studies.tables import study_result
 
     cfg = config_of(args)
     folder = Path(args.studies)
     claims = load_claims(folder / "claims")
-    studies = load_studies(folder, claims)
+    studies = every_study(folder, claims, cfg)
     names = pick_names(studies, args.names, args.all or (
         args.action in ("list", "next") and not args.names))
     # the folders of every study's profile (committed studies: results/ alone; a smoke

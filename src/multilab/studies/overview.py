@@ -8,12 +8,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from multilab.config import Config
 from multilab.errors import UserError
 from multilab.studies.claims import Claim, paper_name
 from multilab.studies.planning import ClaimPlan
 from multilab.studies.records import Record
 from multilab.studies.spec import Study
 from multilab.studies.tables import StudyResult
+
+
+def every_study(folder: Path, claims: Mapping[str, Claim], cfg: Config) -> dict[str, Study]:
+    """The studies ``study`` commands know: the default study (params.yaml's, what ``dvc
+    repro`` runs: :func:`~multilab.studies.default.listed_default_study`) first, then each
+    ``<name>.yaml`` of ``folder``; a file named like the default study is one line."""
+    from multilab.studies.default import listed_default_study
+    from multilab.studies.spec import load_studies
+
+    studies = load_studies(folder, claims)
+    default = listed_default_study(cfg)
+    if default.name in studies:
+        raise UserError(f"{studies[default.name].source}: name {default.name!r} is the default "
+                        "study's (params.yaml's experiment); rename the file's study")
+    return {default.name: default, **studies}
 
 
 def pick_names(studies: Mapping[str, Study], names: Sequence[str], every: bool) -> list[str]:
@@ -89,7 +105,12 @@ def lane_plan(request: NextRequest, plans: Sequence[ClaimPlan],
               prices: Mapping[tuple[str, str], float | None]) -> list[str]:
     """``study next --lanes N --hours H``: the runs that fit in N background lanes of H hours,
     as lines to read, or (``--shell``) one command line per lane for scripts/lanes.sh."""
-    from multilab.studies.lanes import lane_checkpoints, lane_lines, measure_seconds, pack_lanes
+    from multilab.studies.lane_packing import (
+        lane_checkpoints,
+        lane_lines,
+        measure_seconds,
+        pack_lanes,
+    )
 
     lanes = 2 if request.lanes is None else request.lanes
     hours = 2.5 if request.hours is None else request.hours

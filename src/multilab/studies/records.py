@@ -66,6 +66,12 @@ def records_root(results: Path, profile: str) -> Path:
     return results
 
 
+def experiment_records(results: Path, profile: str, experiment: str) -> Path:
+    """The folder of one experiment's records, ``results/<experiment>/`` (a smoke run's in
+    the scratch folder: :func:`records_root`): where ``dvc repro``'s commands write theirs."""
+    return records_root(results, profile) / safe_name(experiment)
+
+
 def records_roots(results: Path, profiles: Iterable[str]) -> list[Path]:
     """The records folders that runs on ``profiles`` use (:func:`records_root`), each once,
     the committed one first."""

@@ -28,12 +28,12 @@ from multilab.resolve import resolve_run
 from multilab.studies.records import (
     SCHEMA,
     Record,
+    experiment_records,
     iter_records,
     model_identity,
     parse_record,
     record_path,
     records_root,
-    safe_name,
     write_record,
 )
 from multilab.training.model_dir import read_done
@@ -163,5 +163,5 @@ def carrying_run(record: Record) -> str | None:
 def committed_records(cfg: Config) -> list[Record]:
     """The records of the configuration's experiment as its commands wrote them
     (``results/<experiment>/``; a smoke run's under ``results-scratch/``: records_root)."""
-    root = records_root(cfg.paths.results, cfg.profile)
-    return list(iter_records(root / safe_name(cfg.experiment)))
+    return list(iter_records(experiment_records(cfg.paths.results, cfg.profile,
+                                                cfg.experiment)))

@@ -113,6 +113,11 @@ PROFILES = ("smoke", "quick", "paper", "real", "real-quick")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
 
 
+def is_study_name(name: str) -> bool:
+    """Whether ``name`` may name a study: lowercase words joined by ``-`` (a page's file name)."""
+    return bool(_NAME.match(name))
+
+
 @dataclass(frozen=True)
 class Row:
     label: str
@@ -179,6 +184,9 @@ class Study:
     about: str | None
     source: Path
     records_from: str | None = None  # only records imported from under this path
+    #: only the records whose file lies in this folder (the default study's: its experiment's,
+    #: where ``dvc repro`` writes them); None: every record handed to the table builder
+    records_under: Path | None = None
     fine_tune: str | None = None  # the downstream records' fine-tuning edition (None: any)
     figures: tuple[FigureSpec, ...] = ()
     # the study whose verdicts this one's replace for the claims both test (a regime that

@@ -293,6 +293,8 @@ def collect(study: Study, records: Iterable[Record], params: Path = DEFAULT_PARA
     no row's. ``configurations``: :func:`row_configurations`, where the caller has them."""
     if configurations is None:
         configurations = row_configurations(study, params, overrides)
+    if study.records_under is not None:
+        records = [r for r in records if r.path.is_relative_to(study.records_under)]
     chosen: Chosen = {}
     for record in records:
         for row in study.rows:
@@ -1050,8 +1052,27 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
     lines += table_lines(result)
     lines += device_lines(result)
     lines += [*figures]
-    lines += ["## Claims", "", "| claim | where | comparison | verdict | p | Holm p | speaks "
-              "| why |", "|---|---|---|---|---|---|---|---|"]
+    lines += claim_lines(result, claims, speaking, adjusted)
+    if study.about or study.records_from:
+        lines += ["## About this study", ""]
+    if study.about:
+        lines += [study.about.strip(), ""]
+    if study.records_from:
+        lines += [f"Only records imported from `{study.records_from}` are read (one run's "
+                  "models: a rerun of the same configuration elsewhere is another draw).", ""]
+    lines += [f"{len(result.sources)} records read.", ""]
+    return "\n".join(lines)
+
+
+def claim_lines(result: StudyResult, claims: Mapping[str, Claim],
+                speaking: Mapping[str, Speaker], adjusted: Mapping[str, float]) -> list[str]:
+    """A study page's claims with their verdicts (a study of no claim, the default study:
+    one line saying so, not an empty table)."""
+    study = result.study
+    if not study.claims:
+        return ["## Claims", "", "This study tests no claim: it is a table to read.", ""]
+    lines = ["## Claims", "", "| claim | where | comparison | verdict | p | Holm p | speaks "
+             "| why |", "|---|---|---|---|---|---|---|---|"]
     for entry in study.claims:
         claim, outcome = bind_claim(claims[entry.id], entry), result.outcomes[entry.id]
         p = "" if outcome.p is None else f"{outcome.p:.3g}"
@@ -1065,19 +1086,10 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
                      f"**{outcome.verdict}**{flag} | {p} | {holm_p} | "
                      f"{escape(speaks_text(speaker, study.name))} | "
                      f"{escape(outcome.reason)} |")
-    lines += ["", "*Holm p*: the p adjusted by Holm's method over the paper's distinct tests "
-              "(the outcomes of record; claims resting on one comparison are one test). "
-              "*Speaks*: which study's outcome is the claim's (studies/README.md, \"Which "
-              "study speaks\").", ""]
-    if study.about or study.records_from:
-        lines += ["## About this study", ""]
-    if study.about:
-        lines += [study.about.strip(), ""]
-    if study.records_from:
-        lines += [f"Only records imported from `{study.records_from}` are read (one run's "
-                  "models: a rerun of the same configuration elsewhere is another draw).", ""]
-    lines += [f"{len(result.sources)} records read.", ""]
-    return "\n".join(lines)
+    return [*lines, "", "*Holm p*: the p adjusted by Holm's method over the paper's distinct "
+                    "tests (the outcomes of record; claims resting on one comparison are one "
+                    "test). *Speaks*: which study's outcome is the claim's (studies/README.md, "
+                    "\"Which study speaks\").", ""]
 
 
 def row_devices(result: StudyResult, row: Row) -> dict[int, str]:

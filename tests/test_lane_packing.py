@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from multilab.cli import main
-from multilab.studies.lanes import (
+from multilab.studies.lane_packing import (
     BESIDE_ANOTHER_LANE,
     LANE_CHECKPOINT_EVERY,
     LaneCheckpoint,
