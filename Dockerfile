@@ -77,10 +77,11 @@ FROM ${PYTHON_IMAGE}
 ARG TORCH_INDEX_URL=""
 ARG USER_UID=1000
 ARG USER_GID=1000
-# procps: `ps`, which scripts/lanes.sh uses to find its lanes' processes
+# procps: `ps`, which scripts/lanes.sh uses to find its lanes' processes; g++: torch.compile's
+# C++ compiler, which `train.step = fused` needs (without it the image's fused runs stop)
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends git procps \
+    && apt-get install -y --no-install-recommends git procps g++ \
     && rm -rf /var/lib/apt/lists/*
 # git identity and safe.directory system-wide, so that they hold for any --user and for a
 # clone mounted from the host: `dvc exp run` commits experiments to the repository. A clone's
