@@ -194,6 +194,19 @@ no_arguments() {  # `stop 2` stopped every lane: the actions on all lanes take n
     "lane" >&2; exit 2; }
 }
 
+queued_next() {  # whether lane $1's command finished (exit 0) with a command queued after it
+  [ "$(cat "$dir/lane$1.exit" 2>/dev/null)" = 0 ] && [ -s "$dir/lane$1.queue" ]
+}
+
+start_queued() {  # lane $1's next queued command becomes its command, and starts
+  local k=$1 line
+  line="$(head -n 1 "$dir/lane$k.queue")"
+  printf '%s\n' "$line" > "$dir/lane$k.command"
+  sed -i 1d "$dir/lane$k.queue"
+  start_lane "$k"
+  echo "lane $k: its command finished; started the next one queued: $line"
+}
+
 resume() {  # restart what a session's stop ended (see the top)
   local k host since lost line setups=()
   mkdir -p "$dir"
@@ -220,12 +233,8 @@ resume() {  # restart what a session's stop ended (see the top)
   harvest || true  # a record it will not copy is said; the clones are not reset
   for k in $(lanes); do
     line="$(cat "$dir/lane$k.command")"
-    if [ "$(cat "$dir/lane$k.exit" 2>/dev/null)" = 0 ] && [ -s "$dir/lane$k.queue" ]; then
-      line="$(head -n 1 "$dir/lane$k.queue")"  # its command done, the next one queued
-      printf '%s\n' "$line" > "$dir/lane$k.command"
-      sed -i 1d "$dir/lane$k.queue"
-      start_lane "$k"
-      echo "lane $k: its command finished; started the next one queued: $line"
+    if queued_next "$k"; then
+      start_queued "$k"
     elif [ -f "$dir/lane$k.exit" ]; then
       echo "lane $k: finished (exit $(cat "$dir/lane$k.exit")), not restarted: $line"
     elif [ -f "$dir/lane$k.stopped" ]; then
@@ -381,7 +390,9 @@ case "$action" in
     (cd "$root" && .venv/bin/python -c 'from multilab.studies.lane_packing import lane_command; import sys; print("\n".join(map(lane_command, sys.argv[1:])))' "$@") \
       >> "$dir/lane$k.queue"
     echo "lane $k: $(wc -l < "$dir/lane$k.queue") command(s) queued after: $(cat "$dir/lane$k.command")"
-    if [ "$(cat "$dir/lane$k.exit" 2>/dev/null)" = 0 ]; then resume; fi
+    # a finished lane starts it now (lane K alone: resume would restart every other lane a
+    # session's stop ended, and harvest)
+    if queued_next "$k"; then start_queued "$k"; write_manifest; fi
     ;;
   status)
     no_arguments "${@:2}"

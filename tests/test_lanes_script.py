@@ -276,6 +276,30 @@ def test_queued_commands_follow_the_lane_in_order_and_stop_at_a_failure(tmp_path
 
 
 @pytest.mark.slow
+def test_queueing_after_a_finished_lane_starts_that_lane_alone(tmp_path: Path) -> None:
+    """`queue K` on a finished lane starts lane K's next command and nothing else: another
+    lane that a session's stop ended stays ended until `resume` is asked for."""
+    root = _project(tmp_path / "project")
+    lanes = tmp_path / "lanes"
+    _lanes(root, lanes, "run", "true", "sleep 600")
+    group = int((lanes / "lane2.session").read_text())
+    try:
+        _wait(lambda: (lanes / "lane1.exit").exists(), "lane 1's end", lanes / "lane1.log")
+        _session_stop(group)
+        queued = _lanes(root, lanes, "queue", "1", "echo next >> order.txt")
+        assert "lane 1: its command finished; started the next one queued" in queued.stdout
+        assert "lane 2" not in queued.stdout
+        _wait(lambda: (lanes / "lane1.exit").exists(), "the queue's end", lanes / "lane1.log")
+        assert (lanes / "lane1" / "order.txt").read_text() == "next\n"
+        assert "ended by a session's stop" in _lanes(root, lanes, "status").stdout
+        assert (lanes / "lane2.session").read_text().strip() == str(group)
+    finally:
+        for file in lanes.glob("lane*.session"):
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.killpg(int(file.read_text()), signal.SIGKILL)
+
+
+@pytest.mark.slow
 def test_a_study_lane_s_checkpoint_reaches_the_manifest(tmp_path: Path) -> None:
     """A study's run checkpoints under its own artifacts folder
     (`artifacts/studies/<study>/checkpoints/…`): `resume` beside a running lane writes it to

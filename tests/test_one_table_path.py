@@ -192,3 +192,21 @@ def test_the_default_study_is_listed_and_reported_from_where_dvc_repro_writes(
     page = (out / f"{cfg.experiment}.md").read_text()
     assert tables(cfg, records_of_runs(cfg, finished_runs(cfg)))["study page"] in page
     assert "This study tests no claim" in page
+
+
+def test_a_re_created_run_is_named_as_training_names_it(tmp_path: Path) -> None:
+    """A sweep's row (``rows``: original → h32-l8) names its seed runs after the row; a run
+    re-created from its committed record keeps that name, not the shared modification's."""
+    from mlflow.tracking import MlflowClient
+
+    cfg = smoke_config(tmp_path, seeds=[0], study=["original"], rows={"original": "h32-l8"})
+    experiment = tracking.connect(cfg.paths, cfg.experiment)
+    tags = {"modification": "original", "seed": 0, "profile": cfg.profile,
+            "fingerprint": "original-0", "evaluated": "true"}
+    with tracking.run(experiment, tags=tags) as run_id:
+        tracking.log_metrics({"mu": 0.25})
+    fake_record(cfg, run_id, tags, {"mu": 0.25})
+    write_done(cfg.paths.model_dir("original", 0), tags | {"run_id": run_id})
+    fresh = replace(cfg, paths=replace(cfg.paths, mlruns=tmp_path / "new-mlruns"))
+    (restored,) = import_records(fresh, committed_records(fresh))
+    assert MlflowClient().get_run(restored).info.run_name == "h32-l8 s0"

@@ -54,6 +54,7 @@ from multilab.training.model_dir import (
     model_fingerprint,
     read_done,
 )
+from multilab.training.run_tracking import seed_run_name
 
 log = logging.getLogger(__name__)
 
@@ -515,7 +516,7 @@ def _model_run(cfg: Config, run: RunConfig, done: dict, model_dir: Path,
     if isinstance(done.get("steps"), int):
         sizes["total_steps"] = done["steps"]
     restored = tracking.restore_run(
-        experiment_id, done["run_id"], name=f"{row or run.modification} s{run.seed}", tags=tags,
+        experiment_id, done["run_id"], name=seed_run_name(run), tags=tags,
         params=(run.as_params() if same else {}) | sizes, metrics={},
         step_rows=[row for row in rows if "step" in row], step_keys={TRAIN_LOSS: "loss"},
         artifact=log_file,

@@ -5,7 +5,7 @@ the variant's (``metrics/variant.json``) share every key, so DVC heads each of t
 columns with its file (``metrics/variant.json:1.mu``, 25 characters a column), and the
 modification and the seeds are among hundreds of parameters. This reads ``dvc exp show
 --json`` and prints what tells experiments apart: the experiment, its modification and seeds,
-and the variant's μ, ρ₈, τ₀ and dev perplexity (the mean over its seeds), at the paper's
+and the variant's μ, τ₀, ρ₈ and dev perplexity (the mean over its seeds), at the paper's
 table's decimals.
 """
 
@@ -21,8 +21,6 @@ from typing import Any
 from multilab.errors import UserError
 from multilab.lab.metric_table import HEADLINE, METRICS
 
-#: The variant's metrics a line shows (μ, τ₀, ρ₈, dev perplexity) and their short headers.
-HEADERS = HEADLINE
 #: The width the lines fit when the terminal says nothing (the README's promise).
 DEFAULT_WIDTH = 120
 
@@ -84,7 +82,7 @@ def table_lines(found: Iterable[Experiment], width: int | None = DEFAULT_WIDTH,
                 markdown: bool = False) -> list[str]:
     """The experiments as aligned lines no wider than ``width`` (None: as wide as they are;
     the experiment and modification names are cut with "…" first), or as a Markdown table."""
-    header = ["experiment", "modification", "seeds", *(HEADERS[key] for key in HEADLINE)]
+    header = ["experiment", "modification", "seeds", *HEADLINE.values()]
     rows = [[e.name, e.modification, e.seeds, *(_number(k, e.values[k]) for k in HEADLINE)]
             for e in found]
     if markdown:

@@ -28,6 +28,7 @@ from multilab.resolve import resolve_run
 from multilab.studies.records import Record
 from multilab.studies.run_records import RECORDS_FOLDER
 from multilab.training.model_dir import TRAIN_LOG, read_done
+from multilab.training.run_tracking import seed_run_name
 
 
 def import_records(cfg: Config, records: Sequence[Record]) -> list[str]:
@@ -97,13 +98,14 @@ def recreate_run(cfg: Config, experiment_id: str, evaluation: Record,
                     if isinstance(value, int | float)}
         tags |= {LANGUAGES_TAG: ",".join(result.get("labels", [])),
                  TASK_TAG: result.get("task", "")}
-    log_file = resolve_run(cfg, modification, seed).model_dir / TRAIN_LOG
+    run = resolve_run(cfg, modification, seed)
+    log_file = run.model_dir / TRAIN_LOG
     steps = []
     if log_file.is_file():
         with log_file.open(encoding="utf-8") as handle:
             steps = [{k: float(v) for k, v in line.items()} for line in csv.DictReader(handle)]
     return tracking.restore_run(
-        experiment_id, str(model["run_id"]), name=f"{modification} s{seed}", tags=tags,
+        experiment_id, str(model["run_id"]), name=seed_run_name(run), tags=tags,
         params=evaluation.data["config"], metrics=metrics,
         step_rows=[step for step in steps if "step" in step],
         step_keys={TRAIN_LOSS: "loss"}, artifact=log_file if log_file.is_file() else None)

@@ -179,7 +179,7 @@ def connect(paths: Paths, experiment: str) -> str:
         raise UserError(
             f"the MLflow store {uri} is damaged ({problem}); restore its mlflow.db from a "
             f"copy, or move {paths.mlruns} aside and run `multilab report`: it re-creates the "
-            "study's runs from the model directories and their evaluations") from err
+            "study's runs from their committed records") from err
 
 
 def _creation_lock(uri: str) -> contextlib.AbstractContextManager:
