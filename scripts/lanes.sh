@@ -11,8 +11,16 @@
 #                                             lane the last session's stop ended, in its clone,
 #                                             same command (training resumes from its last
 #                                             checkpoint); a lane whose clone is gone (a new
-#                                             machine) is reported lost and starts again from
-#                                             step 0 in a new clone; finished lanes stay ended
+#                                             machine) gets a new clone with its parked
+#                                             checkpoint and queue (see park), else is reported
+#                                             lost and starts again from step 0; finished
+#                                             lanes stay ended
+#   bash scripts/lanes.sh park                THE LAST COMMAND OF A SESSION (then the git add
+#                                             and commit it prints): each unfinished lane's
+#                                             newest complete checkpoint and its queue into
+#                                             lanes-parked/laneK/ (one checkpoint a lane kept,
+#                                             ~15 MB; only the repository survives a new
+#                                             machine); safe while the lanes run
 #   bash scripts/lanes.sh start [HOURS] [N] [STUDY ...]
 #                                             clone, set up, start (default: 2.5 h, 2 lanes,
 #                                             every study's claims; STUDY: only those studies)
@@ -23,12 +31,14 @@
 #                                             what lane K runs after its command ends with
 #                                             exit 0, in its clone, one after the other (a
 #                                             finished lane starts the first now); the queue
-#                                             (LANES_DIR/laneK.queue) is this machine's only
+#                                             (LANES_DIR/laneK.queue) is this machine's; park
+#                                             commits it
 #   bash scripts/lanes.sh status              each lane's state and last line
 #   bash scripts/lanes.sh pause | continue    SIGSTOP / SIGCONT every lane (tests, timings)
 #   bash scripts/lanes.sh harvest [--force]   copy the lanes' new records into results/ (a
 #                                             record that differs from this checkout's is
-#                                             reported, copied only with --force)
+#                                             reported, copied only with --force); deletes
+#                                             the parked checkpoint of a finished model
 #   bash scripts/lanes.sh stop                SIGTERM every lane: its run ends KILLED, and
 #                                             `resume` leaves it stopped
 #
@@ -49,6 +59,7 @@ dir="${LANES_DIR:-$(dirname "$root")/lanes}"
 action="${1:-}"
 
 manifest="$root/results/lanes.tsv"
+parked="$root/lanes-parked"  # each lane's newest checkpoint and queue, committed by `park`
 
 lanes() {  # the numbers of the lanes with a command, in order
   local file
@@ -207,6 +218,80 @@ start_queued() {  # lane $1's next queued command becomes its command, and start
   echo "lane $k: its command finished; started the next one queued: $line"
 }
 
+parked_checkpoint() {  # lane $1's parked checkpoint folder in this checkout, or nothing
+  find "$parked/lane$1" -path '*/checkpoint-[0-9]*' -prune -type d 2>/dev/null | head -n 1 \
+    || true  # none parked
+}
+
+complete_checkpoint() {  # whether folder $1 is a whole checkpoint: its files, state.pt's hash
+  local file
+  for file in state.pt state.sha256 progress.json model.safetensors config.json; do
+    [ -f "$1/$file" ] || return 1
+  done
+  [ "$(sha256sum "$1/state.pt" | cut -d' ' -f1)" = "$(tr -d '[:space:]' < "$1/state.sha256")" ]
+}
+
+park_lane() {  # copy lane $1's newest complete checkpoint to lanes-parked/lane$1/ (the one
+  # kept), its queue to lanes-parked/lane$1.queue; safe beside the running lane: a
+  # checkpoint is renamed into place whole, and one deleted mid-copy (a newer one replaced
+  # it) fails the check and is copied again
+  local k=$1 lane="$dir/lane$1" try found source relative stage
+  if [ -s "$dir/lane$k.queue" ]; then
+    mkdir -p "$parked" && cp -- "$dir/lane$k.queue" "$parked/lane$k.queue"
+  else
+    rm -f "$parked/lane$k.queue"
+  fi
+  for try in 1 2 3; do
+    found="$(find "$lane/artifacts" -path '*/checkpoints/*' -path '*/checkpoint-[0-9]*/progress.json' \
+      -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)"
+    [ -n "$found" ] || { echo "lane $k: no checkpoint yet, nothing parked"; return 0; }
+    source="${found%/progress.json}"
+    relative="${source#"$lane/artifacts/"}"
+    stage="$parked/.lane$k.partial"
+    rm -rf "$stage"
+    mkdir -p "$stage/$(dirname "$relative")"
+    if cp -r -- "$source" "$stage/$relative" 2>/dev/null && complete_checkpoint "$stage/$relative"
+    then
+      find "$stage" -name '*.lock' -delete
+      rm -rf "$parked/lane$k"
+      mv "$stage" "$parked/lane$k"
+      echo "lane $k: parked $(checkpoint_of "$k"): ${parked#"$root/"}/lane$k/$relative"
+      return 0
+    fi
+    rm -rf "$stage"
+  done
+  echo "lanes.sh park: lane $k: no complete checkpoint copied in 3 tries ($source); park again" >&2
+  return 1
+}
+
+park() {  # every unfinished lane's newest checkpoint and queue into this checkout (see the top)
+  local k failed=0 paths
+  write_manifest
+  for k in $(lanes); do
+    [ -f "$dir/lane$k.exit" ] || [ -f "$dir/lane$k.stopped" ] && continue
+    park_lane "$k" || failed=1
+  done
+  paths="$(cd "$root" && for p in lanes-parked results/lanes.tsv; do
+    [ -e "$p" ] || git ls-files --error-unmatch "$p" >/dev/null 2>&1 && printf ' %s' "$p"; done)"
+  [ -n "$paths" ] && echo "then: git add -A$paths && git commit -m 'park lanes'"
+  return "$failed"
+}
+
+restore_parked() {  # lane $1's new clone gets its parked checkpoint and queue back
+  local k=$1 source
+  source="$(parked_checkpoint "$k")"
+  if [ -n "$source" ]; then
+    mkdir -p "$dir/lane$k/artifacts/$(dirname "${source#"$parked/lane$k/"}")"
+    cp -r -- "$source" "$dir/lane$k/artifacts/${source#"$parked/lane$k/"}"
+    echo "lane $k: restored from parked checkpoint $(checkpoint_of "$k") on a new machine"
+  fi
+  if [ -s "$parked/lane$k.queue" ] && [ ! -s "$dir/lane$k.queue" ]; then
+    cp -- "$parked/lane$k.queue" "$dir/lane$k.queue"
+    echo "lane $k: restored its queue ($(wc -l < "$dir/lane$k.queue") command(s))"
+  fi
+  return 0
+}
+
 resume() {  # restart what a session's stop ended (see the top)
   local k host since lost line setups=()
   mkdir -p "$dir"
@@ -246,6 +331,11 @@ resume() {  # restart what a session's stop ended (see the top)
       lost="$(checkpoint_of "$k")"
       start_lane "$k"
       echo "lane $k: resumed in its clone${lost:+ (its last checkpoint: $lost)}: $line"
+    elif [ -n "$(parked_checkpoint "$k")" ]; then
+      echo "lane $k: its clone $dir/lane$k is gone (a new machine); a new clone continues" \
+        "from its parked checkpoint: $line"
+      setups+=("$k")
+      setup_lane "$k"
     else
       host="$(cat "$dir/lane$k.host" 2>/dev/null || true)"
       since="$(cat "$dir/lane$k.since" 2>/dev/null || true)"
@@ -265,10 +355,32 @@ resume() {  # restart what a session's stop ended (see the top)
       # that machine is gone: its bookings can never be released by their processes
       [ -n "$host" ] && [ "$host" != "$(hostname)" ] && release "$k" "$host" lost
       rm -f "$dir/lane$k.lost"
+      restore_parked "$k"
       start_lane "$k"
     done
   fi
   write_manifest
+}
+
+unpark_finished() {  # a lane's parked checkpoint goes once its model finished in the clone
+  # (its multilab.json names the checkpoint's fingerprint): its record is harvested now
+  local source k relative model fingerprint
+  for source in "$parked"/lane*/; do
+    [ -d "$source" ] || continue
+    k="${source%/}"; k="${k##*/lane}"
+    source="$(parked_checkpoint "$k")"
+    [ -n "$source" ] || continue
+    relative="${source#"$parked/lane$k/"}"
+    fingerprint="$(basename "$(dirname "$relative")")"
+    model="$(dirname "$(dirname "$relative")")"
+    model="${model/checkpoints\//}"
+    if grep -qs "\"fingerprint\": *\"$fingerprint\"" "$dir/lane$k/artifacts/$model/multilab.json"
+    then
+      rm -rf "${parked:?}/lane$k"
+      echo "lanes.sh harvest: lane $k's $model finished: deleted its parked checkpoint" \
+        "(${parked#"$root/"}/lane$k; commit the deletion)" >&2
+    fi
+  done
 }
 
 harvest() {  # copy every lane's new records into this checkout's results/ (see the top)
@@ -311,6 +423,7 @@ harvest() {  # copy every lane's new records into this checkout's results/ (see 
       copied=$((copied + 1))
     done < <(git -C "$lane" status --porcelain -z --untracked-files=all -- results)
   done
+  unpark_finished
   echo "harvested $copied file(s)$([ "$refused" -gt 0 ] && echo ", $refused not (above)");" \
     "then: multilab study report --all, and commit" >&2
   if [ "$refused" -gt 0 ]; then return 3; fi
@@ -375,6 +488,7 @@ case "$action" in
     echo "logs: $dir/lane*.log; pause for tests: bash scripts/lanes.sh pause; next session: bash scripts/lanes.sh resume"
     ;;
   resume) no_arguments "${@:2}"; lock_lanes; resume ;;
+  park) no_arguments "${@:2}"; park ;;
   queue)
     k="${2:-}"
     [[ $k =~ ^[1-9][0-9]*$ ]] && [ -f "$dir/lane$k.command" ] \
@@ -386,9 +500,12 @@ case "$action" in
         *$'\n'*|'') echo "lanes.sh queue: command ${line@Q} is empty or has a line break" >&2; exit 2 ;;
       esac
     done
+    [ -x "$root/.venv/bin/python" ] || { echo "lanes.sh queue: no $root/.venv/bin/python;" \
+      "set up first (bash scripts/setup.sh); nothing queued" >&2; exit 2; }
     lock_lanes
-    (cd "$root" && .venv/bin/python -c 'from multilab.studies.lane_packing import lane_command; import sys; print("\n".join(map(lane_command, sys.argv[1:])))' "$@") \
-      >> "$dir/lane$k.queue"
+    commands="$(cd "$root" && .venv/bin/python -c 'from multilab.studies.lane_packing import lane_command; import sys; print("\n".join(map(lane_command, sys.argv[1:])))' "$@")" \
+      || { echo "lanes.sh queue: the commands could not be read (above); nothing queued" >&2; exit 2; }
+    printf '%s\n' "$commands" >> "$dir/lane$k.queue"
     echo "lane $k: $(wc -l < "$dir/lane$k.queue") command(s) queued after: $(cat "$dir/lane$k.command")"
     # a finished lane starts it now (lane K alone: resume would restart every other lane a
     # session's stop ended, and harvest)
@@ -426,7 +543,7 @@ case "$action" in
     fi
     write_manifest; harvest "${2:-}" ;;
   *)
-    echo "usage: bash scripts/lanes.sh resume | start [HOURS] [N] [STUDY ...] | run 'COMMAND' ... | queue K 'COMMAND' ... | status | pause | continue | harvest [--force] | stop" >&2
+    echo "usage: bash scripts/lanes.sh resume | park | start [HOURS] [N] [STUDY ...] | run 'COMMAND' ... | queue K 'COMMAND' ... | status | pause | continue | harvest [--force] | stop" >&2
     exit 2
     ;;
 esac

@@ -321,3 +321,213 @@ def test_a_study_lane_s_checkpoint_reaches_the_manifest(tmp_path: Path) -> None:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(group, signal.SIGKILL)
+
+
+def _toy_checkpoint(area: Path, step: int, total: int = 400) -> Path:
+    """A complete checkpoint folder as save_checkpoint leaves it (its state.pt's hash
+    beside it), and the training lock beside the model's checkpoints."""
+    import hashlib
+
+    folder = area / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    (folder / "state.pt").write_bytes(f"state {step}".encode())
+    (folder / "state.sha256").write_text(
+        hashlib.sha256(f"state {step}".encode()).hexdigest() + "\n")
+    (folder / "progress.json").write_text(f'{{"step": {step}, "total_steps": {total}}}\n')
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "config.json").write_text("{}\n")
+    (area.parent / "train.lock").write_text("")
+    return folder
+
+
+def _parked(root: Path, lane: int = 1) -> list[str]:
+    return sorted(p.relative_to(root / "lanes-parked" / f"lane{lane}").as_posix()
+                  for p in (root / "lanes-parked" / f"lane{lane}").rglob("*") if p.is_file())
+
+
+def test_park_keeps_a_lane_s_newest_complete_checkpoint_and_its_queue(tmp_path: Path) -> None:
+    """`park` copies a running lane's newest checkpoint (not the training lock, not a
+    damaged one) to lanes-parked/laneK/<its path under artifacts/>, replacing the one
+    parked before, and the lane's queue to lanes-parked/laneK.queue; it says what to commit."""
+    from tests.test_lanes import toy_checkpoint_area
+
+    root = _project(tmp_path / "project")
+    lanes = tmp_path / "lanes"
+    _lanes(root, lanes, "run", "sleep 60")
+    group = int((lanes / "lane1.session").read_text())
+    try:
+        _lanes(root, lanes, "queue", "1", "echo next")
+        area = toy_checkpoint_area(lanes / "lane1")
+        _toy_checkpoint(area, 100)
+        parked = _lanes(root, lanes, "park")
+        where = "studies/toy/checkpoints/models/original/seed43/f1/checkpoint-100"
+        assert f"lane 1: parked studies/toy/models/original/seed43 step 100/400: " \
+               f"lanes-parked/lane1/{where}" in parked.stdout
+        assert "git add -A lanes-parked results/lanes.tsv && git commit" in parked.stdout
+        assert _parked(root) == [f"{where}/{name}" for name in (
+            "config.json", "model.safetensors", "progress.json", "state.pt", "state.sha256")]
+        assert (root / "lanes-parked" / "lane1.queue").read_text() == "echo next\n"
+
+        shutil.rmtree(area / "checkpoint-100")
+        _toy_checkpoint(area, 150)
+        _lanes(root, lanes, "park")
+        assert {p.split("/")[-2] for p in _parked(root)} == {"checkpoint-150"}
+
+        (area / "checkpoint-150" / "state.pt").write_bytes(b"damaged")  # never parked
+        damaged = _lanes(root, lanes, "park", check=False)
+        assert damaged.returncode == 1 and "no complete checkpoint" in damaged.stderr
+        assert {p.split("/")[-2] for p in _parked(root)} == {"checkpoint-150"}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+
+
+def test_a_new_machine_s_resume_restores_the_parked_checkpoint_and_queue(
+        tmp_path: Path) -> None:
+    """A new machine: an empty LANES_DIR, the committed manifest and parked checkpoint and
+    queue. `resume` puts the checkpoint into the new clone's artifacts/ at its path, says
+    so, restores the queue, and starts the command (then the queued one)."""
+    from tests.test_lanes import toy_checkpoint_area
+
+    root = tmp_path / "project"
+    parked = toy_checkpoint_area(root / "lanes-parked" / "lane1" / "x").relative_to(
+        root / "lanes-parked" / "lane1" / "x" / "artifacts")
+    _toy_checkpoint(root / "lanes-parked" / "lane1" / parked, 150)
+    (root / "lanes-parked" / "lane1.queue").write_text("echo queued > queued.txt\n")
+    line = "find artifacts -name progress.json > seen.txt"
+    (root / "results").mkdir(parents=True)
+    (root / "results" / "lanes.tsv").write_text(
+        f"1\tgone-host\t2026-12-01T00:00:00Z\tstudies/toy/models/original/seed43 step "
+        f"150/400\t{line}\n")
+    _project(root)
+    lanes = tmp_path / "lanes"
+    resumed = _lanes(root, lanes, "resume")
+    assert "LOST" not in resumed.stdout
+    assert "lane 1: restored from parked checkpoint studies/toy/models/original/seed43 step " \
+           "150/400 on a new machine" in resumed.stdout
+    assert "lane 1: restored its queue (1 command(s))" in resumed.stdout
+    clone = lanes / "lane1"
+    _wait(lambda: (lanes / "lane1.exit").exists(), "end of the lane", lanes / "lane1.log")
+    assert (lanes / "lane1.exit").read_text().strip() == "0"
+    assert (clone / "seen.txt").read_text().split() == [
+        f"artifacts/{parked}/checkpoint-150/progress.json"]
+    assert (clone / "queued.txt").read_text() == "queued\n"
+
+
+def test_harvest_deletes_the_parked_checkpoint_of_a_finished_model(tmp_path: Path) -> None:
+    """Once the lane's model is finished (its multilab.json names the parked checkpoint's
+    fingerprint), harvest deletes that lane's parked checkpoint and says so; one of another
+    fingerprint (the model retrained since) stays."""
+    from tests.test_lanes import toy_checkpoint_area
+
+    root = tmp_path / "project"
+    for lane, fingerprint in ((1, "f1"), (2, "f2")):
+        home = root / "lanes-parked" / f"lane{lane}" / "x"
+        relative = toy_checkpoint_area(home, fingerprint).relative_to(home / "artifacts")
+        _toy_checkpoint(root / "lanes-parked" / f"lane{lane}" / relative, 100)
+    _project(root)
+    lanes = tmp_path / "lanes"
+    lanes.mkdir()
+    for lane in (1, 2):
+        _git(lanes, "clone", "-q", str(root), f"lane{lane}")
+        model = lanes / f"lane{lane}" / "artifacts" / "studies" / "toy" / "models" / \
+            "original" / "seed43"
+        model.mkdir(parents=True)
+        (model / "multilab.json").write_text('{"fingerprint": "f1", "steps": 400}\n')
+    done = _lanes(root, lanes, "harvest")
+    assert "lane 1's studies/toy/models/original/seed43 finished: deleted its parked " \
+           "checkpoint (lanes-parked/lane1" in done.stderr
+    assert not (root / "lanes-parked" / "lane1").exists()
+    assert _parked(root, 2)  # f2: not the finished model's checkpoint
+
+
+def test_queue_without_the_virtualenv_fails_and_queues_nothing(tmp_path: Path) -> None:
+    """No .venv/bin/python in the checkout: one line, exit 2, no queue file (it said
+    "0 command(s) queued" and exited 0)."""
+    root = _project(tmp_path / "project")
+    (root / ".venv").unlink()
+    lanes = tmp_path / "lanes"
+    lanes.mkdir()
+    (lanes / "lane1.command").write_text("true\n")
+    done = _lanes(root, lanes, "queue", "1", "echo next", check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "set up first" in done.stderr
+    assert "queued" not in done.stdout
+    assert not (lanes / "lane1.queue").exists()
+
+
+def _train_runs(project: Path) -> list:
+    """The training runs (not the row's parent) in a project's MLflow store."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    return [(run, client) for run in client.search_runs(experiments)
+            if "mlflow.parentRunId" in run.data.tags]
+
+
+def _loss_history(run, client) -> list[tuple[int, float]]:
+    return sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id,
+                                                                       "train_loss"))
+
+
+@pytest.mark.slow
+def test_a_parked_lane_continues_on_a_new_machine_to_identical_weights(
+        built_project: Path, tmp_path: Path) -> None:
+    """A session's stop lands mid-training; `park` and a commit keep the lane's checkpoint
+    in the repository; a new machine (a clone of that commit, an empty LANES_DIR: nothing
+    else survives) `resume`s: the lane continues from the parked step, ends with the weights
+    of an uninterrupted run, and its new MLflow run (this store lacks the old one) holds the
+    whole loss history once, tagged with the step it resumed from."""
+    settings = cli_settings(Path(), **{"train.max_train_sentences": SENTENCES})
+    command = shlex.join(["multilab", "-v", *cli_args(settings, "train", "--seed", "0")])
+    root = _project(tmp_path / "project", built_project)
+    old_lanes = tmp_path / "old-lanes"
+    _lanes(root, old_lanes, "run", command)
+    area = old_lanes / "lane1" / "artifacts" / "checkpoints" / "models" / "original" / "seed0"
+
+    def steps() -> list[int]:
+        return [int(p.name.split("-")[1]) for p in area.glob("*/checkpoint-*")]
+
+    _wait(lambda: max(steps(), default=0) >= 3, "checkpoint 3", old_lanes / "lane1.log",
+          old_lanes / "lane1.exit")
+    _session_stop(int((old_lanes / "lane1.session").read_text()))
+    stopped_at = max(steps())
+    assert stopped_at < STEPS, "the stop landed after the training's end"
+    parked = _lanes(root, old_lanes, "park")
+    assert f"lane 1: parked models/original/seed0 step {stopped_at}/{STEPS}" in parked.stdout
+    _git(root, "add", "-A", "lanes-parked", "results/lanes.tsv")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "park lanes")
+
+    new_root = tmp_path / "new-machine"  # what survives: the repository's commits
+    _git(tmp_path, "clone", "-q", str(root), str(new_root))
+    subprocess.run(["bash", "scripts/setup.sh"], cwd=new_root, check=True)
+    lanes = tmp_path / "lanes"
+    resumed = _lanes(new_root, lanes, "resume")
+    assert f"lane 1: restored from parked checkpoint models/original/seed0 step " \
+           f"{stopped_at}/{STEPS} on a new machine" in resumed.stdout
+    log = lanes / "lane1.log"
+    _wait(lambda: (lanes / "lane1.exit").exists(), "end of the resumed lane", log)
+    assert (lanes / "lane1.exit").read_text().strip() == "0", log.read_text()[-3000:]
+    assert re.findall(r"resuming \S+ from step (\d+)", log.read_text()) == [str(stopped_at)]
+
+    reference = _project(tmp_path / "reference", built_project)  # the same, never stopped
+    with (reference / "train.log").open("w") as handle:
+        process = subprocess.Popen(
+            ["bash", "-c", command], cwd=reference, stdout=handle, stderr=subprocess.STDOUT,
+            env=subprocess_env() | {"PATH": f"{BIN}:{os.environ['PATH']}"})
+    finish(process, reference / "train.log")
+    clone = lanes / "lane1"
+    ours = saved_weights(clone / "artifacts" / "models" / "original" / "seed0")
+    theirs = saved_weights(reference / "artifacts" / "models" / "original" / "seed0")
+    assert ours.keys() == theirs.keys()
+    assert all(torch.equal(ours[name], theirs[name]) for name in ours)
+
+    [(run, client)] = _train_runs(clone)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["multilab.resumed_from_step"] == str(stopped_at)
+    assert run.data.tags["multilab.resumed_on_new_store"] == "true"
+    [(uninterrupted, its_client)] = _train_runs(reference)
+    history = _loss_history(run, client)
+    assert [step for step, _ in history] == list(range(1, STEPS + 1))
+    assert history == _loss_history(uninterrupted, its_client)

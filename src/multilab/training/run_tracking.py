@@ -46,15 +46,30 @@ def run_tags(run: RunConfig, data_hash: str, fingerprint: str) -> dict[str, Any]
     }
 
 
+#: tags of a run that continues a checkpoint whose run this store lacks (a new machine: the
+#: lane's checkpoint came back from the repository, its MLflow store did not)
+RESUMED_FROM_STEP_TAG = "multilab.resumed_from_step"
+RESUMED_ON_NEW_STORE_TAG = "multilab.resumed_on_new_store"
+
+
 @contextlib.contextmanager
 def tracked_run(tracked: bool, experiment_id: str | None, run_id: str | None,
-                tags: dict[str, Any], run: RunConfig, suspend: bool = False
-                ) -> Iterator[str | None]:
+                tags: dict[str, Any], run: RunConfig, suspend: bool = False,
+                resumed_from_step: int = 0) -> Iterator[str | None]:
     """The MLflow run's id on the main process (resumed when ``run_id`` is given); None on
-    other processes or without tracking. ``suspend``: a visit (``tracking.run``'s)."""
+    other processes or without tracking. ``suspend``: a visit (``tracking.run``'s).
+
+    ``resumed_from_step``: the checkpoint's step when a training resumes; if this store
+    lacks ``run_id`` (the checkpoint came from another machine) a new run opens, nested like
+    any new one and tagged with that step (:func:`open_logging` re-sends the history)."""
     if not tracked:
         yield None
         return
+    if run_id is not None and resumed_from_step and \
+            not tracking.run_exists(run.study.paths, run_id):
+        tags = {**tags, RESUMED_FROM_STEP_TAG: resumed_from_step,
+                RESUMED_ON_NEW_STORE_TAG: "true", tracking.RESTORED_TAG: run_id}
+        run_id = None
     if run_id is None:  # a new run: nested under its modification's (study row's) parent
         parent = tracking.group_run(experiment_id, run.modification,
                                     {"paper_id": run.paper_id or "", "profile": run.study.profile},
@@ -108,6 +123,25 @@ def log_curve_point(curve_hook: CurveHook, objective, model: BertForMaskedLM, st
         tracking.log_metrics({curve_key(key): value for key, value in point.items()},
                              step=step)
     return {"step": float(step), **point}
+
+
+def open_logging(run: RunConfig, run_id: str | None, state: Any, data: TrainingData,
+                 total_steps: int, world_size: int) -> int:
+    """What a run opened by :func:`tracked_run` logs first; returns the last step it holds.
+
+    ``state`` is the training's ``TrainingState``. A new run logs its start; a new run for
+    a resumed checkpoint (its own run not in this store) also gets the checkpoint's step
+    rows and curve points, so one run holds the whole history."""
+    fresh = run_id is not None and run_id != state.run_id
+    state.run_id = run_id
+    if fresh:
+        log_start(run, data, total_steps, world_size)
+    if fresh and state.step:
+        tracking.log_step_rows(run_id, state.log_rows, STEP_METRICS)
+        for point in state.curve:
+            tracking.log_metrics({curve_key(key): value for key, value in point.items()
+                                  if key != "step"}, step=int(point["step"]))
+    return logged_through(run, run_id) if run_id and state.step else 0
 
 
 def logged_through(run: RunConfig, run_id: str) -> int:

@@ -60,8 +60,7 @@ from multilab.training.model_dir import (
 from multilab.training.run_tracking import (
     StepLog,
     log_curve_point,
-    log_start,
-    logged_through,
+    open_logging,
     run_tags,
     tracked_run,
 )
@@ -115,11 +114,10 @@ def train_model(
         if tracked:
             tracking.end_orphaned_runs(experiment_id, fingerprint, keep=state.run_id)
         tags = run_tags(run, data_hash, fingerprint)
-        with tracked_run(tracked, experiment_id, state.run_id, tags, run) as run_id:
-            state.run_id = run_id
-            if run_id and state.step == 0:
-                log_start(run, data, plan.total_steps, accelerator.num_processes)
-            logged = logged_through(run, run_id) if run_id and state.step else 0
+        with tracked_run(tracked, experiment_id, state.run_id, tags, run,
+                         resumed_from_step=state.step) as run_id:
+            logged = open_logging(run, run_id, state, data, plan.total_steps,
+                                  accelerator.num_processes)
             steps = StepLog(run_id, _progress_bar(run, plan, state.step, progress and main),
                              logged)
             for number in range(state.step, plan.total_steps):

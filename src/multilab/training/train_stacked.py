@@ -61,8 +61,7 @@ from multilab.training.run_tracking import (
     STEP_METRICS,
     StepLog,
     log_curve_point,
-    log_start,
-    logged_through,
+    open_logging,
     run_tags,
     tracked_run,
 )
@@ -245,12 +244,9 @@ def _open_run(seat: _Seat, experiment_id: str | None, sender: _Sender) -> None:
     """Start (or resume) the member's MLflow run, log its start, leave it RUNNING."""
     run = seat.run
     seat.tags = run_tags(run, seat.data_hash, seat.fingerprint)
-    with _visit(seat, experiment_id) as run_id:
-        seat.state.run_id = run_id
-        if run_id and seat.state.step == 0:
-            log_start(run, seat.data, seat.plan.total_steps, 1)
-    logged = logged_through(run, seat.state.run_id) if seat.state.run_id and seat.state.step \
-        else 0
+    with tracked_run(experiment_id is not None, experiment_id, seat.state.run_id, seat.tags,
+                     run, suspend=True, resumed_from_step=seat.state.step) as run_id:
+        logged = open_logging(run, run_id, seat.state, seat.data, seat.plan.total_steps, 1)
     seat.steps = StepLog(seat.state.run_id, progress_bar(total=1, disable=True), logged,
                          sender)
 
