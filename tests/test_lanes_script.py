@@ -349,7 +349,7 @@ def test_park_keeps_a_lane_s_newest_complete_checkpoint_and_its_queue(tmp_path: 
     """`park` copies a running lane's newest checkpoint (not the training lock, not a
     damaged one) to lanes-parked/laneK/<its path under artifacts/>, replacing the one
     parked before, and the lane's queue to lanes-parked/laneK.queue; it says what to commit."""
-    from tests.test_lanes import toy_checkpoint_area
+    from tests.test_lane_packing import toy_checkpoint_area
 
     root = _project(tmp_path / "project")
     lanes = tmp_path / "lanes"
@@ -387,7 +387,7 @@ def test_a_new_machine_s_resume_restores_the_parked_checkpoint_and_queue(
     """A new machine: an empty LANES_DIR, the committed manifest and parked checkpoint and
     queue. `resume` puts the checkpoint into the new clone's artifacts/ at its path, says
     so, restores the queue, and starts the command (then the queued one)."""
-    from tests.test_lanes import toy_checkpoint_area
+    from tests.test_lane_packing import toy_checkpoint_area
 
     root = tmp_path / "project"
     parked = toy_checkpoint_area(root / "lanes-parked" / "lane1" / "x").relative_to(
@@ -418,7 +418,7 @@ def test_harvest_deletes_the_parked_checkpoint_of_a_finished_model(tmp_path: Pat
     """Once the lane's model is finished (its multilab.json names the parked checkpoint's
     fingerprint), harvest deletes that lane's parked checkpoint and says so; one of another
     fingerprint (the model retrained since) stays."""
-    from tests.test_lanes import toy_checkpoint_area
+    from tests.test_lane_packing import toy_checkpoint_area
 
     root = tmp_path / "project"
     for lane, fingerprint in ((1, "f1"), (2, "f2")):
