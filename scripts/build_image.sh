@@ -223,12 +223,13 @@ fi
 
 # ---- the build, from a fresh clone of HEAD ---------------------------------------------------
 build_s=None size=""   # None: the record says no build ran
+COMMIT="$(git -C "$REPO" rev-parse HEAD)"  # read once: the checkout may move on while it builds
 if [ "$BUILD" = 1 ]; then
   git -C "$REPO" diff --quiet HEAD 2>/dev/null || echo "note: uncommitted changes are not in the image" >&2
   git clone -q --no-hardlinks "$REPO" "$WORK/context"
-  git -C "$WORK/context" checkout -q --detach "$(git -C "$REPO" rev-parse HEAD)"
+  git -C "$WORK/context" checkout -q --detach "$COMMIT"
   git -C "$WORK/context" remote remove origin
-  echo "building $TAG from $(git -C "$REPO" rev-parse --short HEAD) (log: $WORK/build.log)"
+  echo "building $TAG from ${COMMIT:0:7} (log: $WORK/build.log)"
   start=$SECONDS
   if [ "$ENGINE" = docker ]; then
     docker build ${NETWORK_ARGS[@]+"${NETWORK_ARGS[@]}"} ${BUILD_ARGS[@]+"${BUILD_ARGS[@]}"} -t "$TAG" "$WORK/context" >"$WORK/build.log" 2>&1 \
@@ -294,7 +295,7 @@ python3 - "$OUT/image-build.json" <<PY
 import json, os, sys, time
 json.dump({
     "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    "commit": "$(git -C "$REPO" rev-parse HEAD)", "engine": "$ENGINE", "torch": "$TORCH",
+    "commit": "$COMMIT", "engine": "$ENGINE", "torch": "$TORCH",
     "image": "$TAG", "size": "$size", "built": $BUILD == 1, "build_s": $build_s,
     "base_image": "${BASE_IMAGE}" if "$ENGINE" == "buildah" else None,
     "base_build_s": int("${BASE_BUILD_S}") if "${BASE_BUILD_S}" else None,
