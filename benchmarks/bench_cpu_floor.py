@@ -183,6 +183,7 @@ def main() -> None:
     if not args.no_hf:
         arms["hf-recipe"] = Arm("hf-recipe", Levers(**{**vars(BASELINE), **threads}), data,
                                 args.seed, schedule)
+    torch.set_num_threads(args.threads)  # before machine(), which records the thread count
     record: dict[str, Any] = {"what": __doc__.splitlines()[0], "machine": machine(),
                               "cpu_flags": _cpu_flags(), "args": vars(args) | {
                                   "project": str(args.project)}}

@@ -47,9 +47,10 @@ def timed_phase(clone: Path, command: str, log: Path) -> dict[str, object]:
             "exit": done.returncode, "load_before": before, "load_after": load_average()}
 
 
-def run_in_fresh_clone(clone: Path, phases: list[str], record: dict) -> bool:
-    """Clone HEAD into ``clone`` and time ``phases`` there; False once a phase fails."""
+def run_in_fresh_clone(clone: Path, commit: str, phases: list[str], record: dict) -> bool:
+    """Clone ``commit`` into ``clone`` and time ``phases`` there; False once a phase fails."""
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q", commit], check=True)
     for name in phases:
         key = name if name not in record["phases"] else f"{name} ({clone.name} clone)"
         print(f"{key}: {PHASES[name]}", flush=True)
@@ -73,11 +74,15 @@ def main() -> None:
               "machine": machine(), "note": args.note, "phases": {}}
     out = args.out or RESULTS / f"first-run-{record['machine']['date_utc'][:10]}.json"
     work = Path(tempfile.mkdtemp(prefix="multilab-first-run-"))
+    # both clones are of the commit HEAD was at the start, whatever lands meanwhile
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    record["commit"] = commit
     runs = [("first", ["setup", "smoke"])] + ([("second", ["setup", "default"])]
                                                 if args.default else [])
     try:
         for clone_name, phases in runs:
-            if not run_in_fresh_clone(work / clone_name, phases, record):
+            if not run_in_fresh_clone(work / clone_name, commit, phases, record):
                 break
     finally:
         shutil.rmtree(work, ignore_errors=True)
