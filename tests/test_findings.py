@@ -207,6 +207,41 @@ def _counter(counts: dict[Verdict, int]) -> Counter[Verdict]:
 
 # ---------------------------------------------------------- the page and the box
 
+def test_the_claims_summary_and_the_tally_count_the_paper_budgets_verdict(
+        tmp_path: Path) -> None:
+    """One claim with a verdict at the quick budget (not separable) and another at the
+    paper's (held): the claims summary (docs/studies/index.md), README's tally box and its
+    closing line count the paper's alone, the outcome of record (studies/README.md, "Which
+    study speaks", step 2), whichever study is listed first."""
+    from multilab.studies.document import render_index
+    from multilab.studies.findings import tally_text
+    from multilab.studies.spec import load_study
+    from multilab.studies.tables import claim_verdicts
+
+    claim = "dufter2020-t1-r1-lang-pos"
+
+    def result(name: str, outcome: Outcome, profile: str):
+        study = replace(load_study(_spec(tmp_path, name=name, claims=[claim]), CLAIMS),
+                        profile=profile)
+        return replace(study_result(study, iter(()), CLAIMS), outcomes={claim: outcome})
+
+    quick = result("toy-a-quick", Outcome(Verdict.NOT_SEPARABLE, "3 seeds", p=0.4,
+                                          difference=-0.01, n=(3, 3),
+                                          interval=(-0.05, 0.03)), "quick")
+    paper = result("toy-b-paper", Outcome(Verdict.HELD, "3 seeds", p=0.001, difference=-0.2,
+                                          n=(3, 3), interval=(-0.25, -0.15)), "paper")
+    for order in ([quick, paper], [paper, quick]):
+        index = render_index(order, CLAIMS, claim_verdicts(order, CLAIMS), [])
+        assert "\n| held | 1 | 0 | 0 | 0 | 0 | 1 |\n" in index
+        assert "\n| not separable from seed noise | 0 | 0 | 0 | 0 | 0 | 0 |\n" in index
+        box = " ".join(" ".join(tally_lines(order, CLAIMS)).split())
+        assert "**1 held, 0 did not hold, 0 not separable from seed noise**" in box
+        assert "[**held**](docs/studies/toy-b-paper.md) at `paper`" in box
+        assert "toy-a-quick" not in box
+        assert tally_text(order, CLAIMS).startswith(
+            f"tally: {len(CLAIMS)} claims: 1 held, 0 did not hold, 0 not separable")
+
+
 def test_report_all_writes_the_findings_and_the_readme_box(tmp_path: Path, capsys) -> None:
     """``study report --all`` writes docs/findings.md beside the studies folder and fills
     the README's tally block, keeping its prose; a README without the block is left as it

@@ -55,8 +55,9 @@ def test_the_committed_studies_validate() -> None:
 def test_generated_tables_match_the_committed_records(
         tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/studies/, docs/findings.md and the generated blocks of docs/REPRODUCTION.md and
-    README.md (the tally box) are a lockfile of studies/ + results/: regenerate (the
-    documents' prose kept) in a copy of the repository's layout and compare bytes."""
+    README.md (the tally box, the results preview) are a lockfile of studies/ + results/:
+    regenerate (the documents' prose kept) in a copy of the repository's layout and compare
+    bytes."""
     monkeypatch.setenv(PRINT_VARIABLE, "yes")  # the committed figures have their PDFs
     out = tmp_path / "docs" / "studies"
     out.parent.mkdir()
@@ -64,8 +65,9 @@ def test_generated_tables_match_the_committed_records(
               ROOT / "README.md": tmp_path / "README.md"}
     for committed_document, copy in copies.items():
         shutil.copy(committed_document, copy)
-    assert "<!-- generated:tally -->" in (ROOT / "README.md").read_text(), \
-        "README.md lost its tally block: the box would silently stop being regenerated"
+    for block in ("tally", "preview"):
+        assert f"<!-- generated:{block} -->" in (ROOT / "README.md").read_text(), \
+            f"README.md lost its {block} block: it would silently stop being regenerated"
     assert main(["--set", f"paths.results={ROOT / 'results'}", "study", "report", "--all",
                  "--out", str(out), "--studies", str(STUDIES)]) == 0
     committed = ROOT / "docs" / "studies"

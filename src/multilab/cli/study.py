@@ -43,6 +43,7 @@ def cmd_study(args: argparse.Namespace, command_line: Command) -> None:
     )
     from multilab.studies.records import profile_records, records_roots
     from multilab.studies.run_studies import run_studies
+    from multilab.studies.standing import spread
     from multilab.studies.tables import study_result
 
     cfg = config_of(args)
@@ -89,6 +90,9 @@ def cmd_study(args: argparse.Namespace, command_line: Command) -> None:
     for result in results:  # the figures the markdown links, from the same cells
         for path in write_figures(result, out):
             print(f"wrote {path} (and its .pdf)")
+    for result in results:  # the share its page states, where a study counts one
+        if result.study.spread_metrics:
+            print(f"{result.study.name}: {spread(result).line()}")
     print(tally_text(every, claims))  # over every study, as the findings count them
     for root in records_roots(cfg.paths.results, profiles):
         warning = uncommitted_warning(root)
@@ -171,8 +175,8 @@ def add_study(add: AddCommand, command_line: Command) -> None:
     p.add_argument("--all", action="store_true", help="every study, and the claims summary")
     p.add_argument("--studies", default="studies", help="the folder of study specs")
     p.add_argument("--out", default="docs/studies", help="where report writes its tables "
-                   "(--all: also the findings beside it, ../findings.md, and the tally block "
-                   "of ../../README.md where it has one)")
+                   "(--all: also the findings beside it, ../findings.md, and the tally and "
+                   "results preview blocks of ../../README.md where it has them)")
     p.add_argument("--reproduction", help="report --all: the document whose generated blocks "
                    "are rewritten (default: REPRODUCTION.md beside the --out folder)")
     p.set_defaults(func=partial(cmd_study, command_line=command_line))

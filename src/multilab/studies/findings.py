@@ -414,8 +414,9 @@ def _anchor(title: str) -> str:
     return "-".join(words.split())
 
 
-#: README's generated block: the tally box (between ``<!-- generated:tally -->`` and its
-#: closing marker, as REPRODUCTION.md's blocks)
+#: README's generated blocks: the tally box (between ``<!-- generated:tally -->`` and its
+#: closing marker, as REPRODUCTION.md's blocks) and the results preview
+#: (:data:`multilab.studies.standing.PREVIEW_BLOCK`)
 TALLY_BLOCK = "tally"
 
 
@@ -423,15 +424,21 @@ def findings_documents(claims_folder: Path, out: Path, results: Sequence[StudyRe
                        claims: Mapping[str, Claim]) -> dict[Path, str]:
     """What ``study report --all`` writes besides the study pages: the findings beside the
     studies folder (``out``'s parent: docs/findings.md) and, where the README above it
-    holds a tally block, that README with the block regenerated (its prose kept). A
-    README without the block (a studies folder outside the repository) is left alone."""
+    holds a tally block or a results preview block, that README with those blocks
+    regenerated (its prose kept). A README without them (a studies folder outside the
+    repository) is left alone."""
+    from multilab.studies.standing import PREVIEW_BLOCK, preview_lines
+
     texts: dict[Path, str] = {}
     elements_file = claims_folder / ELEMENTS_FILE
     elements = load_elements(elements_file, claims) if elements_file.is_file() else []
     texts[out.parent / "findings.md"] = render_findings(results, claims, elements)
     readme = out.parent.parent / "README.md"
     text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
-    if f"<!-- generated:{TALLY_BLOCK} -->" in text:
-        texts[readme] = fill(text, {TALLY_BLOCK: tally_lines(results, claims, link="docs/")},
-                             str(readme))
+    blocks = {TALLY_BLOCK: lambda: tally_lines(results, claims, link="docs/"),
+              PREVIEW_BLOCK: lambda: preview_lines(results, link="docs/studies/")}
+    held = {name: lines() for name, lines in blocks.items()
+            if f"<!-- generated:{name} -->" in text}
+    if held:
+        texts[readme] = fill(text, held, str(readme))
     return texts

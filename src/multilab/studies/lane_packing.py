@@ -155,6 +155,15 @@ def measure_seconds(records: Iterable[Record]) -> dict[str, float]:
     return {study: statistics.median(values) for study, values in spans.items()}
 
 
+def lane_seconds(train_seconds: float, studies: Iterable[str], measure: Mapping[str, float],
+                 left: float = 1.0) -> float:
+    """A model's wall time in a lane: the share ``left`` of its fastest training on record
+    (``train_seconds``) beside another lane, plus each study's measurement of it (its median
+    on record, else :data:`DEFAULT_MEASURE_SECONDS`); what ``study next --lanes`` plans by."""
+    return train_seconds * BESIDE_ANOTHER_LANE * left + sum(
+        measure.get(study, DEFAULT_MEASURE_SECONDS) for study in set(studies))
+
+
 @dataclass
 class Job:
     """One model and the study runs that read it, (study, row label, seed, --again)."""
@@ -221,10 +230,8 @@ def pack_lanes(plans: Sequence[ClaimPlan], run_seconds: Mapping[tuple[str, str],
     left_over: list[Job] = []
 
     def cost(runs: list[tuple[str, str, int, bool]], model_price: float) -> float:
-        studies = {study for study, *_ in runs}
         left = checkpoint.left if (checkpoint := checkpoint_of(runs)) else 1.0
-        return model_price * BESIDE_ANOTHER_LANE * left + sum(
-            measure.get(study, DEFAULT_MEASURE_SECONDS) for study in studies)
+        return lane_seconds(model_price, [study for study, *_ in runs], measure, left)
 
     def checkpoint_of(runs: list[tuple[str, str, int, bool]]) -> LaneCheckpoint | None:
         study, label, seed, _ = runs[0]  # the run that trains the model

@@ -164,14 +164,16 @@ def report_pages(results: Sequence[StudyResult], every: Sequence[StudyResult],
     from multilab.studies.document import fill, new_document, render_index, reproduction_blocks
     from multilab.studies.figures import figure_lines
     from multilab.studies.findings import findings_documents
+    from multilab.studies.lane_packing import measure_seconds
+    from multilab.studies.standing import runs_left_lines, spread_lines
     from multilab.studies.tables import claim_verdicts, multiplicity, render_study, speakers
 
     speaking, adjusted = speakers(every), multiplicity(every, claims).adjusted
     successors = {r.study.supersedes: r.study.name for r in every if r.study.supersedes}
-    texts = {out / f"{r.study.name}.md": render_study(r, claims, figure_lines(r),
-                                                      successors.get(r.study.name),
-                                                      speaking, adjusted)
-             for r in results}
+    measure = measure_seconds(records)
+    texts = {out / f"{r.study.name}.md": render_study(
+        r, claims, figure_lines(r), successors.get(r.study.name), speaking, adjusted,
+        standing=[*spread_lines(r), *runs_left_lines(r, measure)]) for r in results}
     if reproduction is not None:
         verdicts = claim_verdicts(results, claims)
         texts[out / "index.md"] = render_index(results, claims, verdicts, records)

@@ -56,6 +56,12 @@ from it::
         y: [retrieval_p1.l4, downstream.ratio.s]   # one or more metrics of the study
         axis_titles: {train.minutes: "training minutes"}   # optional: words for an axis
 
+``spread_metrics`` (optional): metrics of the study whose cells the page counts against
+the paper's spread, "k of n cells (p %) within the paper's mean ± std", over the rows with ≥ 3
+of our seeds (:mod:`multilab.studies.standing`). ``runs_left: true`` (optional): the page lists
+the (row, seed) pairs without a record, each priced in lane-hours as ``study next --lanes``
+prices it.
+
 ``pair`` (row): the language pair (``3-s``: source, target) that ``<pair>`` stands for in
 the study's ``mrr.<pair>.…`` and ``translate.<pair>.…`` metrics, so rows of different pairs
 share columns.
@@ -102,7 +108,8 @@ from multilab.studies.verdict import PaperValue
 
 SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds", "settings",
                "paper_seeds", "paper_decimals", "paper_comparable", "metrics", "rows", "claims",
-               "about", "records_from", "fine_tune", "figures", "supersedes")
+               "about", "records_from", "fine_tune", "figures", "supersedes", "spread_metrics",
+               "runs_left")
 _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds", "metrics",
              "rows")
 ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable",
@@ -192,6 +199,11 @@ class Study:
     # the study whose verdicts this one's replace for the claims both test (a regime that
     # makes the table readable: its records are the table's records of record)
     supersedes: str | None = None
+    #: the metrics whose cells the page counts against the paper's mean ± std (the paper's
+    #: headline columns); empty: no such count
+    spread_metrics: tuple[str, ...] = ()
+    #: whether the page lists the (row, seed) pairs without a record, priced in lane-hours
+    runs_left: bool = False
 
     def row(self, label: str) -> Row | None:
         """The row of this label or alias, else of this paper ID where one row has it (the
@@ -394,7 +406,9 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
                   paper_comparable=not_comparable, metrics=metrics, rows=rows, claims=entries,
                   about=raw.get("about"), source=source, records_from=records_from,
                   fine_tune=fine_tune, figures=_figures(raw.get("figures"), metrics, source),
-                  supersedes=supersedes)
+                  supersedes=supersedes,
+                  spread_metrics=_spread_metrics(raw.get("spread_metrics"), metrics, source),
+                  runs_left=_runs_left(raw.get("runs_left", False), source))
     for entry in entries:
         _check_claim(study, entry, claims)
     return study
@@ -516,6 +530,27 @@ def _provenance(raw: dict[str, Any], source: Path, name: str
                                    or not _NAME.match(supersedes)):
         raise _fail(source, f"supersedes {supersedes!r}: the name of another study, or null")
     return records_from, fine_tune, supersedes
+
+
+def _spread_metrics(raw: Any, metrics: tuple[str, ...], source: Path) -> tuple[str, ...]:
+    """``spread_metrics``: metrics of the study, each once (a cell counted twice would
+    inflate the share)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw or not all(isinstance(m, str) for m in raw) \
+            or len(set(raw)) != len(raw):
+        raise _fail(source, f"spread_metrics {raw!r}: a list of the study's metrics, each once")
+    unknown = [metric for metric in raw if metric not in metrics]
+    if unknown:
+        raise _fail(source, f"spread_metrics: {unknown[0]!r} is not among the study's metrics: "
+                    f"{', '.join(metrics)}")
+    return tuple(raw)
+
+
+def _runs_left(raw: Any, source: Path) -> bool:
+    if not isinstance(raw, bool):
+        raise _fail(source, f"runs_left {raw!r}: true or false")
+    return raw
 
 
 def bind_claim(claim: Claim, entry: ClaimEntry) -> Claim:

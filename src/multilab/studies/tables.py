@@ -474,6 +474,16 @@ def _train_seconds(chosen: Chosen, configurations: Mapping[str, Mapping[str, Any
     return fastest, frozenset(bounded)
 
 
+def paper_rounding(study: Study, metric: str) -> float | None:
+    """Half a unit of the paper's last printed decimal of ``metric``: its .00 is anything
+    below .005, its perplexities are whole numbers; None where the study states no
+    decimals (``paper_decimals``)."""
+    if study.paper_decimals is None:
+        return None
+    digits = 0 if metric.startswith("ppl") else study.paper_decimals
+    return 0.5 * 10 ** -digits
+
+
 def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Cell],
                   pending: str | None = None, not_testable: str | None = None) -> Outcome:
     """The verdict of one claim on the study's cells."""
@@ -504,10 +514,8 @@ def claim_outcome(study: Study, claim: Claim, cells: Mapping[tuple[str, str], Ce
         assert value is not None
         ours = cells[(label(compare["row"]), metric)].arm
         comparable = study.paper_comparable is None or bool(row and row.paper_comparable)
-        if margin is None and study.paper_decimals is not None:
-            # the paper's .00 is anything below .005; its perplexities are whole numbers
-            digits = 0 if metric.startswith("ppl") else study.paper_decimals
-            margin = 0.5 * 10 ** -digits
+        if margin is None:
+            margin = paper_rounding(study, metric)
         outcome = compare_with_paper(ours, value, margin=margin, comparable=comparable)
         if outcome.verdict is Verdict.NOT_COMPARABLE and study.paper_comparable:
             return replace(outcome, reason=study.paper_comparable)
@@ -1015,8 +1023,11 @@ def table_lines(result: StudyResult) -> list[str]:
 def render_study(result: StudyResult, claims: Mapping[str, Claim],
                  figures: Iterable[str] = (), superseded_by: str | None = None,
                  speaking: Mapping[str, Speaker] | None = None,
-                 adjusted: Mapping[str, float] | None = None) -> str:
-    """A study's markdown: its tables (:func:`table_lines`), ``figures`` (markdown lines,
+                 adjusted: Mapping[str, float] | None = None,
+                 standing: Iterable[str] = ()) -> str:
+    """A study's markdown: its tables (:func:`table_lines`), ``standing`` (markdown lines:
+    its cells against the paper's spread, its runs left: :mod:`multilab.studies.standing`),
+    ``figures`` (markdown lines,
     drawn from the same cells: :mod:`multilab.studies.figures`), its claims with their
     verdicts, then the study's prose (``about``); ``superseded_by``: the study that
     declares it supersedes this one; ``speaking``: each claim's outcome of record
@@ -1051,6 +1062,7 @@ def render_study(result: StudyResult, claims: Mapping[str, Claim],
                   ""]
     lines += table_lines(result)
     lines += device_lines(result)
+    lines += [*standing]
     lines += [*figures]
     lines += claim_lines(result, claims, speaking, adjusted)
     if study.about or study.records_from:
