@@ -216,6 +216,23 @@ def test_a_curve_criterion_names_its_test_and_agrees_with_the_shape(tmp_path: Pa
             load_paper_claims(_write(tmp_path, curve | {"criterion": criterion}))
     with pytest.raises(UserError, match="binds a claim of kind curve, not rows"):
         load_paper_claims(_write(tmp_path, GOOD | {"criterion": trend}))
-    flat = curve | {"compare": {**curve["compare"], "shape": "flat"}}
-    with pytest.raises(UserError, match="needs a shape increasing, rising or decreasing"):
-        load_paper_claims(_write(tmp_path, flat | {"criterion": trend}))
+    wavy = curve | {"compare": {**curve["compare"], "shape": "wavy"}}
+    with pytest.raises(UserError, match="needs a shape increasing, rising, decreasing or flat"):
+        load_paper_claims(_write(tmp_path, wavy | {"criterion": trend}))
+
+
+def test_a_flat_curve_criterion_bounds_its_change_around_zero(tmp_path: Path) -> None:
+    """"Data did not largely improve X" (Liu et al. 2020a, static embeddings): a flat curve
+    read end against start, its relative change shown below a size; a trend has no size, and
+    bounds that leave 0 outside are a rise, not flatness."""
+    flat = GOOD | {"kind": "curve", "compare": {"metric": "mrr", "over": "data-size",
+                                                "shape": "flat (no large improvement)",
+                                                "rows": ["static"]}}
+    below = {"curve": "end-vs-start", "relative_change": [None, 0.066], "basis": "largely"}
+    _, (claim,) = load_paper_claims(_write(tmp_path, flat | {"criterion": below}))
+    assert claim.curve_test == "end-vs-start" and claim.relative_bounds == (None, 0.066)
+    for criterion, refusal in (
+            ({"curve": "trend", "basis": "no rise"}, "a flat curve's criterion is end-vs-start"),
+            ({**below, "relative_change": [0.066, None]}, "disagrees with direction 'equal'")):
+        with pytest.raises(UserError, match=re.escape(refusal)):
+            load_paper_claims(_write(tmp_path, flat | {"criterion": criterion}))

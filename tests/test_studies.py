@@ -1344,7 +1344,8 @@ def test_a_correlation_over_rows_is_tested_over_seeds(tmp_path: Path) -> None:
 def test_study_run_plans_and_runs_the_measuring_commands_a_row_lacks(tmp_path: Path) -> None:
     """A (row, seed) lacks the records its metrics read: the plan names them and the
     runner runs `downstream` (fine-tuned on `fine_tune`, `--mds` for the shifted variant),
-    `mrr` and `translate` per pair; static rows and similarity records are not run."""
+    `mrr` and `translate` per pair; a static row lacks its `multilab static` record of the
+    seed, similarity records are not run."""
     from multilab.data.layout import BLOCKS_FILE
     from multilab.studies.runner import missing_runs, run_study
 
@@ -1362,7 +1363,8 @@ def test_study_run_plans_and_runs_the_measuring_commands_a_row_lacks(tmp_path: P
     assert [(s.row.label, s.seed, s.needs) for s in steps] == [
         ("original", 42, (("translate", "fake-3"), ("downstream", "mds"))),  # MDS on 3 only
         ("original", 45, (("mrr", "3-fake"), ("translate", "fake-3"), ("downstream", ""),
-                          ("downstream", "mds")))]
+                          ("downstream", "mds"))),
+        ("static", 45, (("static", ""),))]
     calls: list[list[str]] = []
 
     def command(argv: list[str]) -> int:
@@ -1374,7 +1376,7 @@ def test_study_run_plans_and_runs_the_measuring_commands_a_row_lacks(tmp_path: P
     (folder / "corpora" / "train.txt").touch()
     (folder / "vocab").mkdir()
     (folder / "vocab" / BLOCKS_FILE).touch()  # a finished build: not built again
-    run_study(study, steps[1:], command, tmp_path, lambda _: None)
+    run_study(study, steps[1:2], command, tmp_path, lambda _: None)
     model = str(folder / "models" / "original" / "seed45")
     assert calls == [["train", "--modification", "original", "--seed", "45"],
                      ["mrr", model, "--source", "3", "--target", "fake"],

@@ -10,9 +10,13 @@ BERT does. ``multilab static`` measures the static side in the lab:
   character n-grams: a wordpiece is a word), one thread and a seeded start (byte-for-byte
   reproducible), **jointly** on the study's train rows, every language's row tokenized by
   that language's own tokenizer exactly as pretraining reads it (:func:`train_sentences`).
-  Each piece is written ``<language number>:<piece>``, so a language's pieces stay its own,
-  as BERT's vocabulary blocks keep them (Fake-English's ``the`` is ``1:the``, English's
-  ``0:the``). The rows are the first ``rows`` of the train table (as
+  Each piece is written ``<block>:<piece>``, the block being the first language whose
+  vocabulary block starts where this language's does (:func:`piece_blocks`), so the static
+  model shares a piece exactly where BERT shares its id: separate blocks keep a language's
+  pieces its own (Fake-English's ``the`` is ``1:the``, English's ``0:the``), a shared
+  vocabulary (``vocab.mode`` joint or union: every block at offset 0) writes English's and
+  German's ``##en`` as one word, ``0:##en``, the anchor Liu et al.'s joint wordpiece data
+  gives word2vec. The rows are the first ``rows`` of the train table (as
   ``train.max_train_sentences`` cuts them for BERT), every row in every language (the
   ``original`` recipe), lines shuffled with the seed (BERT reads shuffled batches).
   fastText's ``ws`` is word2vec's window: the context of a word is drawn uniformly from
@@ -90,9 +94,18 @@ class StaticSettings:
     seed: int
 
 
-def piece(language: int, token: str) -> str:
-    """A wordpiece as the static corpus writes it: its language's number first."""
-    return f"{language}:{token}"
+def piece(block: int, token: str) -> str:
+    """A wordpiece as the static corpus writes it: its vocabulary block's number first."""
+    return f"{block}:{token}"
+
+
+def piece_blocks(cfg: Config) -> list[int]:
+    """Each language's prefix in the static corpus: the number of the first language whose
+    vocabulary block starts at the same id (its own number where the blocks are apart).
+    Why: a piece is one word for fastText exactly where it is one id for BERT, so a shared
+    vocabulary's anchors reach the static model too, and separate blocks stay apart."""
+    offsets = layout(cfg).offsets
+    return [offsets.index(offset) for offset in offsets]
 
 
 # --------------------------------------------------------------------------- the corpus
@@ -119,11 +132,13 @@ def train_sentences(cfg: Config) -> list[list[list[str]]]:
             for lang, language_rows in enumerate(rows)]
 
 
-def corpus_lines(sentences: Sequence[Sequence[Sequence[str]]], rows: int, seed: int
-                 ) -> list[str]:
+def corpus_lines(sentences: Sequence[Sequence[Sequence[str]]], rows: int, seed: int,
+                 blocks: Sequence[int] | None = None) -> list[str]:
     """The joint corpus: the first ``rows`` rows of every language, pieces prefixed with the
-    language number, lines shuffled by ``seed`` (empty rows left out)."""
-    lines = [" ".join(piece(lang, token) for token in row)
+    language's block (:func:`piece_blocks`; None: each language its own), lines shuffled by
+    ``seed`` (empty rows left out)."""
+    prefixes = list(blocks) if blocks is not None else list(range(len(sentences)))
+    lines = [" ".join(piece(prefixes[lang], token) for token in row)
              for lang, language_rows in enumerate(sentences) for row in language_rows[:rows]
              if len(row)]
     random.Random(seed).shuffle(lines)
@@ -176,16 +191,16 @@ class WordSet:
     pieces: list[list[str]]
 
 
-def dev_words(rows: Sequence[torch.Tensor], language: int, tokenizer: Any) -> WordSet:
+def dev_words(rows: Sequence[torch.Tensor], block: int, tokenizer: Any) -> WordSet:
     """Every word of ``rows`` in order of first occurrence, as :func:`words_of` merges
-    pieces (the contextual side's words), and its pieces."""
+    pieces (the contextual side's words), and its pieces (prefixed with ``block``)."""
     pieces: dict[str, list[str]] = {}
     for row in rows:
         tokens = tokenizer.convert_ids_to_tokens(row.tolist())
         words, ids = words_of(tokens)
         grouped: list[list[str]] = [[] for _ in words]
         for token, index in zip(tokens, ids, strict=True):
-            grouped[index].append(piece(language, token))
+            grouped[index].append(piece(block, token))
         for word, parts in zip(words, grouped, strict=True):
             pieces.setdefault(word, parts)
     return WordSet(list(pieces), list(pieces.values()))
@@ -210,8 +225,9 @@ def retrieval_data(cfg: Config, src: int, tgt: int, sentences: int, seed: int
     pairs, kind = dictionary_of(cfg, src, tgt, tokenizers)
     _, rows, _ = dev_rows(cfg, resolve_run(cfg, "original", seed), sentences)
     keep = [i for i in range(len(rows[src])) if len(rows[src][i]) and len(rows[tgt][i])]
-    source = dev_words([rows[src][i] for i in keep], src, tokenizers[src])
-    target = dev_words([rows[tgt][i] for i in keep], tgt, tokenizers[tgt])
+    blocks = piece_blocks(cfg)
+    source = dev_words([rows[src][i] for i in keep], blocks[src], tokenizers[src])
+    target = dev_words([rows[tgt][i] for i in keep], blocks[tgt], tokenizers[tgt])
     return RetrievalData(source, target, pairs or exact_pairs(kind, source.words, target.words),
                          kind, len(keep))
 
@@ -259,6 +275,7 @@ def task_features(cfg: Config) -> TaskFeatures:
     )
 
     languages = study_languages(cfg)
+    blocks = piece_blocks(cfg)
     inputs = language_inputs(cfg, languages)
     data = task_data(cfg, languages)
     limit = cfg.downstream.max_length - 2
@@ -266,7 +283,7 @@ def task_features(cfg: Config) -> TaskFeatures:
     def pieces(examples: Sequence[Any], how: Any) -> list[list[list[str]]]:
         def cut(texts: list[str]) -> list[list[str]]:
             ids = how.tokenizer(texts, add_special_tokens=False)["input_ids"]
-            return [[piece(how.number, t) for t in how.tokenizer.convert_ids_to_tokens(
+            return [[piece(blocks[how.number], t) for t in how.tokenizer.convert_ids_to_tokens(
                 row[:limit])] for row in ids]
 
         first = cut([e.text for e in examples])
@@ -408,6 +425,7 @@ def static_grid(cfg: Config, request: StaticRequest, progress: bool = True) -> d
     """Every (model, rows, window) combination: its MRR / P@1 and zero-shot accuracies."""
     data = retrieval_data(cfg, request.src, request.tgt, request.sentences, request.seed)
     task = task_features(cfg)
+    blocks = piece_blocks(cfg)
     dim, seed = request.dim, request.seed
     combos = [StaticSettings(m, r, w, dim, request.epochs, seed)
               for m in request.models for r in request.counts for w in request.windows]
@@ -415,7 +433,8 @@ def static_grid(cfg: Config, request: StaticRequest, progress: bool = True) -> d
     for settings in progress_bar(combos, desc="static embeddings", unit="model",
                                  disable=not progress):
         started = time.perf_counter()
-        vectors = train_static(corpus_lines(request.train, settings.rows, seed), settings)
+        vectors = train_static(corpus_lines(request.train, settings.rows, seed, blocks),
+                               settings)
         trained = time.perf_counter() - started
         results.append({
             "model": settings.model, "rows": settings.rows, "window": settings.window,
@@ -425,7 +444,8 @@ def static_grid(cfg: Config, request: StaticRequest, progress: bool = True) -> d
     return {"source": request.source, "target": request.target,
             "languages": list(cfg.languages), "dictionary": data.kind,
             "dictionary_pairs": len(data.pairs), "sentences": data.sentences,
-            "train_rows": len(request.train[0]), "models": request.models,
+            "train_rows": len(request.train[0]), "piece_blocks": blocks,
+            "models": request.models,
             "rows": request.counts, "windows": request.windows, "dim": dim,
             "epochs": request.epochs, "seed": seed, "task": cfg.downstream.task,
             "task_languages": task.labels, "results": results}

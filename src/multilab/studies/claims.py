@@ -76,6 +76,10 @@ CRITERION_KINDS = ("rows",)
 #: (:func:`multilab.studies.tables.curve_criterion_outcome`).
 CURVE_TESTS = ("trend", "end-vs-start")
 CURVE_CRITERION_FIELDS = ("curve", "basis", "relative_change")
+#: a curve's shape (its first word) → the direction its criterion's bounds agree with:
+#: ``flat`` ("data did not largely improve X") is the rule's ``equal``, bounds around 0
+CURVE_CRITERION_SHAPES = {"increasing": "greater", "rising": "greater", "decreasing": "less",
+                          "flat": "equal"}
 #: The words that give a claim a size, matched as whole words in its quoted wording (any
 #: case): a claim that uses one carries a ``criterion`` (tests/test_claims.py checks it).
 #: Left out on purpose, because the verdict's own test at α already reads them: words of
@@ -239,12 +243,14 @@ def _check_curve_criterion(criterion: dict[str, Any], kind: str, compare: Mappin
     if not isinstance(criterion["basis"], str) or not criterion["basis"].strip():
         raise _fail(source, where, "criterion basis must be non-empty text")
     curve_shape = str(compare.get("shape", ""))
-    direction = next((d for word, d in (("increasing", "greater"), ("rising", "greater"),
-                                        ("decreasing", "less")) if curve_shape.startswith(word)),
-                     None)
+    direction = next((d for word, d in CURVE_CRITERION_SHAPES.items()
+                      if curve_shape.startswith(word)), None)
     if direction is None:
-        raise _fail(source, where, f"a curve criterion needs a shape increasing, rising or "
-                    f"decreasing, not {curve_shape!r}")
+        raise _fail(source, where, f"a curve criterion needs a shape increasing, rising, "
+                    f"decreasing or flat, not {curve_shape!r}")
+    if direction == "equal" and criterion["curve"] != "end-vs-start":
+        raise _fail(source, where, "a flat curve's criterion is end-vs-start with "
+                    "relative_change bounds (0 inside): a trend has no size; " + shape)
     if criterion.get("relative_change") is None:
         return
     if criterion["curve"] != "end-vs-start":

@@ -91,10 +91,12 @@ def run_studies(request: RunRequest, cfg: Config, studies: Sequence[Study],
         plans = [(s, missing_runs(s, records, seeds, rows, *resolved, again=request.again))
                  for s in studies]
         for study, steps in plans:  # a DVC experiment trains one workspace model
-            for step in (step for step in steps if step.row.script):
-                print(f"study {study.name}: {step.row.label} seed {step.seed} not queued: its "
-                      f"script writes it (`multilab study run {study.name}` runs it)")
-        queue_studies(request, cfg, [(s, [step for step in steps if not step.row.script])
+            for step in (step for step in steps if step.row.script or step.row.static):
+                writer = "its script" if step.row.script else "`multilab static`"
+                print(f"study {study.name}: {step.row.label} seed {step.seed} not queued: "
+                      f"{writer} writes it (`multilab study run {study.name}` runs it)")
+        queue_studies(request, cfg, [(s, [step for step in steps
+                                          if not step.row.script and not step.row.static])
                                      for s, steps in plans])
         return
     for study in studies:
@@ -126,6 +128,7 @@ def plan_text(study: Study, steps: Sequence[Step], results: Path, again: bool) -
         lines.append(f"\n  {step.row.label} seed {step.seed}"
                      + (f" (by its script: {step.row.script_command(step.seed)})"
                         if step.row.script else "")
+                     + (" (multilab static)" if step.row.static else "")
                      + (f" (under way: {held.by} since {held.since})" if held else "")
                      + (f" (measure only: trained in {trained})" if trained else ""))
     what = "to measure again (--again)" if again else "missing"

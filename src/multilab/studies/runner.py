@@ -41,6 +41,7 @@ from multilab import stops
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
 from multilab.studies import ledger
+from multilab.studies.metrics import MINUS
 from multilab.studies.records import Record, records_root
 from multilab.studies.settings import own_data, study_artifacts, study_settings
 from multilab.studies.spec import Row, Study
@@ -53,6 +54,7 @@ from multilab.studies.tables import (
 )
 
 Command = Callable[[list[str]], int]
+STATIC = "static"  # the record kind (and metric head) of ``multilab static``
 #: (the study's ``--set`` values for a row, modification, seed) → the fingerprint ``train``
 #: would give that model here (the command line's: it knows ``--params`` and ``--set``)
 FingerprintOf = Callable[[list[str], str, int], str]
@@ -103,8 +105,9 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
                  overrides: Sequence[str] = (), again: bool = False) -> list[Step]:
     """The (row, seed) pairs lacking a record their metrics read, in the spec's order (the
     rows resolved from ``params`` and ``overrides``, as the runs will be: :func:`collect`).
-    Static rows (``multilab static``) are not run here, nor similarity records (two
-    models) unless the row names the ``script`` that writes them. ``again``: every picked
+    A static row's (row, seed) lacks its ``multilab static`` record (:func:`static_command`);
+    similarity records (two models) are run only where the row names the ``script`` that
+    writes them. ``again``: every picked
     pair with all its records, for records that predate a metric (position embeddings, MRR
     by part of speech: measured anew; curve points: a model trained anew, unless its model
     still lies on disk, which is then only measured)."""
@@ -113,10 +116,9 @@ def missing_runs(study: Study, records: Iterable[Record], seeds: Sequence[int] |
     chosen = collect(study, list(records), params, overrides)
     steps = []
     for row in picked:
-        if row.static:
-            continue
         sources = [key for key in row_sources(study, row)  # a script writes any kind
-                   if row.script is not None or key[0] not in MODEL_LESS]
+                   if row.script is not None or key[0] not in MODEL_LESS
+                   or (row.static and key[0] == STATIC)]
         for seed in (seed for seed in wanted_seeds if seed in study.seeds_of(row)):
             if again:
                 steps.append(Step(row, seed, tuple(sources), _fingerprints(chosen, row, seed)))
@@ -207,6 +209,21 @@ def measure_commands(study: Study, step: Step, model_dir: Path) -> list[list[str
     return commands
 
 
+def static_command(study: Study, row: Row, seed: int) -> list[str]:
+    """``multilab static`` for a static row at ``seed``: the models, windows and train rows
+    the study's ``static.<model>.w<window>.r<rows>.…`` metrics name (one record holds the
+    whole grid), between the row's pair (``pair``; without one, its first two languages)."""
+    grid = [metric.split(".")[1:4] for metric in study.metrics
+            if metric.startswith(f"{STATIC}.") and MINUS not in metric]
+    models = dict.fromkeys(model for model, _, _ in grid)
+    windows = dict.fromkeys(window[1:] for _, window, _ in grid)
+    counts = dict.fromkeys("all" if rows == "rall" else rows[1:] for _, _, rows in grid)
+    pair = row.pair or "-".join(row_languages(study, row).split(",")[:2])
+    source, _, target = pair.partition("-")
+    return ["static", "--source", source, "--target", target, "--models", ",".join(models),
+            "--rows", ",".join(counts), "--windows", ",".join(windows), "--seed", str(seed)]
+
+
 def row_setting(rows: Iterable[Row]) -> str:
     """The ``--set`` value that nests the models of ``rows`` under their rows' parent runs
     (``rows={original: '0', lang-pos: '1'}``): one command may train several (a stack)."""
@@ -248,14 +265,17 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
     if results is not None:  # the study's own records folder (a smoke study's: scratch)
         results = records_root(results, study.profile)
     runner = _Runner(study, command, root, say, results, (params, tuple(overrides), again))
-    for step in [step for step in steps if step.row.script is not None]:
+    for step in [step for step in steps if step.row.script is not None or step.row.static]:
         if runner.book([step]):
             try:
-                runner.script(step)
+                if step.row.script is not None:
+                    runner.script(step)
+                else:
+                    runner.static(step)
             finally:
                 runner.release([step])
     to_train = []
-    for step in [step for step in steps if step.row.script is None]:
+    for step in [step for step in steps if step.row.script is None and not step.row.static]:
         # a model trained already (another study's) is only measured: first
         folder = runner.reusable(step, fingerprint_of) if fingerprint_of else None
         if folder is None:
@@ -408,6 +428,15 @@ class _Runner:
                  f"{shlex.join(argv)}")
         self._check(subprocess.run(argv, cwd=self.root, check=False).returncode,
                     shlex.join(argv))
+
+    def static(self, step: Step) -> None:
+        """A static row's embeddings at the step's seed (:func:`static_command`), in the
+        study's settings, on its corpora and vocabulary (built first where missing)."""
+        self.prepare(step.row)
+        self.say(f"study {self.study.name}: {step.row.label} seed {step.seed}: static "
+                 "embeddings")
+        self.run(study_settings(self.study, self.root, step.row),
+                 *static_command(self.study, step.row, step.seed))
 
     def book(self, steps: Sequence[Step]) -> list[Step]:
         """The steps this runner now holds (all, without a ledger); the others are said."""

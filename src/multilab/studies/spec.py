@@ -77,8 +77,9 @@ et al. 2020 §5) is complete with its one record, not "1 of 3 seeds"; the runner
 counts and the table's seeds column read the row's seeds.
 
 ``static: true`` (row): the row is the static embeddings of the study's corpus (``multilab
-static``, seeded by the row's seed), not a lab model; it reads ``static.*`` metrics only and
-needs no modification. A similarity record (two models) belongs to the row of its first
+static``, seeded by the row's seed, run by ``study run`` over the grid of the study's
+``static.*`` metrics), not a lab model; it reads ``static.*`` metrics only and needs no
+modification. A similarity record (two models) belongs to the row of its first
 model.
 
 A claim entry may bind the paper's comparison to the study (``compare``: the claim's compare
