@@ -48,11 +48,13 @@
 # Lanes live in LANES_DIR (default: lanes/ beside this checkout): laneK/ (the clone, with its
 # .venv), laneK.command (what it runs), laneK.host, laneK.session (and laneK.start, its
 # leader's start time: a recycled session number is never signalled), laneK.log, laneK.exit (its
-# command ended by itself: the status), laneK.stopped (by `stop`). results/lanes.tsv here
-# lists the lanes not finished (number, host, start, last checkpoint, command): committed with
-# the records, it tells a new machine's `resume` what its lost lanes ran. Harvest and commit
-# before the session stops: a new checkout has only what was committed. One start, run or
-# resume at a time in a LANES_DIR (LANES_DIR/.lanes.lock; a second is refused).
+# command ended by itself: the status), laneK.stopped (by `stop`), laneK.queue (one command a
+# line) and laneK.queue.lock (held while the queue is appended to or its first line taken).
+# results/lanes.tsv here lists the lanes not finished (number, host, start, last checkpoint,
+# command): committed with the records, it tells a new machine's `resume` what its lost lanes
+# ran. Harvest and commit before the session stops: a new checkout has only what was
+# committed. One start, run or resume at a time in a LANES_DIR (LANES_DIR/.lanes.lock; a
+# second is refused).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${LANES_DIR:-$(dirname "$root")/lanes}"
@@ -115,12 +117,17 @@ signal() {  # signal every lane's process session
   for sid in $(sessions); do pkill "-$1" -s "$sid" 2>/dev/null || true; done
 }
 
+newest_progress() {  # the progress.json of lane $1's newest checkpoint folder, or nothing:
+  # under artifacts/checkpoints/ (a plain `multilab train`) or a study's own
+  # artifacts/studies/<study>/checkpoints/ (model_dir.checkpoint_home under its paths.artifacts),
+  # in a checkpoint-<step>/ folder (what checkpoint_of reports and park_lane copies)
+  find "$dir/lane$1/artifacts" -path '*/checkpoints/*' -path '*/checkpoint-[0-9]*/progress.json' \
+    -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-
+}
+
 checkpoint_of() {  # lane $1's latest checkpoint: "MODEL step S/T", or nothing
   local found step total
-  # under artifacts/checkpoints/ (a plain `multilab train`) or a study's own
-  # artifacts/studies/<study>/checkpoints/ (model_dir.checkpoint_home under its paths.artifacts)
-  found="$(find "$dir/lane$1/artifacts" -path '*/checkpoints/*' -name progress.json \
-    -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)"
+  found="$(newest_progress "$1")"
   [ -n "$found" ] || return 0
   # bytes, not characters (a damaged file is no UTF-8), and numbers only: this goes into
   # the committed results/lanes.tsv
@@ -154,11 +161,16 @@ start_lane() {  # start lane $1's command in its clone; its state in LANES_DIR
   # (SIGTERM, SIGKILL of the whole process group) ends this shell first
   # 9>&-: the lane never holds this script's lock (lock_lanes)
   # then, while each command succeeds, the next line of laneK.queue becomes laneK.command
-  # (so a stop mid-queue resumes the command it was running) and runs
+  # (so a stop mid-queue resumes the command it was running) and runs; the line is taken
+  # under the queue's lock (queue_lock: `sed -i` replaces the file, and an append of
+  # `lanes.sh queue` to the old one would be lost)
   started="$(cd "$dir/lane$k" && bash scripts/background.sh "$dir/lane$k.log" bash -c \
     'while :; do bash -c "$(cat "$1")"; status=$?; [ "$status" -eq 0 ] || break
-       next="$(head -n 1 "$3" 2>/dev/null)"; [ -n "$next" ] || break
-       printf "%s\n" "$next" > "$1"; sed -i 1d "$3"; echo "== $(date -u +%FT%TZ) next: $next"
+       next="$( { flock 8; next="$(head -n 1 "$3" 2>/dev/null)"
+                  if [ -n "$next" ]; then printf "%s\n" "$next" > "$1"; sed -i 1d "$3"; fi
+                  printf "%s" "$next"; } 8>> "$3.lock")"
+       [ -n "$next" ] || break
+       echo "== $(date -u +%FT%TZ) next: $next"
      done; echo "$status" > "$2"' lane "$dir/lane$k.command" "$dir/lane$k.exit" \
     "$dir/lane$k.queue" 9>&-)"
   echo "$started" | sed -n 's/.*session \([0-9]*\):.*/\1/p' > "$dir/lane$k.session"
@@ -209,11 +221,18 @@ queued_next() {  # whether lane $1's command finished (exit 0) with a command qu
   [ "$(cat "$dir/lane$1.exit" 2>/dev/null)" = 0 ] && [ -s "$dir/lane$1.queue" ]
 }
 
+queue_lock() {  # the lock file of lane $1's queue: whoever appends to laneK.queue or takes
+  # its first line holds it (flock), so that an append never lands in the file `sed -i 1d`
+  # is replacing; the queue itself stays one command a line
+  echo "$dir/lane$1.queue.lock"
+}
+
 start_queued() {  # lane $1's next queued command becomes its command, and starts
   local k=$1 line
-  line="$(head -n 1 "$dir/lane$k.queue")"
-  printf '%s\n' "$line" > "$dir/lane$k.command"
-  sed -i 1d "$dir/lane$k.queue"
+  line="$( { flock 8; line="$(head -n 1 "$dir/lane$k.queue")"
+             printf '%s\n' "$line" > "$dir/lane$k.command"
+             sed -i 1d "$dir/lane$k.queue"
+             printf '%s' "$line"; } 8>> "$(queue_lock "$k")")"
   start_lane "$k"
   echo "lane $k: its command finished; started the next one queued: $line"
 }
@@ -242,8 +261,7 @@ park_lane() {  # copy lane $1's newest complete checkpoint to lanes-parked/lane$
     rm -f "$parked/lane$k.queue"
   fi
   for try in 1 2 3; do
-    found="$(find "$lane/artifacts" -path '*/checkpoints/*' -path '*/checkpoint-[0-9]*/progress.json' \
-      -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -n 1 | cut -d' ' -f2-)"
+    found="$(newest_progress "$k")"
     [ -n "$found" ] || { echo "lane $k: no checkpoint yet, nothing parked"; return 0; }
     source="${found%/progress.json}"
     relative="${source#"$lane/artifacts/"}"
@@ -505,7 +523,7 @@ case "$action" in
     lock_lanes
     commands="$(cd "$root" && .venv/bin/python -c 'from multilab.studies.lane_packing import lane_command; import sys; print("\n".join(map(lane_command, sys.argv[1:])))' "$@")" \
       || { echo "lanes.sh queue: the commands could not be read (above); nothing queued" >&2; exit 2; }
-    printf '%s\n' "$commands" >> "$dir/lane$k.queue"
+    { flock 8; printf '%s\n' "$commands" >> "$dir/lane$k.queue"; } 8>> "$(queue_lock "$k")"
     echo "lane $k: $(wc -l < "$dir/lane$k.queue") command(s) queued after: $(cat "$dir/lane$k.command")"
     # a finished lane starts it now (lane K alone: resume would restart every other lane a
     # session's stop ended, and harvest)

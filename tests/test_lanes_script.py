@@ -10,6 +10,7 @@ folder: nothing touches the machine's real lanes.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shlex
@@ -273,6 +274,40 @@ def test_queued_commands_follow_the_lane_in_order_and_stop_at_a_failure(tmp_path
     refused = _lanes(root, lanes, "queue", "7", "true", check=False)
     assert refused.returncode == 2 and "lane '7' has no command" in refused.stderr
     assert _lanes(root, lanes, "queue", "1", "", check=False).returncode == 2
+
+
+@pytest.mark.slow
+def test_the_queue_is_taken_and_appended_only_under_its_lock(tmp_path: Path) -> None:
+    """The lane's loop takes its queue's next line, and `queue K` appends to it, only while
+    holding laneK.queue.lock: `sed -i 1d` replaces the file, so an append to the one it
+    replaced was lost. While another holds the lock neither moves; released, every command
+    queued runs once, in order."""
+    root = _project(tmp_path / "project")
+    lanes = tmp_path / "lanes"
+    order = lanes / "lane1" / "order.txt"
+    _lanes(root, lanes, "run", "sleep 5; echo first >> order.txt")
+    _lanes(root, lanes, "queue", "1", "echo second >> order.txt")
+    with (lanes / "lane1.queue.lock").open("a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            _wait(order.exists, "the lane's first command", lanes / "lane1.log")
+            appending = subprocess.Popen(
+                ["bash", str(root / "scripts" / "lanes.sh"), "queue", "1",
+                 "echo third >> order.txt"], cwd=root, text=True, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, env=subprocess_env() | {"LANES_DIR": str(lanes)})
+            time.sleep(3)
+            assert order.read_text() == "first\n"  # the lane waits for the lock
+            assert "second" not in (lanes / "lane1.command").read_text()
+            assert not (lanes / "lane1.exit").exists()
+            assert appending.poll() is None  # and so does the append
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    assert appending.wait(timeout=LAUNCH_TIMEOUT) == 0, appending.stderr.read()
+    _wait(lambda: order.read_text().split() == ["first", "second", "third"],
+          "every queued command", lanes / "lane1.log")
+    _wait(lambda: (lanes / "lane1.exit").exists(), "the queue's end", lanes / "lane1.log")
+    assert (lanes / "lane1.exit").read_text().strip() == "0"
+    assert not (lanes / "lane1.queue").read_text().strip()
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ from multilab.resolve import resolve_run
 from multilab.training import stacked, train
 from multilab.training.member import Member
 from multilab.training.model import build_model
+from multilab.training.training_data import TrainingData
 from tests.helpers import one_torch_thread, smoke_config
 
 VOCAB = 60
@@ -96,3 +97,19 @@ def test_a_modification_trains_alike_alone_and_as_a_stack_of_one(tmp_path: Path)
     # the modification reached the batches: the original recipe trains otherwise
     assert abs(original[0]["loss"] - alone[0]["loss"]) > 1e-3
     assert alone[-1]["loss"] != alone[0]["loss"]  # the steps trained
+
+
+def test_a_member_s_plan_counts_an_epoch_as_its_batch_order_does(tmp_path: Path) -> None:
+    """``Member.of`` counts an epoch's steps once, by the batch order the steps are drawn
+    from: the plan's epoch and the order's cannot drift apart (they were two counts)."""
+    run = _run(tmp_path, "original")
+    synthetic = _member(run)
+    member = Member.of(run, TrainingData(synthetic.examples, 0), synthetic.encoder)
+    order = member.order(run.model.global_batch, run.study.train.bucket_chunk)
+    assert order is member.order(run.model.global_batch, run.study.train.bucket_chunk)
+    examples = len(synthetic.examples.lengths)
+    assert member.plan is not None
+    assert member.plan.steps_per_epoch == order.steps_per_epoch == \
+        -(-examples // run.model.global_batch)
+    assert member.total_steps == member.plan.total_steps == \
+        max(1, round(run.epochs * order.steps_per_epoch))

@@ -96,6 +96,20 @@ def query_gpus() -> list[Gpu]:
     return parse_nvidia_smi(done.stdout)
 
 
+#: ``CUDA_VISIBLE_DEVICES`` values that hide every GPU (torch then trains on the CPU)
+HIDDEN = ("", "-1")
+
+
+def visible_device_kind(environ: MutableMapping[str, str] | None = None) -> str:
+    """The kind of device a training started here trains on: ``cuda`` where nvidia-smi lists
+    a GPU that ``CUDA_VISIBLE_DEVICES`` does not hide, else ``cpu``; without importing torch
+    (a study that reads one kind of device checks it before anything starts)."""
+    environ = os.environ if environ is None else environ
+    if environ.get(VISIBLE, "unset").strip() in HIDDEN:
+        return "cpu"
+    return "cuda" if query_gpus() else "cpu"
+
+
 @dataclass
 class Claim:
     """A held GPU slot; ``release`` (also run at exit) unlocks it and restores the variable."""

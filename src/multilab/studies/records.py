@@ -8,8 +8,13 @@ records alone; a number without a record cannot appear in a generated table.
 
 Layout (one folder per model, one file per command and qualifier)::
 
-    results/<experiment>/<modification>/seed<N>-<fingerprint>/<kind>[.<qualifier>].json
+    results/<experiment>/<modification>/seed<N>-<fingerprint>[-<device>]/<kind>[.<qualifier>].json
     results/<experiment>/<kind>/<qualifier>.json          (no single lab model: word order …)
+
+``-<device>``: the kind of device the model trained on where it is not the CPU
+(``seed43-436afb8cc5ebb860-cuda``; the done file's ``device``). The fingerprint hashes what
+decides the weights, not where they were computed, so a CPU rerun of a GPU's model has the
+GPU model's fingerprint: without the suffix its records would replace the GPU's.
 
 Records are written atomically; a record of the same model, kind and qualifier replaces the
 older one (the same measurement, measured again). A file that does not parse as a record is
@@ -36,6 +41,8 @@ from multilab.files import write_json
 from multilab.source import source_state, tracked_by_git
 
 SCHEMA = 1
+#: the kind of device whose models' records folders carry no device suffix (model_folder)
+CPU_KIND = "cpu"
 #: The commands that leave records (a record's ``kind``).
 KINDS = ("train", "spaces", "evaluate", "downstream", "mrr", "static", "similarity", "translate",
          "model-order", "word-order", "probe", "variant",
@@ -174,7 +181,7 @@ def record_path(root: Path, experiment: str, kind: str, model: Mapping[str, Any]
     if model is None:
         return root / safe_name(experiment) / kind / (
             f"{safe_name(qualifier)}.json" if qualifier else f"{kind}.json")
-    folder = safe_name(f"seed{model['seed']}-{model.get('fingerprint') or 'unknown'}")
+    folder = model_folder(model)
     path = root / safe_name(experiment) / safe_name(str(model["modification"])) / folder / name
     if not path.resolve().is_relative_to(Path(root).resolve()):  # every part sanitised: never
         raise ValueError(f"record path {path} is outside {root}")
@@ -182,10 +189,23 @@ def record_path(root: Path, experiment: str, kind: str, model: Mapping[str, Any]
 
 
 def model_identity(done: Mapping[str, Any]) -> dict[str, Any]:
-    """The model a record measures, from its ``multilab.json`` (the done file)."""
+    """The model a record measures, from its ``multilab.json`` (the done file); its
+    ``device`` (the kind it trained on) where the done file names one (models trained
+    before it was kept do not)."""
     keys = ("modification", "paper_id", "seed", "profile", "fingerprint", "run_id", "steps",
             "weights_sha256")
-    return {key: done.get(key) for key in keys}
+    identity = {key: done.get(key) for key in keys}
+    if done.get("device"):
+        identity["device"] = str(done["device"])
+    return identity
+
+
+def model_folder(model: Mapping[str, Any]) -> str:
+    """A model's records folder: ``seed<N>-<fingerprint>``, ``-<device>`` after it where the
+    model trained on another kind of device than the CPU (see the module's docstring)."""
+    folder = f"seed{model['seed']}-{model.get('fingerprint') or 'unknown'}"
+    device = str(model.get("device") or CPU_KIND)
+    return safe_name(folder if device == CPU_KIND else f"{folder}-{device}")
 
 
 def write_record(root: Path, experiment: str, kind: str, result: Mapping[str, Any], *,

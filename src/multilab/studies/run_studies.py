@@ -124,7 +124,8 @@ def plan_text(study: Study, steps: Sequence[Step], results: Path, again: bool) -
     for step in steps:
         held = booked.get((study.name, step.row.label, step.seed))
         here = Path()  # relative: the plan names the folder as a user would
-        trained = trained_elsewhere(step, here, study_model_dir(study, here, step))
+        trained = trained_elsewhere(step, here, study_model_dir(study, here, step),
+                                    study.device_of(step.row))
         lines.append(f"\n  {step.row.label} seed {step.seed}"
                      + (f" (by its script: {step.row.script_command(step.seed)})"
                         if step.row.script else "")

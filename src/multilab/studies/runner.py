@@ -37,7 +37,7 @@ from pathlib import Path
 import yaml
 from filelock import FileLock
 
-from multilab import stops
+from multilab import devices, stops
 from multilab.errors import UserError
 from multilab.lab import modifications as mods
 from multilab.studies import ledger
@@ -158,10 +158,13 @@ def study_model_dir(study: Study, root: Path, step: Step) -> Path:
         mods.slug(step.row.modification) / f"seed{step.seed}"
 
 
-def trained_elsewhere(step: Step, root: Path, own: Path) -> Path | None:
+def trained_elsewhere(step: Step, root: Path, own: Path, device: str | None = None
+                      ) -> Path | None:
     """A finished model of ``step``'s row and seed in another folder under ``root /
     "artifacts"`` (another study's, or ``dvc repro``'s): its done file names one of the
-    fingerprints the row's records measure and its weights are the ones it recorded.
+    fingerprints the row's records measure and its weights are the ones it recorded; with
+    ``device`` (the row's: :meth:`Study.device_of`), its done file names that kind of
+    device too (a model trained before done files named one is not reused then).
 
     Studies share models: Liu et al. 2020b Table 2 shifts the model its Table 4 fine-tunes,
     Dufter & Schütze 2020 Table 3 reads it too. A study's models live in its own folder, so
@@ -181,12 +184,48 @@ def trained_elsewhere(step: Step, root: Path, own: Path) -> Path | None:
         done = read_done(folder, damaged_ok=True)
         if done is None or str(done.get("fingerprint")) not in step.fingerprints:
             continue
+        if device is not None and done.get("device") != device:
+            continue  # another device's model: its records would not be the row's
         try:
             check_weights(folder, done)
         except UserError:
             continue  # damaged: not a model to measure
         return folder
     return None
+
+
+def check_device(study: Study, steps: Sequence[Step]) -> None:
+    """Refuse, before anything runs, steps of a row that reads one kind of device (its
+    ``device``) on a machine that would train on another: their records would not count."""
+    wanted = {kind for step in steps if (kind := study.device_of(step.row)) is not None}
+    if not wanted:
+        return
+    here = devices.visible_device_kind()
+    wrong = next((step for step in steps if study.device_of(step.row) not in (None, here)),
+                 None)
+    if wrong is None:
+        return
+    kind = study.device_of(wrong.row)
+    how = ("hide the GPU: CUDA_VISIBLE_DEVICES= multilab study run …" if kind == "cpu" else
+           "run it where a GPU is visible")
+    raise UserError(f"study {study.name}: row {wrong.row.label} reads records of the {kind} "
+                    f"only (its `device`), and this machine would train on the {here}; {how}")
+
+
+def check_model_device(study: Study, step: Step, model_dir: Path) -> None:
+    """A finished model in ``step``'s own folder that names another kind of device than its
+    row reads (``device``) is not measured as the row's: one line, the folder left as it is
+    (a model is never deleted for the user). A done file naming no device (older) passes."""
+    from multilab.training.model_dir import read_done  # torch-free, but late
+
+    kind = study.device_of(step.row)
+    done = read_done(model_dir, damaged_ok=True) if kind is not None else None
+    trained = done.get("device") if done else None
+    if trained and trained != kind:
+        raise UserError(f"study {study.name}: {model_dir} holds a model of {step.row.label} "
+                        f"seed {step.seed} trained on the {trained}, and the row reads the "
+                        f"{kind} only (its `device`): move the folder aside (e.g. to "
+                        f"{model_dir.name}-{trained}) and run again")
 
 
 def measure_commands(study: Study, step: Step, model_dir: Path) -> list[list[str]]:
@@ -264,6 +303,8 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
                         "task (valid: --stack 1)")
     if results is not None:  # the study's own records folder (a smoke study's: scratch)
         results = records_root(results, study.profile)
+    if dispatch is None:  # a Ray task trains where the cluster puts it: not checked here
+        check_device(study, steps)
     runner = _Runner(study, command, root, say, results, (params, tuple(overrides), again))
     for step in [step for step in steps if step.row.script is not None or step.row.static]:
         if runner.book([step]):
@@ -286,6 +327,7 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
     if dispatch is not None:
         work = []
         for number, step in enumerate(steps, 1):
+            check_model_device(study, step, runner.model_dir(step))
             runner.prepare(step.row)  # once per artifacts folder, before any task starts
             work.append(runner.step_run(step, number, len(steps)))
         if work:
@@ -298,6 +340,7 @@ def run_study(study: Study, steps: Sequence[Step], command: Command, root: Path,
         if not runner.book([step]):
             continue
         try:
+            check_model_device(study, step, runner.model_dir(step))
             runner.prepare(step.row)
             work = runner.step_run(step, number, len(steps))
             say(work.title)
@@ -482,13 +525,14 @@ class _Runner:
         ``train`` would give it here: the row's records name a model lying elsewhere, so the
         study's data is prepared (the fingerprint hashes it) and compared. A model trained
         on other data (the code that builds it changed since) is trained again."""
-        if trained_elsewhere(step, self.root, self.model_dir(step)) is None:
+        device = self.study.device_of(step.row)
+        if trained_elsewhere(step, self.root, self.model_dir(step), device) is None:
             return None
         self.prepare(step.row)
         expected = fingerprint_of(study_settings(self.study, self.root, step.row),
                                   step.row.modification, step.seed)
         folder = trained_elsewhere(replace(step, fingerprints=(expected,)), self.root,
-                                   self.model_dir(step))
+                                   self.model_dir(step), device)
         if folder is None:
             self.say(f"study {self.study.name}: {step.row.label} seed {step.seed}: the "
                      f"trained model its records name is not of this data (fingerprint "
@@ -545,6 +589,8 @@ class _Runner:
         for number, group in enumerate(groups, 1):
             mine = self.book(group)
             try:
+                for step in mine:
+                    check_model_device(self.study, step, self.model_dir(step))
                 for rows, seeds in products(mine):
                     for row in rows:
                         self.prepare(row)

@@ -34,6 +34,14 @@ Example (abridged)::
 call (``benchmarks/results/gpu-h200-2026-11-27/``): GPU reruns of one configuration are not
 bit-identical, so a study of one call must not take a rerun's record of the same model.
 
+``device`` (study or row, optional): the kind of device a row's records must come from,
+``cpu`` or ``cuda`` (a record's ``provenance.machine.device`` up to its colon, and its model's
+``device`` where the record names one). A row then reads that kind only, so its seeds never
+mix devices; a seed recorded on another kind counts as missing, and ``study run`` trains it
+on this kind (refusing to start on a machine that would train on another). The other kind's
+records stay under ``results/``, in their own folder (``seed43-<fingerprint>-cuda``), and the
+study page names them as kept, not read.
+
 ``supersedes`` (optional): the name of a study whose verdicts this one's replace for the
 claims both test, once this one's are verdicts too (Table 3 in a regime where transfer is
 readable supersedes its first, barely multilingual runs); the superseded study keeps its
@@ -110,11 +118,14 @@ from multilab.studies.verdict import PaperValue
 SPEC_FIELDS = ("name", "paper", "table", "title", "languages", "profile", "seeds", "settings",
                "paper_seeds", "paper_decimals", "paper_comparable", "metrics", "rows", "claims",
                "about", "records_from", "fine_tune", "figures", "supersedes", "spread_metrics",
-               "runs_left")
+               "runs_left", "device")
 _REQUIRED = ("name", "paper", "table", "title", "languages", "profile", "seeds", "metrics",
              "rows")
 ROW_FIELDS = ("id", "label", "aliases", "modification", "paper", "settings", "paper_comparable",
-              "fine_tune", "static", "pair", "script", "seeds")
+              "fine_tune", "static", "pair", "script", "seeds", "device")
+#: ``device`` (study or row): the kind of device a row's records must come from (a record's
+#: ``provenance.machine.device`` up to its colon, and its model's training device)
+DEVICE_KINDS = ("cpu", "cuda")
 CLAIM_ENTRY_FIELDS = ("id", "pending", "not_testable", "compare")
 FIGURE_FIELDS = ("name", "title", "x", "y", "axis_titles")
 PROFILES = ("smoke", "quick", "paper", "real", "real-quick")
@@ -147,6 +158,9 @@ class Row:
     #: the seeds this row is measured at, where fewer than the study's: a row that is one
     #: measurement by design (a control pair of two seeds); None: the study's seeds
     seeds: tuple[int, ...] | None = None
+    #: the kind of device (:data:`DEVICE_KINDS`) this row's records must come from, over the
+    #: study's ``device``; None: the study's
+    device: str | None = None
 
     def script_command(self, seed: int) -> str:
         """The row's ``script`` for one seed (``{seed}`` filled in)."""
@@ -205,6 +219,13 @@ class Study:
     spread_metrics: tuple[str, ...] = ()
     #: whether the page lists the (row, seed) pairs without a record, priced in lane-hours
     runs_left: bool = False
+    #: the kind of device (:data:`DEVICE_KINDS`) every row's records must come from, where a
+    #: row names none of its own; None: any (a row of mixed devices is flagged)
+    device: str | None = None
+
+    def device_of(self, row: Row) -> str | None:
+        """The kind of device a row's records must come from (its own, else the study's)."""
+        return row.device or self.device
 
     def row(self, label: str) -> Row | None:
         """The row of this label or alias, else of this paper ID where one row has it (the
@@ -316,9 +337,10 @@ def _row(raw: Any, index: int, metrics: tuple[str, ...], paper_seeds: int | None
             for seed in seeds) or len(set(seeds)) != len(seeds)):
         raise _fail(source, f"row {label}: seeds {seeds!r}: some of the study's seeds "
                     f"({', '.join(map(str, study_seeds))}), each once")
+    device = _device_kind(raw.get("device"), source, f"row {label}: ")
     return Row(label=label, modification=modification, aliases=tuple(aliases),
                paper_comparable=comparable, fine_tune=fine_tune, static=static, pair=pair,
-               script=script, seeds=None if seeds is None else tuple(seeds),
+               script=script, seeds=None if seeds is None else tuple(seeds), device=device,
                paper_id=None if raw.get("id") is None else str(raw["id"]),
                paper={key: _paper_value(value, paper_seeds, source, f"row {label}: {key}")
                       for key, value in paper.items()},
@@ -409,7 +431,8 @@ def load_study(source: Path, claims: Mapping[str, Claim]) -> Study:
                   fine_tune=fine_tune, figures=_figures(raw.get("figures"), metrics, source),
                   supersedes=supersedes,
                   spread_metrics=_spread_metrics(raw.get("spread_metrics"), metrics, source),
-                  runs_left=_runs_left(raw.get("runs_left", False), source))
+                  runs_left=_runs_left(raw.get("runs_left", False), source),
+                  device=_device_kind(raw.get("device"), source, ""))
     for entry in entries:
         _check_claim(study, entry, claims)
     return study
@@ -514,6 +537,14 @@ def _spec_rows(entries: Any, metrics: tuple[str, ...], paper_seeds: int | None, 
                         "the second would train on the first's data); labels that differ in "
                         "letters or digits, not only in spaces or punctuation")
     return rows
+
+
+def _device_kind(value: Any, source: Path, where: str) -> str | None:
+    """A ``device`` value: one of :data:`DEVICE_KINDS`, or absent."""
+    if value is not None and value not in DEVICE_KINDS:
+        raise _fail(source, f"{where}device {value!r}: the kind of device the records must "
+                    f"come from, one of {', '.join(DEVICE_KINDS)} (or leave it out)")
+    return value
 
 
 def _provenance(raw: dict[str, Any], source: Path, name: str

@@ -109,13 +109,33 @@ READ_SECTIONS: Mapping[str, tuple[str, ...]] = {"evaluate": ("evaluate.",),
                                                 "downstream": ("downstream.",)}
 
 
+def record_devices(record: Record) -> list[str]:
+    """The devices behind a record: where it was written (``provenance.machine.device``)
+    and, where its model names one and it is another kind, the kind its model trained on
+    (``model.device``: a GPU's model measured on a CPU is not a CPU's)."""
+    devices = [record.device]
+    trained = (record.model or {}).get("device")
+    if trained and device_kind(str(trained)) != device_kind(record.device):
+        devices.append(str(trained))
+    return devices
+
+
+def on_device(record: Record, kind: str) -> bool:
+    """Whether every device behind ``record`` (:func:`record_devices`) is of ``kind``."""
+    return all(device_kind(device) == kind for device in record_devices(record))
+
+
 def _matches(record: Record, study: Study, row: Row, seed: int,
-             configuration: Mapping[str, Any] | None) -> bool:
+             configuration: Mapping[str, Any] | None, any_device: bool = False) -> bool:
     """Whether ``record`` is one of ``row``'s at ``seed``: a record of one model when its
     configuration is the row's (``configuration``: :func:`row_configuration`), a record of
-    no single model by :func:`_matches_model_less`."""
+    no single model by :func:`_matches_model_less`; and, where the row names the kind of
+    device its records come from (``device``; ``any_device``: not asked), of that kind."""
     if study.records_from is not None and not str(
             record.data["provenance"].get("imported_from") or "").startswith(study.records_from):
+        return False
+    wanted_device = study.device_of(row)
+    if wanted_device is not None and not any_device and not on_device(record, wanted_device):
         return False
     if record.kind in MODEL_LESS or row.static:
         return _matches_model_less(record, study, row, seed)
@@ -240,6 +260,9 @@ class StudyResult:
     #: the labels of ``train_seconds`` that are a lower bound only: a training of the same
     #: shape with another vocabulary unit (a character row priced by a word-piece training)
     lower_bounds: frozenset[str] = frozenset()
+    #: row label → seed → the devices of the row's records left unread because they are not
+    #: of the kind the row's ``device`` names (kept under results/, labelled by device)
+    other_devices: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
 
     def run_seconds(self, label: str, profile_seconds: Mapping[str, float]) -> float | None:
         """What training one more seed of a row costs on the CPU: from its own or a
@@ -346,7 +369,7 @@ def _cell(study: Study, chosen: Chosen, row: Row, metric: str) -> Cell:
             if number is None:
                 break
             numbers.append(number)
-            kinds.add(record.device)
+            kinds.update(record_devices(record))
         else:
             values.append(numbers[0] - sum(numbers[1:]) if len(numbers) > 1 else numbers[0])
             devices.append(joined_devices(kinds))
@@ -379,7 +402,7 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
                 record = chosen.get((row.label, seed, "downstream", ""))
                 if record is not None and (value := majority.read(record)) is not None:
                     values.append(value)
-                    devices.append(record.device)
+                    devices.append(joined_devices(record_devices(record)))
                     seeds.append(seed)
             cells[(row.label, MAJORITY_CELL)] = Cell(tuple(values), tuple(devices), tuple(seeds))
     needed = {row.label: row_sources(study, row) for row in study.rows}
@@ -400,7 +423,35 @@ def study_result(study: Study, records: Iterable[Record], claims: Mapping[str, C
     seconds, lower_bounds = _train_seconds(chosen, configurations, trainings)
     return StudyResult(study, cells, seeds_found, outcomes, sources,
                        {label: model_key(c) for label, c in configurations.items()},
-                       seconds, lower_bounds)
+                       seconds, lower_bounds,
+                       left_out_by_device(study, records, configurations, needed))
+
+
+def left_out_by_device(study: Study, records: Iterable[Record],
+                       configurations: Mapping[str, Mapping[str, Any]],
+                       needed: Mapping[str, Sequence[tuple[str, str]]]
+                       ) -> dict[str, dict[int, str]]:
+    """Row label → seed → the devices of the records a row would read but for its
+    ``device`` (records of the kinds it reads, of another kind of device): what its page
+    names as kept and not read. Empty for a study that names no device."""
+    pinned = [row for row in study.rows if study.device_of(row) is not None]
+    if not pinned:
+        return {}
+    if study.records_under is not None:
+        records = [r for r in records if r.path.is_relative_to(study.records_under)]
+    found: dict[str, dict[int, set[str]]] = {}
+    for record in records:
+        for row in pinned:
+            if on_device(record, str(study.device_of(row))) or \
+                    (record.kind, record_variant(record)) not in needed.get(row.label, ()):
+                continue
+            for seed in study.seeds_of(row):
+                if _matches(record, study, row, seed, configurations.get(row.label),
+                            any_device=True):
+                    found.setdefault(row.label, {}).setdefault(seed, set()).update(
+                        record_devices(record))
+    return {label: {seed: joined_devices(devices) for seed, devices in sorted(seeds.items())}
+            for label, seeds in found.items()}
 
 
 #: what a training's cost follows besides its number of languages: the model's shape and
@@ -1137,29 +1188,45 @@ def row_device_kinds(devices: Mapping[int, str]) -> set[str]:
 
 
 def device_lines(result: StudyResult) -> list[str]:
-    """Where each row's seeds ran: one sentence when every record ran on one device, else a
-    table, a row whose seeds ran on several kinds of device (CPU and GPU runs are not
-    bit-identical) marked."""
+    """Where each row's seeds ran: one sentence when every record ran on one device and the
+    study names no device, else a table of every row, a row whose seeds ran on several kinds
+    of device (CPU and GPU runs are not bit-identical) marked; where the study names the kind
+    of device a row's records come from (``device``), that kind per row and the records of
+    another kind kept but not read."""
     study = result.study
     per_row = {row.label: row_devices(result, row) for row in study.rows}
     every = {device for devices in per_row.values() for device in devices.values()}
-    if not every:
+    pinned = any(study.device_of(row) is not None for row in study.rows)
+    if not every and not pinned:
         return []
     lines = ["## Devices", ""]
-    if len(every) == 1:
+    if len(every) == 1 and not pinned:
         where = seeds_by_device({0: every.pop()}).split(" on ", 1)[1]
         return [*lines, f"Every record of this table ran on {where}.", ""]
     ids = any(row.paper_id for row in study.rows)
-    lines += ["| ID | row | where its seeds ran |" if ids else "| row | where its seeds ran |",
-              "|---|---|---|" if ids else "|---|---|"]
+    reads = " reads |" if pinned else ""
+    lines += [("| ID " if ids else "") + f"| row |{reads} where its seeds ran |",
+              "|---" * (2 + ids + pinned) + "|"]
     mixed = False
     for row in study.rows:
         devices = per_row[row.label]
         several = len(row_device_kinds(devices)) > 1
         mixed |= several
         flag = " **(mixed devices)**" if several else ""
-        lines.append(("| " + (row.paper_id or "") + " " if ids else "") + f"| {row.label} | "
-                     f"{escape(seeds_by_device(devices))}{flag} |")
+        kind = f" {study.device_of(row) or 'any'} |" if pinned else ""
+        lines.append(("| " + (row.paper_id or "") + " " if ids else "") + f"| {row.label} |"
+                     f"{kind} {escape(seeds_by_device(devices))}{flag} |")
+    if pinned:
+        lines += ["", "*Reads*: the kind of device a row's records must come from (the "
+                  "study's `device`): a row never mixes devices among its seeds, and a seed "
+                  "whose records ran elsewhere is missing until it is run on that kind "
+                  "(`multilab study run` runs it; studies/README.md, \"Devices\")."]
+        left = [f"{row.paper_id or row.label} ({row.label}): "
+                f"{seeds_by_device(result.other_devices[row.label])}"
+                for row in study.rows if result.other_devices.get(row.label)]
+        if left:
+            lines += ["", "Kept under `results/`, not read (another kind of device): "
+                      f"{escape('; '.join(left))}."]
     if mixed:
         lines += ["", "A verdict that reads a row of *mixed devices* is marked so and names "
                   "which seeds ran where: it stands as a test over seeds whose spread then "

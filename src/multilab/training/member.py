@@ -15,7 +15,6 @@ single-model trainer (training/train.py) runs a member alone with these; the sta
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -92,10 +91,13 @@ class Member:
         self._order: BatchOrder | None = None
 
     def order(self, global_batch: int, bucket_chunk: int) -> BatchOrder:
-        if self._order is None:
-            self._order = BatchOrder(self.examples.lengths, global_batch, self.seed,
-                                     bucket_chunk)
-        return self._order
+        """The member's batch order for this global batch and bucket chunk (built once)."""
+        order = self._order
+        if order is None or (order.batch_size, order.chunk_batches) != (global_batch,
+                                                                         bucket_chunk):
+            order = self._order = BatchOrder(self.examples.lengths, global_batch, self.seed,
+                                             bucket_chunk)
+        return order
 
     @classmethod
     def of(cls, run: RunConfig, data: TrainingData | None = None,
@@ -104,11 +106,15 @@ class Member:
         ``encoder`` are given), knn table, plan and masking."""
         if data is None or encoder is None:
             data, encoder = prepare_data(run)
-        steps_per_epoch = math.ceil(len(data.examples) / run.model.global_batch)
-        plan = Plan.of(run, steps_per_epoch)
-        return cls(run.seed, data.examples, encoder, run.model.lr, plan.total_steps,
-                   run.study.train.mask_prob, run.recipe.replacement, load_knn_table(run),
-                   f"{run.modification} s{run.seed}", plan)
+        # the plan's epoch is the batch order's: one count of an epoch's steps, not two
+        order = BatchOrder(data.examples.lengths, run.model.global_batch, run.seed,
+                           run.study.train.bucket_chunk)
+        plan = Plan.of(run, order.steps_per_epoch)
+        member = cls(run.seed, data.examples, encoder, run.model.lr, plan.total_steps,
+                     run.study.train.mask_prob, run.recipe.replacement, load_knn_table(run),
+                     f"{run.modification} s{run.seed}", plan)
+        member._order = order  # the order step_batch draws from (Member.order keeps it)
+        return member
 
 
 @dataclass

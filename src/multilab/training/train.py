@@ -141,7 +141,8 @@ def train_model(
             steps.close()
             if main:
                 _save_finished(run, model, model_dir, area, state,
-                               done_record(run, state, plan, data, accelerator.num_processes))
+                               done_record(run, state, plan, data, accelerator.num_processes,
+                                           accelerator.device.type))
             accelerator.wait_for_everyone()
     return model_dir
 
@@ -376,9 +377,10 @@ def _resume(area: Path, model_dir: Path, fingerprint: str, model, optimizer, sch
 
 
 def done_record(run: RunConfig, state: TrainingState, plan: Plan, data: TrainingData,
-                 world_size: int) -> dict[str, Any]:
+                 world_size: int, device: str) -> dict[str, Any]:
     """What ``multilab.json`` says of the finished model (the weights' hash is added when
-    they are written)."""
+    they are written); ``device``: the kind it trained on (``cpu``, ``cuda``), which its
+    records carry and a study that reads one kind of device checks."""
     return {
         "fingerprint": state.fingerprint,
         "modification": run.modification,
@@ -391,6 +393,7 @@ def done_record(run: RunConfig, state: TrainingState, plan: Plan, data: Training
         "train_examples": len(data.examples),
         "truncated_sentences": data.truncated,
         "world_size": world_size,
+        "device": device,
         # what the model cost (optimizer steps only; a checkpoint from before this key
         # counts as 0): the study list prices its missing runs with it
         "step_seconds": round(sum(row.get("seconds", 0.0) for row in state.log_rows), 1),

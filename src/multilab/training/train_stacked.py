@@ -319,7 +319,7 @@ def _train_group(trainer: stacked.StackedTrainer, group: list[_Seat], active: li
                 seat.moments = trainer.member_moments(index)
         for seat in group:
             if seat in done:
-                _finish(seat, settings, experiment_id)
+                _finish(seat, settings, experiment_id, device)
             elif checkpoint:
                 _checkpoint(seat, settings)
         if stopping:
@@ -353,9 +353,10 @@ def _checkpoint(seat: _Seat, settings: stacked.Settings) -> None:
                     seat.plan.total_steps if seat.plan else None)
 
 
-def _finish(seat: _Seat, settings: stacked.Settings, experiment_id: str | None) -> None:
+def _finish(seat: _Seat, settings: stacked.Settings, experiment_id: str | None,
+            device: torch.device) -> None:
     """The member's final model folder and done file; its MLflow run ends FINISHED."""
-    done = done_record(seat.run, seat.state, seat.plan, seat.data, 1)
+    done = done_record(seat.run, seat.state, seat.plan, seat.data, 1, device.type)
     save_final_model(seat.run, _member_model(seat, settings), seat.model_dir, seat.area,
                      seat.state, done | {"trainer": "stacked"})
     if seat.state.run_id:
